@@ -1,0 +1,112 @@
+# attn — build, test and benchmark.
+#   make            library (build/libattn.a, build/libattn.so) and CLI (build/attn)
+#   make test       install what the tests need, generate PyTorch references, run every test
+#   make san        the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer
+#   make bench      kernels side by side with PyTorch (installs torch from PyPI into .venv-bench)
+#   make demo       the README's main job
+# Variables: CC=gcc|clang, WERROR=1 (warnings are errors), SAN=1 (sanitizers, into build-san/).
+
+CC      ?= cc
+SAN     ?= 0
+WERROR  ?= 0
+ifeq ($(SAN),1)
+BUILD   ?= build-san
+OPT     ?= -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+SANLD   := -fsanitize=address,undefined
+else
+BUILD   ?= build
+OPT     ?= -O3 -g
+SANLD   :=
+endif
+
+WARN    := -Wall -Wextra -Wshadow -Wno-unknown-pragmas
+ifeq ($(WERROR),1)
+WARN    += -Werror
+endif
+CPPFLAGS := -Iinclude -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+CFLAGS   := -std=c11 $(OPT) $(WARN) -fPIC -fopenmp
+LDLIBS   := -ljansson -lm
+LDFLAGS  := -fopenmp $(SANLD)
+
+ISA_avx2   := -mavx2 -mfma -mf16c -DATTN_ISA=2 -ffp-contract=fast
+ISA_avx512 := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma -mf16c -DATTN_ISA=512 -ffp-contract=fast
+
+# Library sources, layer by layer: core -> kernels, io -> nn -> viz -> cli.
+LIB_SRCS  := $(wildcard src/core/*.c src/io/*.c src/nn/*.c src/viz/*.c) \
+             $(filter-out %_simd.c,$(wildcard src/kernels/*.c))
+SIMD_SRCS := $(wildcard src/kernels/*_simd.c)
+CLI_SRCS  := $(wildcard src/cli/*.c)
+TEST_SRCS := $(wildcard tests/test_*.c)
+BENCH_SRCS:= $(wildcard bench/bench_*.c)
+
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) \
+             $(SIMD_SRCS:%.c=$(BUILD)/obj/%_avx2.o) $(SIMD_SRCS:%.c=$(BUILD)/obj/%_avx512.o)
+CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
+TESTS     := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+BENCHES   := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+HEADERS   := $(wildcard include/*.h src/*/*.h)
+
+.PHONY: all lib tests benches test san bench demo clean deps venv headers-check
+all: $(BUILD)/attn $(BUILD)/libattn.so
+
+lib: $(BUILD)/libattn.a $(BUILD)/libattn.so
+
+$(BUILD)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%_avx2.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(ISA_avx2) -c $< -o $@
+
+$(BUILD)/obj/%_avx512.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(ISA_avx512) -c $< -o $@
+
+$(BUILD)/libattn.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libattn.so: $(LIB_OBJS)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/attn: $(CLI_OBJS) $(BUILD)/libattn.a
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libattn.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/tu.h $(BUILD)/libattn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -o $@ $< $(BUILD)/libattn.a $(LDFLAGS) -lcmocka $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libattn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libattn.a $(LDFLAGS) $(LDLIBS)
+
+tests: $(TESTS) $(BUILD)/attn
+benches: $(BENCHES)
+
+# System packages (Debian) and the reference venv; idempotent and quick when already done.
+deps:
+	@sh tools/install_deps.sh
+
+# Every public header compiles on its own as plain C.
+headers-check:
+	@for h in include/*.h; do echo "#include \"$$(basename $$h)\"" | \
+	  $(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -x c -fsyntax-only - || exit 1; done
+
+test: deps
+	@$(MAKE) --no-print-directory headers-check
+	@$(MAKE) --no-print-directory tests
+	@sh tests/run.sh $(BUILD)
+
+san:
+	@$(MAKE) --no-print-directory SAN=1 tests
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 sh tests/run.sh build-san
+
+bench: all benches
+	@sh bench/run.sh $(BUILD)
+
+demo: deps all
+	@$(BUILD)/attn explain
+
+clean:
+	rm -rf build build-san

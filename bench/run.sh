@@ -1,0 +1,22 @@
+#!/bin/sh
+# Side-by-side benchmarks: for each bench/bench_NAME.c program there is a bench/torch_NAME.py
+# peer. Both run in this same invocation at the same thread count (ATTN_BENCH_THREADS, default 2)
+# and print JSON lines {"bench","case","metric","value"} (higher is better); bench/compare.py
+# joins them and prints attn, PyTorch and the ratio attn/PyTorch.
+#   sh bench/run.sh [BUILD] [NAME...]
+BUILD=${1:-build}; [ $# -gt 0 ] && shift
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 1
+sh bench/setup.sh || exit 1
+THREADS=${ATTN_BENCH_THREADS:-2}
+export OMP_NUM_THREADS=$THREADS ATTN_BENCH_THREADS=$THREADS
+names="$*"
+[ -n "$names" ] || names=$(ls bench/bench_*.c | sed 's|bench/bench_\(.*\)\.c|\1|')
+out=$(mktemp -d)
+for n in $names; do
+  echo "== $n (threads=$THREADS)"
+  "$BUILD/bench/bench_$n" > "$out/$n.attn.jsonl" || { echo "error: bench_$n failed"; exit 1; }
+  .venv-bench/bin/python "bench/torch_$n.py" > "$out/$n.torch.jsonl" || { echo "error: torch_$n.py failed"; exit 1; }
+  .venv-bench/bin/python bench/compare.py "$out/$n.attn.jsonl" "$out/$n.torch.jsonl"
+done
+rm -rf "$out"

@@ -1,0 +1,152 @@
+/* attn_kernels.h — the compute kernels of libattn: GEMM, softmax, layer norm, activations,
+ * embedding, cross-entropy and fused attention, forward and backward, fp32, row-major.
+ *
+ * Each kernel has a plain reference path (ATTN_BACKEND_REF: simple loops, easy to audit) and an
+ * optimized CPU path (AVX-512 or AVX2 + FMA, OpenMP threads), picked at run time from the CPU's
+ * features. The environment variable ATTN_BACKEND=ref|avx2|avx512|auto, read on first use, or
+ * attn_set_backend() selects one; the tests compare the paths with each other and with PyTorch.
+ *
+ * Shapes are given in comments as (rows, cols) of a row-major matrix. Every function validates its
+ * arguments and returns ATTN_STATUS_INVALID_ARGUMENT (with attn_last_error()) on bad ones.
+ *
+ *   attn_gemm(false, true, M, N, K, 1.0f, x, K, w, K, 0.0f, y, N, bias, ATTN_ACT_GELU_TANH);
+ *   // y (M,N) = gelu(x (M,K) · w (N,K)^T + bias (N))   — nn.Linear followed by GELU
+ */
+#ifndef ATTN_KERNELS_H
+#define ATTN_KERNELS_H
+
+#include "attn_core.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- backend selection ------------------------------------------------------------------- */
+
+typedef enum {
+    ATTN_BACKEND_AUTO = 0, /* the best the CPU supports */
+    ATTN_BACKEND_REF,      /* plain C reference loops, single thread */
+    ATTN_BACKEND_AVX2,     /* AVX2 + FMA, OpenMP */
+    ATTN_BACKEND_AVX512    /* AVX-512F/BW/DQ/VL, OpenMP */
+} attn_backend;
+
+/* Select a backend; ATTN_STATUS_UNSUPPORTED if this CPU lacks it. AUTO picks the best. */
+attn_status attn_set_backend(attn_backend b);
+/* The backend in use (never AUTO). Reads ATTN_BACKEND on first call. */
+attn_backend attn_get_backend(void);
+/* Whether this CPU can run b. */
+bool attn_backend_available(attn_backend b);
+/* "auto", "ref", "avx2", "avx512". */
+const char *attn_backend_name(attn_backend b);
+/* Parse a name as above; ATTN_STATUS_INVALID_ARGUMENT if unknown. */
+attn_status attn_backend_parse(const char *name, attn_backend *out);
+
+/* ---- GEMM -------------------------------------------------------------------------------- */
+
+typedef enum {
+    ATTN_ACT_NONE = 0,
+    ATTN_ACT_RELU,
+    ATTN_ACT_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) — GPT-2 */
+    ATTN_ACT_GELU_ERF   /* 0.5 x (1 + erf(x / sqrt(2)))                     — BERT  */
+} attn_act;
+
+/* C = act(alpha · op(A) · op(B) + beta · C + bias)
+ *   op(A) is (M, K): A is stored (M, K) with row stride lda if !trans_a, else (K, M).
+ *   op(B) is (K, N): B is stored (K, N) with row stride ldb if !trans_b, else (N, K).
+ *   C (M, N) with row stride ldc; bias (N) or NULL, added to every row.
+ * beta == 0 means C is not read (it may hold NaN). M, N or K may be 0. */
+attn_status attn_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                      int ldc, const float *bias, attn_act act);
+
+/* ---- elementwise and row-wise kernels ------------------------------------------------------ */
+
+/* y (N, D) = softmax over each row of x (N, D). y may equal x. */
+attn_status attn_softmax_forward(int N, int D, const float *x, float *y);
+/* dx (N, D) = y ⊙ (dy − rowsum(dy ⊙ y)). dx may equal dy. */
+attn_status attn_softmax_backward(int N, int D, const float *y, const float *dy, float *dx);
+
+/* Layer norm over the last dimension (biased variance, as PyTorch):
+ *   y (N, C) = (x − mean) · rstd · w + b; mean (N) and rstd (N) saved for backward (or NULL).
+ * w, b (C) may be NULL (1 and 0). */
+attn_status attn_layernorm_forward(int N, int C, const float *x, const float *w, const float *b,
+                                   float eps, float *y, float *mean, float *rstd);
+/* dx (N, C) is overwritten; dw, db (C) are accumulated into (either may be NULL). */
+attn_status attn_layernorm_backward(int N, int C, const float *x, const float *w,
+                                    const float *mean, const float *rstd, const float *dy,
+                                    float *dx, float *dw, float *db);
+
+/* y (n) = act(x (n)). y may equal x. */
+attn_status attn_act_forward(attn_act act, size_t n, const float *x, float *y);
+/* dx (n) = act'(x) ⊙ dy, with x the pre-activation input. dx may equal dy. */
+attn_status attn_act_backward(attn_act act, size_t n, const float *x, const float *dy, float *dx);
+
+/* out (N, C) = table (V, C)[ids (N)]. An id outside [0, V) is ATTN_STATUS_INVALID_ARGUMENT. */
+attn_status attn_embedding_forward(int N, int V, int C, const int32_t *ids, const float *table,
+                                   float *out);
+/* dtable (V, C) += scatter of dout (N, C) by ids (N). */
+attn_status attn_embedding_backward(int N, int V, int C, const int32_t *ids, const float *dout,
+                                    float *dtable);
+
+/* Cross-entropy as torch.nn.functional.cross_entropy(logits, targets, ignore_index=ignore_index,
+ * label_smoothing=label_smoothing, reduction='mean'):
+ *   logits (N, V), targets (N); rows whose target == ignore_index count for nothing; *loss is the
+ *   mean over the other rows (0 if none). dlogits (N, V), if not NULL, receives d(*loss)/d(logits)
+ *   (zero rows for ignored targets); it may equal logits. A target outside [0, V) that is not
+ *   ignore_index is ATTN_STATUS_INVALID_ARGUMENT. */
+attn_status attn_cross_entropy(int N, int V, const float *logits, const int32_t *targets,
+                               int32_t ignore_index, float label_smoothing, float *loss,
+                               float *dlogits);
+
+/* ---- attention --------------------------------------------------------------------------- */
+
+/* Multi-head scaled dot-product attention over head-interleaved rows:
+ *   element (b, t, h, d) of Q is q[b*Tq*ldq + t*ldq + h*D + d]   (Q: (B, Tq, H, D), row stride ldq)
+ *   and likewise K, V (B, Tk, H, D) with ldk, ldv and O (B, Tq, H, D) with ldo.
+ * The layout is what a projection x · W_Q (B·T, H·D) gives, so no transposes are needed; with a
+ * fused QKV projection (B·T, 3·H·D) pass q = qkv, k = qkv + H*D, v = qkv + 2*H*D, ld = 3*H*D.
+ *
+ * Masks: key j is visible to query i when
+ *   (!causal || j <= i + causal_offset)  and  (kv_len == NULL || j < kv_len[b]).
+ *   - encoder self-attention: causal = false, kv_len = NULL
+ *   - decoder self-attention: causal = true, causal_offset = 0 (Tq == Tk), or Tk − Tq when the
+ *     queries are the last Tq positions (a KV cache)
+ *   - key padding: kv_len[b] = number of real keys of sequence b (0 <= kv_len[b] <= Tk)
+ *   - cross-attention: Tq != Tk, causal = false, kv_len = source lengths
+ * A query with no visible key gets output 0 (and lse = -inf), where PyTorch would give NaN. */
+typedef struct {
+    int B, H, Tq, Tk, D;   /* batch, heads, query length, key length, head size */
+    float scale;           /* multiplies q·k; 1/sqrt(D) for the usual attention */
+    bool causal;
+    int causal_offset;
+    const int32_t *kv_len; /* (B) or NULL */
+    int ldq, ldk, ldv, ldo; /* row strides in floats; >= H*D */
+} attn_attention_params;
+
+/* Fills the usual defaults: scale = 1/sqrt(D), no mask, ld* = H*D. */
+attn_attention_params attn_attention_default_params(int B, int H, int Tq, int Tk, int D);
+
+/* o (B, Tq, H, D) = softmax(scale · q kᵀ + mask) v.
+ * lse (B, H, Tq), if not NULL, receives each row's log-sum-exp of the masked, scaled scores (needed
+ * by attn_attention_backward). probs (B, H, Tq, Tk), if not NULL, receives the attention weights
+ * (masked entries 0); the fused path writes them without changing o. */
+attn_status attn_attention_forward(const attn_attention_params *p, const float *q,
+                                   const float *k, const float *v, float *o, float *lse,
+                                   float *probs);
+
+/* Gradients of attn_attention_forward given do_ (B, Tq, H, D, stride ldo) and the forward's o and
+ * lse. dq, dk, dv use the row strides ldq, ldk, ldv and are overwritten (only the H·D columns of
+ * each row are written, so they can live inside one fused dQKV buffer). */
+attn_status attn_attention_backward(const attn_attention_params *p, const float *q,
+                                    const float *k, const float *v, const float *o,
+                                    const float *lse, const float *do_, float *dq, float *dk,
+                                    float *dv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

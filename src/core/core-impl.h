@@ -1,0 +1,37 @@
+/* core-impl.h — internal helpers shared by every libattn source file. Not installed. */
+#ifndef ATTN_CORE_IMPL_H
+#define ATTN_CORE_IMPL_H
+
+#include "attn_core.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Record a failure for attn_last_error() and return s, so callers write
+ *   return attn_fail(ATTN_STATUS_FORMAT, "%s: header length %llu exceeds file size", path, n); */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+attn_status attn_fail(attn_status s, const char *fmt, ...);
+
+/* Overflow-checked size arithmetic: return false (and leave *out untouched) on overflow. */
+static inline bool attn_size_mul(size_t a, size_t b, size_t *out) {
+    if (a != 0 && b > SIZE_MAX / a) return false;
+    *out = a * b;
+    return true;
+}
+static inline bool attn_size_add(size_t a, size_t b, size_t *out) {
+    if (b > SIZE_MAX - a) return false;
+    *out = a + b;
+    return true;
+}
+
+/* Product of n dimensions (each must be >= 0) with overflow check. Returns false on overflow or a
+ * negative dimension. */
+bool attn_size_prod(const int64_t *dims, int n, size_t *out);
+
+#define ATTN_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define ATTN_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#endif

@@ -1,0 +1,311 @@
+/* dispatch.c — backend selection and the validating public entry points of attn_kernels.h. */
+#include "kernels-impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KERNEL_TABLE(sfx, ID)                                                                    \
+    static const attn_kernel_table table_##sfx = {                                               \
+        ID,                                                                                      \
+        attn_gemm_##sfx,                                                                         \
+        attn_softmax_forward_##sfx,                                                              \
+        attn_softmax_backward_##sfx,                                                             \
+        attn_layernorm_forward_##sfx,                                                            \
+        attn_layernorm_backward_##sfx,                                                           \
+        attn_act_forward_##sfx,                                                                  \
+        attn_act_backward_##sfx,                                                                 \
+        attn_embedding_forward_##sfx,                                                            \
+        attn_embedding_backward_##sfx,                                                           \
+        attn_cross_entropy_##sfx,                                                                \
+        attn_attention_forward_##sfx,                                                            \
+        attn_attention_backward_##sfx,                                                           \
+    };
+
+KERNEL_TABLE(ref, ATTN_BACKEND_REF)
+KERNEL_TABLE(avx2, ATTN_BACKEND_AVX2)
+KERNEL_TABLE(avx512, ATTN_BACKEND_AVX512)
+
+static const attn_kernel_table *g_table = NULL;
+
+/* While a kernel is missing from a backend (weak symbol unresolved), report it instead of
+ * crashing. */
+#define HAVE_KERNEL(fn)                                                                          \
+    do {                                                                                         \
+        if (!attn_kernels_current()->fn)                                                         \
+            return attn_fail(ATTN_STATUS_UNSUPPORTED, "kernel %s is missing from backend %s",    \
+                             #fn, attn_backend_name(attn_get_backend()));                        \
+    } while (0)
+
+bool attn_backend_available(attn_backend b) {
+    switch (b) {
+    case ATTN_BACKEND_AUTO:
+    case ATTN_BACKEND_REF: return true;
+#if defined(__x86_64__) || defined(__i386__)
+    case ATTN_BACKEND_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case ATTN_BACKEND_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("fma");
+#else
+    default: return false;
+#endif
+    }
+    return false;
+}
+
+const char *attn_backend_name(attn_backend b) {
+    switch (b) {
+    case ATTN_BACKEND_AUTO: return "auto";
+    case ATTN_BACKEND_REF: return "ref";
+    case ATTN_BACKEND_AVX2: return "avx2";
+    case ATTN_BACKEND_AVX512: return "avx512";
+    }
+    return "unknown";
+}
+
+attn_status attn_backend_parse(const char *name, attn_backend *out) {
+    static const attn_backend all[] = {ATTN_BACKEND_AUTO, ATTN_BACKEND_REF, ATTN_BACKEND_AVX2,
+                                       ATTN_BACKEND_AVX512};
+    for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(name, attn_backend_name(all[i])) == 0) {
+            *out = all[i];
+            return ATTN_STATUS_OK;
+        }
+    return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                     "unknown backend '%s' (expected auto, ref, avx2 or avx512)",
+                     name ? name : "(null)");
+}
+
+static const attn_kernel_table *table_for(attn_backend b) {
+    if (b == ATTN_BACKEND_AUTO)
+        b = attn_backend_available(ATTN_BACKEND_AVX512) ? ATTN_BACKEND_AVX512
+            : attn_backend_available(ATTN_BACKEND_AVX2) ? ATTN_BACKEND_AVX2
+                                                        : ATTN_BACKEND_REF;
+    switch (b) {
+    case ATTN_BACKEND_AVX512: return &table_avx512;
+    case ATTN_BACKEND_AVX2: return &table_avx2;
+    default: return &table_ref;
+    }
+}
+
+attn_status attn_set_backend(attn_backend b) {
+    if (!attn_backend_available(b))
+        return attn_fail(ATTN_STATUS_UNSUPPORTED, "backend %s is not supported by this CPU",
+                         attn_backend_name(b));
+    g_table = table_for(b);
+    return ATTN_STATUS_OK;
+}
+
+const attn_kernel_table *attn_kernels_current(void) {
+    if (!g_table) {
+        /* An unknown or unsupported ATTN_BACKEND falls back to auto; the CLI reports it. */
+        attn_backend b = ATTN_BACKEND_AUTO;
+        const char *env = getenv("ATTN_BACKEND");
+        if (env && *env && attn_backend_parse(env, &b) == ATTN_STATUS_OK &&
+            attn_backend_available(b))
+            g_table = table_for(b);
+        else
+            g_table = table_for(ATTN_BACKEND_AUTO);
+    }
+    return g_table;
+}
+
+attn_backend attn_get_backend(void) { return attn_kernels_current()->id; }
+
+/* ---- validation ------------------------------------------------------------------------- */
+
+#define REQUIRE(cond, ...)                                                                       \
+    do {                                                                                         \
+        if (!(cond)) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, __VA_ARGS__);                \
+    } while (0)
+
+static bool valid_act(attn_act a) { return a >= ATTN_ACT_NONE && a <= ATTN_ACT_GELU_ERF; }
+
+attn_status attn_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                      int ldc, const float *bias, attn_act act) {
+    REQUIRE(M >= 0 && N >= 0 && K >= 0, "gemm: sizes must be >= 0 (M=%d N=%d K=%d)", M, N, K);
+    REQUIRE(valid_act(act), "gemm: unknown activation %d", (int)act);
+    REQUIRE(lda >= ATTN_MAX(1, trans_a ? M : K), "gemm: lda=%d < %d", lda, trans_a ? M : K);
+    REQUIRE(ldb >= ATTN_MAX(1, trans_b ? K : N), "gemm: ldb=%d < %d", ldb, trans_b ? K : N);
+    REQUIRE(ldc >= ATTN_MAX(1, N), "gemm: ldc=%d < N=%d", ldc, N);
+    if (M == 0 || N == 0) return ATTN_STATUS_OK;
+    REQUIRE(C && (K == 0 || (A && B)), "gemm: NULL matrix");
+    HAVE_KERNEL(gemm);
+    attn_kernels_current()->gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                                 bias, act);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_softmax_forward(int N, int D, const float *x, float *y) {
+    REQUIRE(N >= 0 && D > 0, "softmax: need N >= 0 and D > 0 (N=%d D=%d)", N, D);
+    REQUIRE(N == 0 || (x && y), "softmax: NULL tensor");
+    HAVE_KERNEL(softmax_forward);
+    if (N) attn_kernels_current()->softmax_forward(N, D, x, y);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_softmax_backward(int N, int D, const float *y, const float *dy, float *dx) {
+    REQUIRE(N >= 0 && D > 0, "softmax backward: need N >= 0 and D > 0 (N=%d D=%d)", N, D);
+    REQUIRE(N == 0 || (y && dy && dx), "softmax backward: NULL tensor");
+    HAVE_KERNEL(softmax_backward);
+    if (N) attn_kernels_current()->softmax_backward(N, D, y, dy, dx);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_layernorm_forward(int N, int C, const float *x, const float *w, const float *b,
+                                   float eps, float *y, float *mean, float *rstd) {
+    REQUIRE(N >= 0 && C > 0, "layernorm: need N >= 0 and C > 0 (N=%d C=%d)", N, C);
+    REQUIRE(eps >= 0 && isfinite(eps), "layernorm: eps must be finite and >= 0");
+    REQUIRE(N == 0 || (x && y), "layernorm: NULL tensor");
+    HAVE_KERNEL(layernorm_forward);
+    if (N) attn_kernels_current()->layernorm_forward(N, C, x, w, b, eps, y, mean, rstd);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_layernorm_backward(int N, int C, const float *x, const float *w,
+                                    const float *mean, const float *rstd, const float *dy,
+                                    float *dx, float *dw, float *db) {
+    REQUIRE(N >= 0 && C > 0, "layernorm backward: need N >= 0 and C > 0 (N=%d C=%d)", N, C);
+    REQUIRE(N == 0 || (x && mean && rstd && dy && dx), "layernorm backward: NULL tensor");
+    HAVE_KERNEL(layernorm_backward);
+    if (N) attn_kernels_current()->layernorm_backward(N, C, x, w, mean, rstd, dy, dx, dw, db);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_act_forward(attn_act act, size_t n, const float *x, float *y) {
+    REQUIRE(valid_act(act), "activation: unknown activation %d", (int)act);
+    REQUIRE(n == 0 || (x && y), "activation: NULL tensor");
+    HAVE_KERNEL(act_forward);
+    if (n) attn_kernels_current()->act_forward(act, n, x, y);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_act_backward(attn_act act, size_t n, const float *x, const float *dy,
+                              float *dx) {
+    REQUIRE(valid_act(act), "activation backward: unknown activation %d", (int)act);
+    REQUIRE(n == 0 || (x && dy && dx), "activation backward: NULL tensor");
+    HAVE_KERNEL(act_backward);
+    if (n) attn_kernels_current()->act_backward(act, n, x, dy, dx);
+    return ATTN_STATUS_OK;
+}
+
+static attn_status check_ids(const char *what, int N, int V, const int32_t *ids) {
+    for (int i = 0; i < N; i++)
+        REQUIRE(ids[i] >= 0 && ids[i] < V, "%s: token id %d at position %d is outside [0, %d)",
+                what, (int)ids[i], i, V);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_embedding_forward(int N, int V, int C, const int32_t *ids, const float *table,
+                                   float *out) {
+    REQUIRE(N >= 0 && V > 0 && C > 0, "embedding: need N >= 0, V > 0, C > 0 (N=%d V=%d C=%d)",
+            N, V, C);
+    REQUIRE(N == 0 || (ids && table && out), "embedding: NULL tensor");
+    attn_status s = check_ids("embedding", N, V, ids);
+    if (s) return s;
+    HAVE_KERNEL(embedding_forward);
+    if (N) attn_kernels_current()->embedding_forward(N, V, C, ids, table, out);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_embedding_backward(int N, int V, int C, const int32_t *ids, const float *dout,
+                                    float *dtable) {
+    REQUIRE(N >= 0 && V > 0 && C > 0,
+            "embedding backward: need N >= 0, V > 0, C > 0 (N=%d V=%d C=%d)", N, V, C);
+    REQUIRE(N == 0 || (ids && dout && dtable), "embedding backward: NULL tensor");
+    attn_status s = check_ids("embedding backward", N, V, ids);
+    if (s) return s;
+    HAVE_KERNEL(embedding_backward);
+    if (N) attn_kernels_current()->embedding_backward(N, V, C, ids, dout, dtable);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_cross_entropy(int N, int V, const float *logits, const int32_t *targets,
+                               int32_t ignore_index, float label_smoothing, float *loss,
+                               float *dlogits) {
+    REQUIRE(N >= 0 && V > 0, "cross_entropy: need N >= 0 and V > 0 (N=%d V=%d)", N, V);
+    REQUIRE(label_smoothing >= 0.0f && label_smoothing <= 1.0f,
+            "cross_entropy: label_smoothing must be in [0, 1], got %g", (double)label_smoothing);
+    REQUIRE(loss && (N == 0 || (logits && targets)), "cross_entropy: NULL tensor");
+    for (int i = 0; i < N; i++)
+        REQUIRE(targets[i] == ignore_index || (targets[i] >= 0 && targets[i] < V),
+                "cross_entropy: target %d at row %d is outside [0, %d)", (int)targets[i], i, V);
+    if (N == 0) {
+        *loss = 0.0f;
+        return ATTN_STATUS_OK;
+    }
+    HAVE_KERNEL(cross_entropy);
+    attn_kernels_current()->cross_entropy(N, V, logits, targets, ignore_index, label_smoothing,
+                                          loss, dlogits);
+    return ATTN_STATUS_OK;
+}
+
+attn_attention_params attn_attention_default_params(int B, int H, int Tq, int Tk, int D) {
+    attn_attention_params p;
+    memset(&p, 0, sizeof p);
+    p.B = B;
+    p.H = H;
+    p.Tq = Tq;
+    p.Tk = Tk;
+    p.D = D;
+    p.scale = D > 0 ? 1.0f / sqrtf((float)D) : 1.0f;
+    p.ldq = p.ldk = p.ldv = p.ldo = H * D;
+    return p;
+}
+
+static attn_status check_attention(const char *what, const attn_attention_params *p) {
+    REQUIRE(p, "%s: NULL params", what);
+    REQUIRE(p->B > 0 && p->H > 0 && p->Tq > 0 && p->Tk > 0 && p->D > 0,
+            "%s: sizes must be > 0 (B=%d H=%d Tq=%d Tk=%d D=%d)", what, p->B, p->H, p->Tq, p->Tk,
+            p->D);
+    size_t hd;
+    REQUIRE(attn_size_mul((size_t)p->H, (size_t)p->D, &hd) && hd <= INT32_MAX,
+            "%s: H*D overflows (H=%d D=%d)", what, p->H, p->D);
+    REQUIRE(p->ldq >= (int)hd && p->ldk >= (int)hd && p->ldv >= (int)hd && p->ldo >= (int)hd,
+            "%s: row strides must be >= H*D=%zu (ldq=%d ldk=%d ldv=%d ldo=%d)", what, hd, p->ldq,
+            p->ldk, p->ldv, p->ldo);
+    size_t n;
+    REQUIRE(attn_size_mul((size_t)p->B * (size_t)ATTN_MAX(p->Tq, p->Tk),
+                          (size_t)ATTN_MAX(ATTN_MAX(p->ldq, p->ldk), ATTN_MAX(p->ldv, p->ldo)),
+                          &n) &&
+                n <= SIZE_MAX / sizeof(float),
+            "%s: tensor size overflows", what);
+    REQUIRE(isfinite(p->scale), "%s: scale must be finite", what);
+    if (p->kv_len)
+        for (int b = 0; b < p->B; b++)
+            REQUIRE(p->kv_len[b] >= 0 && p->kv_len[b] <= p->Tk,
+                    "%s: kv_len[%d]=%d is outside [0, Tk=%d]", what, b, (int)p->kv_len[b], p->Tk);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_attention_forward(const attn_attention_params *p, const float *q,
+                                   const float *k, const float *v, float *o, float *lse,
+                                   float *probs) {
+    attn_status s = check_attention("attention", p);
+    if (s) return s;
+    REQUIRE(q && k && v && o, "attention: NULL tensor");
+    if (probs) {
+        size_t n;
+        REQUIRE(attn_size_mul((size_t)p->B * (size_t)p->H, (size_t)p->Tq * (size_t)p->Tk, &n) &&
+                    n <= SIZE_MAX / sizeof(float),
+                "attention: probabilities (B, H, Tq, Tk) overflow");
+    }
+    HAVE_KERNEL(attention_forward);
+    attn_kernels_current()->attention_forward(p, q, k, v, o, lse, probs);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_attention_backward(const attn_attention_params *p, const float *q,
+                                    const float *k, const float *v, const float *o,
+                                    const float *lse, const float *do_, float *dq, float *dk,
+                                    float *dv) {
+    attn_status s = check_attention("attention backward", p);
+    if (s) return s;
+    REQUIRE(q && k && v && o && lse && do_ && dq && dk && dv, "attention backward: NULL tensor");
+    HAVE_KERNEL(attention_backward);
+    attn_kernels_current()->attention_backward(p, q, k, v, o, lse, do_, dq, dk, dv);
+    return ATTN_STATUS_OK;
+}

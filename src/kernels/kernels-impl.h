@@ -1,0 +1,103 @@
+/* kernels-impl.h — the backend interface behind attn_kernels.h. Internal.
+ *
+ * A backend is a table of function pointers. The public functions in dispatch.c validate their
+ * arguments once and then call the current table, so a backend function may assume valid input.
+ * A CUDA backend later adds one more table; model code only calls attn_kernels.h.
+ *
+ * SIMD sources (*_simd.c) are compiled once per ISA: with -mavx2 -mfma -DATTN_ISA=2 and with
+ * -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -DATTN_ISA=512; ATTN_FN(name) appends the ISA
+ * suffix (_avx2 / _avx512) so both copies link into one library. Reference sources (*_ref.c) are
+ * compiled once, without ISA flags, single-threaded. */
+#ifndef ATTN_KERNELS_IMPL_H
+#define ATTN_KERNELS_IMPL_H
+
+#include "attn_kernels.h"
+#include "../core/core-impl.h"
+
+#if defined(ATTN_ISA) && ATTN_ISA == 512
+#define ATTN_FN(name) name##_avx512
+#elif defined(ATTN_ISA) && ATTN_ISA == 2
+#define ATTN_FN(name) name##_avx2
+#else
+#define ATTN_FN(name) name##_ref
+#endif
+
+typedef void (*attn_gemm_fn)(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                             const float *A, int lda, const float *B, int ldb, float beta,
+                             float *C, int ldc, const float *bias, attn_act act);
+typedef void (*attn_softmax_forward_fn)(int N, int D, const float *x, float *y);
+typedef void (*attn_softmax_backward_fn)(int N, int D, const float *y, const float *dy,
+                                         float *dx);
+typedef void (*attn_layernorm_forward_fn)(int N, int C, const float *x, const float *w,
+                                          const float *b, float eps, float *y, float *mean,
+                                          float *rstd);
+typedef void (*attn_layernorm_backward_fn)(int N, int C, const float *x, const float *w,
+                                           const float *mean, const float *rstd,
+                                           const float *dy, float *dx, float *dw, float *db);
+typedef void (*attn_act_forward_fn)(attn_act act, size_t n, const float *x, float *y);
+typedef void (*attn_act_backward_fn)(attn_act act, size_t n, const float *x, const float *dy,
+                                     float *dx);
+typedef void (*attn_embedding_forward_fn)(int N, int V, int C, const int32_t *ids,
+                                          const float *table, float *out);
+typedef void (*attn_embedding_backward_fn)(int N, int V, int C, const int32_t *ids,
+                                           const float *dout, float *dtable);
+typedef void (*attn_cross_entropy_fn)(int N, int V, const float *logits, const int32_t *targets,
+                                      int32_t ignore_index, float label_smoothing, float *loss,
+                                      float *dlogits);
+/* lse and probs may be NULL. */
+typedef void (*attn_attention_forward_fn)(const attn_attention_params *p, const float *q,
+                                          const float *k, const float *v, float *o, float *lse,
+                                          float *probs);
+typedef void (*attn_attention_backward_fn)(const attn_attention_params *p, const float *q,
+                                           const float *k, const float *v, const float *o,
+                                           const float *lse, const float *do_, float *dq,
+                                           float *dk, float *dv);
+
+typedef struct {
+    attn_backend id;
+    attn_gemm_fn gemm;
+    attn_softmax_forward_fn softmax_forward;
+    attn_softmax_backward_fn softmax_backward;
+    attn_layernorm_forward_fn layernorm_forward;
+    attn_layernorm_backward_fn layernorm_backward;
+    attn_act_forward_fn act_forward;
+    attn_act_backward_fn act_backward;
+    attn_embedding_forward_fn embedding_forward;
+    attn_embedding_backward_fn embedding_backward;
+    attn_cross_entropy_fn cross_entropy;
+    attn_attention_forward_fn attention_forward;
+    attn_attention_backward_fn attention_backward;
+} attn_kernel_table;
+
+/* The table of the current backend (resolves ATTN_BACKEND on first use). */
+const attn_kernel_table *attn_kernels_current(void);
+
+/* Every kernel in three flavours. ATTN_KDECL is weak while kernels are being written in
+ * parallel; a missing kernel then makes its public entry point return ATTN_STATUS_UNSUPPORTED. */
+#define ATTN_KDECL __attribute__((weak))
+#define ATTN_DECLARE_KERNELS(sfx)                                                                 \
+    ATTN_KDECL void attn_gemm_##sfx(bool, bool, int, int, int, float, const float *, int, const float *,    \
+                         int, float, float *, int, const float *, attn_act);                     \
+    ATTN_KDECL void attn_softmax_forward_##sfx(int, int, const float *, float *);                           \
+    ATTN_KDECL void attn_softmax_backward_##sfx(int, int, const float *, const float *, float *);           \
+    ATTN_KDECL void attn_layernorm_forward_##sfx(int, int, const float *, const float *, const float *,     \
+                                      float, float *, float *, float *);                         \
+    ATTN_KDECL void attn_layernorm_backward_##sfx(int, int, const float *, const float *, const float *,    \
+                                       const float *, const float *, float *, float *, float *); \
+    ATTN_KDECL void attn_act_forward_##sfx(attn_act, size_t, const float *, float *);                       \
+    ATTN_KDECL void attn_act_backward_##sfx(attn_act, size_t, const float *, const float *, float *);       \
+    ATTN_KDECL void attn_embedding_forward_##sfx(int, int, int, const int32_t *, const float *, float *);   \
+    ATTN_KDECL void attn_embedding_backward_##sfx(int, int, int, const int32_t *, const float *, float *);  \
+    ATTN_KDECL void attn_cross_entropy_##sfx(int, int, const float *, const int32_t *, int32_t, float,      \
+                                  float *, float *);                                             \
+    ATTN_KDECL void attn_attention_forward_##sfx(const attn_attention_params *, const float *,              \
+                                      const float *, const float *, float *, float *, float *);  \
+    ATTN_KDECL void attn_attention_backward_##sfx(const attn_attention_params *, const float *,             \
+                                       const float *, const float *, const float *,              \
+                                       const float *, const float *, float *, float *, float *);
+
+ATTN_DECLARE_KERNELS(ref)
+ATTN_DECLARE_KERNELS(avx2)
+ATTN_DECLARE_KERNELS(avx512)
+
+#endif
