@@ -45,6 +45,8 @@ CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 TESTS     := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 BENCHES   := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 HEADERS   := $(wildcard include/*.h src/*/*.h)
+# While kernels are declared weak (kernels-impl.h), pull every archive member in.
+LIBLINK   := -Wl,--whole-archive $(BUILD)/libattn.a -Wl,--no-whole-archive
 
 .PHONY: all lib tests benches test san bench demo clean deps venv headers-check
 all: $(BUILD)/attn $(BUILD)/libattn.so
@@ -71,15 +73,15 @@ $(BUILD)/libattn.so: $(LIB_OBJS)
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/attn: $(CLI_OBJS) $(BUILD)/libattn.a
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libattn.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(LIBLINK) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/tu.h $(BUILD)/libattn.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -o $@ $< $(BUILD)/libattn.a $(LDFLAGS) -lcmocka $(LDLIBS)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -o $@ $< $(LIBLINK) $(LDFLAGS) -lcmocka $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libattn.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libattn.a $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LIBLINK) $(LDFLAGS) $(LDLIBS)
 
 tests: $(TESTS) $(BUILD)/attn
 benches: $(BENCHES)

@@ -37,6 +37,13 @@ const char *attn_status_str(attn_status s);
 /* The detail message of the latest failure on this thread ("" if none). Never NULL. */
 const char *attn_last_error(void);
 
+/* Record a failure message (printf-style) for attn_last_error() and return s. For code built on
+ * libattn (the CLI, plug-ins) that wants its errors reported the same way. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+attn_status attn_set_error(attn_status s, const char *fmt, ...);
+
 /* Forget the latest failure on this thread. */
 void attn_clear_error(void);
 

@@ -24,14 +24,27 @@ const char *attn_last_error(void) { return g_last_error; }
 
 void attn_clear_error(void) { g_last_error[0] = '\0'; }
 
-attn_status attn_fail(attn_status s, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
+static attn_status set_error(attn_status s, const char *fmt, va_list ap) {
     vsnprintf(g_last_error, sizeof g_last_error, fmt, ap);
-    va_end(ap);
     /* One line: the CLI prints it as is. */
     for (char *p = g_last_error; *p; p++)
         if (*p == '\n' || *p == '\r') *p = ' ';
+    return s;
+}
+
+attn_status attn_fail(attn_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+attn_status attn_set_error(attn_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(s, fmt, ap);
+    va_end(ap);
     return s;
 }
 

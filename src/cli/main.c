@@ -1,0 +1,123 @@
+/* main.c — `attn`: global options, command dispatch, usage. */
+#include "cli.h"
+
+#include "attn_kernels.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage_text[] =
+    "attn " ATTN_VERSION " — the Transformer's attention, in C\n"
+    "\n"
+    "usage: attn [--threads N] [--backend auto|ref|avx2|avx512] COMMAND [ARGS...]\n"
+    "\n"
+    "commands:\n"
+    "  explain [FILE.safetensors] [--json]\n"
+    "        self-attention step by step (q, k, v; scores; scaled; softmax; weighted sum),\n"
+    "        encoder (bidirectional) and decoder (causal) side by side. FILE holds F32 tensors\n"
+    "        x (T, d_model), w_q, w_k, w_v (d_model, d_k) and optionally the metadata key\n"
+    "        \"tokens\" (a JSON array of T strings); without FILE, a built-in example over\n"
+    "        \"Knowledge is power\". --json prints {\"encoder\": {...}, \"decoder\": {...}}.\n"
+    "  info  version, CPU features, kernel backend and threads\n"
+    "  help  this text\n"
+    "\n"
+    "options:\n"
+    "  --threads N      threads for the kernels (default: all cores, or OMP_NUM_THREADS)\n"
+    "  --backend NAME   kernel path: auto (best for this CPU), ref (plain reference loops),\n"
+    "                   avx2, avx512; also the environment variable ATTN_BACKEND\n"
+    "  --version, --help\n";
+
+int cli_usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("attn: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(" (see 'attn --help')\n", stderr);
+    va_end(ap);
+    return CLI_EXIT_USAGE;
+}
+
+int cli_fail(attn_status s) {
+    const char *m = attn_last_error();
+    fprintf(stderr, "attn: error: %s\n", m && *m ? m : attn_status_str(s));
+    return CLI_EXIT_FAIL;
+}
+
+bool cli_parse_int(const char *s, int lo, int hi, int *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return false;
+    *out = (int)v;
+    return true;
+}
+
+static int cmd_info(void) {
+    printf("attn %s\n", ATTN_VERSION);
+    printf("backend: %s (available:", attn_backend_name(attn_get_backend()));
+    const attn_backend all[] = {ATTN_BACKEND_REF, ATTN_BACKEND_AVX2, ATTN_BACKEND_AVX512};
+    for (int i = 0; i < 3; i++)
+        if (attn_backend_available(all[i])) printf(" %s", attn_backend_name(all[i]));
+    printf(")\nthreads: %d\n", attn_get_num_threads());
+    return CLI_EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+    int i = 1;
+    /* The environment's backend is checked here so that a typo is an error, not a silent
+     * fallback. */
+    const char *env = getenv("ATTN_BACKEND");
+    if (env && *env) {
+        attn_backend b;
+        attn_status s = attn_backend_parse(env, &b);
+        if (!s) s = attn_set_backend(b);
+        if (s) {
+            fprintf(stderr, "attn: error: ATTN_BACKEND: %s\n", attn_last_error());
+            return CLI_EXIT_USAGE;
+        }
+    }
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_text, stdout);
+            return CLI_EXIT_OK;
+        } else if (!strcmp(a, "--version")) {
+            printf("attn %s\n", ATTN_VERSION);
+            return CLI_EXIT_OK;
+        } else if (!strcmp(a, "--threads")) {
+            int n;
+            if (i + 1 >= argc || !cli_parse_int(argv[i + 1], 1, 1024, &n))
+                return cli_usage_error("--threads needs a number from 1 to 1024");
+            attn_set_num_threads(n);
+            i++;
+        } else if (!strcmp(a, "--backend")) {
+            attn_backend b;
+            if (i + 1 >= argc) return cli_usage_error("--backend needs a name");
+            attn_status s = attn_backend_parse(argv[i + 1], &b);
+            if (!s) s = attn_set_backend(b);
+            if (s) return cli_fail(s);
+            i++;
+        } else {
+            return cli_usage_error("unknown option '%s'", a);
+        }
+    }
+    if (i >= argc) {
+        fputs(usage_text, stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *cmd = argv[i];
+    int sub_argc = argc - i;
+    char **sub_argv = argv + i;
+    if (!strcmp(cmd, "explain")) return cmd_explain(sub_argc, sub_argv);
+    if (!strcmp(cmd, "info")) return sub_argc == 1 ? cmd_info() : cli_usage_error("info takes no arguments");
+    if (!strcmp(cmd, "help")) {
+        fputs(usage_text, stdout);
+        return CLI_EXIT_OK;
+    }
+    return cli_usage_error("unknown command '%s'", cmd);
+}

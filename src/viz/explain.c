@@ -1,0 +1,83 @@
+/* explain.c — the step-by-step self-attention of attn_explain.h, on the library's kernels.
+ * Kept deliberately unfused: each intermediate the article names is materialized so it can be
+ * shown; the fused attention kernel is for real models. */
+#include "attn_explain.h"
+
+#include "attn_kernels.h"
+#include "../core/core-impl.h"
+
+#include <math.h>
+#include <string.h>
+
+#define TRY(expr)                                                                                \
+    do {                                                                                         \
+        attn_status s_ = (expr);                                                                 \
+        if (s_) return s_;                                                                       \
+    } while (0)
+
+static void pass_free(attn_explain_pass *p) {
+    attn_free(p->q);
+    attn_free(p->k);
+    attn_free(p->v);
+    attn_free(p->scores);
+    attn_free(p->scaled);
+    attn_free(p->weights);
+    attn_free(p->output);
+    memset(p, 0, sizeof *p);
+}
+
+void attn_explain_free(attn_explain_result *r) {
+    if (!r) return;
+    pass_free(&r->encoder);
+    pass_free(&r->decoder);
+}
+
+static attn_status run_pass(int T, int dm, int dk, const float *x, const float *wq,
+                            const float *wk, const float *wv, bool causal, attn_explain_pass *p) {
+    size_t tk = (size_t)T * dk * sizeof(float), tt = (size_t)T * T * sizeof(float);
+    p->q = attn_alloc(tk), p->k = attn_alloc(tk), p->v = attn_alloc(tk);
+    p->output = attn_alloc(tk);
+    p->scores = attn_alloc(tt), p->scaled = attn_alloc(tt), p->weights = attn_alloc(tt);
+    if (!p->q || !p->k || !p->v || !p->output || !p->scores || !p->scaled || !p->weights)
+        return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "explain: out of memory for T=%d", T);
+    /* q = x · W_Q etc.: x (T, dm) · W (dm, dk) */
+    TRY(attn_gemm(false, false, T, dk, dm, 1.0f, x, dm, wq, dk, 0.0f, p->q, dk, NULL,
+                  ATTN_ACT_NONE));
+    TRY(attn_gemm(false, false, T, dk, dm, 1.0f, x, dm, wk, dk, 0.0f, p->k, dk, NULL,
+                  ATTN_ACT_NONE));
+    TRY(attn_gemm(false, false, T, dk, dm, 1.0f, x, dm, wv, dk, 0.0f, p->v, dk, NULL,
+                  ATTN_ACT_NONE));
+    /* scores = q · kᵀ (T, T) */
+    TRY(attn_gemm(false, true, T, T, dk, 1.0f, p->q, dk, p->k, dk, 0.0f, p->scores, T, NULL,
+                  ATTN_ACT_NONE));
+    const float inv = 1.0f / sqrtf((float)dk);
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++)
+            p->scaled[(size_t)i * T + j] =
+                causal && j > i ? -INFINITY : p->scores[(size_t)i * T + j] * inv;
+    TRY(attn_softmax_forward(T, T, p->scaled, p->weights));
+    /* output = weights · v (T, dk) */
+    return attn_gemm(false, false, T, dk, T, 1.0f, p->weights, T, p->v, dk, 0.0f, p->output, dk,
+                     NULL, ATTN_ACT_NONE);
+}
+
+attn_status attn_explain_compute(int T, int d_model, int d_k, const float *x, const float *w_q,
+                                 const float *w_k, const float *w_v, attn_explain_result *out) {
+    if (!out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "explain: NULL output");
+    memset(out, 0, sizeof *out);
+    if (T <= 0 || d_model <= 0 || d_k <= 0)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "explain: sizes must be > 0 (T=%d d_model=%d d_k=%d)", T, d_model, d_k);
+    if (T > 4096 || d_model > 65536 || d_k > 65536)
+        return attn_fail(ATTN_STATUS_TOO_LARGE,
+                         "explain: T=%d d_model=%d d_k=%d is too large for a walk-through "
+                         "(limits 4096, 65536, 65536)",
+                         T, d_model, d_k);
+    if (!x || !w_q || !w_k || !w_v)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "explain: NULL input");
+    out->T = T, out->d_model = d_model, out->d_k = d_k;
+    attn_status s = run_pass(T, d_model, d_k, x, w_q, w_k, w_v, false, &out->encoder);
+    if (!s) s = run_pass(T, d_model, d_k, x, w_q, w_k, w_v, true, &out->decoder);
+    if (s) attn_explain_free(out);
+    return s;
+}
