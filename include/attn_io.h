@@ -19,7 +19,8 @@
  *   bytes [8+N, EOF)    the data buffer; tensors lie in it without overlap.
  * The reader rejects: a header length past the end of the file or above 100 MB, a header that is
  * not a JSON object, unknown dtypes, shapes whose product overflows, offsets that disagree with the
- * shape or fall outside the buffer, and overlapping tensors.
+ * shape or fall outside the buffer, and overlapping tensors. All are ATTN_STATUS_FORMAT except a
+ * header over 100 MB (ATTN_STATUS_TOO_LARGE); a missing or unreadable file is ATTN_STATUS_IO.
  *
  * .npy format (NumPy NEP 1, versions 1.0–3.0): magic "\x93NUMPY", major, minor, header length
  * (uint16 LE for 1.x, uint32 LE for 2.x/3.x), an ASCII Python dict literal
@@ -95,6 +96,7 @@ attn_status attn_st_open(const char *path, attn_st_file **out);
 attn_status attn_st_open_reader(attn_reader r, attn_st_file **out);
 void attn_st_close(attn_st_file *f);
 
+/* Tensors in header order; names and descriptors stay valid until attn_st_close. */
 int attn_st_count(const attn_st_file *f);
 const attn_st_tensor *attn_st_tensor_at(const attn_st_file *f, int i);
 /* NULL when absent (no error recorded). */
@@ -104,13 +106,16 @@ const char *attn_st_metadata(const attn_st_file *f, const char *key);
 
 /* Read tensor `name` converted to float32 into dst (numel floats). F32, F16, BF16 and F64 are
  * accepted. If ndim >= 0 the tensor must have exactly that shape (else ATTN_STATUS_FORMAT naming
- * the file, tensor and both shapes); ndim < 0 skips the check. Absent: ATTN_STATUS_NOT_FOUND. */
+ * the file, tensor and both shapes); ndim < 0 skips the check. Absent: ATTN_STATUS_NOT_FOUND;
+ * another dtype: ATTN_STATUS_UNSUPPORTED. F64 values beyond float range become ±inf. */
 attn_status attn_st_read_f32(attn_st_file *f, const char *name, int ndim, const int64_t *shape,
                              float *dst);
 /* Same, allocating *data with attn_alloc (free with attn_free); *t (may be NULL) describes it. */
 attn_status attn_st_load_f32(attn_st_file *f, const char *name, float **data,
                              const attn_st_tensor **t);
-/* Integer tensors (I64, I32, I16, I8, U8, BOOL) to int32, range-checked. */
+/* Integer tensors (I64, I32, I16, I8, U8, BOOL) to int32, range-checked: a value outside int32
+ * is ATTN_STATUS_TOO_LARGE, a BOOL byte other than 0/1 ATTN_STATUS_FORMAT, a float dtype
+ * ATTN_STATUS_UNSUPPORTED. */
 attn_status attn_st_load_i32(attn_st_file *f, const char *name, int32_t **data,
                              const attn_st_tensor **t);
 
@@ -135,7 +140,9 @@ attn_status attn_st_save(const char *path, const attn_st_entry *tensors, int n,
 /* Write float32 C-order data (atomically, as above). */
 attn_status attn_npy_save_f32(const char *path, const float *data, int ndim,
                               const int64_t *shape);
-/* Read a little-endian '<f4' or '<f8' C-order array as float32 (allocated with attn_alloc). */
+/* Read a little-endian '<f4' or '<f8' C-order array as float32 (allocated with attn_alloc).
+ * Another dtype, Fortran order or a version other than 1.0/2.0/3.0: ATTN_STATUS_UNSUPPORTED;
+ * a malformed header or a data size that disagrees with the shape: ATTN_STATUS_FORMAT. */
 attn_status attn_npy_load_f32(const char *path, float **data, int *ndim,
                               int64_t shape[ATTN_MAX_DIMS]);
 
