@@ -261,6 +261,68 @@ static void test_padding_property(void **state) {
     layer_free(&L);
 }
 
+/* Finite differences: L = sum(y ⊙ dy) for cross-attention with causal + padding masks; central
+ * differences (h = 1e-2, fp32) at random coordinates of x, kv and every weight against the
+ * analytic gradient. Reports the worst relative error |fd − g| / max(|fd|, |g|, 1e-2). */
+static double loss_of(layer *L, int B, int Tq, int Tk, const float *x, const float *kv,
+                      const attn_mha_mask *m, const float *dy, float *y) {
+    assert_int_equal(attn_mha_forward(&L->cfg, &L->w, L->st, B, Tq, Tk, x, kv, m, y, NULL), 0);
+    double l = 0;
+    for (size_t i = 0; i < (size_t)B * Tq * L->cfg.d_model; i++) l += (double)y[i] * dy[i];
+    return l;
+}
+
+static void test_finite_differences(void **state) {
+    (void)state;
+    const int B = 2, Tq = 5, Tk = 7, C = 12, Ckv = 10, H = 2, D = 6;
+    const int32_t len[2] = {7, 4};
+    attn_mha_mask m = {true, Tk - Tq, len};
+    layer L;
+    L.cfg = (attn_mha_config){C, Ckv, H, D, true};
+    size_t np = attn_mha_num_params(&L.cfg);
+    L.params = attn_alloc(np * sizeof(float));
+    float *grads = attn_calloc(np * sizeof(float));
+    attn_mha_weights g;
+    tu_rng r = {31};
+    tu_fill(&r, L.params, np, -0.5f, 0.5f);
+    attn_mha_weights_view(&L.cfg, L.params, &L.w);
+    attn_mha_weights_view(&L.cfg, grads, &g);
+    assert_int_equal(attn_mha_state_init(&L.cfg, B, Tq, Tk, &L.st), 0);
+    size_t nx = (size_t)B * Tq * C, nkv = (size_t)B * Tk * Ckv;
+    float *x = attn_alloc(nx * 4), *kv = attn_alloc(nkv * 4), *dy = attn_alloc(nx * 4);
+    float *y = attn_alloc(nx * 4), *dx = attn_alloc(nx * 4), *dkv = attn_alloc(nkv * 4);
+    tu_fill(&r, x, nx, -1, 1), tu_fill(&r, kv, nkv, -1, 1), tu_fill(&r, dy, nx, -1, 1);
+    loss_of(&L, B, Tq, Tk, x, kv, &m, dy, y);
+    assert_int_equal(attn_mha_backward(&L.cfg, &L.w, L.st, B, Tq, Tk, x, kv, &m, dy, dx, dkv, &g),
+                     0);
+    struct {
+        const char *name;
+        float *v, *g;
+        size_t n;
+    } t[3] = {{"x", x, dx, nx}, {"kv", kv, dkv, nkv}, {"weights", L.params, grads, np}};
+    const float h = 1e-2f;
+    double worst = 0;
+    for (int k = 0; k < 3; k++)
+        for (int s = 0; s < 40; s++) {
+            size_t i = (size_t)(tu_uniform(&r, 0, 1) * (float)t[k].n) % t[k].n;
+            float keep = t[k].v[i];
+            t[k].v[i] = keep + h;
+            double lp = loss_of(&L, B, Tq, Tk, x, kv, &m, dy, y);
+            t[k].v[i] = keep - h;
+            double lm = loss_of(&L, B, Tq, Tk, x, kv, &m, dy, y);
+            t[k].v[i] = keep;
+            double fd = (lp - lm) / (2 * h), an = t[k].g[i];
+            double rel = fabs(fd - an) / fmax(fmax(fabs(fd), fabs(an)), 1e-2);
+            if (rel > worst) worst = rel;
+        }
+    printf("  finite differences (120 coordinates of x, kv, weights): worst relative error %.2e "
+           "(tolerance 1e-2)\n", worst);
+    assert_true(worst < 1e-2);
+    attn_free(x), attn_free(kv), attn_free(dy), attn_free(y), attn_free(dx), attn_free(dkv);
+    attn_free(grads);
+    layer_free(&L);
+}
+
 static void test_bad_arguments(void **state) {
     (void)state;
     attn_mha_config c = attn_mha_default_config(64, 4);
@@ -313,6 +375,7 @@ int main(void) {
         cmocka_unit_test(test_against_pytorch),
         cmocka_unit_test(test_causal_property),
         cmocka_unit_test(test_padding_property),
+        cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

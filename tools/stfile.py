@@ -19,7 +19,7 @@ def save(path, tensors, metadata=None):
     for name, arr in tensors.items():
         if hasattr(arr, "detach"):
             arr = arr.detach().cpu().numpy()
-        arr = np.ascontiguousarray(arr)
+        arr = np.array(arr, copy=False, order="C")  # keeps 0-d arrays 0-d
         b = arr.tobytes()
         header[name] = {"dtype": _DT[arr.dtype], "shape": list(arr.shape),
                         "data_offsets": [off, off + len(b)]}
