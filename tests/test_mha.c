@@ -4,7 +4,10 @@
  * properties the article turns on, and bad arguments.
  *
  * Tolerances (fp32 against a float64 reference), as max|err| <= rtol * max|ref|:
- *   y, probs: 1e-5;  gradients: 2e-5 (they sum over B·T rows and go through two more GEMMs). */
+ *   y, probs: 1e-5;  gradients: 2e-5 (they sum over B·T rows and go through two more GEMMs),
+ *   plus an absolute 2e-5 · max|dx_ref| for each gradient: some are exactly zero in exact
+ *   arithmetic (the key bias, by softmax's shift invariance; W_Q and W_K when T = 1), and fp32
+ *   leaves rounding noise there at the scale of the layer's other gradients. */
 #include "tu.h"
 
 #include "attn_io.h"
@@ -115,25 +118,31 @@ static void run_case(attn_st_file *f, int i, const mcase *c, bool fused) {
     if (s) fail_msg("backward: %s", attn_last_error());
 
     char what[96];
-#define CMP(name, got, n, rtol)                                                                  \
+    double gscale = 0; /* max |dx_ref|: the gradient scale of this case */
+    {
+        float *r = load(f, i, "dx");
+        for (size_t k = 0; k < ny; k++) gscale = fmax(gscale, fabs(r[k]));
+        attn_free(r);
+    }
+#define CMP(name, got, n, rtol, atol)                                                            \
     do {                                                                                         \
         float *ref_ = load(f, i, name);                                                          \
         snprintf(what, sizeof what, "case%d %s %s %s", i, fused ? "fused" : "separate",          \
                  attn_backend_name(attn_get_backend()), name);                                   \
-        tu_close(what, got, ref_, n, rtol, 0);                                                   \
+        tu_close(what, got, ref_, n, rtol, atol);                                                \
         attn_free(ref_);                                                                         \
     } while (0)
-    CMP("y", y, ny, RTOL_FWD);
-    CMP("probs", probs, np_, RTOL_FWD);
-    CMP("dx", dx, ny, RTOL_GRAD);
-    if (!c->self) CMP("dkv", dkv, nkv, RTOL_GRAD);
+    CMP("y", y, ny, RTOL_FWD, 0);
+    CMP("probs", probs, np_, RTOL_FWD, 0);
+    CMP("dx", dx, ny, RTOL_GRAD, 0);
+    if (!c->self) CMP("dkv", dkv, nkv, RTOL_GRAD, RTOL_GRAD * gscale);
     for (int k = 0; k < 8; k++) {
         if (!c->bias && WNAMES[k][0] == 'b') continue;
         char gname[16];
         snprintf(gname, sizeof gname, "g_%s", WNAMES[k]);
         char key[64];
         snprintf(key, sizeof key, "case%d.%s", i, WNAMES[k]);
-        CMP(gname, *wfield(&g, k), attn_st_find(f, key)->numel, RTOL_GRAD);
+        CMP(gname, *wfield(&g, k), attn_st_find(f, key)->numel, RTOL_GRAD, RTOL_GRAD * gscale);
     }
 #undef CMP
     attn_mha_state_free(st);

@@ -15,7 +15,7 @@ import stfile  # noqa: E402
 
 CASES = [  # (T, d_model, d_k, tokens)
     (3, 4, 3, ["Knowledge", "is", "power"]),
-    (11, 16, 8, "The animal didn't cross the street because it was too tired .".split()),
+    (12, 16, 8, "The animal didn't cross the street because it was too tired .".split()),
     (1, 8, 5, ["alone"]),
 ]
 

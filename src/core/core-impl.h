@@ -31,6 +31,10 @@ static inline bool attn_size_add(size_t a, size_t b, size_t *out) {
  * negative dimension. */
 bool attn_size_prod(const int64_t *dims, int n, size_t *out);
 
+/* Larger single buffers are refused as "too large" before allocating: no model or batch attn
+ * runs comes near, and an absurd size from a corrupt file must not reach malloc. 256 GiB. */
+#define ATTN_MAX_BUFFER_BYTES ((size_t)1 << 38)
+
 #define ATTN_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define ATTN_MAX(a, b) ((a) > (b) ? (a) : (b))
 

@@ -95,7 +95,7 @@ attn_status attn_mha_state_init(const attn_mha_config *c, int B, int Tq, int Tk,
     /* Self: B·T·3HD; cross: B·Tq·HD + B·Tk·2HD. Both fit in B·max(Tq,Tk)·3HD. */
     if (!attn_size_mul((size_t)B, (size_t)ATTN_MAX(Tq, Tk), &rows) ||
         !attn_size_mul(rows, 3 * HD, &proj) || !attn_size_mul((size_t)B * (size_t)Tq, HD, &ctx) ||
-        proj > SIZE_MAX / sizeof(float) / 4)
+        proj > ATTN_MAX_BUFFER_BYTES / sizeof(float))
         return attn_fail(ATTN_STATUS_TOO_LARGE, "mha: state for B=%d Tq=%d Tk=%d is too large",
                          B, Tq, Tk);
     attn_mha_state *st = attn_calloc(sizeof *st);
