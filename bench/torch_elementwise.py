@@ -1,0 +1,111 @@
+"""PyTorch peer of bench/bench_elementwise.c: the same cases, the same case strings, the same
+nominal traffic count (tensors of N·D floats moved per call) and the same statistic (best of 5
+timed repeats of ~0.1 s after a ~0.1 s warm-up), printed as JSON lines
+{"bench":"elementwise","case":"layernorm fwd 4096x768","metric":"GB/s","value":...}.
+
+Each case calls the ATen operator that does the same job as the attn kernel (e.g. the backward
+operators directly, not through autograd), so neither side pays for autograd bookkeeping;
+cross-entropy is the exception: PyTorch has no fused forward+backward operator, so it runs
+log_softmax + nll (label smoothing 0.1) forward and backward through autograd, which is what a
+training step does. Threads: ATTN_BENCH_THREADS (default 2) via torch.set_num_threads."""
+import json
+import math
+import os
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def best_gbs(fn, nbytes):
+    t0 = time.perf_counter()
+    calls = 0
+    while time.perf_counter() - t0 < 0.1:
+        fn()
+        calls += 1
+    per = max(1, math.ceil(0.1 * calls / (time.perf_counter() - t0)))
+    best = 0.0
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(per):
+            fn()
+        t = time.perf_counter() - t
+        best = max(best, nbytes * per / t * 1e-9)
+    return best
+
+
+def make(name, N, D, V):
+    g = torch.Generator().manual_seed(0)
+    x = (torch.rand(N, D, generator=g) * 2 - 1) * (5.0 if name.startswith("cross") else 3.0)
+    y, dy = torch.rand(N, D, generator=g), torch.rand(N, D, generator=g)
+    w, b = torch.rand(D, generator=g), torch.rand(D, generator=g)
+    if name == "softmax fwd":
+        return lambda: torch.softmax(x, -1)
+    if name == "softmax bwd":
+        return lambda: torch._softmax_backward_data(dy, y, -1, torch.float32)
+    if name == "layernorm fwd":
+        return lambda: torch.native_layer_norm(x, (D,), w, b, 1e-5)
+    if name == "layernorm bwd":
+        _, mean, rstd = torch.native_layer_norm(x, (D,), w, b, 1e-5)
+        return lambda: torch.ops.aten.native_layer_norm_backward(dy, x, (D,), mean, rstd, w, b,
+                                                                 [True, True, True])
+    if name == "gelu_tanh fwd":
+        return lambda: F.gelu(x, approximate="tanh")
+    if name == "gelu_tanh bwd":
+        return lambda: torch.ops.aten.gelu_backward(dy, x, approximate="tanh")
+    if name == "gelu_erf fwd":
+        return lambda: F.gelu(x)
+    if name == "gelu_erf bwd":
+        return lambda: torch.ops.aten.gelu_backward(dy, x)
+    if name == "relu fwd":
+        return lambda: torch.relu(x)
+    if name == "embedding fwd":
+        table = torch.rand(V, D, generator=g)
+        ids = torch.randint(0, V, (N,), generator=g)
+        return lambda: F.embedding(ids, table)
+    if name == "embedding bwd":
+        ids = torch.randint(0, V, (N,), generator=g)
+        return lambda: torch.ops.aten.embedding_dense_backward(dy, ids, V, -1, False)
+    if name == "cross_entropy fwd+bwd":
+        xl = x.clone().requires_grad_(True)
+        t = torch.randint(0, D, (N,), generator=g)
+
+        def step():
+            xl.grad = None
+            with torch.enable_grad():
+                F.cross_entropy(xl, t, label_smoothing=0.1).backward()
+        return step
+    raise ValueError(name)
+
+
+# Keep in step with CASES in bench_elementwise.c: name, N, D, V, tensors moved.
+CASES = [
+    ("softmax fwd", 4096, 1024, 0, 2),
+    ("softmax bwd", 4096, 1024, 0, 3),
+    ("layernorm fwd", 4096, 768, 0, 2),
+    ("layernorm bwd", 4096, 768, 0, 3),
+    ("gelu_tanh fwd", 4096, 3072, 0, 2),
+    ("gelu_tanh bwd", 4096, 3072, 0, 3),
+    ("gelu_erf fwd", 4096, 3072, 0, 2),
+    ("gelu_erf bwd", 4096, 3072, 0, 3),
+    ("relu fwd", 4096, 3072, 0, 2),
+    ("embedding fwd", 4096, 768, 50257, 2),
+    ("embedding bwd", 4096, 768, 50257, 3),
+    ("cross_entropy fwd+bwd", 512, 50257, 0, 2),
+]
+
+
+def main():
+    threads = int(os.environ.get("ATTN_BENCH_THREADS", "2") or 2)
+    torch.set_num_threads(threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
+    for name, N, D, V, tensors in CASES:
+        fn = make(name, N, D, V)
+        v = best_gbs(fn, tensors * N * D * 4)
+        print(json.dumps({"bench": "elementwise", "case": f"{name} {N}x{D}", "metric": "GB/s",
+                          "value": round(v, 3)}), flush=True)
+
+
+if __name__ == "__main__":
+    with torch.no_grad():
+        main()
