@@ -252,7 +252,9 @@ attn_attention_params attn_attention_default_params(int B, int H, int Tq, int Tk
     p.Tk = Tk;
     p.D = D;
     p.scale = D > 0 ? 1.0f / sqrtf((float)D) : 1.0f;
-    p.ldq = p.ldk = p.ldv = p.ldo = H * D;
+    /* H·D in 64 bits: an absurd H or D must reach check_attention as an error, not overflow. */
+    long long hd = (long long)H * (long long)D;
+    p.ldq = p.ldk = p.ldv = p.ldo = hd > INT32_MAX ? INT32_MAX : (int)hd;
     return p;
 }
 

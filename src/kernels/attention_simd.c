@@ -1,0 +1,725 @@
+/* attention_simd.c — fused, tiled scaled-dot-product attention (FlashAttention-2 style), forward
+ * and backward, for AVX-512 and AVX2 + FMA with OpenMP. Compiled twice (ATTN_ISA = 512 and 2);
+ * ATTN_FN appends the ISA suffix.
+ *
+ * Algorithm (forward). For each (batch b, head h, block of Br queries) — the unit of parallel
+ * work — the query block is packed transposed and pre-scaled into Qt (D, Br) (so vector lanes run
+ * over queries), then the visible key blocks of Bc keys are visited in order:
+ *     St (Bc, Br) = K_j · Qt              scores, log2 domain (Q pre-scaled by scale·log2 e)
+ *     mask the tile if it straddles the causal diagonal (other masks just shorten the key range)
+ *     m' = max(m, colmax St); Pt = 2^(St − m'); l = l·2^(m − m') + colsum Pt
+ *     Ot (D, Br) = Ot · 2^(m − m') + V_jᵀ · Pt
+ * and at the end O = Otᵀ / l, lse = (m + log2 l)·ln 2. Every reduction over keys is a vertical
+ * vector operation because lanes are queries. Key blocks past the last visible key of the query
+ * block (causal or kv_len) are never touched. No Tq×Tk buffer exists: all tiles are per-thread
+ * stack arrays of bounded size. The attention probabilities, when asked for, are written by a
+ * second pass over the same tiles (St recomputed, 2^(St − lse2)), which reproduces the forward's
+ * scores bit for bit, so they agree with o and lse.
+ *
+ * Algorithm (backward). One thread owns a whole (b, h) — so dK, dV and dQ of that head have a
+ * single writer and no atomics or reductions are needed. For each query block (packed once:
+ * Qt, dOt transposed, Q and dO rows), Di = rowsum(dO ∘ O); for each visible key block:
+ *     St = K_j · Qt, Pt = 2^(St − lse2)   (recomputed; lse2 = lse·log2 e, +inf for empty rows)
+ *     dPt = V_j · dOt, dSt = Pt ∘ (dPt − D) · scale
+ *     dV_j += Pt · dO,  dK_j += dSt · Q,  dQ_i += dStᵀ · K_j
+ * with dK, dV accumulated in the output arrays (zeroed first) and dQ_i in a tile.
+ *
+ * All seven products go through one register-blocked micro-kernel, C (R rows, NV vectors) +=
+ * Σ_k bcast(A[r, k]) · B[k, :], instantiated for the (R, NV) shapes that fit the register file
+ * (it runs at ~95% of the FMA peak on L1/L2-resident tiles). Tiles that straddle the causal
+ * diagonal are processed in 16-key / 16-query groups that skip the all-masked part (see
+ * key_rows_gemm); everything skipped has probability exactly 0, so results are unchanged.
+ *
+ * Invariants: head sizes D <= ATTN_SIMD_DMAX use the tiled path (larger D falls back to the
+ * reference kernels, single-threaded); only the H·D columns of each row are read or written
+ * (masked tail vectors when D is not a multiple of the vector length), so other heads' or fused
+ * buffers' columns are never touched, even by the thread that owns a neighbouring head. The
+ * kernels allocate nothing: per-thread tiles live on the stack (about 80 KiB forward, 224 KiB
+ * backward, so OpenMP threads need at least that much stack — the default is megabytes). */
+#include "kernels-impl.h"
+#include "vmath.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#define LOG2E 1.44269504088896340736
+#define LN2 0.69314718055994530942
+
+/* Largest head size handled by the tiled path. Tiles hold (Br × Dp) floats with Dp = D rounded
+ * up to the vector length; Br = Bc = 64 for D <= 128 and 32 above, so a tile is <= 8192 floats
+ * (32 KiB) and the backward's per-thread stack use stays below 256 KiB. */
+#define ATTN_SIMD_DMAX 256
+#define TILE_FLOATS 8192
+#define BLK_MAX 64
+#define ST_FLOATS (BLK_MAX * BLK_MAX)
+
+/* ---- exp2 ------------------------------------------------------------------------------------- */
+
+/* 2^x for x <= ~0 (scores minus their running maximum). x = n + f with n = round(x), |f| <= 1/2;
+ * 2^f by a degree-5 polynomial 1 + f·q(f) fitted here for relative error (iteratively
+ * reweighted least squares toward minimax: 9.1e-8 with exact coefficients, 1.9e-7 evaluated in
+ * float32); the constant term is exactly 1 so that 2^0 == 1 and an unchanged running maximum
+ * rescales nothing. 2^n goes into the exponent. x is clamped first so that the mask value -inf
+ * (and anything below the clamp) gives exactly 0:
+ *   AVX-512: clamp at -151, 2^n applied by vscalef (p·2^-151 < 2^-150 rounds to +0; results in
+ *            (2^-151, 2^-126) come out as subnormals);
+ *   AVX2:    clamp at -127, 2^n built as (n + 127) << 23, which is the bit pattern of +0 for
+ *            n = -127 (results below 2^-126.5 flush to 0). */
+static inline av_f exp2_neg(av_f x) {
+#if ATTN_ISA == 512
+    av_f xc = av_max(x, av_set1(-151.0f));
+#else
+    av_f xc = av_max(x, av_set1(-127.0f));
+#endif
+    av_f n = av_round(xc);
+    av_f f = av_sub(xc, n);
+    av_f p = av_set1(1.3264724984765053e-3f);
+    p = av_fmadd(p, f, av_set1(9.671512991189957e-3f));
+    p = av_fmadd(p, f, av_set1(5.550733581185341e-2f));
+    p = av_fmadd(p, f, av_set1(2.4022242426872253e-1f));
+    p = av_fmadd(p, f, av_set1(6.931470036506653e-1f));
+    p = av_fmadd(p, f, av_set1(1.0f));
+#if ATTN_ISA == 512
+    return _mm512_scalef_ps(p, n);
+#else
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return av_mul(p, _mm256_castsi256_ps(e));
+#endif
+}
+
+/* x with its first n lanes (0 <= n <= AV_LEN) replaced by -inf: the causal mask of one key row,
+ * whose first n query lanes may not see the key. */
+static inline av_f mask_first(av_f x, int n) {
+#if ATTN_ISA == 512
+    return _mm512_mask_mov_ps(x, av_tail(n), av_set1(-__builtin_inff()));
+#else
+    return _mm256_blendv_ps(x, av_set1(-__builtin_inff()), _mm256_castsi256_ps(av_tail(n)));
+#endif
+}
+
+/* 0 where x == -inf, else x: the offset subtracted from scores in lanes that have seen no visible
+ * key yet (so -inf - offset stays -inf instead of becoming NaN). */
+static inline av_f zero_if_neginf(av_f x) {
+    return av_select(av_lt(x, av_set1(-3.0e38f)), av_zero(), x);
+}
+
+/* ---- micro-kernel ----------------------------------------------------------------------------- */
+
+/* C[r, v·L .. v·L+L) (+)= Σ_{k<K} A[r·ars + k·aks] · B[k·ldb + v·L ...] for r < R, v < NV.
+ * acc: C = C ∘ cscale (if cscale) + product; else C = product. tail (1..AV_LEN): lanes of the last
+ * vector that exist in C (C's masked lanes are neither read nor written; B is always read whole,
+ * so B operands are padded or exactly full). */
+typedef struct {
+    const float *a;
+    ptrdiff_t ars, aks;
+    const float *b;
+    ptrdiff_t ldb;
+    float *c;
+    ptrdiff_t ldc;
+    const float *cscale; /* (NV·L) per-lane factor for the old C, or NULL */
+    int k, acc, tail;
+} mk_args;
+
+/* MK_NVMAX: widest block, in vectors; wider C rows are split into chunks of at most this. */
+#if ATTN_ISA == 512
+#define MK_RMAX 12
+#define MK_NVMAX 4
+#else
+#define MK_RMAX 8
+#define MK_NVMAX 2
+#endif
+
+/* Full unrolling of the register-block loops (constant trip counts once mk_body is inlined) is
+ * what keeps the accumulators in registers; each compiler needs its own spelling. */
+#if defined(__clang__)
+#define MK_UNROLL _Pragma("clang loop unroll(full) vectorize(disable)")
+#else
+#define MK_UNROLL _Pragma("GCC unroll 16")
+#endif
+
+static inline __attribute__((always_inline)) void mk_body(const int R, const int NV,
+                                                           const mk_args *x) {
+    /* Everything the loops need, in locals: stores through C may alias *x as far as the
+     * compiler knows, and the epilogue must stay fully unrolled (accumulators in registers). */
+    const float *a = x->a, *b = x->b;
+    const ptrdiff_t ars = x->ars, aks = x->aks, ldb = x->ldb, ldc = x->ldc;
+    const int K = x->k, tail = x->tail;
+    float *const C = x->c;
+    const float *const cs = x->cscale;
+    av_f c[MK_RMAX][MK_NVMAX];
+MK_UNROLL
+    for (int r = 0; r < R; r++)
+MK_UNROLL
+        for (int v = 0; v < NV; v++) c[r][v] = av_zero();
+    for (int kk = 0; kk < K; kk++) {
+        av_f bv[MK_NVMAX];
+MK_UNROLL
+        for (int v = 0; v < NV; v++) bv[v] = av_load(b + v * AV_LEN);
+MK_UNROLL
+        for (int r = 0; r < R; r++) {
+            av_f ar = av_set1(a[r * ars]);
+MK_UNROLL
+            for (int v = 0; v < NV; v++) c[r][v] = av_fmadd(ar, bv[v], c[r][v]);
+        }
+        a += aks;
+        b += ldb;
+    }
+    if (x->acc) {
+        av_f sc[MK_NVMAX];
+MK_UNROLL
+        for (int v = 0; v < NV; v++) sc[v] = cs ? av_load(cs + v * AV_LEN) : av_set1(1.0f);
+MK_UNROLL
+        for (int r = 0; r < R; r++)
+MK_UNROLL
+            for (int v = 0; v < NV - 1; v++) {
+                float *cp = C + r * ldc + v * AV_LEN;
+                av_store(cp, av_fmadd(av_load(cp), sc[v], c[r][v]));
+            }
+    } else {
+MK_UNROLL
+        for (int r = 0; r < R; r++)
+MK_UNROLL
+            for (int v = 0; v < NV - 1; v++) av_store(C + r * ldc + v * AV_LEN, c[r][v]);
+    }
+    /* The last vector of each row: possibly partial (masked lanes neither read nor written). */
+    const int lv = NV - 1;
+    const av_f scl = x->acc && cs ? av_load(cs + lv * AV_LEN) : av_set1(1.0f);
+    if (tail == AV_LEN) {
+MK_UNROLL
+        for (int r = 0; r < R; r++) {
+            float *cp = C + r * ldc + lv * AV_LEN;
+            av_store(cp, x->acc ? av_fmadd(av_load(cp), scl, c[r][lv]) : c[r][lv]);
+        }
+    } else {
+        const av_mask tm = av_tail(tail);
+        for (int r = 0; r < R; r++) {
+            float *cp = C + r * ldc + lv * AV_LEN;
+            av_store_mask(cp, tm,
+                          x->acc ? av_fmadd(av_load_mask(cp, tm), scl, c[r][lv]) : c[r][lv]);
+        }
+    }
+}
+
+typedef void (*mk_fn)(const mk_args *);
+
+#define MK_DEF(R, NV)                                                                            \
+    static void mk_##R##x##NV(const mk_args *x) { mk_body(R, NV, x); }
+#define MK_DEF3(NV) MK_DEF(1, NV) MK_DEF(2, NV) MK_DEF(3, NV)
+#define MK_DEF4(NV) MK_DEF3(NV) MK_DEF(4, NV)
+#define MK_DEF6(NV) MK_DEF4(NV) MK_DEF(5, NV) MK_DEF(6, NV)
+#define MK_DEF8(NV) MK_DEF6(NV) MK_DEF(7, NV) MK_DEF(8, NV)
+#define MK_DEF12(NV) MK_DEF8(NV) MK_DEF(9, NV) MK_DEF(10, NV) MK_DEF(11, NV) MK_DEF(12, NV)
+#define MK_TAB3(NV) NULL, mk_1x##NV, mk_2x##NV, mk_3x##NV
+#define MK_TAB4(NV) MK_TAB3(NV), mk_4x##NV
+#define MK_TAB6(NV) MK_TAB4(NV), mk_5x##NV, mk_6x##NV
+#define MK_TAB8(NV) MK_TAB6(NV), mk_7x##NV, mk_8x##NV
+#define MK_TAB12(NV) MK_TAB8(NV), mk_9x##NV, mk_10x##NV, mk_11x##NV, mk_12x##NV
+
+/* Register blocks: R·NV accumulators + NV B vectors + 1 broadcast within the register file
+ * (32 zmm / 16 ymm). Blocks of 4 zmm × 6 rows / 2 ymm × 6 rows measured fastest: wider blocks
+ * re-read the broadcast side less but stream more of B per FMA, and B comes from L2. */
+#if ATTN_ISA == 512
+MK_DEF12(1) MK_DEF12(2) MK_DEF8(3) MK_DEF6(4)
+static const int mk_rmax[MK_NVMAX + 1] = {0, 12, 12, 8, 6};
+static const mk_fn mk_tab[MK_NVMAX + 1][MK_RMAX + 1] = {
+    {NULL}, {MK_TAB12(1)}, {MK_TAB12(2)}, {MK_TAB8(3)}, {MK_TAB6(4)},
+};
+#else
+MK_DEF8(1) MK_DEF6(2)
+static const int mk_rmax[MK_NVMAX + 1] = {0, 8, 6};
+static const mk_fn mk_tab[MK_NVMAX + 1][MK_RMAX + 1] = {
+    {NULL}, {MK_TAB8(1)}, {MK_TAB6(2)},
+};
+#endif
+
+/* C (M rows, nv vectors) (+)= A (M, K; element (r, k) at a[r·ars + k·aks]) · B (K, nv vectors,
+ * row stride ldb), cut into micro-kernel blocks. tail: valid lanes of C's last vector. */
+static void gemm_blocks(int M, int nv, int K, const float *a, ptrdiff_t ars, ptrdiff_t aks,
+                        const float *b, ptrdiff_t ldb, float *c, ptrdiff_t ldc,
+                        const float *cscale, int acc, int tail) {
+    if (M <= 0 || nv <= 0) return;
+    int v0 = 0;
+    while (v0 < nv) {
+        /* Split nv into near-equal chunks of at most MK_NVMAX vectors: a taller, narrower
+         * block re-reads B (the operand streamed from L2) fewer times per FMA. */
+        int left = nv - v0, chunks = (left + MK_NVMAX - 1) / MK_NVMAX;
+        int nvb = (left + chunks - 1) / chunks;
+        int rmax = mk_rmax[nvb];
+        mk_args x;
+        x.ars = ars;
+        x.aks = aks;
+        x.b = b + v0 * AV_LEN;
+        x.ldb = ldb;
+        x.ldc = ldc;
+        x.cscale = cscale ? cscale + v0 * AV_LEN : NULL;
+        x.k = K;
+        x.acc = acc;
+        x.tail = v0 + nvb == nv ? tail : AV_LEN;
+        /* Rows in near-equal chunks (64 = 6·9 + 5·2 rather than 6·10 + 4): a short last chunk
+         * would run a much narrower, less efficient block. */
+        const int nchunk = (M + rmax - 1) / rmax, base = M / nchunk, extra = M % nchunk;
+        for (int ci = 0, r0 = 0; ci < nchunk; ci++) {
+            const int r = base + (ci < extra);
+            x.a = a + r0 * ars;
+            x.c = c + r0 * ldc + v0 * AV_LEN;
+            mk_tab[nvb][r](&x);
+            r0 += r;
+        }
+        v0 += nvb;
+    }
+}
+
+/* ---- shared pieces ---------------------------------------------------------------------------- */
+
+typedef struct {
+    int br, bc; /* query and key block sizes (multiples of AV_LEN, <= BLK_MAX) */
+    int nvq;    /* br / AV_LEN */
+    int dp;     /* D rounded up to AV_LEN */
+    int nvd;    /* dp / AV_LEN */
+    int dtail;  /* lanes of D in the last vector */
+} tiling;
+
+static tiling make_tiling(int D) {
+    tiling t;
+    t.br = t.bc = D <= 128 ? 64 : 32;
+    t.nvq = t.br / AV_LEN;
+    t.dp = (D + AV_LEN - 1) / AV_LEN * AV_LEN;
+    t.nvd = t.dp / AV_LEN;
+    t.dtail = D - (t.nvd - 1) * AV_LEN;
+    return t;
+}
+
+/* One past the last key any query of [i0, i0+ib) may see (<= 0: none). */
+static int key_end(const attn_attention_params *p, int b, int i0, int ib) {
+    int end = p->kv_len ? p->kv_len[b] : p->Tk;
+    if (p->causal) {
+        long lim = (long)i0 + ib + p->causal_offset; /* last query's limit + 1 */
+        if (lim < end) end = lim < 0 ? 0 : (int)lim;
+    }
+    return end;
+}
+
+/* dst[c·ldd + r] = src[r·lds + c] · mul for r < nr, c < nc: 8×8 blocks transposed in AVX
+ * registers (unpack / shuffle / 128-bit permute), scalar loops for the edges. */
+static void transpose_scaled(const float *src, ptrdiff_t lds, int nr, int nc, float *dst,
+                             ptrdiff_t ldd, float mul) {
+    const __m256 m = _mm256_set1_ps(mul);
+    int r0 = 0;
+    for (; r0 + 8 <= nr; r0 += 8) {
+        int c0 = 0;
+        for (; c0 + 8 <= nc; c0 += 8) {
+            const float *s0 = src + r0 * lds + c0;
+            __m256 a0 = _mm256_loadu_ps(s0), a1 = _mm256_loadu_ps(s0 + lds);
+            __m256 a2 = _mm256_loadu_ps(s0 + 2 * lds), a3 = _mm256_loadu_ps(s0 + 3 * lds);
+            __m256 a4 = _mm256_loadu_ps(s0 + 4 * lds), a5 = _mm256_loadu_ps(s0 + 5 * lds);
+            __m256 a6 = _mm256_loadu_ps(s0 + 6 * lds), a7 = _mm256_loadu_ps(s0 + 7 * lds);
+            __m256 t0 = _mm256_unpacklo_ps(a0, a1), t1 = _mm256_unpackhi_ps(a0, a1);
+            __m256 t2 = _mm256_unpacklo_ps(a2, a3), t3 = _mm256_unpackhi_ps(a2, a3);
+            __m256 t4 = _mm256_unpacklo_ps(a4, a5), t5 = _mm256_unpackhi_ps(a4, a5);
+            __m256 t6 = _mm256_unpacklo_ps(a6, a7), t7 = _mm256_unpackhi_ps(a6, a7);
+            __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+            __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+            __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+            __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+            float *d0 = dst + c0 * ldd + r0;
+            _mm256_storeu_ps(d0, _mm256_mul_ps(m, _mm256_permute2f128_ps(u0, u4, 0x20)));
+            _mm256_storeu_ps(d0 + ldd, _mm256_mul_ps(m, _mm256_permute2f128_ps(u1, u5, 0x20)));
+            _mm256_storeu_ps(d0 + 2 * ldd, _mm256_mul_ps(m, _mm256_permute2f128_ps(u2, u6, 0x20)));
+            _mm256_storeu_ps(d0 + 3 * ldd, _mm256_mul_ps(m, _mm256_permute2f128_ps(u3, u7, 0x20)));
+            _mm256_storeu_ps(d0 + 4 * ldd, _mm256_mul_ps(m, _mm256_permute2f128_ps(u0, u4, 0x31)));
+            _mm256_storeu_ps(d0 + 5 * ldd, _mm256_mul_ps(m, _mm256_permute2f128_ps(u1, u5, 0x31)));
+            _mm256_storeu_ps(d0 + 6 * ldd, _mm256_mul_ps(m, _mm256_permute2f128_ps(u2, u6, 0x31)));
+            _mm256_storeu_ps(d0 + 7 * ldd, _mm256_mul_ps(m, _mm256_permute2f128_ps(u3, u7, 0x31)));
+        }
+        for (; c0 < nc; c0++)
+            for (int r = r0; r < r0 + 8; r++) dst[c0 * ldd + r] = src[r * lds + c0] * mul;
+    }
+    for (; r0 < nr; r0++)
+        for (int c = 0; c < nc; c++) dst[c * ldd + r0] = src[r0 * lds + c] * mul;
+}
+
+/* Qt (D, br) = transpose of the ib query rows starting at q (row stride ld), times mul; lanes
+ * ib..br-1 are zero so the padded queries compute harmless finite values. */
+static void pack_transposed(const float *q, ptrdiff_t ld, int ib, int D, int br, float mul,
+                            float *qt) {
+    if (ib < br)
+        for (int d = 0; d < D; d++) memset(qt + (size_t)d * br + ib, 0, sizeof(float) * (br - ib));
+    transpose_scaled(q, ld, ib, D, qt, br, mul);
+}
+
+/* Σ a[d]·b[d] over d < n, in vectors (masked tail). */
+static float row_dot(const float *a, const float *b, int n) {
+    av_f s = av_zero();
+    int d = 0;
+    for (; d + AV_LEN <= n; d += AV_LEN) s = av_fmadd(av_load(a + d), av_load(b + d), s);
+    if (d < n) {
+        const av_mask m = av_tail(n - d);
+        s = av_fmadd(av_load_mask(a + d, m), av_load_mask(b + d, m), s);
+    }
+    return av_reduce_add(s);
+}
+
+/* Rows (n, dp) = the n rows at src (row stride ld, D columns), zero-padded to dp columns. */
+static void pack_rows(const float *src, ptrdiff_t ld, int n, int D, int dp, float *dst) {
+    for (int i = 0; i < n; i++) {
+        memcpy(dst + (size_t)i * dp, src + i * ld, sizeof(float) * D);
+        if (dp > D) memset(dst + (size_t)i * dp + D, 0, sizeof(float) * (dp - D));
+    }
+}
+
+/* Causal mask of the score tile St (jb, br) for keys j0.. and queries i0..: query lane i may see
+ * key j iff i0 + i + off >= j. Only called when the tile straddles the diagonal. */
+static void mask_causal(float *st, const tiling *t, int jb, int j0, int i0, int off) {
+    for (int jj = 0; jj < jb; jj++) {
+        long hidden = (long)j0 + jj - off - i0; /* lanes [0, hidden) may not see key j */
+        if (hidden <= 0) continue;
+        float *row = st + (size_t)jj * t->br;
+        for (int v = 0; v < t->nvq; v++) {
+            long n = hidden - (long)v * AV_LEN;
+            if (n <= 0) break;
+            av_store(row + v * AV_LEN,
+                     mask_first(av_load(row + v * AV_LEN), n >= AV_LEN ? AV_LEN : (int)n));
+        }
+    }
+}
+
+/* Geometry of one (query block i0, key block j0) tile. On a tile that straddles the causal
+ * diagonal ("diag"), key row jj is hidden from query lanes [0, hid0 + jj); the work there is
+ * done in groups of SUB keys (or queries), each restricted to the lane vectors / key range that
+ * can be visible, which skips about half of a diagonal tile. Skipped entries are exactly those
+ * whose probability is 0, so the results do not change. */
+#define SUB 16
+typedef struct {
+    int j0, i0, jb, ib;
+    bool diag;
+    long hid0; /* hidden query lanes of key row 0 (<= 0: none) */
+} tile;
+
+static tile make_tile(const attn_attention_params *p, int i0, int ib, int j0, int jb) {
+    tile g = {j0, i0, jb, ib, false, (long)j0 - p->causal_offset - i0};
+    g.diag = p->causal && (long)j0 + jb - 1 > (long)i0 + p->causal_offset;
+    return g;
+}
+
+/* First lane vector that some key of the group starting at key row s0 can see. */
+static int lo_vec(const tiling *t, const tile *g, int s0) {
+    if (!g->diag) return 0;
+    long h = g->hid0 + s0;
+    if (h <= 0) return 0;
+    return (int)ATTN_MIN(h / AV_LEN, (long)t->nvq - 1);
+}
+
+/* C (jb, br) = rows of A (jb, D; row stride lda) · Bt (D, br): the score-shaped products
+ * (K_j·Qt, V_j·dOt). On a diagonal tile, lanes no key of a group can see are left unwritten. */
+static void key_rows_gemm(const tiling *t, const tile *g, int D, const float *a, ptrdiff_t lda,
+                          const float *bt, float *c) {
+    if (!g->diag) {
+        gemm_blocks(g->jb, t->nvq, D, a, lda, 1, bt, t->br, c, t->br, NULL, 0, AV_LEN);
+        return;
+    }
+    for (int s0 = 0; s0 < g->jb; s0 += SUB) {
+        const int lo = lo_vec(t, g, s0);
+        gemm_blocks(ATTN_MIN(SUB, g->jb - s0), t->nvq - lo, D, a + s0 * lda, lda, 1,
+                    bt + lo * AV_LEN, t->br, c + (size_t)s0 * t->br + lo * AV_LEN, t->br, NULL,
+                    0, AV_LEN);
+    }
+}
+
+/* Scores St (jb, br) = K rows j0.. · Qt, with -inf where masked (including every lane
+ * key_rows_gemm skipped). k points at key j0 of this (b, h). */
+static void score_tile(const attn_attention_params *p, const tiling *t, const tile *g,
+                       const float *k, const float *qt, float *st) {
+    key_rows_gemm(t, g, p->D, k, p->ldk, qt, st);
+    if (g->diag) mask_causal(st, t, g->jb, g->j0, g->i0, p->causal_offset);
+}
+
+/* ---- forward ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    _Alignas(64) float qt[TILE_FLOATS]; /* (D, br) scaled queries, transposed */
+    _Alignas(64) float ot[TILE_FLOATS]; /* (D, br) unnormalized output, transposed */
+    _Alignas(64) float st[ST_FLOATS];   /* (bc, br) scores, then probabilities */
+    _Alignas(64) float m[BLK_MAX];      /* (br) running max, log2 domain */
+    _Alignas(64) float l[BLK_MAX];      /* (br) running sum of 2^(s − m) */
+    _Alignas(64) float alpha[BLK_MAX];  /* (br) rescale factor of this step */
+} fwd_tiles;
+
+/* One (b, h, query block). */
+static void fwd_block(const attn_attention_params *p, const tiling *t, int b, int h, int i0,
+                      const float *q, const float *k, const float *v, float *o, float *lse,
+                      float *probs, fwd_tiles *w) {
+    const int D = p->D, br = t->br;
+    const int ib = ATTN_MIN(br, p->Tq - i0);
+    const size_t hd = (size_t)h * D;
+    const float *qb = q + ((size_t)b * p->Tq + i0) * p->ldq + hd;  /* (ib, D) stride ldq */
+    const float *kb = k + (size_t)b * p->Tk * p->ldk + hd;          /* (Tk, D) stride ldk */
+    const float *vb = v + (size_t)b * p->Tk * p->ldv + hd;          /* (Tk, D) stride ldv */
+    float *ob = o + ((size_t)b * p->Tq + i0) * p->ldo + hd;         /* (ib, D) stride ldo */
+    const int jend = key_end(p, b, i0, ib);
+
+    pack_transposed(qb, p->ldq, ib, D, br, (float)(p->scale * LOG2E), w->qt);
+    memset(w->ot, 0, sizeof(float) * (size_t)D * br);
+    for (int i = 0; i < br; i++) {
+        w->m[i] = -__builtin_inff();
+        w->l[i] = 0.0f;
+    }
+
+    for (int j0 = 0; j0 < jend; j0 += t->bc) {
+        const int jb = ATTN_MIN(t->bc, jend - j0);
+        const tile g = make_tile(p, i0, ib, j0, jb);
+        score_tile(p, t, &g, kb + (size_t)j0 * p->ldk, w->qt, w->st);
+        /* Online softmax, one vector of query lanes at a time. */
+        for (int vv = 0; vv < t->nvq; vv++) {
+            float *col = w->st + vv * AV_LEN;
+            av_f mold = av_load(w->m + vv * AV_LEN), mx = mold;
+            for (int jj = 0; jj < jb; jj++) mx = av_max(mx, av_load(col + (size_t)jj * br));
+            av_f off = zero_if_neginf(mx);
+            av_f sum = av_zero();
+            for (int jj = 0; jj < jb; jj++) {
+                av_f e = exp2_neg(av_sub(av_load(col + (size_t)jj * br), off));
+                av_store(col + (size_t)jj * br, e);
+                sum = av_add(sum, e);
+            }
+            av_f al = exp2_neg(av_sub(mold, off));
+            av_store(w->alpha + vv * AV_LEN, al);
+            av_store(w->l + vv * AV_LEN, av_fmadd(av_load(w->l + vv * AV_LEN), al, sum));
+            av_store(w->m + vv * AV_LEN, mx);
+        }
+        /* Ot = Ot · alpha + V_jᵀ · Pt : rows d, k over keys; V[j][d] at vb[j·ldv + d]. On a
+         * diagonal tile, key group s only feeds the lanes that can see it; lanes below the
+         * first group's range saw no key of this tile, so their alpha is exactly 1 (2^0) or
+         * their Ot is still 0, and skipping their rescale changes nothing. */
+        if (!g.diag)
+            gemm_blocks(D, t->nvq, jb, vb + (size_t)j0 * p->ldv, 1, p->ldv, w->st, br, w->ot, br,
+                        w->alpha, 1, AV_LEN);
+        else
+            for (int s0 = 0; s0 < jb; s0 += SUB) {
+                const int lo = lo_vec(t, &g, s0);
+                gemm_blocks(D, t->nvq - lo, ATTN_MIN(SUB, jb - s0),
+                            vb + (size_t)(j0 + s0) * p->ldv, 1, p->ldv,
+                            w->st + (size_t)s0 * br + lo * AV_LEN, br, w->ot + lo * AV_LEN, br,
+                            s0 == 0 ? w->alpha + lo * AV_LEN : NULL, 1, AV_LEN);
+            }
+    }
+
+    /* O = Otᵀ / l; rows that saw no key (l == 0) get 0. */
+    for (int i = 0; i < br; i++) w->alpha[i] = w->l[i] > 0.0f ? 1.0f / w->l[i] : 0.0f;
+    for (int d = 0; d < D; d++)
+        for (int vv = 0; vv < t->nvq; vv++) {
+            float *x = w->ot + (size_t)d * br + vv * AV_LEN;
+            av_store(x, av_mul(av_load(x), av_load(w->alpha + vv * AV_LEN)));
+        }
+    transpose_scaled(w->ot, br, D, ib, ob, p->ldo, 1.0f);
+    if (lse) {
+        float *lrow = lse + ((size_t)b * p->H + h) * p->Tq + i0;
+        for (int i = 0; i < ib; i++)
+            lrow[i] = w->l[i] > 0.0f ? (float)((double)w->m[i] * LN2 + log((double)w->l[i]))
+                                     : -__builtin_inff();
+    }
+    if (!probs) return;
+
+    /* Second pass: probabilities 2^(s − lse2) from recomputed (identical) score tiles. Reuse l
+     * to hold lse2 (+inf for empty rows, so their probabilities are 0). */
+    for (int i = 0; i < br; i++)
+        w->l[i] = w->l[i] > 0.0f ? (float)((double)w->m[i] + log2((double)w->l[i]))
+                                 : __builtin_inff();
+    float *pb = probs + (((size_t)b * p->H + h) * p->Tq + i0) * p->Tk; /* (ib, Tk) */
+    for (int i = 0; i < ib; i++) memset(pb + (size_t)i * p->Tk, 0, sizeof(float) * p->Tk);
+    for (int j0 = 0; j0 < jend; j0 += t->bc) {
+        const int jb = ATTN_MIN(t->bc, jend - j0);
+        const tile g = make_tile(p, i0, ib, j0, jb);
+        score_tile(p, t, &g, kb + (size_t)j0 * p->ldk, w->qt, w->st);
+        for (int jj = 0; jj < jb; jj++) {
+            float *row = w->st + (size_t)jj * br;
+            for (int vv = 0; vv < t->nvq; vv++)
+                av_store(row + vv * AV_LEN, exp2_neg(av_sub(av_load(row + vv * AV_LEN),
+                                                             av_load(w->l + vv * AV_LEN))));
+        }
+        transpose_scaled(w->st, br, jb, ib, pb + j0, p->Tk, 1.0f);
+    }
+}
+
+void ATTN_FN(attn_attention_forward)(const attn_attention_params *p,
+                                     const float *q,  // (B, Tq, H, D) row stride ldq
+                                     const float *k,  // (B, Tk, H, D) row stride ldk
+                                     const float *v,  // (B, Tk, H, D) row stride ldv
+                                     float *o,        // (B, Tq, H, D) row stride ldo
+                                     float *lse,      // (B, H, Tq) or NULL
+                                     float *probs) {  // (B, H, Tq, Tk) or NULL
+    if (p->D > ATTN_SIMD_DMAX) {
+        attn_attention_forward_ref(p, q, k, v, o, lse, probs);
+        return;
+    }
+    const tiling t = make_tiling(p->D);
+    const int nqb = (p->Tq + t.br - 1) / t.br;
+    const long items = (long)p->B * p->H * nqb;
+    /* Dynamic schedule: causal query blocks differ in cost. Within a (b, h) the last (costliest)
+     * blocks go first so the tail of the schedule is made of cheap items. */
+#pragma omp parallel if (items > 1)
+    {
+        fwd_tiles w;
+#pragma omp for schedule(dynamic, 1)
+        for (long it = 0; it < items; it++) {
+            const int qb = nqb - 1 - (int)(it % nqb);
+            const long bh = it / nqb;
+            fwd_block(p, &t, (int)(bh / p->H), (int)(bh % p->H), qb * t.br, q, k, v, o, lse,
+                      probs, &w);
+        }
+    }
+}
+
+/* ---- backward --------------------------------------------------------------------------------- */
+
+typedef struct {
+    _Alignas(64) float qt[TILE_FLOATS];  /* (D, br) queries · scale·log2 e, transposed */
+    _Alignas(64) float dot[TILE_FLOATS]; /* (D, br) dO, transposed */
+    _Alignas(64) float qr[TILE_FLOATS];  /* (br, dp) query rows, padded (when D % L != 0) */
+    _Alignas(64) float dor[TILE_FLOATS]; /* (br, dp) dO rows, padded (when D % L != 0) */
+    _Alignas(64) float kr[TILE_FLOATS];  /* (bc, dp) key rows, padded (when D % L != 0) */
+    _Alignas(64) float dq[TILE_FLOATS];  /* (br, dp) dQ accumulator */
+    _Alignas(64) float st[ST_FLOATS];    /* (bc, br) scores, then P */
+    _Alignas(64) float dpt[ST_FLOATS];   /* (bc, br) dP, then dS · scale */
+    _Alignas(64) float lse2[BLK_MAX];    /* (br) lse · log2 e; +inf for empty or padded rows */
+    _Alignas(64) float di[BLK_MAX];      /* (br) rowsum(dO ∘ O) */
+} bwd_tiles;
+
+static void bwd_head(const attn_attention_params *p, const tiling *t, int b, int h,
+                     const float *q, const float *k, const float *v, const float *o,
+                     const float *lse, const float *do_, float *dq, float *dk, float *dv,
+                     bwd_tiles *w) {
+    const int D = p->D, br = t->br, dp = t->dp;
+    const size_t hd = (size_t)h * D;
+    const bool direct = D % AV_LEN == 0; /* rows can feed the micro-kernel unpadded */
+    const float *kb = k + (size_t)b * p->Tk * p->ldk + hd; /* (Tk, D) stride ldk */
+    const float *vb = v + (size_t)b * p->Tk * p->ldv + hd; /* (Tk, D) stride ldv */
+    float *dkb = dk + (size_t)b * p->Tk * p->ldk + hd;     /* (Tk, D) stride ldk */
+    float *dvb = dv + (size_t)b * p->Tk * p->ldv + hd;     /* (Tk, D) stride ldv */
+    const float *lseb = lse + ((size_t)b * p->H + h) * p->Tq; /* (Tq) */
+    const float c2 = (float)(p->scale * LOG2E);
+
+    for (int j = 0; j < p->Tk; j++) {
+        memset(dkb + (size_t)j * p->ldk, 0, sizeof(float) * D);
+        memset(dvb + (size_t)j * p->ldv, 0, sizeof(float) * D);
+    }
+
+    for (int i0 = 0; i0 < p->Tq; i0 += br) {
+        const int ib = ATTN_MIN(br, p->Tq - i0);
+        const float *qb = q + ((size_t)b * p->Tq + i0) * p->ldq + hd;    /* (ib, D) */
+        const float *ob = o + ((size_t)b * p->Tq + i0) * p->ldo + hd;    /* (ib, D) */
+        const float *dob = do_ + ((size_t)b * p->Tq + i0) * p->ldo + hd; /* (ib, D) */
+        float *dqb = dq + ((size_t)b * p->Tq + i0) * p->ldq + hd;        /* (ib, D) */
+        const int jend = key_end(p, b, i0, ib);
+        if (jend <= 0) {
+            for (int i = 0; i < ib; i++) memset(dqb + (size_t)i * p->ldq, 0, sizeof(float) * D);
+            continue;
+        }
+
+        pack_transposed(qb, p->ldq, ib, D, br, c2, w->qt);
+        pack_transposed(dob, p->ldo, ib, D, br, 1.0f, w->dot);
+        const float *qrows = qb, *dorows = dob;
+        ptrdiff_t ldqr = p->ldq, ldor = p->ldo;
+        if (!direct) {
+            pack_rows(qb, p->ldq, ib, D, dp, w->qr);
+            pack_rows(dob, p->ldo, ib, D, dp, w->dor);
+            qrows = w->qr;
+            dorows = w->dor;
+            ldqr = ldor = dp;
+        }
+        for (int i = 0; i < br; i++) {
+            float l2 = __builtin_inff(), di = 0.0f;
+            if (i < ib && lseb[i0 + i] > -__builtin_inff()) {
+                l2 = (float)((double)lseb[i0 + i] * LOG2E);
+                di = row_dot(dob + (size_t)i * p->ldo, ob + (size_t)i * p->ldo, D);
+            }
+            w->lse2[i] = l2;
+            w->di[i] = di;
+        }
+        memset(w->dq, 0, sizeof(float) * (size_t)ib * dp);
+
+        for (int j0 = 0; j0 < jend; j0 += t->bc) {
+            const int jb = ATTN_MIN(t->bc, jend - j0);
+            const float *kj = kb + (size_t)j0 * p->ldk;
+            const tile g = make_tile(p, i0, ib, j0, jb);
+            score_tile(p, t, &g, kj, w->qt, w->st);
+            /* dPt (jb, br) = V_j · dOt */
+            key_rows_gemm(t, &g, D, vb + (size_t)j0 * p->ldv, p->ldv, w->dot, w->dpt);
+            const av_f sc = av_set1(p->scale);
+            for (int jj = 0; jj < jb; jj++) {
+                float *srow = w->st + (size_t)jj * br, *drow = w->dpt + (size_t)jj * br;
+                const int lo = lo_vec(t, &g, jj / SUB * SUB); /* lanes below: skipped, P = 0 */
+                for (int vv = 0; vv < lo; vv++) {
+                    av_store(srow + vv * AV_LEN, av_zero());
+                    av_store(drow + vv * AV_LEN, av_zero());
+                }
+                for (int vv = lo; vv < t->nvq; vv++) {
+                    av_f pr = exp2_neg(av_sub(av_load(srow + vv * AV_LEN),
+                                              av_load(w->lse2 + vv * AV_LEN)));
+                    av_f ds = av_mul(av_mul(pr, av_sub(av_load(drow + vv * AV_LEN),
+                                                        av_load(w->di + vv * AV_LEN))),
+                                     sc);
+                    av_store(srow + vv * AV_LEN, pr);
+                    av_store(drow + vv * AV_LEN, ds);
+                }
+            }
+            /* dV_j += Pt · dO;  dK_j += dSt · Q  (rows j, k over queries; on a diagonal tile a
+             * key group only over the queries that can see it) */
+            for (int s0 = 0; s0 < jb; s0 += g.diag ? SUB : jb) {
+                const int n = g.diag ? ATTN_MIN(SUB, jb - s0) : jb;
+                const int q0 = lo_vec(t, &g, s0) * AV_LEN;
+                if (q0 >= ib) continue;
+                gemm_blocks(n, t->nvd, ib - q0, w->st + (size_t)s0 * br + q0, br, 1,
+                            dorows + q0 * ldor, ldor, dvb + (size_t)(j0 + s0) * p->ldv, p->ldv,
+                            NULL, 1, t->dtail);
+                gemm_blocks(n, t->nvd, ib - q0, w->dpt + (size_t)s0 * br + q0, br, 1,
+                            qrows + q0 * ldqr, ldqr, dkb + (size_t)(j0 + s0) * p->ldk, p->ldk,
+                            NULL, 1, t->dtail);
+            }
+            /* dQ_i += dStᵀ · K_j  (rows i, k over keys; on a diagonal tile a query group only
+             * over the keys it can see) */
+            const float *krows = kj;
+            ptrdiff_t ldkr = p->ldk;
+            if (!direct) {
+                pack_rows(kj, p->ldk, jb, D, dp, w->kr);
+                krows = w->kr;
+                ldkr = dp;
+            }
+            for (int u0 = 0; u0 < ib; u0 += g.diag ? SUB : ib) {
+                const int n = g.diag ? ATTN_MIN(SUB, ib - u0) : ib;
+                /* last query of the group sees keys jj <= u0 + n - 1 + i0 + off - j0 */
+                const long kmax = g.diag ? ATTN_MIN((long)jb, (long)u0 + n - g.hid0) : jb;
+                if (kmax <= 0) continue;
+                gemm_blocks(n, t->nvd, (int)kmax, w->dpt + u0, 1, br, krows, ldkr,
+                            w->dq + (size_t)u0 * dp, dp, NULL, 1, AV_LEN);
+            }
+        }
+        for (int i = 0; i < ib; i++)
+            memcpy(dqb + (size_t)i * p->ldq, w->dq + (size_t)i * dp, sizeof(float) * D);
+    }
+}
+
+void ATTN_FN(attn_attention_backward)(const attn_attention_params *p,
+                                      const float *q,   // (B, Tq, H, D) row stride ldq
+                                      const float *k,   // (B, Tk, H, D) row stride ldk
+                                      const float *v,   // (B, Tk, H, D) row stride ldv
+                                      const float *o,   // (B, Tq, H, D) row stride ldo
+                                      const float *lse, // (B, H, Tq)
+                                      const float *do_, // (B, Tq, H, D) row stride ldo
+                                      float *dq,        // (B, Tq, H, D) row stride ldq
+                                      float *dk,        // (B, Tk, H, D) row stride ldk
+                                      float *dv) {      // (B, Tk, H, D) row stride ldv
+    if (p->D > ATTN_SIMD_DMAX) {
+        attn_attention_backward_ref(p, q, k, v, o, lse, do_, dq, dk, dv);
+        return;
+    }
+    const tiling t = make_tiling(p->D);
+    const long items = (long)p->B * p->H;
+#pragma omp parallel if (items > 1)
+    {
+        bwd_tiles w;
+#pragma omp for schedule(dynamic, 1)
+        for (long bh = 0; bh < items; bh++)
+            bwd_head(p, &t, (int)(bh / p->H), (int)(bh % p->H), q, k, v, o, lse, do_, dq, dk,
+                     dv, &w);
+    }
+}
