@@ -1,0 +1,447 @@
+/* gemm_simd.c — the optimized GEMM, C = act(alpha·op(A)·op(B) + beta·C + bias), compiled once per
+ * ISA (ATTN_ISA == 512: AVX-512, ATTN_ISA == 2: AVX2 + FMA; see kernels-impl.h).
+ *
+ * Design (the classic Goto/BLIS layering, written for row-major C):
+ *   - The work is split once into one rectangle of C per OpenMP thread (along M when there are
+ *     enough rows, else along N), and each thread then runs the whole blocked algorithm on its
+ *     rectangle with its own pack buffers: no barriers and no shared writes.
+ *   - Loops, outermost first: jc over NC columns, pc over KC of the K dimension, ic over MC rows;
+ *     the KC×NC block of op(B) is packed into NR-wide column panels and the MC×KC block of op(A)
+ *     into MR-tall row panels, zero-padded at the edges, so the microkernel reads both
+ *     contiguously whatever the transposes and leading dimensions were. Transposing packs go
+ *     through in-register AV_LEN×AV_LEN transposes.
+ *   - Inside: jr over NR-wide panels of B (one panel, KC·NR floats, is reused from L1 by every
+ *     row panel of the block) and ir over MR-tall panels of A (the MC×KC block stays in L2).
+ *     K is split into equal blocks of at most KC; the block sizes were tuned on Zen 5 (48 KB L1,
+ *     1 MB L2 per core) against PyTorch/MKL, interleaving the runs to cancel machine noise.
+ *   - The microkernel keeps an MR×NR tile of C in registers (AVX-512: 14×32 = 28 zmm
+ *     accumulators; AVX2: 6×16 = 12 ymm), one broadcast of A times two vectors of B per row and k.
+ *   - The epilogue is fused: on the first K block it applies alpha and beta (beta == 0 never
+ *     reads C), later K blocks accumulate, and the last one adds the bias and applies the
+ *     activation to the tile while it is still in L1. */
+#include "kernels-impl.h"
+#include "vmath.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Blocking parameters (KC, MC_MAX, NC_MAX, PARALLEL_MIN_MACS may be overridden with -D when
+ * tuning). */
+#if ATTN_ISA == 512
+#define MR 14       /* rows of the register tile: 14×2 accumulators + 2 B vectors + 1 broadcast */
+#ifndef KC
+#define KC 512      /* K block (a B panel, KC·NR·4 = 64 KB, streams through L1 from L2) */
+#endif
+#ifndef MC_MAX
+#define MC_MAX 224  /* rows of A per packed block (16 panels, 448 KB: inside the 1 MB L2) */
+#endif
+#define FOR_ROWS(X)                                                                              \
+    X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
+#else
+#define MR 6        /* 6×2 ymm accumulators + 2 B vectors + 1 broadcast = 15 of 16 registers */
+#ifndef KC
+#define KC 384      /* B panel 24 KB */
+#endif
+#ifndef MC_MAX
+#define MC_MAX 144  /* 24 panels, 216 KB */
+#endif
+#define FOR_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#endif
+#define NR (2 * AV_LEN) /* columns of the register tile: two vectors */
+#ifndef NC_MAX
+#define NC_MAX 1536     /* columns of B per packed block */
+#endif
+
+/* Below this many multiply-adds a single thread wins over waking the OpenMP team. */
+#ifndef PARALLEL_MIN_MACS
+#define PARALLEL_MIN_MACS (64 * 64 * 64)
+#endif
+
+typedef struct {
+    bool trans_a, trans_b;
+    int M, N, K;
+    float alpha, beta;
+    const float *A; // (M, K), or (K, M) if trans_a
+    const float *B; // (K, N), or (N, K) if trans_b
+    float *C;       // (M, N)
+    const float *bias; // (N) or NULL
+    int lda, ldb, ldc;
+    attn_act act;
+} gemm_args;
+
+/* ---- packing ------------------------------------------------------------------------------- */
+
+/* In-register transpose of an AV_LEN×AV_LEN block: on return r[c] holds what was column c. */
+#if ATTN_ISA == 512
+static inline void transpose_regs(av_f r[16]) {
+    av_f a[16], b[16];
+    /* Interleave row pairs within each 128-bit lane. */
+    for (int i = 0; i < 8; i++) {
+        a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* b[4g+q], 128-bit lane L: column 4L+q of rows 4g..4g+3. */
+    for (int g = 0; g < 4; g++) {
+        __m512d a0 = _mm512_castps_pd(a[4 * g]), a1 = _mm512_castps_pd(a[4 * g + 1]);
+        __m512d a2 = _mm512_castps_pd(a[4 * g + 2]), a3 = _mm512_castps_pd(a[4 * g + 3]);
+        b[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+        b[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+        b[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+        b[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+    }
+    /* Gather lane L of b[q], b[4+q], b[8+q], b[12+q] into column 4L+q. */
+    for (int q = 0; q < 4; q++) {
+        av_f c0 = _mm512_shuffle_f32x4(b[q], b[4 + q], _MM_SHUFFLE(2, 0, 2, 0));
+        av_f c1 = _mm512_shuffle_f32x4(b[q], b[4 + q], _MM_SHUFFLE(3, 1, 3, 1));
+        av_f c2 = _mm512_shuffle_f32x4(b[8 + q], b[12 + q], _MM_SHUFFLE(2, 0, 2, 0));
+        av_f c3 = _mm512_shuffle_f32x4(b[8 + q], b[12 + q], _MM_SHUFFLE(3, 1, 3, 1));
+        r[q] = _mm512_shuffle_f32x4(c0, c2, _MM_SHUFFLE(2, 0, 2, 0));
+        r[4 + q] = _mm512_shuffle_f32x4(c1, c3, _MM_SHUFFLE(2, 0, 2, 0));
+        r[8 + q] = _mm512_shuffle_f32x4(c0, c2, _MM_SHUFFLE(3, 1, 3, 1));
+        r[12 + q] = _mm512_shuffle_f32x4(c1, c3, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+#else
+static inline void transpose_regs(av_f r[8]) {
+    av_f a[8], b[8];
+    for (int i = 0; i < 4; i++) {
+        a[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int g = 0; g < 2; g++) {
+        __m256d a0 = _mm256_castps_pd(a[4 * g]), a1 = _mm256_castps_pd(a[4 * g + 1]);
+        __m256d a2 = _mm256_castps_pd(a[4 * g + 2]), a3 = _mm256_castps_pd(a[4 * g + 3]);
+        b[4 * g + 0] = _mm256_castpd_ps(_mm256_unpacklo_pd(a0, a2));
+        b[4 * g + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a0, a2));
+        b[4 * g + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(a1, a3));
+        b[4 * g + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(a1, a3));
+    }
+    for (int q = 0; q < 4; q++) {
+        r[q] = _mm256_permute2f128_ps(b[q], b[4 + q], 0x20);
+        r[4 + q] = _mm256_permute2f128_ps(b[q], b[4 + q], 0x31);
+    }
+}
+#endif
+
+/* Transpose a rows×cols block (both <= AV_LEN) of src (row stride ld): dst[c·dld + r] = src[r·ld
+ * + c] for c < cols and the lanes r in keep; rows >= `rows` are written as zeros (padding). */
+static inline void transpose_block(const float *src, size_t ld, int rows, int cols, float *dst,
+                                   int dld, av_mask keep) {
+    av_f r[AV_LEN];
+    if (cols == AV_LEN) {
+        for (int i = 0; i < AV_LEN; i++) r[i] = i < rows ? av_load(src + i * ld) : av_zero();
+    } else {
+        av_mask cm = av_tail(cols);
+        for (int i = 0; i < AV_LEN; i++)
+            r[i] = i < rows ? av_load_mask(src + i * ld, cm) : av_zero();
+    }
+    transpose_regs(r);
+    for (int c = 0; c < cols; c++) av_store_mask(dst + (size_t)c * dld, keep, r[c]);
+}
+
+/* Rows of op(A)/op(B) copied per sweep across all panels by the non-transposing packs: the
+ * source is read a few whole row segments at a time (sequential, few pages live) instead of
+ * panel by panel, which would touch a new page per k when rows are long. */
+#define PACK_KCHUNK 8
+
+/* Pack rows [i0, i0+mc) × columns [k0, k0+kc) of op(A) into MR-tall panels:
+ * dst[p·kc·MR + k·MR + r] = op(A)(i0 + p·MR + r, k0 + k), zero for rows past mc. */
+static void pack_a(const gemm_args *g, int i0, int mc, int k0, int kc, float *dst) {
+    const av_mask keep = av_tail(MR);
+    const size_t lda = (size_t)g->lda;
+    if (g->trans_a) {
+        /* A is (K, M): at fixed k, the mc rows of the block are contiguous. */
+        for (int kk = 0; kk < kc; kk += PACK_KCHUNK) {
+            int kn = ATTN_MIN(PACK_KCHUNK, kc - kk);
+            for (int p = 0; p * MR < mc; p++) {
+                av_mask m = av_tail(ATTN_MIN(MR, mc - p * MR));
+                const float *src = g->A + (size_t)(k0 + kk) * lda + i0 + p * MR;
+                float *d = dst + (size_t)p * kc * MR + (size_t)kk * MR;
+                for (int k = 0; k < kn; k++)
+                    av_store_mask(d + (size_t)k * MR, keep, av_load_mask(src + k * lda, m));
+            }
+        }
+        return;
+    }
+    /* A is (M, K): transpose AV_LEN-wide blocks of MR rows. */
+    for (int p = 0; p * MR < mc; p++, dst += (size_t)kc * MR) {
+        const float *src = g->A + (size_t)(i0 + p * MR) * lda + k0;
+        int mr = ATTN_MIN(MR, mc - p * MR);
+        for (int k = 0; k < kc; k += AV_LEN)
+            transpose_block(src + k, lda, mr, ATTN_MIN(AV_LEN, kc - k), dst + (size_t)k * MR, MR,
+                            keep);
+    }
+}
+
+/* Pack rows [k0, k0+kc) × columns [j0, j0+nc) of op(B) into NR-wide panels:
+ * dst[p·kc·NR + k·NR + c] = op(B)(k0 + k, j0 + p·NR + c), zero for columns past nc. */
+static void pack_b(const gemm_args *g, int k0, int kc, int j0, int nc, float *dst) {
+    const size_t ldb = (size_t)g->ldb;
+    if (!g->trans_b) {
+        /* B is (K, N): a panel row is NR contiguous floats of a row of B. */
+        for (int kk = 0; kk < kc; kk += PACK_KCHUNK) {
+            int kn = ATTN_MIN(PACK_KCHUNK, kc - kk);
+            for (int p = 0; p * NR < nc; p++) {
+                int nr = ATTN_MIN(NR, nc - p * NR);
+                const float *src = g->B + (size_t)(k0 + kk) * ldb + j0 + p * NR;
+                float *d = dst + (size_t)p * kc * NR + (size_t)kk * NR;
+                if (nr == NR) {
+                    for (int k = 0; k < kn; k++) {
+                        av_store(d + (size_t)k * NR, av_load(src + k * ldb));
+                        av_store(d + (size_t)k * NR + AV_LEN, av_load(src + k * ldb + AV_LEN));
+                    }
+                } else {
+                    av_mask m0 = av_tail(ATTN_MIN(nr, AV_LEN));
+                    av_mask m1 = av_tail(ATTN_MAX(nr - AV_LEN, 0));
+                    for (int k = 0; k < kn; k++) {
+                        av_store(d + (size_t)k * NR, av_load_mask(src + k * ldb, m0));
+                        av_store(d + (size_t)k * NR + AV_LEN,
+                                 av_load_mask(src + k * ldb + AV_LEN, m1));
+                    }
+                }
+            }
+        }
+        return;
+    }
+    /* B is (N, K): transpose AV_LEN×AV_LEN blocks, each half of a panel separately. */
+    const av_mask all = av_tail(AV_LEN);
+    for (int p = 0; p * NR < nc; p++, dst += (size_t)kc * NR) {
+        int nr = ATTN_MIN(NR, nc - p * NR);
+        for (int h = 0; h < 2; h++) {
+            int rows = ATTN_MAX(0, ATTN_MIN(AV_LEN, nr - h * AV_LEN));
+            if (rows == 0) { /* a half panel entirely past the last row of B: padding */
+                for (int k = 0; k < kc; k++)
+                    av_store(dst + (size_t)k * NR + h * AV_LEN, av_zero());
+                continue;
+            }
+            const float *src = g->B + (size_t)(j0 + p * NR + h * AV_LEN) * ldb + k0;
+            for (int k = 0; k < kc; k += AV_LEN)
+                transpose_block(src + k, ldb, rows, ATTN_MIN(AV_LEN, kc - k),
+                                dst + (size_t)k * NR + h * AV_LEN, NR, all);
+        }
+    }
+}
+
+/* ---- microkernel --------------------------------------------------------------------------- */
+
+typedef struct {
+    float alpha, beta;
+    bool first; /* first K block: C = alpha·acc + beta·C (C unread when beta == 0) */
+    bool last;  /* last K block: then + bias, then the activation */
+    attn_act act;
+} epilogue;
+
+static inline av_f apply_act(av_f v, attn_act act) {
+    switch (act) {
+    case ATTN_ACT_RELU: return av_relu(v);
+    case ATTN_ACT_GELU_TANH: return av_gelu_tanh(v);
+    case ATTN_ACT_GELU_ERF: return av_gelu_erf(v);
+    case ATTN_ACT_NONE: break;
+    }
+    return v;
+}
+
+/* One vector of a C row: combine the accumulator with C per the epilogue and store it. */
+/* Always inlined: called 28 times per tile, a call each would cost ~10% at small K. */
+static inline __attribute__((always_inline)) void store_vec(float *c, av_f acc,
+                                                            const epilogue *e, av_f bias,
+                                                            av_mask m, bool full) {
+    av_f v = av_mul(acc, av_set1(e->alpha));
+    if (!e->first || e->beta != 0.0f) {
+        av_f old = full ? av_load(c) : av_load_mask(c, m);
+        v = e->first ? av_fmadd(old, av_set1(e->beta), v) : av_add(old, v);
+    }
+    if (e->last) v = av_add(v, bias);
+    if (full)
+        av_store(c, v);
+    else
+        av_store_mask(c, m, v);
+}
+
+/* C tile (mr, nr) at c (row stride ldc) op= the product of the packed A panel a (kc, MR) and
+ * the packed B panel b (kc, NR). bias points at the tile's first column (or is NULL). */
+/* Not inlined: as its own function the 28 accumulators get the whole register file (inlined into
+ * the driver, gcc spilled one inside the k loop). */
+__attribute__((noinline)) static void microkernel(int kc, const float *restrict a,
+                                                  const float *restrict b, float *c, int ldc,
+                                                  int mr, int nr, const epilogue *e,
+                                                  const float *bias) {
+#define DECLARE(r) av_f c##r##_0 = av_zero(), c##r##_1 = av_zero();
+    FOR_ROWS(DECLARE)
+#pragma GCC unroll 4
+    for (int k = 0; k < kc; k++) {
+        av_f b0 = av_load_aligned(b), b1 = av_load_aligned(b + AV_LEN);
+#define STEP(r)                                                                                  \
+    {                                                                                            \
+        av_f ar = av_set1(a[r]);                                                                 \
+        c##r##_0 = av_fmadd(ar, b0, c##r##_0);                                                   \
+        c##r##_1 = av_fmadd(ar, b1, c##r##_1);                                                   \
+    }
+        FOR_ROWS(STEP)
+        a += MR;
+        b += NR;
+    }
+
+    bool full = nr == NR;
+    av_mask m0 = av_tail(ATTN_MIN(nr, AV_LEN)), m1 = av_tail(ATTN_MAX(nr - AV_LEN, 0));
+    av_f bias0 = av_zero(), bias1 = av_zero();
+    if (e->last && bias) {
+        bias0 = full ? av_load(bias) : av_load_mask(bias, m0);
+        bias1 = full ? av_load(bias + AV_LEN) : av_load_mask(bias + AV_LEN, m1);
+    }
+#define STORE(r)                                                                                 \
+    if (r < mr) {                                                                                \
+        store_vec(c + (size_t)r * ldc, c##r##_0, e, bias0, m0, full);                            \
+        if (nr > AV_LEN) store_vec(c + (size_t)r * ldc + AV_LEN, c##r##_1, e, bias1, m1, full);  \
+    }
+    FOR_ROWS(STORE)
+#undef DECLARE
+#undef STEP
+#undef STORE
+
+    /* The activation in a second sweep over the tile (still in L1), which keeps the long GELU
+     * code out of the register-hungry kernel. */
+    if (e->last && e->act != ATTN_ACT_NONE) {
+        for (int r = 0; r < mr; r++) {
+            float *cr = c + (size_t)r * ldc;
+            for (int j = 0; j < nr; j += AV_LEN) {
+                if (nr - j >= AV_LEN) {
+                    av_store(cr + j, apply_act(av_load(cr + j), e->act));
+                } else {
+                    av_mask m = av_tail(nr - j);
+                    av_store_mask(cr + j, m, apply_act(av_load_mask(cr + j, m), e->act));
+                }
+            }
+        }
+    }
+}
+
+/* ---- blocked driver ------------------------------------------------------------------------ */
+
+/* The K block: at most KC, and K split into equal blocks (K = 384 is one block of 384 and
+ * K = 1536 three of 512, rather than a full block plus a thin, inefficient remainder). */
+static int kc_block(int K) {
+    int nk = (K + KC - 1) / KC;
+    return nk > 1 ? (K + nk - 1) / nk : K;
+}
+
+/* Floats of A and B pack buffer one thread needs. */
+static size_t pack_a_floats(const gemm_args *g) {
+    int kc = kc_block(g->K);
+    long mc = ATTN_MIN(MC_MAX, ((long)g->M + MR - 1) / MR * MR);
+    return (size_t)mc * kc;
+}
+static size_t pack_b_floats(const gemm_args *g) {
+    int kc = kc_block(g->K);
+    long nc = ATTN_MIN(NC_MAX, ((long)g->N + NR - 1) / NR * NR);
+    return (size_t)nc * kc;
+}
+
+/* The whole blocked algorithm on rows [m0, m1) × columns [n0, n1) of C. */
+static void gemm_rect(const gemm_args *g, int m0, int m1, int n0, int n1, float *abuf,
+                      float *bbuf) {
+    epilogue e = {g->alpha, g->beta, true, false, g->act};
+    int kc_step = kc_block(g->K);
+    for (int jc = n0; jc < n1; jc += NC_MAX) {
+        int nc = ATTN_MIN(NC_MAX, n1 - jc);
+        /* K == 0 still takes one pass: C = act(beta·C + bias). */
+        for (int pc = 0;;) {
+            int kc = ATTN_MIN(kc_step, g->K - pc);
+            e.first = pc == 0;
+            e.last = pc + kc >= g->K;
+            pack_b(g, pc, kc, jc, nc, bbuf);
+            for (int ic = m0; ic < m1; ic += MC_MAX) {
+                int mc = ATTN_MIN(MC_MAX, m1 - ic);
+                pack_a(g, ic, mc, pc, kc, abuf);
+                for (int jr = 0; jr < nc; jr += NR) {
+                    const float *bp = bbuf + (size_t)jr * kc;
+                    const float *bias = g->bias ? g->bias + jc + jr : NULL;
+                    for (int ir = 0; ir < mc; ir += MR)
+                        microkernel(kc, abuf + (size_t)ir * kc, bp,
+                                    g->C + (size_t)(ic + ir) * g->ldc + jc + jr, g->ldc,
+                                    ATTN_MIN(MR, mc - ir), ATTN_MIN(NR, nc - jr), &e, bias);
+                }
+            }
+            pc += kc;
+            if (pc >= g->K) break;
+        }
+    }
+}
+
+/* Thread t of nt: its rectangle of C. The team is arranged as tm×tn (tm·tn = nt) so that the
+ * busiest thread has the fewest MR×NR tiles; ties go to splitting M only (whole rows per thread,
+ * so no thread packs another's rows of A, and B — reused by all rows — is the one packed twice).
+ * Boundaries fall on tile edges. */
+static void thread_rect(const gemm_args *g, int t, int nt, int *m0, int *m1, int *n0, int *n1) {
+    long pm = ((long)g->M + MR - 1) / MR, pn = ((long)g->N + NR - 1) / NR;
+    int best_tm = nt;
+    long best = -1;
+    for (int tm = nt; tm >= 1; tm--) {
+        if (nt % tm) continue;
+        int tn = nt / tm;
+        long cost = ((pm + tm - 1) / tm) * ((pn + tn - 1) / tn);
+        if (best < 0 || cost < best) {
+            best = cost;
+            best_tm = tm;
+        }
+    }
+    int tm = best_tm, tn = nt / tm;
+    int ti = t / tn, tj = t % tn;
+    *m0 = (int)ATTN_MIN(pm * ti / tm * MR, g->M);
+    *m1 = (int)ATTN_MIN(pm * (ti + 1) / tm * MR, g->M);
+    *n0 = (int)ATTN_MIN(pn * tj / tn * NR, g->N);
+    *n1 = (int)ATTN_MIN(pn * (tj + 1) / tn * NR, g->N);
+}
+
+void ATTN_FN(attn_gemm)(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                        const float *A, // (M, K), or (K, M) if trans_a; row stride lda
+                        int lda,
+                        const float *B, // (K, N), or (N, K) if trans_b; row stride ldb
+                        int ldb, float beta,
+                        float *C, // (M, N), row stride ldc
+                        int ldc,
+                        const float *bias, // (N) or NULL
+                        attn_act act) {
+    gemm_args g = {trans_a, trans_b, M, N, K, alpha, beta, A, B, C, bias, lda, ldb, ldc, act};
+
+    int nt = 1;
+#ifdef _OPENMP
+    if (!omp_in_parallel() && (double)M * N * K >= (double)PARALLEL_MIN_MACS)
+        nt = omp_get_max_threads();
+#endif
+    /* No more threads than tiles. */
+    long tiles = (((long)M + MR - 1) / MR) * (((long)N + NR - 1) / NR);
+    if (nt > tiles) nt = (int)tiles;
+    if (nt < 1) nt = 1;
+
+    /* Per-thread A and B buffers, each rounded to a cache line, in one allocation per call. */
+    size_t fa = (pack_a_floats(&g) + 15) & ~(size_t)15;
+    size_t fb = (pack_b_floats(&g) + 15) & ~(size_t)15;
+    float *buf = attn_alloc((fa + fb) * sizeof(float) * (size_t)nt);
+    if (!buf && nt > 1) {
+        nt = 1;
+        buf = attn_alloc((fa + fb) * sizeof(float));
+    }
+    if (!buf) {
+        /* Out of memory for the pack buffers: the reference loops need none. */
+        attn_gemm_ref(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, act);
+        return;
+    }
+
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+    {
+        int t = 0, team = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+        team = omp_get_num_threads(); /* may be fewer than asked for; never more */
+#endif
+        int m0, m1, n0, n1;
+        thread_rect(&g, t, team, &m0, &m1, &n0, &n1);
+        float *mine = buf + (fa + fb) * (size_t)t;
+        if (m0 < m1 && n0 < n1) gemm_rect(&g, m0, m1, n0, n1, mine, mine + fa);
+    }
+    attn_free(buf);
+}

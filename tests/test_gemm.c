@@ -1,0 +1,333 @@
+/* test_gemm.c — attn_gemm: the SIMD backends against the reference loops over many shapes,
+ * transposes, strides, alpha/beta, bias and activations (random data); every backend against
+ * PyTorch (tools/ref_gemm.py, float64 expected values); and bad arguments.
+ *
+ * Tolerances, as max|err| <= rtol · max|reference| (tu_close):
+ *   SIMD vs ref:   1e-5 — both accumulate in fp32, in different orders (K up to 2048 here).
+ *   vs PyTorch:    1e-5 — against float64 expected values.
+ *   Activation sweep (C = act(C) over [-10, 10], against float64): 1e-6 per element relative to
+ *     max(1, |expected|), a much tighter check of the vectorized GELU/erf/tanh epilogue.
+ * Cases with beta == 0 start from a C full of NaN: C must not be read. Padding columns of C
+ * (ldc > N) must come back untouched. */
+#include "tu.h"
+
+#include "attn_io.h"
+#include "attn_kernels.h"
+
+#include <jansson.h>
+
+#define RTOL 1e-5
+#define SWEEP_TOL 1e-6
+
+static const attn_backend SIMD_BACKENDS[] = {ATTN_BACKEND_AVX2, ATTN_BACKEND_AVX512};
+static const attn_backend ALL_BACKENDS[] = {ATTN_BACKEND_REF, ATTN_BACKEND_AVX2,
+                                            ATTN_BACKEND_AVX512};
+static const char *const ACT_NAMES[] = {"none", "relu", "gelu_tanh", "gelu_erf"};
+
+typedef struct {
+    int M, N, K;
+    bool ta, tb;
+    float alpha, beta;
+    bool bias;
+    attn_act act;
+    int pad; /* added to every leading dimension */
+} gshape;
+
+static float *alloc_f(size_t n) {
+    float *p = attn_alloc((n ? n : 1) * sizeof(float));
+    assert_non_null(p);
+    return p;
+}
+
+/* Run one shape on the reference and on every available SIMD backend and compare. The whole C
+ * buffer including the ldc padding is compared, so writes outside the matrix are caught too. */
+static void compare_shape(const gshape *s, tu_rng *rng) {
+    int ra = s->ta ? s->K : s->M, ca = s->ta ? s->M : s->K;
+    int rb = s->tb ? s->N : s->K, cb = s->tb ? s->K : s->N;
+    int lda = (ca > 0 ? ca : 1) + s->pad, ldb = (cb > 0 ? cb : 1) + s->pad, ldc = s->N + s->pad;
+    size_t na = (size_t)ra * lda, nb = (size_t)rb * ldb, nc = (size_t)s->M * ldc;
+    float *A = alloc_f(na), *B = alloc_f(nb), *C0 = alloc_f(nc), *Cref = alloc_f(nc),
+          *Cgot = alloc_f(nc), *bias = alloc_f((size_t)s->N);
+    tu_fill(rng, A, na, -1.0f, 1.0f);
+    tu_fill(rng, B, nb, -1.0f, 1.0f);
+    tu_fill(rng, C0, nc, -1.0f, 1.0f);
+    tu_fill(rng, bias, (size_t)s->N, -0.5f, 0.5f);
+    if (s->beta == 0.0f) /* C must not be read: NaN inside the matrix, numbers in the padding */
+        for (int i = 0; i < s->M; i++)
+            for (int j = 0; j < s->N; j++) C0[(size_t)i * ldc + j] = NAN;
+
+    char what[160];
+    snprintf(what, sizeof what, "%dx%dx%d %c%c a=%g b=%g %s%s ld+%d", s->M, s->N, s->K,
+             s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', (double)s->alpha, (double)s->beta,
+             s->bias ? "bias " : "", ACT_NAMES[s->act], s->pad);
+
+    memcpy(Cref, C0, nc * sizeof(float));
+    assert_int_equal(attn_set_backend(ATTN_BACKEND_REF), ATTN_STATUS_OK);
+    assert_int_equal(attn_gemm(s->ta, s->tb, s->M, s->N, s->K, s->alpha, A, lda, B, ldb, s->beta,
+                               Cref, ldc, s->bias ? bias : NULL, s->act),
+                     ATTN_STATUS_OK);
+    for (size_t b = 0; b < sizeof SIMD_BACKENDS / sizeof SIMD_BACKENDS[0]; b++) {
+        if (!attn_backend_available(SIMD_BACKENDS[b])) continue;
+        assert_int_equal(attn_set_backend(SIMD_BACKENDS[b]), ATTN_STATUS_OK);
+        memcpy(Cgot, C0, nc * sizeof(float));
+        assert_int_equal(attn_gemm(s->ta, s->tb, s->M, s->N, s->K, s->alpha, A, lda, B, ldb,
+                                   s->beta, Cgot, ldc, s->bias ? bias : NULL, s->act),
+                         ATTN_STATUS_OK);
+        char label[200];
+        snprintf(label, sizeof label, "%s %s", attn_backend_name(SIMD_BACKENDS[b]), what);
+        /* Padding must be bit-identical; compare it separately with zero tolerance. */
+        for (int i = 0; i < s->M; i++)
+            for (int j = s->N; j < ldc; j++)
+                if (memcmp(&Cgot[(size_t)i * ldc + j], &C0[(size_t)i * ldc + j], sizeof(float))) {
+                    printf("  %s: padding of C written at (%d, %d)\n", label, i, j);
+                    tu_failures++;
+                    i = s->M;
+                    break;
+                }
+        tu_close(label, Cgot, Cref, nc, RTOL, 0.0);
+    }
+    attn_set_backend(ATTN_BACKEND_AUTO);
+    attn_free(A);
+    attn_free(B);
+    attn_free(C0);
+    attn_free(Cref);
+    attn_free(Cgot);
+    attn_free(bias);
+}
+
+/* Odd sizes around the register-tile edges, every transpose and epilogue. */
+static void test_simd_vs_ref_small(void **state) {
+    (void)state;
+    TU_BEGIN();
+    tu_rng rng = {0x9e3779b97f4a7c15ull};
+    static const int sizes[] = {1, 7, 17, 33, 100, 257};
+    int n = 0;
+    for (int mi = 0; mi < 6; mi++)
+        for (int ni = 0; ni < 6; ni++)
+            for (int ki = 0; ki < 6; ki += 1 + (mi + ni) % 2) {
+                gshape s = {sizes[mi], sizes[ni], sizes[ki], false, false, 1.0f, 0.0f, false,
+                            ATTN_ACT_NONE, 0};
+                s.ta = (n >> 0) & 1;
+                s.tb = (n >> 1) & 1;
+                s.act = (attn_act)((n >> 2) % 4);
+                s.bias = (n % 3) != 0;
+                s.pad = (n % 5 == 0) ? 3 : (n % 7 == 0) ? 16 : 0;
+                s.beta = (n % 4 == 0) ? 0.0f : (n % 4 == 1) ? 1.0f : -0.75f;
+                s.alpha = (n % 6 == 5) ? -1.5f : 1.0f;
+                compare_shape(&s, &rng);
+                n++;
+            }
+    TU_END();
+}
+
+/* Every transpose × activation on one mid-size shape; K = 0; alpha = 0; threads 1, 2, 3. */
+static void test_simd_vs_ref_variants(void **state) {
+    (void)state;
+    TU_BEGIN();
+    tu_rng rng = {12345};
+    for (int t = 0; t < 4; t++)
+        for (int a = 0; a < 4; a++) {
+            gshape s = {45, 70, 129, t & 1, t >> 1, 0.75f, 0.5f, true, (attn_act)a, 1};
+            compare_shape(&s, &rng);
+        }
+    gshape k0 = {33, 65, 0, false, false, 1.0f, 0.5f, true, ATTN_ACT_GELU_ERF, 2};
+    compare_shape(&k0, &rng);
+    gshape k0b = {33, 65, 0, true, true, 1.0f, 0.0f, false, ATTN_ACT_NONE, 0};
+    compare_shape(&k0b, &rng);
+    gshape a0 = {33, 65, 17, false, true, 0.0f, 2.0f, true, ATTN_ACT_RELU, 0};
+    compare_shape(&a0, &rng);
+    for (int th = 1; th <= 3; th++) {
+        attn_set_num_threads(th);
+        gshape s = {150, 190, 130, false, true, 1.0f, 0.0f, true, ATTN_ACT_GELU_TANH, 0};
+        compare_shape(&s, &rng);
+    }
+    attn_set_num_threads(0);
+    TU_END();
+}
+
+/* Shapes that cross every cache block (K > KC, M > MC, N > NC) and both thread splits (along M,
+ * and along N when M is a single register tile). */
+static void test_simd_vs_ref_blocked(void **state) {
+    (void)state;
+    TU_BEGIN();
+    tu_rng rng = {777};
+    const gshape shapes[] = {
+        {300, 1600, 700, false, false, 1.0f, 0.0f, true, ATTN_ACT_NONE, 0},
+        {300, 1600, 700, true, true, 1.0f, 1.0f, true, ATTN_ACT_GELU_TANH, 5},
+        {7, 3000, 300, false, true, 1.0f, 0.0f, true, ATTN_ACT_GELU_ERF, 0},
+        {3000, 7, 300, true, false, 1.0f, -1.0f, false, ATTN_ACT_RELU, 0},
+        {256, 384, 1000, true, false, 0.5f, 1.0f, false, ATTN_ACT_NONE, 0},
+        {512, 512, 512, false, true, 1.0f, 0.0f, false, ATTN_ACT_NONE, 0},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) compare_shape(&shapes[i], &rng);
+    TU_END();
+}
+
+/* ---- against PyTorch ------------------------------------------------------------------------ */
+
+typedef struct {
+    int M, N, K, lda, ldb, ldc;
+    bool ta, tb, sweep;
+    float alpha, beta;
+    attn_act act;
+} pcase;
+
+static bool parse_pcase(attn_st_file *f, int i, pcase *c) {
+    char key[32];
+    snprintf(key, sizeof key, "gemm.%d", i);
+    const char *m = attn_st_metadata(f, key);
+    if (!m) return false;
+    json_error_t err;
+    json_t *o = json_loads(m, 0, &err);
+    if (!o) fail_msg("bad metadata %s: %s", key, err.text);
+#define GETI(name) (int)json_integer_value(json_object_get(o, name))
+    c->M = GETI("M");
+    c->N = GETI("N");
+    c->K = GETI("K");
+    c->lda = GETI("lda");
+    c->ldb = GETI("ldb");
+    c->ldc = GETI("ldc");
+    c->act = (attn_act)GETI("act");
+#undef GETI
+    c->ta = json_is_true(json_object_get(o, "trans_a"));
+    c->tb = json_is_true(json_object_get(o, "trans_b"));
+    c->sweep = json_is_true(json_object_get(o, "sweep"));
+    c->alpha = (float)json_number_value(json_object_get(o, "alpha"));
+    c->beta = (float)json_number_value(json_object_get(o, "beta"));
+    json_decref(o);
+    return true;
+}
+
+static float *load_t(attn_st_file *f, int i, const char *name, bool optional) {
+    char key[64];
+    snprintf(key, sizeof key, "gemm.%d.%s", i, name);
+    if (optional && !attn_st_find(f, key)) return NULL;
+    float *d = NULL;
+    if (attn_st_load_f32(f, key, &d, NULL) != ATTN_STATUS_OK)
+        fail_msg("loading %s: %s", key, attn_last_error());
+    return d;
+}
+
+/* Elementwise: max |got − exp| / max(1, |exp|) <= tol. */
+static void check_sweep(const char *what, const float *got, const float *want, size_t n,
+                        double tol) {
+    double worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]) / fmax(1.0, fabs((double)want[i]));
+        if (!(e <= worst)) {
+            worst = e;
+            at = i;
+        }
+    }
+    bool ok = worst <= tol;
+    printf("  %-44s max_err/max(1,|ref|)=%.2e %s\n", what, worst, ok ? "ok" : "FAIL");
+    if (!ok) {
+        printf("    worst at %zu: got %.9g, expected %.9g\n", at, (double)got[at],
+               (double)want[at]);
+        tu_failures++;
+    }
+}
+
+static void test_against_pytorch(void **state) {
+    (void)state;
+    TU_BEGIN();
+    attn_st_file *f = NULL;
+    const char *path = tu_ref_path("gemm.safetensors");
+    if (attn_st_open(path, &f) != ATTN_STATUS_OK)
+        fail_msg("%s: %s (run tools/ref_gemm.py first, or tests/run.sh)", path,
+                 attn_last_error());
+    int ncases = 0;
+    pcase c;
+    for (int i = 0; parse_pcase(f, i, &c); i++, ncases++) {
+        float *A = load_t(f, i, "A", false), *B = load_t(f, i, "B", false);
+        float *C0 = load_t(f, i, "C", false), *want = load_t(f, i, "expected", false);
+        float *bias = load_t(f, i, "bias", true);
+        size_t nc = (size_t)c.M * c.ldc;
+        float *C = alloc_f(nc);
+        for (size_t b = 0; b < sizeof ALL_BACKENDS / sizeof ALL_BACKENDS[0]; b++) {
+            if (!attn_backend_available(ALL_BACKENDS[b])) continue;
+            assert_int_equal(attn_set_backend(ALL_BACKENDS[b]), ATTN_STATUS_OK);
+            memcpy(C, C0, nc * sizeof(float));
+            attn_status s = attn_gemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, A, c.lda, B, c.ldb,
+                                      c.beta, C, c.ldc, bias, c.act);
+            if (s != ATTN_STATUS_OK) fail_msg("case %d: %s", i, attn_last_error());
+            char what[160];
+            snprintf(what, sizeof what, "torch %s #%d %dx%dx%d %c%c %s%s",
+                     attn_backend_name(ALL_BACKENDS[b]), i, c.M, c.N, c.K, c.ta ? 'T' : 'N',
+                     c.tb ? 'T' : 'N', bias ? "bias " : "", ACT_NAMES[c.act]);
+            if (c.sweep)
+                check_sweep(what, C, want, nc, SWEEP_TOL);
+            else
+                tu_close(what, C, want, nc, RTOL, 0.0);
+        }
+        attn_set_backend(ATTN_BACKEND_AUTO);
+        attn_free(A);
+        attn_free(B);
+        attn_free(C0);
+        attn_free(want);
+        attn_free(bias);
+        attn_free(C);
+    }
+    attn_st_close(f);
+    if (ncases == 0) fail_msg("%s holds no cases", path);
+    TU_END();
+}
+
+/* ---- bad arguments ------------------------------------------------------------------------ */
+
+#define EXPECT_INVALID(call)                                                                     \
+    do {                                                                                         \
+        attn_clear_error();                                                                      \
+        assert_int_equal((call), ATTN_STATUS_INVALID_ARGUMENT);                                  \
+        assert_true(attn_last_error()[0] != '\0');                                               \
+        printf("  rejected: %s\n", attn_last_error());                                           \
+    } while (0)
+
+static void test_bad_arguments(void **state) {
+    (void)state;
+    float A[64] = {0}, B[64] = {0}, C[64] = {0};
+    EXPECT_INVALID(attn_gemm(false, false, -1, 4, 4, 1, A, 4, B, 4, 0, C, 4, NULL, ATTN_ACT_NONE));
+    EXPECT_INVALID(attn_gemm(false, false, 4, -1, 4, 1, A, 4, B, 4, 0, C, 4, NULL, ATTN_ACT_NONE));
+    EXPECT_INVALID(attn_gemm(false, false, 4, 4, -1, 1, A, 4, B, 4, 0, C, 4, NULL, ATTN_ACT_NONE));
+    /* Leading dimensions below the stored row length, per transpose. */
+    EXPECT_INVALID(attn_gemm(false, false, 4, 4, 5, 1, A, 4, B, 4, 0, C, 4, NULL, ATTN_ACT_NONE));
+    EXPECT_INVALID(attn_gemm(true, false, 5, 4, 4, 1, A, 4, B, 4, 0, C, 4, NULL, ATTN_ACT_NONE));
+    EXPECT_INVALID(attn_gemm(false, false, 4, 5, 4, 1, A, 4, B, 4, 0, C, 5, NULL, ATTN_ACT_NONE));
+    EXPECT_INVALID(attn_gemm(false, true, 4, 4, 5, 1, A, 5, B, 4, 0, C, 4, NULL, ATTN_ACT_NONE));
+    EXPECT_INVALID(attn_gemm(false, false, 4, 5, 4, 1, A, 4, B, 5, 0, C, 4, NULL, ATTN_ACT_NONE));
+    EXPECT_INVALID(attn_gemm(false, false, 4, 4, 4, 1, A, 0, B, 4, 0, C, 4, NULL, ATTN_ACT_NONE));
+    EXPECT_INVALID(
+        attn_gemm(false, false, 4, 4, 4, 1, A, 4, B, 4, 0, C, 4, NULL, (attn_act)(-1)));
+    EXPECT_INVALID(attn_gemm(false, false, 4, 4, 4, 1, A, 4, B, 4, 0, C, 4, NULL, (attn_act)4));
+    const attn_act none = ATTN_ACT_NONE;
+    EXPECT_INVALID(attn_gemm(false, false, 4, 4, 4, 1, NULL, 4, B, 4, 0, C, 4, NULL, none));
+    EXPECT_INVALID(attn_gemm(false, false, 4, 4, 4, 1, A, 4, NULL, 4, 0, C, 4, NULL, none));
+    EXPECT_INVALID(attn_gemm(false, false, 4, 4, 4, 1, A, 4, B, 4, 0, NULL, 4, NULL, none));
+    /* Empty products are fine and touch nothing. */
+    C[0] = 42.0f;
+    assert_int_equal(attn_gemm(false, false, 0, 4, 4, 1, A, 4, B, 4, 0, C, 4, NULL, ATTN_ACT_NONE),
+                     ATTN_STATUS_OK);
+    assert_int_equal(attn_gemm(false, false, 4, 0, 4, 1, A, 4, B, 1, 0, C, 1, NULL, ATTN_ACT_NONE),
+                     ATTN_STATUS_OK);
+    assert_true(C[0] == 42.0f);
+    /* K = 0 needs no A or B. */
+    assert_int_equal(attn_gemm(false, false, 2, 2, 0, 1, NULL, 1, NULL, 2, 0, C, 2, NULL,
+                               ATTN_ACT_NONE),
+                     ATTN_STATUS_OK);
+    assert_true(C[0] == 0.0f && C[3] == 0.0f);
+}
+
+int main(void) {
+    for (size_t b = 0; b < sizeof ALL_BACKENDS / sizeof ALL_BACKENDS[0]; b++)
+        printf("backend %-6s %s\n", attn_backend_name(ALL_BACKENDS[b]),
+               attn_backend_available(ALL_BACKENDS[b]) ? "available" : "not available (skipped)");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_simd_vs_ref_small),
+        cmocka_unit_test(test_simd_vs_ref_variants),
+        cmocka_unit_test(test_simd_vs_ref_blocked),
+        cmocka_unit_test(test_against_pytorch),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
