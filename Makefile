@@ -25,14 +25,14 @@ WARN    += -Werror
 endif
 CPPFLAGS := -Iinclude -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 CFLAGS   := -std=c11 $(OPT) $(WARN) -fPIC -fopenmp
-LDLIBS   := -ljansson -lm
+LDLIBS   := -ljansson -lutf8proc -lm
 LDFLAGS  := -fopenmp $(SANLD)
 
 ISA_avx2   := -mavx2 -mfma -mf16c -DATTN_ISA=2 -ffp-contract=fast
 ISA_avx512 := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma -mf16c -DATTN_ISA=512 -ffp-contract=fast
 
 # Library sources, layer by layer: core -> kernels, io -> nn -> viz -> cli.
-LIB_SRCS  := $(wildcard src/core/*.c src/io/*.c src/nn/*.c src/viz/*.c) \
+LIB_SRCS  := $(wildcard src/core/*.c src/io/*.c src/nn/*.c src/viz/*.c src/eval/*.c) \
              $(filter-out %_simd.c,$(wildcard src/kernels/*.c))
 SIMD_SRCS := $(wildcard src/kernels/*_simd.c)
 CLI_SRCS  := $(wildcard src/cli/*.c)
@@ -45,8 +45,8 @@ CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 TESTS     := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 BENCHES   := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 HEADERS   := $(wildcard include/*.h src/*/*.h)
-# While kernels are declared weak (kernels-impl.h), pull every archive member in.
-LIBLINK   := -Wl,--whole-archive $(BUILD)/libattn.a -Wl,--no-whole-archive
+# Tests and tools link the static library.
+LIBLINK   := $(BUILD)/libattn.a
 
 .PHONY: all lib tests benches test san bench demo clean deps venv headers-check
 all: $(BUILD)/attn $(BUILD)/libattn.so

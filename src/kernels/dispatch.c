@@ -28,14 +28,6 @@ KERNEL_TABLE(avx512, ATTN_BACKEND_AVX512)
 
 static const attn_kernel_table *g_table = NULL;
 
-/* While a kernel is missing from a backend (weak symbol unresolved), report it instead of
- * crashing. */
-#define HAVE_KERNEL(fn)                                                                          \
-    do {                                                                                         \
-        if (!attn_kernels_current()->fn)                                                         \
-            return attn_fail(ATTN_STATUS_UNSUPPORTED, "kernel %s is missing from backend %s",    \
-                             #fn, attn_backend_name(attn_get_backend()));                        \
-    } while (0)
 
 bool attn_backend_available(attn_backend b) {
     switch (b) {
@@ -133,7 +125,6 @@ attn_status attn_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alp
     REQUIRE(ldc >= ATTN_MAX(1, N), "gemm: ldc=%d < N=%d", ldc, N);
     if (M == 0 || N == 0) return ATTN_STATUS_OK;
     REQUIRE(C && (K == 0 || (A && B)), "gemm: NULL matrix");
-    HAVE_KERNEL(gemm);
     attn_kernels_current()->gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
                                  bias, act);
     return ATTN_STATUS_OK;
@@ -142,7 +133,6 @@ attn_status attn_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alp
 attn_status attn_softmax_forward(int N, int D, const float *x, float *y) {
     REQUIRE(N >= 0 && D > 0, "softmax: need N >= 0 and D > 0 (N=%d D=%d)", N, D);
     REQUIRE(N == 0 || (x && y), "softmax: NULL tensor");
-    HAVE_KERNEL(softmax_forward);
     if (N) attn_kernels_current()->softmax_forward(N, D, x, y);
     return ATTN_STATUS_OK;
 }
@@ -150,7 +140,6 @@ attn_status attn_softmax_forward(int N, int D, const float *x, float *y) {
 attn_status attn_softmax_backward(int N, int D, const float *y, const float *dy, float *dx) {
     REQUIRE(N >= 0 && D > 0, "softmax backward: need N >= 0 and D > 0 (N=%d D=%d)", N, D);
     REQUIRE(N == 0 || (y && dy && dx), "softmax backward: NULL tensor");
-    HAVE_KERNEL(softmax_backward);
     if (N) attn_kernels_current()->softmax_backward(N, D, y, dy, dx);
     return ATTN_STATUS_OK;
 }
@@ -160,7 +149,6 @@ attn_status attn_layernorm_forward(int N, int C, const float *x, const float *w,
     REQUIRE(N >= 0 && C > 0, "layernorm: need N >= 0 and C > 0 (N=%d C=%d)", N, C);
     REQUIRE(eps >= 0 && isfinite(eps), "layernorm: eps must be finite and >= 0");
     REQUIRE(N == 0 || (x && y), "layernorm: NULL tensor");
-    HAVE_KERNEL(layernorm_forward);
     if (N) attn_kernels_current()->layernorm_forward(N, C, x, w, b, eps, y, mean, rstd);
     return ATTN_STATUS_OK;
 }
@@ -170,7 +158,6 @@ attn_status attn_layernorm_backward(int N, int C, const float *x, const float *w
                                     float *dx, float *dw, float *db) {
     REQUIRE(N >= 0 && C > 0, "layernorm backward: need N >= 0 and C > 0 (N=%d C=%d)", N, C);
     REQUIRE(N == 0 || (x && mean && rstd && dy && dx), "layernorm backward: NULL tensor");
-    HAVE_KERNEL(layernorm_backward);
     if (N) attn_kernels_current()->layernorm_backward(N, C, x, w, mean, rstd, dy, dx, dw, db);
     return ATTN_STATUS_OK;
 }
@@ -178,7 +165,6 @@ attn_status attn_layernorm_backward(int N, int C, const float *x, const float *w
 attn_status attn_act_forward(attn_act act, size_t n, const float *x, float *y) {
     REQUIRE(valid_act(act), "activation: unknown activation %d", (int)act);
     REQUIRE(n == 0 || (x && y), "activation: NULL tensor");
-    HAVE_KERNEL(act_forward);
     if (n) attn_kernels_current()->act_forward(act, n, x, y);
     return ATTN_STATUS_OK;
 }
@@ -187,7 +173,6 @@ attn_status attn_act_backward(attn_act act, size_t n, const float *x, const floa
                               float *dx) {
     REQUIRE(valid_act(act), "activation backward: unknown activation %d", (int)act);
     REQUIRE(n == 0 || (x && dy && dx), "activation backward: NULL tensor");
-    HAVE_KERNEL(act_backward);
     if (n) attn_kernels_current()->act_backward(act, n, x, dy, dx);
     return ATTN_STATUS_OK;
 }
@@ -206,7 +191,6 @@ attn_status attn_embedding_forward(int N, int V, int C, const int32_t *ids, cons
     REQUIRE(N == 0 || (ids && table && out), "embedding: NULL tensor");
     attn_status s = check_ids("embedding", N, V, ids);
     if (s) return s;
-    HAVE_KERNEL(embedding_forward);
     if (N) attn_kernels_current()->embedding_forward(N, V, C, ids, table, out);
     return ATTN_STATUS_OK;
 }
@@ -218,7 +202,6 @@ attn_status attn_embedding_backward(int N, int V, int C, const int32_t *ids, con
     REQUIRE(N == 0 || (ids && dout && dtable), "embedding backward: NULL tensor");
     attn_status s = check_ids("embedding backward", N, V, ids);
     if (s) return s;
-    HAVE_KERNEL(embedding_backward);
     if (N) attn_kernels_current()->embedding_backward(N, V, C, ids, dout, dtable);
     return ATTN_STATUS_OK;
 }
@@ -237,7 +220,6 @@ attn_status attn_cross_entropy(int N, int V, const float *logits, const int32_t 
         *loss = 0.0f;
         return ATTN_STATUS_OK;
     }
-    HAVE_KERNEL(cross_entropy);
     attn_kernels_current()->cross_entropy(N, V, logits, targets, ignore_index, label_smoothing,
                                           loss, dlogits);
     return ATTN_STATUS_OK;
@@ -295,7 +277,6 @@ attn_status attn_attention_forward(const attn_attention_params *p, const float *
                     n <= SIZE_MAX / sizeof(float),
                 "attention: probabilities (B, H, Tq, Tk) overflow");
     }
-    HAVE_KERNEL(attention_forward);
     attn_kernels_current()->attention_forward(p, q, k, v, o, lse, probs);
     return ATTN_STATUS_OK;
 }
@@ -307,7 +288,6 @@ attn_status attn_attention_backward(const attn_attention_params *p, const float 
     attn_status s = check_attention("attention backward", p);
     if (s) return s;
     REQUIRE(q && k && v && o && lse && do_ && dq && dk && dv, "attention backward: NULL tensor");
-    HAVE_KERNEL(attention_backward);
     attn_kernels_current()->attention_backward(p, q, k, v, o, lse, do_, dq, dk, dv);
     return ATTN_STATUS_OK;
 }

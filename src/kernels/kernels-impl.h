@@ -72,27 +72,25 @@ typedef struct {
 /* The table of the current backend (resolves ATTN_BACKEND on first use). */
 const attn_kernel_table *attn_kernels_current(void);
 
-/* Every kernel in three flavours. ATTN_KDECL is weak while kernels are being written in
- * parallel; a missing kernel then makes its public entry point return ATTN_STATUS_UNSUPPORTED. */
-#define ATTN_KDECL __attribute__((weak))
+/* Every kernel in three flavours. */
 #define ATTN_DECLARE_KERNELS(sfx)                                                                 \
-    ATTN_KDECL void attn_gemm_##sfx(bool, bool, int, int, int, float, const float *, int, const float *,    \
+    void attn_gemm_##sfx(bool, bool, int, int, int, float, const float *, int, const float *,    \
                          int, float, float *, int, const float *, attn_act);                     \
-    ATTN_KDECL void attn_softmax_forward_##sfx(int, int, const float *, float *);                           \
-    ATTN_KDECL void attn_softmax_backward_##sfx(int, int, const float *, const float *, float *);           \
-    ATTN_KDECL void attn_layernorm_forward_##sfx(int, int, const float *, const float *, const float *,     \
+    void attn_softmax_forward_##sfx(int, int, const float *, float *);                           \
+    void attn_softmax_backward_##sfx(int, int, const float *, const float *, float *);           \
+    void attn_layernorm_forward_##sfx(int, int, const float *, const float *, const float *,     \
                                       float, float *, float *, float *);                         \
-    ATTN_KDECL void attn_layernorm_backward_##sfx(int, int, const float *, const float *, const float *,    \
+    void attn_layernorm_backward_##sfx(int, int, const float *, const float *, const float *,    \
                                        const float *, const float *, float *, float *, float *); \
-    ATTN_KDECL void attn_act_forward_##sfx(attn_act, size_t, const float *, float *);                       \
-    ATTN_KDECL void attn_act_backward_##sfx(attn_act, size_t, const float *, const float *, float *);       \
-    ATTN_KDECL void attn_embedding_forward_##sfx(int, int, int, const int32_t *, const float *, float *);   \
-    ATTN_KDECL void attn_embedding_backward_##sfx(int, int, int, const int32_t *, const float *, float *);  \
-    ATTN_KDECL void attn_cross_entropy_##sfx(int, int, const float *, const int32_t *, int32_t, float,      \
+    void attn_act_forward_##sfx(attn_act, size_t, const float *, float *);                       \
+    void attn_act_backward_##sfx(attn_act, size_t, const float *, const float *, float *);       \
+    void attn_embedding_forward_##sfx(int, int, int, const int32_t *, const float *, float *);   \
+    void attn_embedding_backward_##sfx(int, int, int, const int32_t *, const float *, float *);  \
+    void attn_cross_entropy_##sfx(int, int, const float *, const int32_t *, int32_t, float,      \
                                   float *, float *);                                             \
-    ATTN_KDECL void attn_attention_forward_##sfx(const attn_attention_params *, const float *,              \
+    void attn_attention_forward_##sfx(const attn_attention_params *, const float *,              \
                                       const float *, const float *, float *, float *, float *);  \
-    ATTN_KDECL void attn_attention_backward_##sfx(const attn_attention_params *, const float *,             \
+    void attn_attention_backward_##sfx(const attn_attention_params *, const float *,             \
                                        const float *, const float *, const float *,              \
                                        const float *, const float *, float *, float *, float *);
 
