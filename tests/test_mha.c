@@ -4,8 +4,8 @@
  * properties the article turns on, and bad arguments.
  *
  * Tolerances (fp32 against a float64 reference), as max|err| <= rtol * max|ref|:
- *   y, probs: 1e-5;  gradients: 2e-5 (they sum over B·T rows and go through two more GEMMs),
- *   plus an absolute 2e-5 · max|dx_ref| for each gradient: some are exactly zero in exact
+ *   y, probs, gradients: 1e-5 (measured worst: y 1.6e-6, probs 3.2e-6, gradients 2.8e-6),
+ *   plus an absolute 1e-5 · max|dx_ref| for each gradient: some are exactly zero in exact
  *   arithmetic (the key bias, by softmax's shift invariance; W_Q and W_K when T = 1), and fp32
  *   leaves rounding noise there at the scale of the layer's other gradients. */
 #include "tu.h"
@@ -17,7 +17,7 @@
 #include <jansson.h>
 
 #define RTOL_FWD 1e-5
-#define RTOL_GRAD 2e-5
+#define RTOL_GRAD 1e-5
 
 static const char *const WNAMES[8] = {"w_q", "b_q", "w_k", "b_k", "w_v", "b_v", "w_o", "b_o"};
 
