@@ -1,5 +1,6 @@
 /* main.c — `attn`: global options, command dispatch, usage. */
 #include "cli.h"
+#include "cmd_bleu.h"
 
 #include "attn_kernels.h"
 
@@ -22,6 +23,10 @@ static const char usage_text[] =
     "        x (T, d_model), w_q, w_k, w_v (d_model, d_k) and optionally the metadata key\n"
     "        \"tokens\" (a JSON array of T strings); without FILE, a built-in example over\n"
     "        \"Knowledge is power\". --json prints {\"encoder\": {...}, \"decoder\": {...}}.\n"
+    "  bleu HYPOTHESES REFERENCES... [--tokenize zh|13a|none] [--lowercase] [--json]\n"
+    "        corpus BLEU identical to sacreBLEU 2.x (4-grams, closest-reference brevity\n"
+    "        penalty, 'exp' smoothing); one sentence per line; several REFERENCES files are\n"
+    "        several references per sentence; --tokenize defaults to zh (English -> Chinese)\n"
     "  info  version, CPU features, kernel backend and threads\n"
     "  help  this text\n"
     "\n"
@@ -114,6 +119,7 @@ int main(int argc, char **argv) {
     int sub_argc = argc - i;
     char **sub_argv = argv + i;
     if (!strcmp(cmd, "explain")) return cmd_explain(sub_argc, sub_argv);
+    if (!strcmp(cmd, "bleu")) return cmd_bleu(sub_argc, sub_argv);
     if (!strcmp(cmd, "info")) return sub_argc == 1 ? cmd_info() : cli_usage_error("info takes no arguments");
     if (!strcmp(cmd, "help")) {
         fputs(usage_text, stdout);
