@@ -28,3 +28,8 @@ fi
 "$ROOT/.venv/bin/python" -c "import sacrebleu" 2>/dev/null || {
   echo "installing sacrebleu into $ROOT/.venv"
   "$ROOT/.venv/bin/pip" install -q sacrebleu==2.6.0; }
+# Hugging Face tokenizers, pinned: tools/ref_tokenizer.py and tools/check_tokenizer.py check attn's
+# tokenizer.json files and ids against it.
+"$ROOT/.venv/bin/python" -c "import tokenizers" 2>/dev/null || {
+  echo "installing tokenizers into $ROOT/.venv"
+  "$ROOT/.venv/bin/pip" install -q tokenizers==0.22.1; }

@@ -1,6 +1,7 @@
 /* main.c — `attn`: global options, command dispatch, usage. */
 #include "cli.h"
 #include "cmd_bleu.h"
+#include "cmd_tokenizer.h"
 
 #include "attn_kernels.h"
 
@@ -27,6 +28,11 @@ static const char usage_text[] =
     "        corpus BLEU identical to sacreBLEU 2.x (4-grams, closest-reference brevity\n"
     "        penalty, 'exp' smoothing); one sentence per line; several REFERENCES files are\n"
     "        several references per sentence; --tokenize defaults to zh (English -> Chinese)\n"
+    "  tokenizer train --data FILE --out DIR [--vocab-size N] [--column 1|2|all]\n"
+    "  tokenizer encode --tokenizer DIR|FILE [TEXT...]\n"
+    "  tokenizer decode --tokenizer DIR|FILE [--keep-special] [IDS...]\n"
+    "        BPE with byte fallback, saved as a Hugging Face tokenizer.json (see\n"
+    "        'attn tokenizer --help')\n"
     "  info  version, CPU features, kernel backend and threads\n"
     "  help  this text\n"
     "\n"
@@ -120,6 +126,7 @@ int main(int argc, char **argv) {
     char **sub_argv = argv + i;
     if (!strcmp(cmd, "explain")) return cmd_explain(sub_argc, sub_argv);
     if (!strcmp(cmd, "bleu")) return cmd_bleu(sub_argc, sub_argv);
+    if (!strcmp(cmd, "tokenizer")) return cmd_tokenizer(sub_argc, sub_argv);
     if (!strcmp(cmd, "info")) return sub_argc == 1 ? cmd_info() : cli_usage_error("info takes no arguments");
     if (!strcmp(cmd, "help")) {
         fputs(usage_text, stdout);

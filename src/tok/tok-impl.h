@@ -1,0 +1,213 @@
+/* tok-impl.h — internals of the tokenizer subsystem (src/tok/), not installed.
+ *
+ * A tokenizer is the Hugging Face pipeline, component by component:
+ *
+ *   text ─► added tokens split out (those with normalized=false, matched on the raw text)
+ *        ─► normalizer steps on each remaining segment
+ *        ─► added tokens with normalized=true split out of the normalized text
+ *        ─► pre-tokenizer steps: each segment becomes a list of pieces ("words")
+ *        ─► the model turns each piece into ids (tok_model vtable: BPE now; WordPiece and
+ *           byte-level BPE plug in the same way)
+ *   ids ─► tokens (added vocabulary first, then the model) ─► decoder steps ─► text
+ *
+ * Components are kept as flat step lists (a JSON "Sequence" is flattened on load, which is
+ * equivalent for normalizers, pre-tokenizers and decoders alike), so that adding a component
+ * means one enum value, one parse case, one apply case and one save case.
+ *
+ * Every string is (pointer, byte length): token strings may legally contain NUL. */
+#ifndef ATTN_TOK_IMPL_H
+#define ATTN_TOK_IMPL_H
+
+#include "attn_tok.h"
+#include "../core/core-impl.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Ids live in [0, TOK_MAX_ID]: far above any real vocabulary (the largest are ~260k), low enough
+ * that an absurd id in a corrupt file cannot drive a huge allocation. */
+#define TOK_MAX_ID ((int32_t)(1 << 24) - 1)
+/* tokenizer.json files over this size are refused (the largest real ones are tens of MB). */
+#define TOK_MAX_FILE_BYTES ((uint64_t)1 << 30)
+
+/* ---- growable byte buffer, int vector and string list (util.c) ---- */
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+    bool oom; /* an append failed: everything after is dropped, checked once at the end */
+} tok_buf;
+
+void tok_buf_put(tok_buf *b, const void *s, size_t n);
+void tok_buf_putc(tok_buf *b, char c);
+void tok_buf_puts(tok_buf *b, const char *s);
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void tok_buf_printf(tok_buf *b, const char *fmt, ...);
+/* A JSON string literal (quotes included) for s[0..n). */
+void tok_buf_json_str(tok_buf *b, const char *s, size_t n);
+void tok_buf_free(tok_buf *b);
+
+typedef struct {
+    int32_t *v;
+    size_t n, cap;
+} tok_ivec;
+
+bool tok_ivec_push(tok_ivec *v, int32_t x);
+void tok_ivec_free(tok_ivec *v);
+
+/* A list of strings stored back to back in one buffer; flag is a per-string byte the owner
+ * uses (a pre-tokenizer piece: "starts at original offset 0"). */
+typedef struct {
+    tok_buf data;
+    size_t *off, *len;
+    uint8_t *flag;
+    size_t n, cap;
+} tok_strlist;
+
+bool tok_strlist_push(tok_strlist *l, const char *s, size_t n, uint8_t flag);
+static inline const char *tok_strlist_at(const tok_strlist *l, size_t i) {
+    return l->data.p + l->off[i];
+}
+void tok_strlist_clear(tok_strlist *l);
+void tok_strlist_free(tok_strlist *l);
+
+/* ---- UTF-8 (util.c) ---- */
+
+/* Length of the valid UTF-8 sequence at s[0..n) (1..4), or 0 if it is invalid there (Rust's and
+ * RFC 3629's rules: no overlongs, no surrogates, nothing above U+10FFFF). *cp gets the code
+ * point. */
+size_t tok_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
+/* Offset of the first invalid byte, or n when the whole buffer is valid UTF-8. */
+size_t tok_utf8_check(const char *s, size_t n);
+/* Encode cp (must be valid) into out[0..4); returns the length. */
+size_t tok_utf8_encode(uint32_t cp, char *out);
+
+/* ---- vocabulary: id <-> string (util.c) ---- */
+
+typedef struct {
+    char **str;      /* by id; NULL for an id with no token (gap) */
+    uint32_t *len;   /* byte length by id */
+    int32_t n;       /* ids are in [0, n) */
+    int32_t count;   /* ids that have a token */
+    int32_t *slots;  /* open-addressing table of ids, -1 = empty */
+    size_t mask;     /* table size - 1 (a power of two) */
+} tok_vocab;
+
+uint64_t tok_hash(const char *s, size_t n);
+/* Empty vocabulary with room for ids [0, n). */
+attn_status tok_vocab_init(tok_vocab *v, int32_t n);
+/* Give id the string s (copied). Fails (FORMAT, message by the caller) if id already has a token
+ * or s already has an id: returns 1 for a duplicate id, 2 for a duplicate string, -1 for out of
+ * memory, 0 on success. */
+int tok_vocab_set(tok_vocab *v, int32_t id, const char *s, size_t n);
+int32_t tok_vocab_find(const tok_vocab *v, const char *s, size_t n); /* -1 if absent */
+void tok_vocab_free(tok_vocab *v);
+
+/* ---- models ---- */
+
+typedef struct tok_model tok_model;
+struct tok_model {
+    const char *type; /* the tokenizer.json model.type: "BPE" */
+    tok_vocab vocab;
+    /* Append the ids of one pre-tokenized piece s[0..n) to out. */
+    attn_status (*encode_piece)(const tok_model *m, const char *s, size_t n, tok_ivec *out);
+    /* Write the model's JSON object (the value of "model") to b. */
+    void (*save)(const tok_model *m, tok_buf *b);
+    void (*destroy)(tok_model *m); /* frees m and everything it owns */
+};
+
+/* bpe.c: parse model (an object with "type": "BPE"); name is the file, for messages. */
+attn_status tok_bpe_from_json(json_t *model, const char *name, tok_model **out);
+/* bpe.c: a BPE model from a finished vocabulary (taken over, even on failure) and merge list
+ * (pairs of ids, copied) — used by the trainer. */
+typedef struct {
+    bool byte_fallback, fuse_unk, ignore_merges;
+    const char *unk_token; /* NULL for none */
+} tok_bpe_options;
+attn_status tok_bpe_from_parts(tok_vocab *vocab, const int32_t *merges, size_t n_merges,
+                               const tok_bpe_options *opt, tok_model **out);
+
+/* ---- pipeline components ---- */
+
+typedef enum {
+    TOK_NORM_PREPEND, /* {"type": "Prepend", "prepend": S} */
+    TOK_NORM_REPLACE  /* {"type": "Replace", "pattern": {"String": A}, "content": B} */
+} tok_norm_kind;
+
+typedef struct {
+    tok_norm_kind kind;
+    char *a, *b; /* Prepend: a = prepend. Replace: a = pattern, b = content */
+    size_t alen, blen;
+} tok_norm;
+
+typedef enum { TOK_PREPEND_ALWAYS, TOK_PREPEND_FIRST, TOK_PREPEND_NEVER } tok_prepend_scheme;
+
+typedef enum {
+    TOK_PRE_METASPACE,  /* {"type": "Metaspace", "replacement": C, "prepend_scheme": ..., "split"} */
+    TOK_PRE_PUNCTUATION /* {"type": "Punctuation", "behavior": "Isolated"} */
+} tok_pre_kind;
+
+typedef struct {
+    tok_pre_kind kind;
+    char rep[5]; /* the replacement character, UTF-8 */
+    size_t replen;
+    tok_prepend_scheme scheme;
+    bool split;
+} tok_pre;
+
+typedef enum {
+    TOK_DEC_REPLACE,       /* {"type": "Replace", "pattern": {"String": A}, "content": B} */
+    TOK_DEC_BYTE_FALLBACK, /* {"type": "ByteFallback"} */
+    TOK_DEC_FUSE,          /* {"type": "Fuse"} */
+    TOK_DEC_STRIP,         /* {"type": "Strip", "content": C, "start": N, "stop": M} */
+    TOK_DEC_METASPACE      /* {"type": "Metaspace", "replacement": C, "prepend_scheme": ...} */
+} tok_dec_kind;
+
+typedef struct {
+    tok_dec_kind kind;
+    char *a, *b; /* Replace: pattern, content */
+    size_t alen, blen;
+    uint32_t ch;         /* Strip: content; Metaspace: replacement */
+    size_t start, stop;  /* Strip */
+    tok_prepend_scheme scheme; /* Metaspace */
+    bool split;                /* Metaspace (saved back as read) */
+} tok_dec;
+
+typedef struct {
+    char *content;
+    size_t len;
+    int32_t id;
+    bool special, normalized;
+} tok_added;
+
+struct attn_tok {
+    tok_model *model;
+    tok_norm *norm;
+    size_t n_norm;
+    tok_pre *pre;
+    size_t n_pre;
+    bool has_decoder; /* false: decode joins tokens with " " (HF's behaviour without one) */
+    tok_dec *dec;
+    size_t n_dec;
+    tok_added *added; /* in file order */
+    size_t n_added;
+    bool any_added_normalized, any_added_raw;
+    int32_t vocab_size;    /* max over model and added ids, + 1 */
+    uint8_t *added_kind;   /* by id: 0 not added, 1 added, 2 added and special */
+    int32_t *added_index;  /* by id: index into added, or -1 */
+};
+
+/* tokenizer.c: run the pipeline up to the model: pieces (pre-tokenized words) and added-token
+ * ids, in order. cb gets either a piece (id < 0) or an added token's id (s NULL). The trainer
+ * uses it to count words exactly as encode will see them. */
+typedef attn_status (*tok_piece_fn)(void *ctx, const char *s, size_t n, int32_t added_id);
+attn_status tok_pretokenize(const attn_tok *t, const char *text, size_t len, tok_piece_fn cb,
+                            void *ctx);
+/* tokenizer.c: derive vocab_size and the by-id added-token tables once model and added are set. */
+attn_status tok_finish(attn_tok *t, const char *name);
+
+#endif

@@ -1,0 +1,1117 @@
+/* tokenizer.c — the tokenizer pipeline around a model: tokenizer.json loading (component by
+ * component, see attn_tok.h for the accepted fields), added-token splitting, normalizers,
+ * pre-tokenizers, decoders, encode, decode and atomic save.
+ *
+ * Fidelity notes (each checked against tokenizers 0.22.1 by tests/test_tokenizer.c):
+ *   - added tokens: leftmost match, longest among those starting there (aho-corasick
+ *     LeftmostLongest); non-normalized ones on the raw text first, then each remaining segment is
+ *     normalized on its own (so Prepend applies per segment: "a<s>b" -> "▁a", <s>, "▁b");
+ *   - Metaspace pre-tokenizer: ' ' -> replacement, prepend per scheme ("first": only a segment at
+ *     original offset 0), split with the replacement merged into the following piece;
+ *   - decode: ids -> tokens (added vocabulary before the model), special tokens dropped unless
+ *     asked, then the decoder chain, then concatenation. */
+#include "tok-impl.h"
+#include "../io/io-impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <utf8proc.h>
+
+/* ---- small helpers ---- */
+
+static char *dup_n(const char *s, size_t n) {
+    char *d = malloc(n + 1);
+    if (!d) return NULL;
+    if (n) memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+static attn_status oom(const char *what) {
+    return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "%s: out of memory", what);
+}
+
+/* Append s with every occurrence of pat replaced by rep (non-overlapping, left to right). */
+static void replace_all(tok_buf *out, const char *s, size_t n, const char *pat, size_t plen,
+                        const char *rep, size_t rlen) {
+    size_t i = 0, run = 0;
+    while (plen && i + plen <= n) {
+        if (memcmp(s + i, pat, plen) == 0) {
+            tok_buf_put(out, s + run, i - run);
+            tok_buf_put(out, rep, rlen);
+            i += plen;
+            run = i;
+        } else {
+            i++;
+        }
+    }
+    tok_buf_put(out, s + run, n - run);
+}
+
+/* ---- component parsing ---- */
+
+/* A required string field of obj; path names obj for messages. */
+static attn_status get_str(json_t *obj, const char *key, const char *name, const char *path,
+                           const char **s, size_t *n) {
+    json_t *v = json_object_get(obj, key);
+    if (!json_is_string(v))
+        return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.%s: %s", name, path, key,
+                         v ? "expected a string" : "missing");
+    *s = json_string_value(v);
+    *n = json_string_length(v);
+    return ATTN_STATUS_OK;
+}
+
+/* A string field holding exactly one character. */
+static attn_status get_char(json_t *obj, const char *key, const char *name, const char *path,
+                            uint32_t *cp) {
+    const char *s = NULL;
+    size_t n = 0;
+    attn_status st = get_str(obj, key, name, path, &s, &n);
+    if (st) return st;
+    size_t k = tok_utf8_decode((const unsigned char *)s, n, cp);
+    if (!k || k != n)
+        return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.%s: expected a single character", name,
+                         path, key);
+    return ATTN_STATUS_OK;
+}
+
+/* {"String": S} (a Regex pattern is refused: no regex engine is wired in yet). */
+static attn_status get_pattern(json_t *obj, const char *name, const char *path, const char **s,
+                               size_t *n) {
+    json_t *p = json_object_get(obj, "pattern");
+    if (json_is_object(p) && json_object_get(p, "Regex"))
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "%s: %s.pattern: Regex patterns are not supported (only String)", name,
+                         path);
+    if (!json_is_object(p) || !json_is_string(json_object_get(p, "String")))
+        return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.pattern: expected {\"String\": ...}", name,
+                         path);
+    *s = json_string_value(json_object_get(p, "String"));
+    *n = json_string_length(json_object_get(p, "String"));
+    if (*n == 0)
+        return attn_fail(ATTN_STATUS_UNSUPPORTED, "%s: %s.pattern: empty pattern", name, path);
+    return ATTN_STATUS_OK;
+}
+
+static attn_status get_type(json_t *obj, const char *name, const char *path, const char **type) {
+    if (!json_is_object(obj))
+        return attn_fail(ATTN_STATUS_FORMAT, "%s: %s: expected an object or null", name, path);
+    json_t *t = json_object_get(obj, "type");
+    if (!json_is_string(t))
+        return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.type: %s", name, path,
+                         t ? "expected a string" : "missing");
+    *type = json_string_value(t);
+    return ATTN_STATUS_OK;
+}
+
+static attn_status get_scheme(json_t *obj, const char *name, const char *path,
+                              tok_prepend_scheme *sc) {
+    json_t *v = json_object_get(obj, "prepend_scheme");
+    if (!v) { /* files from before tokenizers 0.14 say add_prefix_space instead */
+        json_t *a = json_object_get(obj, "add_prefix_space");
+        *sc = (!a || json_is_true(a)) ? TOK_PREPEND_ALWAYS : TOK_PREPEND_NEVER;
+        return ATTN_STATUS_OK;
+    }
+    const char *s = json_string_value(v);
+    if (s && !strcmp(s, "always"))
+        *sc = TOK_PREPEND_ALWAYS;
+    else if (s && !strcmp(s, "first"))
+        *sc = TOK_PREPEND_FIRST;
+    else if (s && !strcmp(s, "never"))
+        *sc = TOK_PREPEND_NEVER;
+    else
+        return attn_fail(ATTN_STATUS_FORMAT,
+                         "%s: %s.prepend_scheme: expected \"always\", \"first\" or \"never\"",
+                         name, path);
+    return ATTN_STATUS_OK;
+}
+
+static attn_status get_split(json_t *obj, const char *name, const char *path, bool *split) {
+    json_t *v = json_object_get(obj, "split");
+    *split = true;
+    if (!v) return ATTN_STATUS_OK;
+    if (!json_is_boolean(v))
+        return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.split: expected true or false", name, path);
+    *split = json_is_true(v);
+    return ATTN_STATUS_OK;
+}
+
+/* Grow an array of structs by one; returns the new slot, zeroed, or NULL. */
+static void *grow(void **arr, size_t *n, size_t size) {
+    void *p = realloc(*arr, (*n + 1) * size);
+    if (!p) return NULL;
+    *arr = p;
+    char *slot = (char *)p + *n * size;
+    memset(slot, 0, size);
+    (*n)++;
+    return slot;
+}
+
+static attn_status parse_normalizer(attn_tok *t, json_t *obj, const char *name,
+                                    const char *path, int depth) {
+    if (json_is_null(obj)) return ATTN_STATUS_OK;
+    const char *type = NULL;
+    attn_status st = get_type(obj, name, path, &type);
+    if (st) return st;
+    char sub[256];
+    if (!strcmp(type, "Sequence")) {
+        json_t *list = json_object_get(obj, "normalizers");
+        if (!json_is_array(list))
+            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.normalizers: expected an array", name,
+                             path);
+        if (depth > 8)
+            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s: Sequence nested too deeply", name, path);
+        for (size_t i = 0; i < json_array_size(list); i++) {
+            snprintf(sub, sizeof sub, "%s.normalizers[%zu]", path, i);
+            if ((st = parse_normalizer(t, json_array_get(list, i), name, sub, depth + 1)))
+                return st;
+        }
+        return ATTN_STATUS_OK;
+    }
+    const char *a = NULL, *b = NULL;
+    size_t alen = 0, blen = 0;
+    tok_norm_kind kind;
+    if (!strcmp(type, "Prepend")) {
+        kind = TOK_NORM_PREPEND;
+        if ((st = get_str(obj, "prepend", name, path, &a, &alen))) return st;
+    } else if (!strcmp(type, "Replace")) {
+        kind = TOK_NORM_REPLACE;
+        if ((st = get_pattern(obj, name, path, &a, &alen)) ||
+            (st = get_str(obj, "content", name, path, &b, &blen)))
+            return st;
+    } else {
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "%s: %s: normalizer type \"%s\" is not supported (supported: Sequence, "
+                         "Prepend, Replace)",
+                         name, path, type);
+    }
+    tok_norm *nm = grow((void **)&t->norm, &t->n_norm, sizeof *nm);
+    if (!nm) return oom(name);
+    nm->kind = kind;
+    nm->a = dup_n(a, alen);
+    nm->alen = alen;
+    nm->b = b ? dup_n(b, blen) : NULL;
+    nm->blen = blen;
+    if (!nm->a || (b && !nm->b)) return oom(name);
+    return ATTN_STATUS_OK;
+}
+
+static attn_status parse_pre(attn_tok *t, json_t *obj, const char *name, const char *path,
+                             int depth) {
+    if (json_is_null(obj)) return ATTN_STATUS_OK;
+    const char *type = NULL;
+    attn_status st = get_type(obj, name, path, &type);
+    if (st) return st;
+    char sub[256];
+    if (!strcmp(type, "Sequence")) {
+        json_t *list = json_object_get(obj, "pretokenizers");
+        if (!json_is_array(list))
+            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.pretokenizers: expected an array", name,
+                             path);
+        if (depth > 8)
+            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s: Sequence nested too deeply", name, path);
+        for (size_t i = 0; i < json_array_size(list); i++) {
+            snprintf(sub, sizeof sub, "%s.pretokenizers[%zu]", path, i);
+            if ((st = parse_pre(t, json_array_get(list, i), name, sub, depth + 1))) return st;
+        }
+        return ATTN_STATUS_OK;
+    }
+    if (!strcmp(type, "Punctuation")) {
+        json_t *b = json_object_get(obj, "behavior");
+        if (b && !(json_is_string(b) && !strcmp(json_string_value(b), "Isolated")))
+            return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                             "%s: %s.behavior: only \"Isolated\" is supported", name, path);
+        tok_pre *p = grow((void **)&t->pre, &t->n_pre, sizeof *p);
+        if (!p) return oom(name);
+        p->kind = TOK_PRE_PUNCTUATION;
+        return ATTN_STATUS_OK;
+    }
+    if (strcmp(type, "Metaspace"))
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "%s: %s: pre_tokenizer type \"%s\" is not supported (supported: "
+                         "Sequence, Metaspace, Punctuation)",
+                         name, path, type);
+    uint32_t cp;
+    tok_prepend_scheme sc;
+    bool split;
+    if ((st = get_char(obj, "replacement", name, path, &cp)) ||
+        (st = get_scheme(obj, name, path, &sc)) || (st = get_split(obj, name, path, &split)))
+        return st;
+    tok_pre *p = grow((void **)&t->pre, &t->n_pre, sizeof *p);
+    if (!p) return oom(name);
+    p->kind = TOK_PRE_METASPACE;
+    p->replen = tok_utf8_encode(cp, p->rep);
+    p->scheme = sc;
+    p->split = split;
+    return ATTN_STATUS_OK;
+}
+
+static attn_status parse_decoder(attn_tok *t, json_t *obj, const char *name, const char *path,
+                                 int depth) {
+    if (json_is_null(obj)) return ATTN_STATUS_OK;
+    const char *type = NULL;
+    attn_status st = get_type(obj, name, path, &type);
+    if (st) return st;
+    char sub[256];
+    if (!strcmp(type, "Sequence")) {
+        json_t *list = json_object_get(obj, "decoders");
+        if (!json_is_array(list))
+            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.decoders: expected an array", name, path);
+        if (depth > 8)
+            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s: Sequence nested too deeply", name, path);
+        for (size_t i = 0; i < json_array_size(list); i++) {
+            snprintf(sub, sizeof sub, "%s.decoders[%zu]", path, i);
+            if ((st = parse_decoder(t, json_array_get(list, i), name, sub, depth + 1))) return st;
+        }
+        return ATTN_STATUS_OK;
+    }
+    tok_dec d = {0};
+    const char *a = NULL, *b = NULL;
+    size_t alen = 0, blen = 0;
+    if (!strcmp(type, "Replace")) {
+        d.kind = TOK_DEC_REPLACE;
+        if ((st = get_pattern(obj, name, path, &a, &alen)) ||
+            (st = get_str(obj, "content", name, path, &b, &blen)))
+            return st;
+    } else if (!strcmp(type, "ByteFallback")) {
+        d.kind = TOK_DEC_BYTE_FALLBACK;
+    } else if (!strcmp(type, "Fuse")) {
+        d.kind = TOK_DEC_FUSE;
+    } else if (!strcmp(type, "Strip")) {
+        d.kind = TOK_DEC_STRIP;
+        if ((st = get_char(obj, "content", name, path, &d.ch))) return st;
+        json_t *s0 = json_object_get(obj, "start"), *s1 = json_object_get(obj, "stop");
+        if (!json_is_integer(s0) || !json_is_integer(s1) || json_integer_value(s0) < 0 ||
+            json_integer_value(s1) < 0 || json_integer_value(s0) > 1000000 ||
+            json_integer_value(s1) > 1000000)
+            return attn_fail(ATTN_STATUS_FORMAT,
+                             "%s: %s: expected integer \"start\" and \"stop\" in [0, 1e6]", name,
+                             path);
+        d.start = (size_t)json_integer_value(s0);
+        d.stop = (size_t)json_integer_value(s1);
+    } else if (!strcmp(type, "Metaspace")) {
+        d.kind = TOK_DEC_METASPACE;
+        if ((st = get_char(obj, "replacement", name, path, &d.ch)) ||
+            (st = get_scheme(obj, name, path, &d.scheme)) ||
+            (st = get_split(obj, name, path, &d.split)))
+            return st;
+    } else {
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "%s: %s: decoder type \"%s\" is not supported (supported: Sequence, "
+                         "Replace, ByteFallback, Fuse, Strip, Metaspace)",
+                         name, path, type);
+    }
+    tok_dec *slot = grow((void **)&t->dec, &t->n_dec, sizeof *slot);
+    if (!slot) return oom(name);
+    *slot = d;
+    if (a) {
+        slot->a = dup_n(a, alen);
+        slot->alen = alen;
+        slot->b = dup_n(b, blen);
+        slot->blen = blen;
+        if (!slot->a || !slot->b) return oom(name);
+    }
+    return ATTN_STATUS_OK;
+}
+
+static attn_status parse_added(attn_tok *t, json_t *list, const char *name) {
+    if (!list || json_is_null(list)) return ATTN_STATUS_OK;
+    if (!json_is_array(list))
+        return attn_fail(ATTN_STATUS_FORMAT, "%s: added_tokens: expected an array", name);
+    size_t n = json_array_size(list);
+    if (n > (size_t)TOK_MAX_ID)
+        return attn_fail(ATTN_STATUS_TOO_LARGE, "%s: added_tokens: %zu entries", name, n);
+    t->added = calloc(n ? n : 1, sizeof *t->added);
+    if (!t->added) return oom(name);
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(list, i);
+        json_t *id = json_object_get(e, "id"), *c = json_object_get(e, "content");
+        if (!json_is_object(e) || !json_is_integer(id) || !json_is_string(c))
+            return attn_fail(ATTN_STATUS_FORMAT,
+                             "%s: added_tokens[%zu]: expected {\"id\": int, \"content\": string, "
+                             "...}",
+                             name, i);
+        if (json_integer_value(id) < 0 || json_integer_value(id) > TOK_MAX_ID)
+            return attn_fail(ATTN_STATUS_FORMAT, "%s: added_tokens[%zu].id: %lld is out of range",
+                             name, i, (long long)json_integer_value(id));
+        if (json_string_length(c) == 0)
+            return attn_fail(ATTN_STATUS_FORMAT, "%s: added_tokens[%zu].content: empty", name, i);
+        static const char *const unsupported[] = {"single_word", "lstrip", "rstrip"};
+        for (int k = 0; k < 3; k++)
+            if (json_is_true(json_object_get(e, unsupported[k])))
+                return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                                 "%s: added_tokens[%zu].%s: true is not supported", name, i,
+                                 unsupported[k]);
+        tok_added *a = &t->added[t->n_added++];
+        a->len = json_string_length(c);
+        a->content = dup_n(json_string_value(c), a->len);
+        if (!a->content) return oom(name);
+        a->id = (int32_t)json_integer_value(id);
+        a->special = json_is_true(json_object_get(e, "special"));
+        /* HF's default for a missing "normalized" is !special */
+        json_t *norm = json_object_get(e, "normalized");
+        a->normalized = norm ? json_is_true(norm) : !a->special;
+        if (a->normalized)
+            t->any_added_normalized = true;
+        else
+            t->any_added_raw = true;
+    }
+    return ATTN_STATUS_OK;
+}
+
+attn_status tok_finish(attn_tok *t, const char *name) {
+    const tok_vocab *V = &t->model->vocab;
+    int32_t n = V->n;
+    for (size_t i = 0; i < t->n_added; i++)
+        if (t->added[i].id >= n) n = t->added[i].id + 1;
+    t->vocab_size = n;
+    t->added_kind = calloc((size_t)n ? (size_t)n : 1, 1);
+    t->added_index = malloc(((size_t)n ? (size_t)n : 1) * sizeof *t->added_index);
+    if (!t->added_kind || !t->added_index) return oom(name);
+    for (int32_t i = 0; i < n; i++) t->added_index[i] = -1;
+    for (size_t i = 0; i < t->n_added; i++) {
+        const tok_added *a = &t->added[i];
+        if (t->added_index[a->id] >= 0)
+            return attn_fail(ATTN_STATUS_FORMAT, "%s: added_tokens[%zu]: id %ld is used twice",
+                             name, i, (long)a->id);
+        int32_t mid = tok_vocab_find(V, a->content, a->len);
+        if (mid >= 0 && mid != a->id)
+            return attn_fail(ATTN_STATUS_FORMAT,
+                             "%s: added_tokens[%zu]: '%s' has id %ld but model.vocab says %ld",
+                             name, i, a->content, (long)a->id, (long)mid);
+        if (mid < 0 && a->id < V->n && V->str[a->id])
+            return attn_fail(ATTN_STATUS_FORMAT,
+                             "%s: added_tokens[%zu]: id %ld of '%s' belongs to '%s' in "
+                             "model.vocab",
+                             name, i, (long)a->id, a->content, V->str[a->id]);
+        for (size_t j = 0; j < i; j++)
+            if (t->added[j].len == a->len && !memcmp(t->added[j].content, a->content, a->len))
+                return attn_fail(ATTN_STATUS_FORMAT, "%s: added_tokens[%zu]: '%s' is listed twice",
+                                 name, i, a->content);
+        t->added_index[a->id] = (int32_t)i;
+        t->added_kind[a->id] = a->special ? 2 : 1;
+    }
+    return ATTN_STATUS_OK;
+}
+
+void attn_tok_free(attn_tok *t) {
+    if (!t) return;
+    if (t->model) t->model->destroy(t->model);
+    for (size_t i = 0; i < t->n_norm; i++) {
+        free(t->norm[i].a);
+        free(t->norm[i].b);
+    }
+    free(t->norm);
+    free(t->pre);
+    for (size_t i = 0; i < t->n_dec; i++) {
+        free(t->dec[i].a);
+        free(t->dec[i].b);
+    }
+    free(t->dec);
+    for (size_t i = 0; i < t->n_added; i++) free(t->added[i].content);
+    free(t->added);
+    free(t->added_kind);
+    free(t->added_index);
+    free(t);
+}
+
+static attn_status parse_root(json_t *root, const char *name, attn_tok **out) {
+    if (!json_is_object(root))
+        return attn_fail(ATTN_STATUS_FORMAT, "%s: expected a JSON object at the top level", name);
+    static const char *const must_be_null[] = {"truncation", "padding", "post_processor"};
+    for (int i = 0; i < 3; i++) {
+        json_t *v = json_object_get(root, must_be_null[i]);
+        if (v && !json_is_null(v))
+            return attn_fail(ATTN_STATUS_UNSUPPORTED, "%s: %s: only null is supported", name,
+                             must_be_null[i]);
+    }
+    json_t *model = json_object_get(root, "model");
+    if (!model) return attn_fail(ATTN_STATUS_FORMAT, "%s: model: missing", name);
+    const char *type = NULL;
+    attn_status st = get_type(model, name, "model", &type);
+    if (st) return st;
+    attn_tok *t = calloc(1, sizeof *t);
+    if (!t) return oom(name);
+    if (!strcmp(type, "BPE")) {
+        st = tok_bpe_from_json(model, name, &t->model);
+    } else {
+        st = attn_fail(ATTN_STATUS_UNSUPPORTED,
+                       "%s: model.type: \"%s\" is not supported (supported: BPE)", name, type);
+    }
+    json_t *dec = json_object_get(root, "decoder");
+    if (!st) st = parse_added(t, json_object_get(root, "added_tokens"), name);
+    if (!st && json_object_get(root, "normalizer"))
+        st = parse_normalizer(t, json_object_get(root, "normalizer"), name, "normalizer", 0);
+    if (!st && json_object_get(root, "pre_tokenizer"))
+        st = parse_pre(t, json_object_get(root, "pre_tokenizer"), name, "pre_tokenizer", 0);
+    if (!st && dec) st = parse_decoder(t, dec, name, "decoder", 0);
+    t->has_decoder = dec && !json_is_null(dec);
+    if (!st) st = tok_finish(t, name);
+    if (st) {
+        attn_tok_free(t);
+        return st;
+    }
+    *out = t;
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_tok_load_reader(attn_reader r, attn_tok **out) {
+    const char *name = r.name ? r.name : "<reader>";
+    attn_status st = ATTN_STATUS_OK;
+    char *buf = NULL;
+    json_t *root = NULL;
+    if (!out) {
+        st = attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_tok_load: out is NULL");
+        goto done;
+    }
+    *out = NULL;
+    if (r.size > TOK_MAX_FILE_BYTES) {
+        st = attn_fail(ATTN_STATUS_TOO_LARGE, "%s: %llu bytes is too large for a tokenizer.json "
+                                              "(max %llu)",
+                       name, (unsigned long long)r.size, (unsigned long long)TOK_MAX_FILE_BYTES);
+        goto done;
+    }
+    buf = malloc((size_t)r.size + 1);
+    if (!buf) {
+        st = oom(name);
+        goto done;
+    }
+    if ((st = r.read(r.ctx, 0, buf, (size_t)r.size))) goto done;
+    json_error_t err;
+    root = json_loadb(buf, (size_t)r.size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
+    if (!root) {
+        st = attn_fail(ATTN_STATUS_FORMAT, "%s: not valid JSON: line %d column %d: %s", name,
+                       err.line, err.column, err.text);
+        goto done;
+    }
+    st = parse_root(root, name, out);
+done:
+    json_decref(root);
+    free(buf);
+    attn_reader_close(&r);
+    return st;
+}
+
+attn_status attn_tok_load(const char *path, attn_tok **out) {
+    if (!path || !*path || !out)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_tok_load: empty path or NULL out");
+    *out = NULL;
+    struct stat sb;
+    char *full = NULL;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        size_t n = strlen(path);
+        full = malloc(n + sizeof "/tokenizer.json");
+        if (!full) return oom(path);
+        memcpy(full, path, n);
+        memcpy(full + n, "/tokenizer.json", sizeof "/tokenizer.json");
+        path = full;
+    }
+    attn_reader r;
+    attn_status st = attn_reader_open_file(path, &r);
+    if (!st) st = attn_tok_load_reader(r, out);
+    free(full);
+    return st;
+}
+
+/* ---- saving ---- */
+
+static void save_norm(const tok_norm *n, tok_buf *b) {
+    if (n->kind == TOK_NORM_PREPEND) {
+        tok_buf_puts(b, "{\"type\": \"Prepend\", \"prepend\": ");
+        tok_buf_json_str(b, n->a, n->alen);
+    } else {
+        tok_buf_puts(b, "{\"type\": \"Replace\", \"pattern\": {\"String\": ");
+        tok_buf_json_str(b, n->a, n->alen);
+        tok_buf_puts(b, "}, \"content\": ");
+        tok_buf_json_str(b, n->b, n->blen);
+    }
+    tok_buf_putc(b, '}');
+}
+
+static const char *scheme_name(tok_prepend_scheme s) {
+    return s == TOK_PREPEND_ALWAYS ? "always" : s == TOK_PREPEND_FIRST ? "first" : "never";
+}
+
+static void save_pre(const tok_pre *p, tok_buf *b) {
+    if (p->kind == TOK_PRE_PUNCTUATION) {
+        tok_buf_puts(b, "{\"type\": \"Punctuation\", \"behavior\": \"Isolated\"}");
+        return;
+    }
+    tok_buf_puts(b, "{\"type\": \"Metaspace\", \"replacement\": ");
+    tok_buf_json_str(b, p->rep, p->replen);
+    tok_buf_printf(b, ", \"prepend_scheme\": \"%s\", \"split\": %s}", scheme_name(p->scheme),
+                   p->split ? "true" : "false");
+}
+
+static void save_char(tok_buf *b, uint32_t cp) {
+    char u[4];
+    tok_buf_json_str(b, u, tok_utf8_encode(cp, u));
+}
+
+static void save_dec(const tok_dec *d, tok_buf *b) {
+    switch (d->kind) {
+    case TOK_DEC_REPLACE:
+        tok_buf_puts(b, "{\"type\": \"Replace\", \"pattern\": {\"String\": ");
+        tok_buf_json_str(b, d->a, d->alen);
+        tok_buf_puts(b, "}, \"content\": ");
+        tok_buf_json_str(b, d->b, d->blen);
+        tok_buf_putc(b, '}');
+        break;
+    case TOK_DEC_BYTE_FALLBACK: tok_buf_puts(b, "{\"type\": \"ByteFallback\"}"); break;
+    case TOK_DEC_FUSE: tok_buf_puts(b, "{\"type\": \"Fuse\"}"); break;
+    case TOK_DEC_STRIP:
+        tok_buf_puts(b, "{\"type\": \"Strip\", \"content\": ");
+        save_char(b, d->ch);
+        tok_buf_printf(b, ", \"start\": %zu, \"stop\": %zu}", d->start, d->stop);
+        break;
+    case TOK_DEC_METASPACE:
+        tok_buf_puts(b, "{\"type\": \"Metaspace\", \"replacement\": ");
+        save_char(b, d->ch);
+        tok_buf_printf(b, ", \"prepend_scheme\": \"%s\", \"split\": %s}", scheme_name(d->scheme),
+                       d->split ? "true" : "false");
+        break;
+    }
+}
+
+/* One component: null, the single step, or a Sequence of the steps. */
+#define SAVE_LIST(b, key, seqkey, arr, n, fn)                                                    \
+    do {                                                                                         \
+        tok_buf_puts(b, "  \"" key "\": ");                                                      \
+        if ((n) == 0) {                                                                          \
+            tok_buf_puts(b, "null");                                                             \
+        } else if ((n) == 1) {                                                                   \
+            fn(&(arr)[0], b);                                                                    \
+        } else {                                                                                 \
+            tok_buf_puts(b, "{\"type\": \"Sequence\", \"" seqkey "\": [");                       \
+            for (size_t i_ = 0; i_ < (n); i_++) {                                                \
+                tok_buf_puts(b, i_ ? ", " : "");                                                 \
+                fn(&(arr)[i_], b);                                                               \
+            }                                                                                    \
+            tok_buf_puts(b, "]}");                                                               \
+        }                                                                                        \
+        tok_buf_puts(b, ",\n");                                                                  \
+    } while (0)
+
+attn_status attn_tok_save(const attn_tok *t, const char *path) {
+    if (!t || !path || !*path)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_tok_save: NULL tokenizer or path");
+    tok_buf b = {0};
+    tok_buf_puts(&b, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n"
+                     "  \"added_tokens\": [");
+    for (size_t i = 0; i < t->n_added; i++) {
+        const tok_added *a = &t->added[i];
+        tok_buf_printf(&b, "%s\n    {\"id\": %ld, \"content\": ", i ? "," : "", (long)a->id);
+        tok_buf_json_str(&b, a->content, a->len);
+        tok_buf_printf(&b, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
+                           "\"normalized\": %s, \"special\": %s}",
+                       a->normalized ? "true" : "false", a->special ? "true" : "false");
+    }
+    tok_buf_puts(&b, t->n_added ? "\n  ],\n" : "],\n");
+    SAVE_LIST(&b, "normalizer", "normalizers", t->norm, t->n_norm, save_norm);
+    SAVE_LIST(&b, "pre_tokenizer", "pretokenizers", t->pre, t->n_pre, save_pre);
+    tok_buf_puts(&b, "  \"post_processor\": null,\n");
+    if (t->has_decoder) {
+        SAVE_LIST(&b, "decoder", "decoders", t->dec, t->n_dec, save_dec);
+    } else {
+        tok_buf_puts(&b, "  \"decoder\": null,\n");
+    }
+    tok_buf_puts(&b, "  \"model\": ");
+    t->model->save(t->model, &b);
+    tok_buf_puts(&b, "\n}\n");
+    if (b.oom) {
+        tok_buf_free(&b);
+        return oom(path);
+    }
+    attn_atomic a;
+    attn_status st = attn_atomic_begin(path, &a);
+    if (!st) {
+        st = attn_atomic_write(&a, b.p, b.n);
+        if (st)
+            attn_atomic_abort(&a);
+        else
+            st = attn_atomic_commit(&a);
+    }
+    tok_buf_free(&b);
+    return st;
+}
+
+/* ---- encoding ---- */
+
+/* The added token (of the wanted kind) that matches longest at s[i..n), or -1. */
+static int32_t match_added(const attn_tok *t, const char *s, size_t i, size_t n, bool normalized,
+                           size_t *len) {
+    int32_t best = -1;
+    size_t best_len = 0;
+    for (size_t k = 0; k < t->n_added; k++) {
+        const tok_added *a = &t->added[k];
+        if (a->normalized != normalized || a->len > n - i || a->len <= best_len) continue;
+        if (memcmp(s + i, a->content, a->len) == 0) {
+            best = (int32_t)k;
+            best_len = a->len;
+        }
+    }
+    *len = best_len;
+    return best;
+}
+
+typedef struct {
+    const attn_tok *t;
+    tok_piece_fn cb;
+    void *ctx;
+    tok_buf n1, n2;        /* normalizer ping-pong buffers */
+    tok_strlist p1, p2;    /* pre-tokenizer ping-pong lists */
+} pipe_state;
+
+/* tokenizers' Punctuation pre-tokenizer: char::is_ascii_punctuation or a Unicode punctuation
+ * category (Pc Pd Ps Pe Pi Pf Po). Categories come from utf8proc; the Rust library uses the
+ * unicode_categories crate, whose older tables may miss punctuation added to Unicode since
+ * (a few dozen rare characters), where the two could split differently. */
+static bool is_punct(uint32_t cp) {
+    if (cp < 0x80)
+        return (cp >= 0x21 && cp <= 0x2f) || (cp >= 0x3a && cp <= 0x40) ||
+               (cp >= 0x5b && cp <= 0x60) || (cp >= 0x7b && cp <= 0x7e);
+    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+    return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
+}
+
+/* Behaviour "Isolated": every punctuation character becomes a piece of its own. */
+static bool split_punct(tok_strlist *out, const char *s, size_t n, uint8_t flag) {
+    size_t i = 0, start = 0;
+    while (i < n) {
+        uint32_t cp;
+        size_t k = tok_utf8_decode((const unsigned char *)s + i, n - i, &cp);
+        if (!k) k = 1, cp = 0xFFFD;
+        if (is_punct(cp)) {
+            if (i > start && !tok_strlist_push(out, s + start, i - start, start == 0 ? flag : 0))
+                return false;
+            if (!tok_strlist_push(out, s + i, k, i == 0 ? flag : 0)) return false;
+            start = i + k;
+        }
+        i += k;
+    }
+    return n <= start || tok_strlist_push(out, s + start, n - start, start == 0 ? flag : 0);
+}
+
+static attn_status pretok_segment(pipe_state *ps, const char *s, size_t n, bool first) {
+    const attn_tok *t = ps->t;
+    tok_strlist *cur = &ps->p1, *nxt = &ps->p2;
+    tok_strlist_clear(cur);
+    if (!tok_strlist_push(cur, s, n, first)) return oom("encode");
+    tok_buf tmp = {0};
+    for (size_t k = 0; k < t->n_pre; k++) {
+        const tok_pre *p = &t->pre[k];
+        tok_strlist_clear(nxt);
+        for (size_t i = 0; i < cur->n; i++) {
+            const char *ps_ = tok_strlist_at(cur, i);
+            size_t pn = cur->len[i];
+            if (pn == 0) continue;
+            if (p->kind == TOK_PRE_PUNCTUATION) {
+                if (!split_punct(nxt, ps_, pn, cur->flag[i])) goto fail;
+                continue;
+            }
+            tmp.n = 0;
+            bool starts = false;
+            /* spaces -> replacement, then prepend per scheme */
+            tok_buf tmp2 = {0};
+            replace_all(&tmp2, ps_, pn, " ", 1, p->rep, p->replen);
+            starts = tmp2.n >= p->replen && !memcmp(tmp2.p, p->rep, p->replen);
+            if (!starts && (p->scheme == TOK_PREPEND_ALWAYS ||
+                            (p->scheme == TOK_PREPEND_FIRST && cur->flag[i])))
+                tok_buf_put(&tmp, p->rep, p->replen);
+            tok_buf_put(&tmp, tmp2.p, tmp2.n);
+            tok_buf_free(&tmp2);
+            if (tmp.oom) {
+                tok_buf_free(&tmp);
+                return oom("encode");
+            }
+            if (!p->split) {
+                if (!tok_strlist_push(nxt, tmp.p, tmp.n, cur->flag[i])) goto fail;
+                continue;
+            }
+            /* split, the replacement merged with the piece that follows it */
+            size_t start = 0;
+            for (size_t j = 1; j + p->replen <= tmp.n; j++) {
+                if (memcmp(tmp.p + j, p->rep, p->replen) == 0) {
+                    if (!tok_strlist_push(nxt, tmp.p + start, j - start,
+                                          start == 0 ? cur->flag[i] : 0))
+                        goto fail;
+                    start = j;
+                }
+            }
+            if (tmp.n > start &&
+                !tok_strlist_push(nxt, tmp.p + start, tmp.n - start, start == 0 ? cur->flag[i] : 0))
+                goto fail;
+        }
+        tok_strlist *sw = cur;
+        cur = nxt;
+        nxt = sw;
+    }
+    tok_buf_free(&tmp);
+    for (size_t i = 0; i < cur->n; i++) {
+        if (cur->len[i] == 0) continue;
+        attn_status st = ps->cb(ps->ctx, tok_strlist_at(cur, i), cur->len[i], -1);
+        if (st) return st;
+    }
+    return ATTN_STATUS_OK;
+fail:
+    tok_buf_free(&tmp);
+    return oom("encode");
+}
+
+/* Normalize one raw segment, split out normalized added tokens, pre-tokenize the rest. */
+static attn_status do_segment(pipe_state *ps, const char *s, size_t n, bool first) {
+    const attn_tok *t = ps->t;
+    const char *cur = s;
+    size_t cn = n;
+    tok_buf *dst = &ps->n1, *other = &ps->n2;
+    for (size_t k = 0; k < t->n_norm; k++) {
+        const tok_norm *nm = &t->norm[k];
+        dst->n = 0;
+        if (nm->kind == TOK_NORM_PREPEND) {
+            if (cn) tok_buf_put(dst, nm->a, nm->alen);
+            tok_buf_put(dst, cur, cn);
+        } else {
+            replace_all(dst, cur, cn, nm->a, nm->alen, nm->b, nm->blen);
+        }
+        if (dst->oom) return oom("encode");
+        cur = dst->p ? dst->p : "";
+        cn = dst->n;
+        tok_buf *sw = dst;
+        dst = other;
+        other = sw;
+    }
+    if (!t->any_added_normalized) return pretok_segment(ps, cur, cn, first);
+    /* cur may point into n1/n2, which pretok_segment does not touch */
+    size_t i = 0, run = 0;
+    while (i < cn) {
+        size_t len;
+        int32_t k = match_added(t, cur, i, cn, true, &len);
+        if (k < 0) {
+            i++;
+            continue;
+        }
+        attn_status st;
+        if (i > run && (st = pretok_segment(ps, cur + run, i - run, first && run == 0))) return st;
+        if ((st = ps->cb(ps->ctx, NULL, 0, t->added[k].id))) return st;
+        i += len;
+        run = i;
+    }
+    if (cn > run) return pretok_segment(ps, cur + run, cn - run, first && run == 0);
+    return ATTN_STATUS_OK;
+}
+
+attn_status tok_pretokenize(const attn_tok *t, const char *text, size_t len, tok_piece_fn cb,
+                            void *ctx) {
+    size_t bad = tok_utf8_check(text, len);
+    if (bad != len)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "encode: text is not valid UTF-8 (byte 0x%02X at offset %zu)",
+                         (unsigned char)text[bad], bad);
+    pipe_state ps = {.t = t, .cb = cb, .ctx = ctx};
+    attn_status st = ATTN_STATUS_OK;
+    size_t i = 0, run = 0;
+    if (t->any_added_raw) {
+        while (i < len) {
+            size_t mlen;
+            int32_t k = match_added(t, text, i, len, false, &mlen);
+            if (k < 0) {
+                i++;
+                continue;
+            }
+            if (i > run && (st = do_segment(&ps, text + run, i - run, run == 0))) goto done;
+            if ((st = cb(ctx, NULL, 0, t->added[k].id))) goto done;
+            i += mlen;
+            run = i;
+        }
+    }
+    if (len > run) st = do_segment(&ps, text + run, len - run, run == 0);
+done:
+    tok_buf_free(&ps.n1);
+    tok_buf_free(&ps.n2);
+    tok_strlist_free(&ps.p1);
+    tok_strlist_free(&ps.p2);
+    return st;
+}
+
+typedef struct {
+    const attn_tok *t;
+    tok_ivec ids;
+} enc_ctx;
+
+static attn_status enc_piece(void *vctx, const char *s, size_t n, int32_t added_id) {
+    enc_ctx *c = vctx;
+    if (added_id >= 0)
+        return tok_ivec_push(&c->ids, added_id) ? ATTN_STATUS_OK : oom("encode");
+    return c->t->model->encode_piece(c->t->model, s, n, &c->ids);
+}
+
+static attn_status encode_vec(const attn_tok *t, const char *text, size_t len, tok_ivec *out) {
+    if (!t) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encode: tokenizer is NULL");
+    if (!text && len) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encode: text is NULL");
+    enc_ctx c = {.t = t};
+    attn_status st = len ? tok_pretokenize(t, text, len, enc_piece, &c) : ATTN_STATUS_OK;
+    if (st) {
+        tok_ivec_free(&c.ids);
+        return st;
+    }
+    *out = c.ids;
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_tok_encode(const attn_tok *t, const char *text, size_t len, int32_t *ids,
+                            size_t cap, size_t *n) {
+    if (!n) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encode: n is NULL");
+    tok_ivec v;
+    attn_status st = encode_vec(t, text, len, &v);
+    if (st) return st;
+    *n = v.n;
+    if (v.n > cap || (v.n && !ids)) {
+        tok_ivec_free(&v);
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "encode: the ids buffer holds %zu ids, %zu are needed", cap, *n);
+    }
+    if (v.n) memcpy(ids, v.v, v.n * sizeof *ids);
+    tok_ivec_free(&v);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_tok_encode_alloc(const attn_tok *t, const char *text, size_t len, int32_t **ids,
+                                  size_t *n) {
+    if (!ids || !n) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encode: NULL output");
+    *ids = NULL;
+    *n = 0;
+    tok_ivec v;
+    attn_status st = encode_vec(t, text, len, &v);
+    if (st) return st;
+    int32_t *out = attn_alloc(v.n * sizeof *out);
+    if (!out) {
+        tok_ivec_free(&v);
+        return oom("encode");
+    }
+    if (v.n) memcpy(out, v.v, v.n * sizeof *out);
+    *ids = out;
+    *n = v.n;
+    tok_ivec_free(&v);
+    return ATTN_STATUS_OK;
+}
+
+/* ---- decoding ---- */
+
+static const char *token_str(const attn_tok *t, int32_t id, size_t *len) {
+    if (id < 0 || id >= t->vocab_size) return NULL;
+    int32_t k = t->added_index[id];
+    if (k >= 0) {
+        *len = t->added[k].len;
+        return t->added[k].content;
+    }
+    const tok_vocab *V = &t->model->vocab;
+    if (id >= V->n || !V->str[id]) return NULL;
+    *len = V->len[id];
+    return V->str[id];
+}
+
+/* "<0xHH>" -> byte, as Rust's u8::from_str_radix(&token[3..5], 16) reads it (which also takes
+ * a '+' sign before a single digit). */
+static int byte_token(const char *s, size_t n) {
+    if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
+    int v = 0, digits = 0;
+    for (int i = 3; i < 5; i++) {
+        char c = s[i];
+        int d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else if (c == '+' && i == 3)
+            continue;
+        else
+            return -1;
+        v = v * 16 + d;
+        digits++;
+    }
+    return digits ? v : -1;
+}
+
+static attn_status apply_decoder(const tok_dec *d, const tok_strlist *in, tok_strlist *out) {
+    tok_buf tmp = {0};
+    tok_strlist_clear(out);
+    bool ok = true;
+    if (d->kind == TOK_DEC_FUSE) {
+        for (size_t i = 0; i < in->n; i++) tok_buf_put(&tmp, tok_strlist_at(in, i), in->len[i]);
+        ok = !tmp.oom && tok_strlist_push(out, tmp.p ? tmp.p : "", tmp.n, 0);
+    } else if (d->kind == TOK_DEC_BYTE_FALLBACK) {
+        tok_buf bytes = {0};
+        for (size_t i = 0; i <= in->n && ok; i++) {
+            int v = i < in->n ? byte_token(tok_strlist_at(in, i), in->len[i]) : -1;
+            if (v >= 0) {
+                tok_buf_putc(&bytes, (char)v);
+                continue;
+            }
+            if (bytes.n) { /* flush: the run as text if valid UTF-8, else U+FFFD per byte */
+                if (tok_utf8_check(bytes.p, bytes.n) == bytes.n) {
+                    ok = tok_strlist_push(out, bytes.p, bytes.n, 0);
+                } else {
+                    for (size_t j = 0; j < bytes.n && ok; j++)
+                        ok = tok_strlist_push(out, "\xEF\xBF\xBD", 3, 0);
+                }
+                bytes.n = 0;
+            }
+            if (i < in->n) ok = ok && tok_strlist_push(out, tok_strlist_at(in, i), in->len[i], 0);
+        }
+        ok = ok && !bytes.oom;
+        tok_buf_free(&bytes);
+    } else {
+        for (size_t i = 0; i < in->n && ok; i++) {
+            const char *s = tok_strlist_at(in, i);
+            size_t n = in->len[i];
+            tmp.n = 0;
+            if (d->kind == TOK_DEC_REPLACE) {
+                replace_all(&tmp, s, n, d->a, d->alen, d->b, d->blen);
+            } else if (d->kind == TOK_DEC_METASPACE) {
+                size_t j = 0;
+                while (j < n) {
+                    uint32_t cp;
+                    size_t k = tok_utf8_decode((const unsigned char *)s + j, n - j, &cp);
+                    if (!k) k = 1, cp = 0xFFFD;
+                    if (cp == d->ch) {
+                        if (!(i == 0 && d->scheme != TOK_PREPEND_NEVER)) tok_buf_putc(&tmp, ' ');
+                    } else {
+                        tok_buf_put(&tmp, s + j, k);
+                    }
+                    j += k;
+                }
+            } else { /* TOK_DEC_STRIP: up to start leading / stop trailing copies of ch */
+                size_t a = 0, z = n;
+                char u[4];
+                size_t ul = tok_utf8_encode(d->ch, u);
+                for (size_t k = 0; k < d->start && z - a >= ul && !memcmp(s + a, u, ul); k++)
+                    a += ul;
+                for (size_t k = 0; k < d->stop && z - a >= ul && !memcmp(s + z - ul, u, ul); k++)
+                    z -= ul;
+                tok_buf_put(&tmp, s + a, z - a);
+            }
+            ok = !tmp.oom && tok_strlist_push(out, tmp.p ? tmp.p : "", tmp.n, 0);
+        }
+    }
+    tok_buf_free(&tmp);
+    return ok ? ATTN_STATUS_OK : oom("decode");
+}
+
+static attn_status decode_buf(const attn_tok *t, const int32_t *ids, size_t n, unsigned flags,
+                              tok_buf *out) {
+    if (!t) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "decode: tokenizer is NULL");
+    if (n && !ids) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "decode: ids is NULL");
+    tok_strlist a = {0}, b = {0};
+    attn_status st = ATTN_STATUS_OK;
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *s = token_str(t, ids[i], &len);
+        if (!s) {
+            st = attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                           "decode: ids[%zu] = %ld is not in the vocabulary (0..%ld)", i,
+                           (long)ids[i], (long)t->vocab_size - 1);
+            goto done;
+        }
+        if (!(flags & ATTN_TOK_DECODE_KEEP_SPECIAL) && t->added_kind[ids[i]] == 2) continue;
+        if (!tok_strlist_push(&a, s, len, 0)) {
+            st = oom("decode");
+            goto done;
+        }
+    }
+    if (!t->has_decoder) {
+        for (size_t i = 0; i < a.n; i++) {
+            if (i) tok_buf_putc(out, ' ');
+            tok_buf_put(out, tok_strlist_at(&a, i), a.len[i]);
+        }
+    } else {
+        tok_strlist *cur = &a, *nxt = &b;
+        for (size_t k = 0; k < t->n_dec; k++) {
+            if ((st = apply_decoder(&t->dec[k], cur, nxt))) goto done;
+            tok_strlist *sw = cur;
+            cur = nxt;
+            nxt = sw;
+        }
+        for (size_t i = 0; i < cur->n; i++) tok_buf_put(out, tok_strlist_at(cur, i), cur->len[i]);
+    }
+    tok_buf_put(out, "", 0); /* NUL-terminated even when empty */
+    if (out->oom) st = oom("decode");
+done:
+    tok_strlist_free(&a);
+    tok_strlist_free(&b);
+    return st;
+}
+
+attn_status attn_tok_decode(const attn_tok *t, const int32_t *ids, size_t n, unsigned flags,
+                            char *buf, size_t cap, size_t *len) {
+    if (!len) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "decode: len is NULL");
+    tok_buf b = {0};
+    attn_status st = decode_buf(t, ids, n, flags, &b);
+    if (st) {
+        tok_buf_free(&b);
+        return st;
+    }
+    *len = b.n;
+    if (!buf || cap < b.n + 1) {
+        tok_buf_free(&b);
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "decode: the text buffer holds %zu bytes, %zu are needed", cap, *len + 1);
+    }
+    memcpy(buf, b.p, b.n + 1);
+    tok_buf_free(&b);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_tok_decode_alloc(const attn_tok *t, const int32_t *ids, size_t n,
+                                  unsigned flags, char **text, size_t *len) {
+    if (!text) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "decode: text is NULL");
+    *text = NULL;
+    tok_buf b = {0};
+    attn_status st = decode_buf(t, ids, n, flags, &b);
+    if (!st) {
+        char *s = attn_alloc(b.n + 1);
+        if (!s) {
+            st = oom("decode");
+        } else {
+            memcpy(s, b.p, b.n + 1);
+            *text = s;
+            if (len) *len = b.n;
+        }
+    }
+    tok_buf_free(&b);
+    return st;
+}
+
+/* ---- accessors ---- */
+
+int32_t attn_tok_vocab_size(const attn_tok *t) { return t ? t->vocab_size : 0; }
+
+int32_t attn_tok_token_to_id(const attn_tok *t, const char *token) {
+    if (!t || !token) return -1;
+    size_t n = strlen(token);
+    for (size_t i = 0; i < t->n_added; i++)
+        if (t->added[i].len == n && !memcmp(t->added[i].content, token, n)) return t->added[i].id;
+    return tok_vocab_find(&t->model->vocab, token, n);
+}
+
+const char *attn_tok_id_to_token(const attn_tok *t, int32_t id) {
+    size_t len;
+    return t ? token_str(t, id, &len) : NULL;
+}
+
+bool attn_tok_is_special(const attn_tok *t, int32_t id) {
+    return t && id >= 0 && id < t->vocab_size && t->added_kind[id] == 2;
+}
+
+const char *attn_tok_model_type(const attn_tok *t) { return t ? t->model->type : ""; }
+
+int32_t attn_tok_special_id(const attn_tok *t, attn_tok_special which) {
+    static const char *const names[] = {"<pad>", "<unk>", "<s>", "</s>"};
+    if ((unsigned)which > ATTN_TOK_EOS) return -1;
+    return attn_tok_token_to_id(t, names[which]);
+}
