@@ -158,7 +158,8 @@ static attn_status check_call(const attn_mha_config *c, const attn_mha_weights *
     attn_status s = attn_mha_config_check(c);
     if (s) return s;
     if (!w || !st || !x) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "mha: NULL argument");
-    if (memcmp(c, &st->cfg, sizeof *c) != 0)
+    if (c->d_model != st->cfg.d_model || c->d_kv != st->cfg.d_kv || c->n_head != st->cfg.n_head ||
+        c->d_head != st->cfg.d_head || c->bias != st->cfg.bias)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "mha: the state was made for a different configuration");
     if (B <= 0 || Tq <= 0 || Tk <= 0 || B > st->B || Tq > st->Tq || Tk > st->Tk)

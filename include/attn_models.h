@@ -1,0 +1,217 @@
+/* attn_models.h — whole models built from attn_nn.h layers. For now: the original Transformer
+ * encoder–decoder of "Attention Is All You Need" (prefix attn_encdec_), forward and backward.
+ *
+ * The model (read-mostly: weights and their gradients) and the run state (activations kept for
+ * backward, sized for a maximum batch) are separate, so one model serves several states (training
+ * and evaluation batches of different sizes).
+ *
+ * All weights live in ONE contiguous float buffer (model->params) with named views into it
+ * (model->w); the gradients live in a second buffer (model->grads) with the same layout and views
+ * (model->g). An optimizer can therefore treat params/grads as flat arrays, and a checkpoint is the
+ * list of named tensors from attn_encdec_tensor_at().
+ *
+ *   attn_encdec_config cfg = attn_encdec_default_config();
+ *   cfg.src_vocab = cfg.tgt_vocab = 8000;
+ *   attn_encdec_model *m;   attn_encdec_model_init(&cfg, 42, &m);      // Xavier init, seed 42
+ *   attn_encdec_state *st;  attn_encdec_state_init(m, B, Ts, Tt, &st);
+ *   attn_encdec_set_train(st, true, 1234, step);                        // dropout on
+ *   attn_encdec_forward(m, st, B, Ts, Tt, src, src_len, tgt_in, tgt_len, NULL);
+ *   float loss; attn_encdec_loss(m, st, tgt_out, 0.1f, &loss);
+ *   attn_encdec_zero_grad(m); attn_encdec_backward(m, st);              // grads in m->grads
+ *
+ * Architecture (d = d_model, per token):
+ *   encoder input  x = dropout(E_src[id] · sqrt(d) + P[t])
+ *   encoder layer  post-LN: x = LN(x + dropout(SelfAttn(x)));  x = LN(x + dropout(FFN(x)))
+ *                  pre-LN:  x = x + dropout(SelfAttn(LN(x)));  x = x + dropout(FFN(LN(x)))
+ *   decoder layer  the same with three sub-layers: causal self-attention, cross-attention over the
+ *                  encoder output (queries from the decoder), FFN
+ *   pre-LN adds a final LN after the last encoder layer and after the last decoder layer
+ *   logits = y · W_outᵀ + b_out, W_out = E_tgt when tie_output
+ *   FFN(x) = act(x W1ᵀ + b1) W2ᵀ + b2 with act = ReLU or GELU (erf form, as torch.nn.GELU()).
+ * Dropout sits where the paper puts it (each sub-layer output before the residual add, and the
+ * embedding + position sums); there is no dropout on attention weights or inside the FFN.
+ * Padding: source keys t >= src_len[b] are masked in the encoder self-attention and the decoder
+ * cross-attention, target keys t >= tgt_len[b] in the decoder self-attention; loss ignores targets
+ * equal to pad_id. */
+#ifndef ATTN_MODELS_H
+#define ATTN_MODELS_H
+
+#include "attn_core.h"
+#include "attn_nn.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { ATTN_ENCDEC_RELU = 0, ATTN_ENCDEC_GELU } attn_encdec_activation;
+typedef enum { ATTN_ENCDEC_SINUSOIDAL = 0, ATTN_ENCDEC_LEARNED } attn_encdec_positions;
+
+typedef struct {
+    int src_vocab;     /* Vs */
+    int tgt_vocab;     /* Vt */
+    int d_model;       /* C */
+    int n_head;        /* H, must divide C */
+    int d_ff;          /* F, inner width of the feed-forward blocks */
+    int n_enc_layers;  /* >= 1 */
+    int n_dec_layers;  /* >= 1 */
+    int max_len;       /* longest source or target sequence (positions table rows) */
+    float dropout;     /* residual/embedding dropout probability in [0, 1) */
+    bool share_embeddings; /* one table for source and target (needs src_vocab == tgt_vocab) */
+    bool tie_output;   /* output projection weight = target embedding table */
+    bool pre_ln;       /* false: post-LN as in the paper; true: pre-LN with final LNs */
+    attn_encdec_activation activation;
+    attn_encdec_positions positions;
+    int pad_id;        /* padding id: ignored by the loss; must be a valid id of both vocabularies */
+    float layer_norm_eps;
+} attn_encdec_config;
+
+/* The paper's base model: d_model 512, 8 heads, d_ff 2048, 6 + 6 layers, max_len 256, dropout 0.1,
+ * post-LN, ReLU, sinusoidal positions, separate untied embeddings, pad_id 0, eps 1e-5,
+ * and vocabularies of 0 (the caller must set them). */
+attn_encdec_config attn_encdec_default_config(void);
+
+/* Validates a configuration: positive sizes, n_head dividing d_model, pad_id in range, equal
+ * vocabularies with share_embeddings, dropout in [0, 1), eps > 0. Sizes whose parameter or
+ * embedding buffers would exceed ATTN_MAX_BUFFER_BYTES are ATTN_STATUS_TOO_LARGE (nothing is
+ * allocated). The message names the offending field. */
+attn_status attn_encdec_config_check(const attn_encdec_config *cfg);
+
+/* JSON: an object with the field names above ("activation": "relu"|"gelu", "positions":
+ * "sinusoidal"|"learned"). Missing fields keep attn_encdec_default_config()'s values; unknown
+ * fields, wrong types and failed checks are errors naming the file and the field. */
+attn_status attn_encdec_config_load(const char *path, attn_encdec_config *cfg);
+attn_status attn_encdec_config_save(const char *path, const attn_encdec_config *cfg);
+
+/* Number of floats in the parameter buffer (0 if the configuration is invalid). */
+size_t attn_encdec_num_params(const attn_encdec_config *cfg);
+
+/* Views of one encoder layer's weights (or gradients). */
+typedef struct {
+    attn_mha_weights self_attn; /* C -> C, see attn_nn.h (q, k, v adjacent: fused QKV) */
+    float *ln1_w, *ln1_b;       /* (C) LN of the attention sub-layer */
+    float *ff1_w;               /* (F, C) */
+    float *ff1_b;               /* (F)    */
+    float *ff2_w;               /* (C, F) */
+    float *ff2_b;               /* (C)    */
+    float *ln2_w, *ln2_b;       /* (C) LN of the feed-forward sub-layer */
+} attn_encdec_enc_layer;
+
+/* Views of one decoder layer's weights (or gradients). */
+typedef struct {
+    attn_mha_weights self_attn;  /* causal self-attention */
+    float *ln1_w, *ln1_b;        /* (C) */
+    attn_mha_weights cross_attn; /* queries from the decoder, keys/values from the encoder */
+    float *ln2_w, *ln2_b;        /* (C) */
+    float *ff1_w;                /* (F, C) */
+    float *ff1_b;                /* (F)    */
+    float *ff2_w;                /* (C, F) */
+    float *ff2_b;                /* (C)    */
+    float *ln3_w, *ln3_b;        /* (C) */
+} attn_encdec_dec_layer;
+
+/* Named views into the parameter (or gradient) buffer. Aliases: with share_embeddings src_emb ==
+ * tgt_emb; with tie_output out_w == tgt_emb (so gradients of both uses add up in one place). */
+typedef struct {
+    float *src_emb;               /* (Vs, C) */
+    float *tgt_emb;               /* (Vt, C) */
+    float *enc_pos;               /* (max_len, C) learned positions, NULL for sinusoidal */
+    float *dec_pos;               /* (max_len, C) learned positions, NULL for sinusoidal */
+    attn_encdec_enc_layer *enc;   /* [n_enc_layers] */
+    attn_encdec_dec_layer *dec;   /* [n_dec_layers] */
+    float *enc_ln_w, *enc_ln_b;   /* (C) final encoder LN, pre-LN only (else NULL) */
+    float *dec_ln_w, *dec_ln_b;   /* (C) final decoder LN, pre-LN only (else NULL) */
+    float *out_w;                 /* (Vt, C) */
+    float *out_b;                 /* (Vt)    */
+} attn_encdec_weights;
+
+/* One named tensor of the parameter buffer, for checkpoints and tests. Names:
+ *   src_emb, tgt_emb (or emb when shared), enc_pos, dec_pos (learned only),
+ *   enc.L.self_attn.{w_q,w_k,w_v,b_q,b_k,b_v,w_o,b_o}, enc.L.ln1.{w,b}, enc.L.ff1.{w,b},
+ *   enc.L.ff2.{w,b}, enc.L.ln2.{w,b},
+ *   dec.L.self_attn.*, dec.L.ln1.*, dec.L.cross_attn.*, dec.L.ln2.*, dec.L.ff1.*, dec.L.ff2.*,
+ *   dec.L.ln3.*, enc.ln_f.{w,b}, dec.ln_f.{w,b} (pre-LN only), out.w (untied only), out.b. */
+typedef struct {
+    char name[48];
+    int ndim;         /* 1 or 2 */
+    int64_t shape[2];
+    size_t offset;    /* in floats, into params and grads */
+    size_t numel;
+} attn_encdec_tensor;
+
+typedef struct {
+    attn_encdec_config cfg;
+    size_t num_params;
+    float *params;          /* (num_params) all weights */
+    float *grads;           /* (num_params) same layout; accumulated by attn_encdec_backward */
+    attn_encdec_weights w;  /* views into params */
+    attn_encdec_weights g;  /* views into grads */
+    float *pos_table;       /* (max_len, C) sinusoidal table (not a parameter), NULL if learned */
+    int n_tensors;
+    attn_encdec_tensor *tensors; /* [n_tensors] in buffer order */
+} attn_encdec_model;
+
+/* Allocate a model and initialize it from seed (deterministic, no global RNG):
+ *   matrices (attention projections, FFN, untied output): Xavier-uniform, each q/k/v separately
+ *   embedding tables and learned positions: uniform with standard deviation 1/sqrt(C) (the
+ *     forward multiplies embeddings by sqrt(C), giving unit-variance inputs)
+ *   biases 0, LN weights 1, LN biases 0.
+ * Gradients start at 0. */
+attn_status attn_encdec_model_init(const attn_encdec_config *cfg, uint64_t seed,
+                                   attn_encdec_model **out);
+void attn_encdec_model_free(attn_encdec_model *m);
+/* Re-run the initialization above on an existing model. */
+void attn_encdec_init_params(attn_encdec_model *m, uint64_t seed);
+void attn_encdec_zero_grad(attn_encdec_model *m);
+/* The tensor called name, or NULL. */
+const attn_encdec_tensor *attn_encdec_find_tensor(const attn_encdec_model *m, const char *name);
+
+typedef struct attn_encdec_state attn_encdec_state;
+
+/* Activations for batches of up to B sequences, source length up to Ts, target length up to Tt
+ * (each <= max_len). TOO_LARGE before allocating when the buffers would be absurd. */
+attn_status attn_encdec_state_init(const attn_encdec_model *m, int B, int Ts, int Tt,
+                                   attn_encdec_state **out);
+void attn_encdec_state_free(attn_encdec_state *st);
+
+/* Training mode turns dropout on (when cfg.dropout > 0) with masks drawn from a counter-based
+ * generator keyed by (seed, step, site, element): the same seed and step give the same masks on
+ * any thread count, so a resumed run repeats an uninterrupted one. Evaluation mode (the default)
+ * and dropout 0 take exactly the no-dropout path. */
+void attn_encdec_set_train(attn_encdec_state *st, bool training, uint64_t seed, uint64_t step);
+
+/* Forward pass.
+ *   src_ids (B, Ts) ids in [0, Vs); src_len (B) in [1, Ts]
+ *   tgt_in  (B, Tt) decoder inputs in [0, Vt); tgt_len (B) in [1, Tt]
+ *   logits_out (B, Tt, Vt) or NULL; the logits also stay in the state (attn_encdec_logits).
+ * An id out of range is ATTN_STATUS_INVALID_ARGUMENT naming the position and the id. The ids and
+ * lengths are copied into the state. */
+attn_status attn_encdec_forward(const attn_encdec_model *m, attn_encdec_state *st, int B, int Ts,
+                                int Tt, const int32_t *src_ids, const int32_t *src_len,
+                                const int32_t *tgt_in, const int32_t *tgt_len, float *logits_out);
+
+/* The logits (B, Tt, Vt) of the last forward, or NULL. */
+const float *attn_encdec_logits(const attn_encdec_state *st);
+
+/* Mean cross-entropy of the last forward's logits against targets (B, Tt) (targets == pad_id are
+ * ignored), with label smoothing as torch.nn.functional.cross_entropy. Also stores d loss / d
+ * logits in the state for attn_encdec_backward. */
+attn_status attn_encdec_loss(const attn_encdec_model *m, attn_encdec_state *st,
+                             const int32_t *targets, float label_smoothing, float *loss);
+
+/* Gradients of the last attn_encdec_loss with respect to every parameter, accumulated (+=) into
+ * m->grads. Needs forward and loss to have run on st since the last backward. */
+attn_status attn_encdec_backward(attn_encdec_model *m, attn_encdec_state *st);
+
+/* The dropout the model applies, exposed for tests: x (n) *= keep / (1 − p), where element i is
+ * dropped with probability p as a pure function of (seed, step, site, i). p == 0 leaves x as is. */
+void attn_encdec_dropout(uint64_t seed, uint64_t step, uint32_t site, float p, size_t n,
+                         float *x);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

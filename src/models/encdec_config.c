@@ -1,0 +1,269 @@
+/* encdec_config.c — the encoder–decoder configuration: defaults, validation (with sizes checked
+ * before anything is allocated) and JSON load/save with jansson. */
+#include "attn_models.h"
+
+#include "../core/core-impl.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+attn_encdec_config attn_encdec_default_config(void) {
+    attn_encdec_config c;
+    memset(&c, 0, sizeof c);
+    c.src_vocab = 0;
+    c.tgt_vocab = 0;
+    c.d_model = 512;
+    c.n_head = 8;
+    c.d_ff = 2048;
+    c.n_enc_layers = 6;
+    c.n_dec_layers = 6;
+    c.max_len = 256;
+    c.dropout = 0.1f;
+    c.share_embeddings = false;
+    c.tie_output = false;
+    c.pre_ln = false;
+    c.activation = ATTN_ENCDEC_RELU;
+    c.positions = ATTN_ENCDEC_SINUSOIDAL;
+    c.pad_id = 0;
+    c.layer_norm_eps = 1e-5f;
+    return c;
+}
+
+/* Parameter count in double: exact for every size that passes the limits below (< 2^53), and it
+ * cannot overflow, so the TOO_LARGE decision is made before any size_t arithmetic. */
+static double count_params(const attn_encdec_config *c) {
+    double C = c->d_model, F = c->d_ff, Vs = c->src_vocab, Vt = c->tgt_vocab;
+    double mha = 4 * C * C + 4 * C, ffn = 2 * C * F + F + C, ln = 2 * C;
+    double n = c->share_embeddings ? Vt * C : (Vs + Vt) * C;
+    if (c->positions == ATTN_ENCDEC_LEARNED) n += 2.0 * c->max_len * C;
+    n += (double)c->n_enc_layers * (mha + ffn + 2 * ln);
+    n += (double)c->n_dec_layers * (2 * mha + ffn + 3 * ln);
+    if (c->pre_ln) n += 2 * ln;
+    if (!c->tie_output) n += Vt * C;
+    n += Vt;
+    return n;
+}
+
+attn_status attn_encdec_config_check(const attn_encdec_config *c) {
+    if (!c) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec: NULL config");
+    const struct {
+        const char *name;
+        int v;
+    } pos[] = {{"src_vocab", c->src_vocab}, {"tgt_vocab", c->tgt_vocab},
+               {"d_model", c->d_model},     {"n_head", c->n_head},
+               {"d_ff", c->d_ff},           {"n_enc_layers", c->n_enc_layers},
+               {"n_dec_layers", c->n_dec_layers}, {"max_len", c->max_len}};
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        if (pos[i].v <= 0)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec config: %s must be > 0 (got %d)",
+                             pos[i].name, pos[i].v);
+    if (c->d_model % c->n_head != 0)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "encdec config: n_head (%d) must divide d_model (%d)", c->n_head,
+                         c->d_model);
+    if (c->share_embeddings && c->src_vocab != c->tgt_vocab)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "encdec config: share_embeddings needs src_vocab == tgt_vocab (got %d "
+                         "and %d)",
+                         c->src_vocab, c->tgt_vocab);
+    if (c->pad_id < 0 || c->pad_id >= c->src_vocab || c->pad_id >= c->tgt_vocab)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "encdec config: pad_id %d must be a valid id of both vocabularies "
+                         "(src_vocab %d, tgt_vocab %d)",
+                         c->pad_id, c->src_vocab, c->tgt_vocab);
+    if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec config: dropout must be in [0, 1) "
+                         "(got %g)", (double)c->dropout);
+    if (!(c->layer_norm_eps > 0.0f) || !isfinite(c->layer_norm_eps))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "encdec config: layer_norm_eps must be > 0 (got %g)",
+                         (double)c->layer_norm_eps);
+    if (c->activation != ATTN_ENCDEC_RELU && c->activation != ATTN_ENCDEC_GELU)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec config: unknown activation %d",
+                         (int)c->activation);
+    if (c->positions != ATTN_ENCDEC_SINUSOIDAL && c->positions != ATTN_ENCDEC_LEARNED)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec config: unknown positions %d",
+                         (int)c->positions);
+    /* Each single matrix must also stay below the int sizes the kernels take (rows · cols of one
+     * GEMM operand), and the whole buffer below the library's sanity limit. */
+    const double lim = (double)(ATTN_MAX_BUFFER_BYTES / sizeof(float));
+    double biggest = fmax(fmax((double)c->src_vocab, (double)c->tgt_vocab) * c->d_model,
+                          (double)c->d_ff * c->d_model);
+    biggest = fmax(biggest, 4.0 * c->d_model * c->d_model);
+    double n = count_params(c);
+    if (n > lim || biggest > lim || 3.0 * c->d_model > INT32_MAX)
+        return attn_fail(ATTN_STATUS_TOO_LARGE,
+                         "encdec config: %.3g parameters (d_model %d, d_ff %d, vocab %d/%d, "
+                         "%d+%d layers) exceed the %zu GiB limit",
+                         n, c->d_model, c->d_ff, c->src_vocab, c->tgt_vocab, c->n_enc_layers,
+                         c->n_dec_layers, (size_t)(ATTN_MAX_BUFFER_BYTES >> 30));
+    attn_mha_config mc = attn_mha_default_config(c->d_model, c->n_head);
+    return attn_mha_config_check(&mc);
+}
+
+size_t attn_encdec_num_params(const attn_encdec_config *c) {
+    if (attn_encdec_config_check(c)) return 0;
+    return (size_t)count_params(c);
+}
+
+/* ---- JSON -------------------------------------------------------------------------------- */
+
+enum { F_INT, F_FLOAT, F_BOOL, F_ACT, F_POS };
+typedef struct {
+    const char *name;
+    int type;
+    size_t off;
+} field;
+
+#define FLD(n, t) {#n, t, offsetof(attn_encdec_config, n)}
+static const field FIELDS[] = {
+    FLD(src_vocab, F_INT),        FLD(tgt_vocab, F_INT),      FLD(d_model, F_INT),
+    FLD(n_head, F_INT),           FLD(d_ff, F_INT),           FLD(n_enc_layers, F_INT),
+    FLD(n_dec_layers, F_INT),     FLD(max_len, F_INT),        FLD(dropout, F_FLOAT),
+    FLD(share_embeddings, F_BOOL), FLD(tie_output, F_BOOL),   FLD(pre_ln, F_BOOL),
+    FLD(activation, F_ACT),       FLD(positions, F_POS),      FLD(pad_id, F_INT),
+    FLD(layer_norm_eps, F_FLOAT),
+};
+#define NFIELDS (sizeof FIELDS / sizeof FIELDS[0])
+
+attn_status attn_encdec_config_load(const char *path, attn_encdec_config *out) {
+    if (!path || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec: NULL argument");
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err);
+    if (!root) {
+        /* jansson reports a missing file as a parse error at line -1. */
+        if (err.line < 0)
+            return attn_fail(ATTN_STATUS_IO, "%s: cannot read model config: %s", path, err.text);
+        return attn_fail(ATTN_STATUS_FORMAT, "%s:%d:%d: invalid JSON: %s", path, err.line,
+                         err.column, err.text);
+    }
+    attn_status s = ATTN_STATUS_OK;
+    attn_encdec_config c = attn_encdec_default_config();
+    if (!json_is_object(root)) {
+        s = attn_fail(ATTN_STATUS_FORMAT, "%s: model config must be a JSON object", path);
+        goto done;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        const field *f = NULL;
+        for (size_t i = 0; i < NFIELDS; i++)
+            if (strcmp(FIELDS[i].name, key) == 0) f = &FIELDS[i];
+        if (!f) {
+            s = attn_fail(ATTN_STATUS_FORMAT, "%s: unknown field \"%s\" in model config", path,
+                          key);
+            goto done;
+        }
+        char *dst = (char *)&c + f->off;
+        switch (f->type) {
+        case F_INT: {
+            json_int_t x = json_is_integer(v) ? json_integer_value(v) : 0;
+            if (!json_is_integer(v) || x < INT32_MIN || x > INT32_MAX) {
+                s = attn_fail(ATTN_STATUS_FORMAT, "%s: field \"%s\" must be a 32-bit integer",
+                              path, key);
+                goto done;
+            }
+            *(int *)dst = (int)x;
+            break;
+        }
+        case F_FLOAT:
+            if (!json_is_number(v)) {
+                s = attn_fail(ATTN_STATUS_FORMAT, "%s: field \"%s\" must be a number", path, key);
+                goto done;
+            }
+            *(float *)dst = (float)json_number_value(v);
+            break;
+        case F_BOOL:
+            if (!json_is_boolean(v)) {
+                s = attn_fail(ATTN_STATUS_FORMAT, "%s: field \"%s\" must be true or false", path,
+                              key);
+                goto done;
+            }
+            *(bool *)dst = json_is_true(v);
+            break;
+        case F_ACT: {
+            const char *t = json_string_value(v);
+            if (t && strcmp(t, "relu") == 0) c.activation = ATTN_ENCDEC_RELU;
+            else if (t && strcmp(t, "gelu") == 0) c.activation = ATTN_ENCDEC_GELU;
+            else {
+                s = attn_fail(ATTN_STATUS_FORMAT,
+                              "%s: field \"activation\" must be \"relu\" or \"gelu\"", path);
+                goto done;
+            }
+            break;
+        }
+        case F_POS: {
+            const char *t = json_string_value(v);
+            if (t && strcmp(t, "sinusoidal") == 0) c.positions = ATTN_ENCDEC_SINUSOIDAL;
+            else if (t && strcmp(t, "learned") == 0) c.positions = ATTN_ENCDEC_LEARNED;
+            else {
+                s = attn_fail(ATTN_STATUS_FORMAT,
+                              "%s: field \"positions\" must be \"sinusoidal\" or \"learned\"",
+                              path);
+                goto done;
+            }
+            break;
+        }
+        }
+    }
+    s = attn_encdec_config_check(&c);
+    if (s) {
+        /* Prefix the file name to the check's message, which names the field. */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", attn_last_error());
+        s = attn_fail(s, "%s: %s", path, msg);
+        goto done;
+    }
+    *out = c;
+done:
+    json_decref(root);
+    return s;
+}
+
+attn_status attn_encdec_config_save(const char *path, const attn_encdec_config *c) {
+    if (!path) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec: NULL path");
+    attn_status s = attn_encdec_config_check(c);
+    if (s) return s;
+    json_t *o = json_object();
+    if (!o) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "encdec: out of memory");
+    for (size_t i = 0; i < NFIELDS; i++) {
+        const char *src = (const char *)c + FIELDS[i].off;
+        json_t *v = NULL;
+        switch (FIELDS[i].type) {
+        case F_INT: v = json_integer(*(const int *)src); break;
+        /* Through the float's shortest decimal so 0.1f saves as 0.1, not 0.10000000149. */
+        case F_FLOAT: {
+            char buf[32];
+            snprintf(buf, sizeof buf, "%.9g", (double)*(const float *)src);
+            for (int p = 1; p <= 9; p++) {
+                snprintf(buf, sizeof buf, "%.*g", p, (double)*(const float *)src);
+                if ((float)strtod(buf, NULL) == *(const float *)src) break;
+            }
+            v = json_real(strtod(buf, NULL));
+            break;
+        }
+        case F_BOOL: v = json_boolean(*(const bool *)src); break;
+        case F_ACT: v = json_string(c->activation == ATTN_ENCDEC_GELU ? "gelu" : "relu"); break;
+        case F_POS:
+            v = json_string(c->positions == ATTN_ENCDEC_LEARNED ? "learned" : "sinusoidal");
+            break;
+        }
+        json_object_set_new(o, FIELDS[i].name, v);
+    }
+    /* Write beside the target and rename, so a reader never sees half a file. */
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
+        json_decref(o);
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: path too long", path);
+    }
+    int rc = json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    json_decref(o);
+    if (rc != 0 || rename(tmp, path) != 0) {
+        remove(tmp);
+        return attn_fail(ATTN_STATUS_IO, "%s: cannot write model config", path);
+    }
+    return ATTN_STATUS_OK;
+}
