@@ -196,6 +196,13 @@ attn_status attn_encdec_forward(const attn_encdec_model *m, attn_encdec_state *s
 /* The logits (B, Tt, Vt) of the last forward, or NULL. */
 const float *attn_encdec_logits(const attn_encdec_state *st);
 
+/* The encoder alone (inference): enc_out (B, Ts, C) = the encoder output ("memory") that
+ * attn_encdec_forward's decoder would attend to for src_ids (B, Ts) with src_len (B) in [1, Ts].
+ * The state needs capacity B and Ts (its target capacity is unused). Runs the same code path as
+ * attn_encdec_forward, so the result is bit-identical to the forward's memory. */
+attn_status attn_encdec_encode(const attn_encdec_model *m, attn_encdec_state *st, int B, int Ts,
+                               const int32_t *src_ids, const int32_t *src_len, float *enc_out);
+
 /* Mean cross-entropy of the last forward's logits against targets (B, Tt) (targets == pad_id are
  * ignored), with label smoothing as torch.nn.functional.cross_entropy. Also stores d loss / d
  * logits in the state for attn_encdec_backward. */
@@ -205,6 +212,16 @@ attn_status attn_encdec_loss(const attn_encdec_model *m, attn_encdec_state *st,
 /* Gradients of the last attn_encdec_loss with respect to every parameter, accumulated (+=) into
  * m->grads. Needs forward and loss to have run on st since the last backward. */
 attn_status attn_encdec_backward(attn_encdec_model *m, attn_encdec_state *st);
+
+/* Model directory: DIR/config.json (attn_encdec_config_save) and DIR/model.safetensors (every
+ * tensor of the table, F32, named as attn_encdec_tensor names them; metadata format =
+ * "attn-encdec"). Both files are written atomically; DIR is created if absent. */
+attn_status attn_encdec_save_dir(const attn_encdec_model *m, const char *dir);
+/* Load a model directory written by attn_encdec_save_dir (or by a trainer using the same names).
+ * Strict: each tensor of the configuration's table must be present with its exact shape (F32,
+ * F16, BF16 or F64 data), and a tensor the table does not have is an error naming it; every
+ * message names the file and the tensor. Gradients start at 0. */
+attn_status attn_encdec_load_dir(const char *dir, attn_encdec_model **out);
 
 /* The dropout the model applies, exposed for tests: x (n) *= keep / (1 − p), where element i is
  * dropped with probability p as a pure function of (seed, step, site, i). p == 0 leaves x as is. */

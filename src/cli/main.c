@@ -2,6 +2,8 @@
 #include "cli.h"
 #include "cmd_bleu.h"
 #include "cmd_tokenizer.h"
+#include "cmd_train.h"
+#include "cmd_translate.h"
 
 #include "attn_kernels.h"
 
@@ -24,6 +26,10 @@ static const char usage_text[] =
     "        x (T, d_model), w_q, w_k, w_v (d_model, d_k) and optionally the metadata key\n"
     "        \"tokens\" (a JSON array of T strings); without FILE, a built-in example over\n"
     "        \"Knowledge is power\". --json prints {\"encoder\": {...}, \"decoder\": {...}}.\n"
+    "  train --data FILE.tsv --out DIR [--config FILE] [--time-budget S] [--resume] ...\n"
+    "        train the encoder-decoder translation model (see 'attn train --help')\n"
+    "  translate --model DIR [--beam K] [--length-penalty A] [--batch N] [TEXT...]\n"
+    "        translate TEXT, or each line of standard input (greedy with --beam 1)\n"
     "  bleu HYPOTHESES REFERENCES... [--tokenize zh|13a|none] [--lowercase] [--json]\n"
     "        corpus BLEU identical to sacreBLEU 2.x (4-grams, closest-reference brevity\n"
     "        penalty, 'exp' smoothing); one sentence per line; several REFERENCES files are\n"
@@ -126,6 +132,8 @@ int main(int argc, char **argv) {
     char **sub_argv = argv + i;
     if (!strcmp(cmd, "explain")) return cmd_explain(sub_argc, sub_argv);
     if (!strcmp(cmd, "bleu")) return cmd_bleu(sub_argc, sub_argv);
+    if (!strcmp(cmd, "train")) return cmd_train(sub_argc, sub_argv);
+    if (!strcmp(cmd, "translate")) return cmd_translate(sub_argc, sub_argv);
     if (!strcmp(cmd, "tokenizer")) return cmd_tokenizer(sub_argc, sub_argv);
     if (!strcmp(cmd, "info")) return sub_argc == 1 ? cmd_info() : cli_usage_error("info takes no arguments");
     if (!strcmp(cmd, "help")) {

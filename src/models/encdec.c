@@ -12,12 +12,15 @@
  * the first B·T rows of each buffer whatever the state's capacity. */
 #include "attn_models.h"
 
+#include "attn_io.h"
 #include "attn_kernels.h"
 #include "../core/core-impl.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define TRY(expr)                                                                                \
     do {                                                                                         \
@@ -752,6 +755,48 @@ static attn_status check_lens(const char *which, const int32_t *len, int B, int 
     return ATTN_STATUS_OK;
 }
 
+/* The encoder over the ids and lengths already copied into st (st->B, st->Ts); the output is
+ * enc_output(st). Shared by attn_encdec_forward and attn_encdec_encode so that decoding sees
+ * exactly the memory training computes. */
+static attn_status run_encoder(const attn_encdec_model *m, attn_encdec_state *st) {
+    const attn_encdec_config *c = &m->cfg;
+    const int B = st->B, Ts = st->Ts, C = c->d_model, Ms = B * Ts;
+    TRY(embed(st, "source", m->w.src_emb, c->src_vocab, m->w.enc_pos ? m->w.enc_pos : m->pos_table,
+              st->src_ids, B, Ts, SITE_ENC_EMB, st->enc_x0));
+    for (int l = 0; l < c->n_enc_layers; l++)
+        for (int k = 0; k < 2; k++) {
+            sublayer S = enc_sub(m, st, l, k);
+            TRY(sub_forward(st, &S, B, Ms, enc_input(st, l, k), NULL));
+        }
+    if (c->pre_ln)
+        TRY(attn_layernorm_forward(Ms, C, enc_input(st, c->n_enc_layers, 0), m->w.enc_ln_w,
+                                   m->w.enc_ln_b, c->layer_norm_eps, st->enc_f.ln,
+                                   st->enc_f.mean, st->enc_f.rstd));
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_encdec_encode(const attn_encdec_model *m, attn_encdec_state *st, int B, int Ts,
+                               const int32_t *src_ids, const int32_t *src_len, float *enc_out) {
+    if (!m || !st || !src_ids || !src_len || !enc_out)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec encode: NULL argument");
+    if (st->model != m)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "encdec encode: the state was made for another model");
+    if (B < 1 || Ts < 1 || B > st->capB || Ts > st->capTs)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "encdec encode: B=%d Ts=%d outside the state's capacity B<=%d Ts<=%d", B,
+                         Ts, st->capB, st->capTs);
+    TRY(check_lens("src", src_len, B, Ts));
+    /* The decoder half of the state no longer matches this encoder output: no loss/backward. */
+    st->has_fwd = st->has_loss = false;
+    st->B = B, st->Ts = Ts;
+    memcpy(st->src_ids, src_ids, (size_t)B * Ts * sizeof(int32_t));
+    memcpy(st->src_len, src_len, (size_t)B * sizeof(int32_t));
+    TRY(run_encoder(m, st));
+    memcpy(enc_out, enc_output(st), (size_t)B * Ts * m->cfg.d_model * sizeof(float));
+    return ATTN_STATUS_OK;
+}
+
 attn_status attn_encdec_forward(const attn_encdec_model *m, attn_encdec_state *st, int B, int Ts,
                                 int Tt, const int32_t *src_ids, const int32_t *src_len,
                                 const int32_t *tgt_in, const int32_t *tgt_len,
@@ -779,21 +824,10 @@ attn_status attn_encdec_forward(const attn_encdec_model *m, attn_encdec_state *s
     memcpy(st->tgt_ids, tgt_in, (size_t)B * Tt * sizeof(int32_t));
     memcpy(st->src_len, src_len, (size_t)B * sizeof(int32_t));
     memcpy(st->tgt_len, tgt_len, (size_t)B * sizeof(int32_t));
-    const int C = c->d_model, Ms = B * Ts, Mt = B * Tt;
+    const int C = c->d_model, Mt = B * Tt;
     const float eps = c->layer_norm_eps;
 
-    /* Encoder. */
-    TRY(embed(st, "source", m->w.src_emb, c->src_vocab, m->w.enc_pos ? m->w.enc_pos : m->pos_table,
-              st->src_ids, B, Ts, SITE_ENC_EMB, st->enc_x0));
-    for (int l = 0; l < c->n_enc_layers; l++)
-        for (int k = 0; k < 2; k++) {
-            sublayer S = enc_sub(m, st, l, k);
-            TRY(sub_forward(st, &S, B, Ms, enc_input(st, l, k), NULL));
-        }
-    if (c->pre_ln)
-        TRY(attn_layernorm_forward(Ms, C, enc_input(st, c->n_enc_layers, 0), m->w.enc_ln_w,
-                                   m->w.enc_ln_b, eps, st->enc_f.ln, st->enc_f.mean,
-                                   st->enc_f.rstd));
+    TRY(run_encoder(m, st));
     const float *memory = enc_output(st);
 
     /* Decoder. */
@@ -881,5 +915,109 @@ attn_status attn_encdec_backward(attn_encdec_model *m, attn_encdec_state *st) {
     TRY(embed_backward(st, m->g.src_emb, c->src_vocab, m->g.enc_pos, st->src_ids, B, Ts,
                        SITE_ENC_EMB, G));
     st->has_loss = false;
+    return ATTN_STATUS_OK;
+}
+
+/* ---- model directory ------------------------------------------------------------------------ */
+
+/* DIR/name into buf; false (with an error recorded) when it does not fit. */
+static bool dir_path(char *buf, size_t n, const char *dir, const char *name, const char *what) {
+    int k = snprintf(buf, n, "%s/%s", dir, name);
+    if (k < 0 || (size_t)k >= n) {
+        attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec %s: directory path too long: %s", what,
+                  dir);
+        return false;
+    }
+    return true;
+}
+
+attn_status attn_encdec_save_dir(const attn_encdec_model *m, const char *dir) {
+    if (!m || !dir || !*dir)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec save: NULL argument");
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return attn_fail(ATTN_STATUS_IO, "encdec save: cannot create directory %s: %s", dir,
+                         strerror(errno));
+    char path[4096];
+    /* Weights first, then the config: a reader that finds a config beside an old weight file
+     * fails its shape checks loudly rather than loading half-updated weights silently. */
+    if (!dir_path(path, sizeof path, dir, "model.safetensors", "save"))
+        return ATTN_STATUS_INVALID_ARGUMENT;
+    attn_st_entry *e = attn_calloc((size_t)m->n_tensors * sizeof *e);
+    if (!e) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "encdec save: out of memory");
+    for (int i = 0; i < m->n_tensors; i++) {
+        const attn_encdec_tensor *t = &m->tensors[i];
+        e[i].name = t->name;
+        e[i].dtype = ATTN_DTYPE_F32;
+        e[i].ndim = t->ndim;
+        e[i].shape[0] = t->shape[0];
+        e[i].shape[1] = t->shape[1];
+        e[i].data = m->params + t->offset;
+    }
+    static const char *const meta[] = {"format", "attn-encdec", NULL};
+    attn_status s = attn_st_save(path, e, m->n_tensors, meta);
+    attn_free(e);
+    TRY(s);
+    if (!dir_path(path, sizeof path, dir, "config.json", "save"))
+        return ATTN_STATUS_INVALID_ARGUMENT;
+    return attn_encdec_config_save(path, &m->cfg);
+}
+
+attn_status attn_encdec_load_dir(const char *dir, attn_encdec_model **out) {
+    if (!dir || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec load: NULL argument");
+    *out = NULL;
+    char path[4096];
+    if (!dir_path(path, sizeof path, dir, "config.json", "load"))
+        return ATTN_STATUS_INVALID_ARGUMENT;
+    attn_encdec_config cfg;
+    TRY(attn_encdec_config_load(path, &cfg)); /* names the file and field */
+    attn_encdec_model *m;
+    TRY(attn_encdec_model_init(&cfg, 0, &m));
+    if (!dir_path(path, sizeof path, dir, "model.safetensors", "load")) {
+        attn_encdec_model_free(m);
+        return ATTN_STATUS_INVALID_ARGUMENT;
+    }
+    attn_st_file *f;
+    attn_status s = attn_st_open(path, &f);
+    if (s) {
+        attn_encdec_model_free(m);
+        return s;
+    }
+    /* Every tensor of the table must be present with its exact shape ... */
+    for (int i = 0; i < m->n_tensors && !s; i++) {
+        const attn_encdec_tensor *t = &m->tensors[i];
+        if (!attn_st_find(f, t->name)) {
+            s = attn_fail(ATTN_STATUS_FORMAT,
+                          "%s: tensor '%s' is missing (the model in config.json needs it)", path,
+                          t->name);
+            break;
+        }
+        s = attn_st_read_f32(f, t->name, t->ndim, t->shape, m->params + t->offset);
+    }
+    /* ... and nothing else may be there: a stray tensor means the file belongs to another
+     * configuration (say, untied output weights loaded as tied), which must not pass silently. */
+    if (!s) {
+        char extra[512] = "";
+        size_t used = 0;
+        int n_extra = 0;
+        for (int i = 0; i < attn_st_count(f); i++) {
+            const char *name = attn_st_tensor_at(f, i)->name;
+            if (attn_encdec_find_tensor(m, name)) continue;
+            if (n_extra++ < 8 && used < sizeof extra - 1) {
+                int k = snprintf(extra + used, sizeof extra - used, "%s'%s'", used ? ", " : "",
+                                 name);
+                if (k > 0) used = ATTN_MIN(sizeof extra - 1, used + (size_t)k);
+            }
+        }
+        if (n_extra)
+            s = attn_fail(ATTN_STATUS_FORMAT,
+                          "%s: %d tensor(s) not in the model of config.json: %s%s", path, n_extra,
+                          extra, n_extra > 8 ? ", ..." : "");
+    }
+    attn_st_close(f);
+    if (s) {
+        attn_encdec_model_free(m);
+        return s;
+    }
+    *out = m;
     return ATTN_STATUS_OK;
 }

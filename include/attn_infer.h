@@ -1,0 +1,118 @@
+/* attn_infer.h — fast translation with the encoder–decoder model (attn_models.h): greedy decoding
+ * and beam search over a KV cache (prefix attn_translate_).
+ *
+ * A session holds everything mutable (caches, scratch); the model is only read, so one model can
+ * serve several sessions (one per thread of a server, say). All buffers are allocated once by
+ * attn_translate_session_init: decoding allocates nothing per token.
+ *
+ *   attn_translate_session *s;
+ *   attn_translate_session_init(m, 32, 4, 64, 128, &s);   // 32 sentences, beam 4, Ts<=64, 128 steps
+ *   attn_translate_options o = attn_translate_default_options();   // beam 4, alpha 0.6
+ *   o.bos_id = 2; o.eos_id = 3;
+ *   attn_translate(s, &o, B, Ts, src, src_len, max_out, out_ids, out_len, out_score);
+ *   attn_translate_session_free(s);
+ *
+ * How a step runs (N = active sentences × beam hypotheses, all at the same position t):
+ *   - the encoder runs once per batch; each decoder layer's cross-attention keys and values
+ *     (Ts, 2C per sentence) are projected once, by one fused GEMM per layer, and kept;
+ *   - each step embeds the N newest tokens and runs every decoder layer on N rows: one GEMM per
+ *     projection for all hypotheses of all sentences; self-attention appends the new key/value to
+ *     the hypothesis's cache (N, Tmax, C) and attends over its first t+1 positions (Tq = 1);
+ *     cross-attention treats a sentence's K hypotheses as K queries over its source (Tq = K);
+ *   - logits (N, Vt) by one GEMM, log-probabilities by a per-row log-sum-exp.
+ * Hypotheses of a sentence are contiguous (row = sentence · K + beam). After each beam step the
+ * surviving hypotheses' cache rows are gathered into place (only rows whose parent changed, and
+ * only the t+1 filled positions); finished sentences are compacted away so the batch shrinks.
+ *
+ * Scores. A hypothesis y_1..y_n followed by </s> has log-probability
+ *   logp = Σ_{i=1..n+1} log P(y_i | y_<i, x)   (y_{n+1} = </s>),
+ * and its final score is logp / lp(n + 1) with GNMT's length penalty
+ *   lp(L) = ((5 + L) / 6)^alpha        (Wu et al. 2016; alpha = 0 gives lp = 1: plain logp)
+ * where L counts the generated tokens including </s>. The padding and <s> ids are never
+ * generated. A hypothesis that reaches the length limit is made to emit </s> (its score includes
+ * that log-probability), so every result ends properly.
+ * Early stop: a sentence's beam search ends when K hypotheses have finished and no live one can
+ * still beat the worst of them. With logp ≤ 0 only falling as tokens are added, the best a live
+ * hypothesis can reach is logp / max lp(L) over the lengths L it may still end at, which is exact
+ * (never stops too early); ATTN_TRANSLATE_STOP_HEURISTIC instead assumes the live hypothesis ends
+ * now (logp / lp(current length + 1)), as Hugging Face's early_stopping=False, faster for
+ * alpha > 0.
+ * Length limit per sentence: n ≤ min(max_len, floor(max_len_a · src_len + max_len_b),
+ * model max_len − 1, session max_tgt − 1) tokens before </s> (terms switched off when <= 0). */
+#ifndef ATTN_INFER_H
+#define ATTN_INFER_H
+
+#include "attn_core.h"
+#include "attn_models.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    ATTN_TRANSLATE_STOP_EXACT = 0, /* stop when no live hypothesis can beat the K-th finished */
+    ATTN_TRANSLATE_STOP_HEURISTIC  /* ... judging live hypotheses at their current length */
+} attn_translate_stop;
+
+typedef struct {
+    int beam_size;        /* K >= 1; 1 is greedy decoding (argmax each step) */
+    float length_penalty; /* alpha of lp(L) = ((5 + L)/6)^alpha; 0 = sum of log-probabilities */
+    int max_len;          /* absolute cap on output tokens before </s>; <= 0: none */
+    float max_len_a;      /* relative cap a · src_len + b; a <= 0: none */
+    int max_len_b;
+    attn_translate_stop stop;
+    int32_t bos_id;       /* the decoder's first input (<s>) */
+    int32_t eos_id;       /* </s>: ends a hypothesis */
+    bool always_beam;     /* run the beam-search code even for K = 1 (tests: it equals greedy) */
+} attn_translate_options;
+
+/* beam 4, alpha 0.6, max_len 0 (model limit), a = 2, b = 10, exact stop, bos 2, eos 3 (the
+ * tokenizer trainer's default special ids: <pad> 0, <unk> 1, <s> 2, </s> 3). */
+attn_translate_options attn_translate_default_options(void);
+
+typedef struct attn_translate_session attn_translate_session;
+
+/* A session for m (which must outlive it; the session keeps transposed copies of the decoder's
+ * weight matrices taken at init, so re-create the session after changing m's weights) translating batches of up to max_sentences sentences
+ * with beams up to max_beam, sources up to max_src tokens and up to max_tgt decoder positions
+ * (output tokens + </s>; clamped to the model's max_len). TOO_LARGE before allocating absurd
+ * sizes. */
+attn_status attn_translate_session_init(const attn_encdec_model *m, int max_sentences,
+                                        int max_beam, int max_src, int max_tgt,
+                                        attn_translate_session **out);
+void attn_translate_session_free(attn_translate_session *s);
+
+/* Translate B sentences.
+ *   src (B, Ts) source ids in [0, Vs) (the caller appends </s>, as in training); src_len (B) in
+ *     [1, Ts]
+ *   out_ids (B, max_out): the best hypothesis of sentence b in out_ids[b·max_out ..], without
+ *     <s> and </s>; out_len (B) its length; out_score (B) or NULL its score (see above).
+ * A hypothesis longer than max_out is an error (pass max_out >= the length limit). Deterministic:
+ * ties go to the lower hypothesis index, then the lower token id. */
+attn_status attn_translate(attn_translate_session *s, const attn_translate_options *o, int B,
+                           int Ts, const int32_t *src, const int32_t *src_len, int max_out,
+                           int32_t *out_ids, int32_t *out_len, float *out_score);
+
+/* ---- the incremental decoder, for tests and custom searches ------------------------------- */
+
+/* Encode B sentences and make R hypotheses per sentence (N = B·R rows, row = b·R + r), all empty
+ * (position 0). Needs B <= max_sentences and R <= max_beam. */
+attn_status attn_translate_begin(attn_translate_session *s, int B, int Ts, const int32_t *src,
+                                 const int32_t *src_len, int R);
+/* Feed one token per hypothesis, tokens (N), at the next position t (0 for the first call): the
+ * logits (N, Vt) of the next token become available from attn_translate_logits. */
+attn_status attn_translate_step(attn_translate_session *s, const int32_t *tokens);
+/* (N, Vt) logits of the last step, valid until the next call on s. */
+const float *attn_translate_logits(const attn_translate_session *s);
+/* Reorder hypotheses within their sentences: new row i (of sentence i / R) continues old row
+ * parent[i] (N entries, parent[i] in the same sentence), by copying cache rows. */
+attn_status attn_translate_reorder(attn_translate_session *s, const int32_t *parent);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,289 @@
+/* cmd_translate.c — `attn translate --model DIR [TEXT...]`: greedy or beam-search translation
+ * (src/infer/translate.c) of each TEXT, or of each line of standard input, one output line per
+ * input line.
+ *
+ * Speed comes from batching: lines are read in windows of 16 batches, sorted by token length
+ * (so a batch pads little and its sentences finish at similar steps), translated batch by batch
+ * and written back in input order, so the output is still one line per input line and streams
+ * window by window. */
+#include "cmd_translate.h"
+
+#include "cli.h"
+
+#include "attn_infer.h"
+#include "attn_models.h"
+#include "attn_tok.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char translate_usage[] =
+    "usage: attn translate --model DIR [--beam K] [--length-penalty A] [--max-len N]\n"
+    "                      [--max-len-ratio R] [--batch N] [--heuristic-stop] [--scores]\n"
+    "                      [TEXT...]\n"
+    "\n"
+    "Translates each TEXT, or each line of standard input, writing one line per input line\n"
+    "(an empty line gives an empty line). DIR holds config.json, model.safetensors and\n"
+    "tokenizer.json (as 'attn train' writes them). The source is the tokenizer's ids plus </s>;\n"
+    "decoding starts from <s> and stops at </s>.\n"
+    "\n"
+    "options:\n"
+    "  --beam K            beam size (default 4); 1 is greedy decoding\n"
+    "  --length-penalty A  rank finished beams by logp / ((5 + L) / 6)^A, L = output tokens\n"
+    "                      with </s> (GNMT; default 0.6; 0 = plain log-probability)\n"
+    "  --max-len N         at most N output tokens (default: the model's max_len - 1)\n"
+    "  --max-len-ratio R   at most R x source tokens + 10 (default 2; 0 = off)\n"
+    "  --batch N           sentences decoded together (default 32)\n"
+    "  --heuristic-stop    end a beam search once K beams finished and none of the live ones\n"
+    "                      beats them at its current length (faster with A > 0; the default\n"
+    "                      stops only when no live beam can win at any length)\n"
+    "  --scores            prefix each line with its score and a tab\n";
+
+typedef struct {
+    attn_encdec_model *m;
+    attn_tok *tok;
+    attn_translate_session *s;
+    attn_translate_options o;
+    int batch, max_src, max_out;
+    bool scores;
+    int32_t *src, *src_len, *out, *out_len; /* (batch, max_src), (batch), (batch, max_out) */
+    float *score;                            /* (batch) */
+    bool warned;
+} ctx;
+
+typedef struct {
+    char *text;    /* input line (owned) */
+    int32_t *ids;  /* source ids with </s> (owned) */
+    int n;         /* number of ids */
+    char *result;  /* translation (owned) */
+    float score;
+} item;
+
+static int cmp_len(const void *a, const void *b) {
+    const item *const *x = a, *const *y = b;
+    if ((*x)->n != (*y)->n) return (*x)->n < (*y)->n ? -1 : 1;
+    return *x < *y ? -1 : *x > *y; /* stable: input order among equals */
+}
+
+/* Tokenize it->text into it->ids (+ </s>), truncated to the model's source length. */
+static attn_status encode_item(ctx *c, item *it) {
+    int32_t *ids;
+    size_t n;
+    attn_status s = attn_tok_encode_alloc(c->tok, it->text, strlen(it->text), &ids, &n);
+    if (s) return s;
+    const int Vs = c->m->cfg.src_vocab;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= Vs) {
+            attn_free(ids);
+            return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                                  "translate: the tokenizer gives id %d, outside the model's "
+                                  "source vocabulary of %d",
+                                  (int)ids[i], Vs);
+        }
+    if (n > (size_t)c->max_src - 1) {
+        if (!c->warned)
+            fprintf(stderr, "attn: warning: a sentence of %zu tokens was cut to the model's %d\n",
+                    n, c->max_src - 1);
+        c->warned = true;
+        n = (size_t)c->max_src - 1;
+    }
+    it->ids = malloc((n + 1) * sizeof(int32_t));
+    if (!it->ids) {
+        attn_free(ids);
+        return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
+    }
+    memcpy(it->ids, ids, n * sizeof(int32_t));
+    attn_free(ids);
+    it->ids[n] = c->o.eos_id;
+    it->n = (int)n + 1;
+    return ATTN_STATUS_OK;
+}
+
+/* Translate items[0..n) (non-empty, sorted by length) in batches. */
+static attn_status run_sorted(ctx *c, item **items, int n) {
+    const int32_t pad = c->m->cfg.pad_id;
+    for (int i0 = 0; i0 < n; i0 += c->batch) {
+        const int B = n - i0 < c->batch ? n - i0 : c->batch;
+        int Ts = 1;
+        for (int b = 0; b < B; b++) Ts = items[i0 + b]->n > Ts ? items[i0 + b]->n : Ts;
+        for (int b = 0; b < B; b++) {
+            const item *it = items[i0 + b];
+            for (int t = 0; t < Ts; t++) c->src[b * Ts + t] = t < it->n ? it->ids[t] : pad;
+            c->src_len[b] = it->n;
+        }
+        attn_status s = attn_translate(c->s, &c->o, B, Ts, c->src, c->src_len, c->max_out,
+                                       c->out, c->out_len, c->score);
+        if (s) return s;
+        for (int b = 0; b < B; b++) {
+            size_t len;
+            s = attn_tok_decode_alloc(c->tok, c->out + (size_t)b * c->max_out,
+                                      (size_t)c->out_len[b], 0, &items[i0 + b]->result, &len);
+            if (s) return s;
+            items[i0 + b]->score = c->score[b];
+        }
+    }
+    return ATTN_STATUS_OK;
+}
+
+/* Translate and print a window of lines in input order. */
+static attn_status run_window(ctx *c, item *w, int n) {
+    item **order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    if (!order) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
+    int k = 0;
+    attn_status s = ATTN_STATUS_OK;
+    for (int i = 0; i < n && !s; i++)
+        if (w[i].text[0]) {
+            s = encode_item(c, &w[i]);
+            order[k++] = &w[i];
+        }
+    if (!s) {
+        qsort(order, (size_t)k, sizeof *order, cmp_len);
+        s = run_sorted(c, order, k);
+    }
+    free(order);
+    if (s) return s;
+    for (int i = 0; i < n; i++) {
+        if (c->scores) printf("%.4f\t", w[i].result ? (double)w[i].score : 0.0);
+        puts(w[i].result ? w[i].result : "");
+    }
+    fflush(stdout);
+    return ATTN_STATUS_OK;
+}
+
+static void clear_window(item *w, int n) {
+    for (int i = 0; i < n; i++) {
+        free(w[i].text);
+        free(w[i].ids);
+        attn_free(w[i].result);
+        memset(&w[i], 0, sizeof w[i]);
+    }
+}
+
+static attn_status setup(ctx *c, const char *dir) {
+    attn_status s = attn_encdec_load_dir(dir, &c->m);
+    if (s) return s;
+    if ((s = attn_tok_load(dir, &c->tok))) return s;
+    const int32_t bos = attn_tok_special_id(c->tok, ATTN_TOK_BOS);
+    const int32_t eos = attn_tok_special_id(c->tok, ATTN_TOK_EOS);
+    if (bos < 0 || eos < 0)
+        return attn_set_error(ATTN_STATUS_FORMAT,
+                              "%s/tokenizer.json: no <s> or </s> token (needed to decode)", dir);
+    if (bos >= c->m->cfg.tgt_vocab || eos >= c->m->cfg.tgt_vocab)
+        return attn_set_error(ATTN_STATUS_FORMAT,
+                              "%s: <s>/</s> ids %d/%d outside the model's target vocabulary %d",
+                              dir, (int)bos, (int)eos, c->m->cfg.tgt_vocab);
+    c->o.bos_id = bos, c->o.eos_id = eos;
+    const int L = c->m->cfg.max_len;
+    c->max_src = L;
+    /* Decoder positions: the length limit + 1 for </s>; never more than the model has. */
+    int max_tgt = c->o.max_len > 0 && c->o.max_len + 1 < L ? c->o.max_len + 1 : L;
+    c->max_out = max_tgt;
+    if ((s = attn_translate_session_init(c->m, c->batch, c->o.beam_size, c->max_src, max_tgt,
+                                         &c->s)))
+        return s;
+    c->src = malloc((size_t)c->batch * c->max_src * sizeof(int32_t));
+    c->src_len = malloc((size_t)c->batch * sizeof(int32_t));
+    c->out = malloc((size_t)c->batch * c->max_out * sizeof(int32_t));
+    c->out_len = malloc((size_t)c->batch * sizeof(int32_t));
+    c->score = malloc((size_t)c->batch * sizeof(float));
+    if (!c->src || !c->src_len || !c->out || !c->out_len || !c->score)
+        return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
+    return ATTN_STATUS_OK;
+}
+
+static void teardown(ctx *c) {
+    attn_translate_session_free(c->s);
+    attn_tok_free(c->tok);
+    attn_encdec_model_free(c->m);
+    free(c->src), free(c->src_len), free(c->out), free(c->out_len), free(c->score);
+}
+
+static bool parse_float(const char *s, float lo, float hi, float *out) {
+    if (!s || !*s) return false;
+    char *end;
+    double v = strtod(s, &end);
+    if (*end || !(v >= lo && v <= hi)) return false;
+    *out = (float)v;
+    return true;
+}
+
+int cmd_translate(int argc, char **argv) {
+    ctx c;
+    memset(&c, 0, sizeof c);
+    c.o = attn_translate_default_options();
+    c.batch = 32;
+    const char *dir = NULL;
+    int first_text = argc;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(translate_usage, stdout);
+            return CLI_EXIT_OK;
+        } else if (!strcmp(a, "--model")) {
+            if (!v) return cli_usage_error("--model needs a directory");
+            dir = v, i++;
+        } else if (!strcmp(a, "--beam")) {
+            if (!cli_parse_int(v, 1, 256, &c.o.beam_size))
+                return cli_usage_error("--beam needs a number from 1 to 256");
+            i++;
+        } else if (!strcmp(a, "--length-penalty")) {
+            if (!parse_float(v, -10.0f, 10.0f, &c.o.length_penalty))
+                return cli_usage_error("--length-penalty needs a number from -10 to 10");
+            i++;
+        } else if (!strcmp(a, "--max-len")) {
+            if (!cli_parse_int(v, 1, 1 << 20, &c.o.max_len))
+                return cli_usage_error("--max-len needs a positive number");
+            i++;
+        } else if (!strcmp(a, "--max-len-ratio")) {
+            if (!parse_float(v, 0.0f, 1000.0f, &c.o.max_len_a))
+                return cli_usage_error("--max-len-ratio needs a number >= 0");
+            i++;
+        } else if (!strcmp(a, "--batch")) {
+            if (!cli_parse_int(v, 1, 4096, &c.batch))
+                return cli_usage_error("--batch needs a number from 1 to 4096");
+            i++;
+        } else if (!strcmp(a, "--heuristic-stop")) {
+            c.o.stop = ATTN_TRANSLATE_STOP_HEURISTIC;
+        } else if (!strcmp(a, "--scores")) {
+            c.scores = true;
+        } else if (!strcmp(a, "--")) {
+            first_text = i + 1;
+            break;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error("translate: unknown option '%s'", a);
+        } else {
+            first_text = i;
+            break;
+        }
+    }
+    if (!dir) return cli_usage_error("translate needs --model DIR");
+    attn_status s = setup(&c, dir);
+    const int wcap = c.batch * 16;
+    item *w = calloc((size_t)wcap, sizeof *w);
+    if (!s && !w) s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
+    int n = 0;
+    if (!s && first_text < argc) {
+        for (int i = first_text; i < argc && !s; i++) {
+            if (!(w[n++].text = strdup(argv[i])))
+                s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
+            if (!s && n == wcap) s = run_window(&c, w, n), clear_window(w, n), n = 0;
+        }
+    } else if (!s) {
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t len;
+        while (!s && (len = getline(&line, &cap, stdin)) >= 0) {
+            while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+            if (!(w[n++].text = strdup(line)))
+                s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
+            if (!s && n == wcap) s = run_window(&c, w, n), clear_window(w, n), n = 0;
+        }
+        free(line);
+    }
+    if (!s && n) s = run_window(&c, w, n);
+    if (w) clear_window(w, n);
+    free(w);
+    teardown(&c);
+    return s ? cli_fail(s) : CLI_EXIT_OK;
+}

@@ -1,0 +1,744 @@
+/* translate.c — greedy and beam-search translation over a KV cache (attn_infer.h).
+ *
+ * The decoder step re-implements attn_encdec_forward's decoder for one new position per
+ * hypothesis, with the same kernels called in the same order, so its logits match the full
+ * forward's on the same prefix (tests/test_translate.c checks every step). What differs is only
+ * what is recomputed: past keys/values come from the cache, and the cross-attention keys/values
+ * of the encoder output are projected once per batch.
+ *
+ * Row layout: hypothesis r of active sentence j is row j·R + r (R = beam size, 1 for greedy), so
+ * a sentence's R queries are one "batch element" of R queries for the cross-attention kernel and
+ * no per-hypothesis copy of the encoder's keys/values is needed. Finished sentences are removed
+ * by compaction (moving rows and per-sentence blocks towards the front), so late steps cost only
+ * what the remaining sentences need. */
+#include "attn_infer.h"
+
+#include "attn_kernels.h"
+#include "../core/core-impl.h"
+
+#include <math.h>
+#include <string.h>
+
+#define TRY(expr)                                                                                \
+    do {                                                                                         \
+        attn_status s_ = (expr);                                                                 \
+        if (s_) return s_;                                                                       \
+    } while (0)
+
+struct attn_translate_session {
+    const attn_encdec_model *m;
+    int capS, capK, capTs, capT; /* sentences, beam, source length, decoder positions */
+    int capN;                    /* capS · capK hypothesis rows */
+    int C, F, V, H, L;           /* d_model, d_ff, target vocabulary, heads, decoder layers */
+    attn_encdec_state *enc;      /* encoder run state (capS, capTs) */
+    /* The decoder's matrices transposed to (in, out) once at init: the GEMM then packs them with
+     * plain copies instead of transposing every weight at every step (same packed values, so
+     * the same results). Per layer: */
+    float **wt_qkv;              /* [L] (C, 3C) self-attention W_Q|W_K|W_V transposed */
+    float **wt_so, **wt_cq, **wt_co; /* [L] (C, C) self W_O, cross W_Q, cross W_O transposed */
+    float **wt_f1;               /* [L] (C, F) */
+    float **wt_f2;               /* [L] (F, C) */
+    float *wt_out;               /* (C, V) output projection transposed */
+    float *mem;                  /* (capS·capTs, C) encoder output of the current batch */
+    float **ckv;                 /* [L] (S, Ts, 2C) cross-attention keys | values per sentence */
+    float **kc, **vc;            /* [L] (capN, capT, C) self-attention key / value caches */
+    float *stage;                /* (capN, capT, C) scratch for reordering cache rows */
+    float *x;                    /* (capN, C) residual stream of the current step */
+    float *h;                    /* (capN, C) pre-LN input of a sub-layer */
+    float *qkv;                  /* (capN, 3C) fused self-attention projections / cross query */
+    float *att;                  /* (capN, C) attention output before W_O */
+    float *y;                    /* (capN, C) sub-layer output */
+    float *ff;                   /* (capN, F) feed-forward hidden layer */
+    float *logits;               /* (capN, V) */
+    float *lse;                  /* (capN) log-sum-exp of each logits row */
+    int32_t *kv_len;             /* (capN) self-attention keys visible: t + 1 */
+    int32_t *src_len;            /* (capS) source lengths of the active sentences */
+    int32_t *sent;               /* (capS) original index (in the batch) of active sentence j */
+    int32_t *rows;               /* (capN) scratch: gather sources */
+    /* search bookkeeping */
+    int32_t *hist, *hist2;       /* (capN, capT) tokens generated so far by each hypothesis */
+    int32_t *tok;                /* (capN) tokens to feed at the next step */
+    double *score, *score2;      /* (capN) running log-probability of each hypothesis */
+    int32_t *npar, *ntok;        /* (capN) chosen parent row / token per new beam (old layout) */
+    double *nscore;              /* (capN) */
+    int32_t *keep;               /* (capS) active sentences that go on */
+    uint8_t *done;               /* (capS) sentence j finished this step */
+    int32_t *lim;                /* (capS) length limit per original sentence */
+    int32_t *fin_ids;            /* (capS, capK, capT) finished hypotheses per original sentence */
+    int32_t *fin_len;            /* (capS, capK) */
+    double *fin_score;           /* (capS, capK) normalized scores */
+    int32_t *n_fin;              /* (capS) */
+    int S, R, N, Ts, t;          /* active sentences, rows per sentence, rows, source len, pos */
+    bool begun;
+};
+
+attn_translate_options attn_translate_default_options(void) {
+    attn_translate_options o;
+    memset(&o, 0, sizeof o);
+    o.beam_size = 4;
+    o.length_penalty = 0.6f;
+    o.max_len = 0;
+    o.max_len_a = 2.0f;
+    o.max_len_b = 10;
+    o.stop = ATTN_TRANSLATE_STOP_EXACT;
+    o.bos_id = 2;
+    o.eos_id = 3;
+    return o;
+}
+
+/* dst (cols, rows) = src (rows, cols) transposed. */
+static void transpose(int rows, int cols, const float *src, float *dst) {
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) dst[(size_t)j * rows + i] = src[(size_t)i * cols + j];
+}
+
+void attn_translate_session_free(attn_translate_session *s) {
+    if (!s) return;
+    attn_encdec_state_free(s->enc);
+    float **wts[] = {s->wt_qkv, s->wt_so, s->wt_cq, s->wt_co, s->wt_f1, s->wt_f2};
+    for (size_t i = 0; i < sizeof wts / sizeof wts[0]; i++) {
+        for (int l = 0; wts[i] && l < s->L; l++) attn_free(wts[i][l]);
+        attn_free(wts[i]);
+    }
+    attn_free(s->wt_out);
+    for (int l = 0; l < s->L; l++) {
+        if (s->ckv) attn_free(s->ckv[l]);
+        if (s->kc) attn_free(s->kc[l]);
+        if (s->vc) attn_free(s->vc[l]);
+    }
+    attn_free(s->ckv), attn_free(s->kc), attn_free(s->vc);
+    void *bufs[] = {s->mem,   s->stage,  s->x,      s->h,     s->qkv,    s->att,      s->y,
+                    s->ff,    s->logits, s->lse,    s->kv_len, s->src_len, s->sent,   s->rows,
+                    s->hist,  s->hist2,  s->tok,    s->score, s->score2, s->npar,     s->ntok,
+                    s->nscore, s->keep,  s->done,   s->lim,   s->fin_ids, s->fin_len, s->fin_score,
+                    s->n_fin};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) attn_free(bufs[i]);
+    attn_free(s);
+}
+
+attn_status attn_translate_session_init(const attn_encdec_model *m, int max_sentences,
+                                        int max_beam, int max_src, int max_tgt,
+                                        attn_translate_session **out) {
+    if (!m || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "translate: NULL argument");
+    *out = NULL;
+    const attn_encdec_config *c = &m->cfg;
+    if (max_sentences < 1 || max_beam < 1 || max_src < 1 || max_tgt < 1)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "translate session: sizes must be >= 1 (sentences %d, beam %d, source "
+                         "%d, target %d)",
+                         max_sentences, max_beam, max_src, max_tgt);
+    if (max_src > c->max_len)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "translate session: max_src %d exceeds the model's max_len %d", max_src,
+                         c->max_len);
+    max_tgt = ATTN_MIN(max_tgt, c->max_len);
+    const double C = c->d_model, N = (double)max_sentences * max_beam, L = c->n_dec_layers;
+    /* In double first: nothing absurd may reach the allocator. */
+    double total = L * ((double)max_sentences * max_src * 2 * C + 2 * N * max_tgt * C) +
+                   N * max_tgt * C + N * (7 * C + c->d_ff + c->tgt_vocab) + N * 2 * max_tgt;
+    if (total > (double)(ATTN_MAX_BUFFER_BYTES / sizeof(float)) || N * c->tgt_vocab > INT32_MAX ||
+        N * max_tgt * C > INT32_MAX)
+        return attn_fail(ATTN_STATUS_TOO_LARGE,
+                         "translate session: %d sentences x beam %d x %d positions needs %.3g "
+                         "floats, too large",
+                         max_sentences, max_beam, max_tgt, total);
+    attn_translate_session *s = attn_calloc(sizeof *s);
+    if (!s) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
+    s->m = m;
+    s->capS = max_sentences, s->capK = max_beam, s->capTs = max_src, s->capT = max_tgt;
+    s->capN = max_sentences * max_beam;
+    s->C = c->d_model, s->F = c->d_ff, s->V = c->tgt_vocab, s->H = c->n_head;
+    s->L = c->n_dec_layers;
+    attn_status st = attn_encdec_state_init(m, max_sentences, max_src, 1, &s->enc);
+    if (st) {
+        attn_translate_session_free(s);
+        return st;
+    }
+    const size_t nS = (size_t)s->capS, nN = (size_t)s->capN, T = (size_t)s->capT;
+    const size_t Cz = (size_t)s->C, f = sizeof(float), i4 = sizeof(int32_t), d8 = sizeof(double);
+    bool ok = true;
+#define ALLOC(field, bytes) ok = ok && ((s->field = attn_calloc(bytes)) != NULL)
+    ALLOC(ckv, (size_t)s->L * sizeof(float *));
+    ALLOC(kc, (size_t)s->L * sizeof(float *));
+    ALLOC(vc, (size_t)s->L * sizeof(float *));
+    for (int l = 0; ok && l < s->L; l++) {
+        ALLOC(ckv[l], nS * (size_t)max_src * 2 * Cz * f);
+        ALLOC(kc[l], nN * T * Cz * f);
+        ALLOC(vc[l], nN * T * Cz * f);
+    }
+    const size_t Fz = (size_t)s->F;
+    ALLOC(wt_qkv, (size_t)s->L * sizeof(float *));
+    ALLOC(wt_so, (size_t)s->L * sizeof(float *));
+    ALLOC(wt_cq, (size_t)s->L * sizeof(float *));
+    ALLOC(wt_co, (size_t)s->L * sizeof(float *));
+    ALLOC(wt_f1, (size_t)s->L * sizeof(float *));
+    ALLOC(wt_f2, (size_t)s->L * sizeof(float *));
+    for (int l = 0; ok && l < s->L; l++) {
+        ALLOC(wt_qkv[l], 3 * Cz * Cz * f);
+        ALLOC(wt_so[l], Cz * Cz * f);
+        ALLOC(wt_cq[l], Cz * Cz * f);
+        ALLOC(wt_co[l], Cz * Cz * f);
+        ALLOC(wt_f1[l], Cz * Fz * f);
+        ALLOC(wt_f2[l], Cz * Fz * f);
+    }
+    ALLOC(wt_out, Cz * (size_t)s->V * f);
+    ALLOC(mem, nS * (size_t)max_src * Cz * f);
+    ALLOC(stage, nN * T * Cz * f);
+    ALLOC(x, nN * Cz * f);
+    ALLOC(h, nN * Cz * f);
+    ALLOC(qkv, nN * 3 * Cz * f);
+    ALLOC(att, nN * Cz * f);
+    ALLOC(y, nN * Cz * f);
+    ALLOC(ff, nN * (size_t)s->F * f);
+    ALLOC(logits, nN * (size_t)s->V * f);
+    ALLOC(lse, nN * f);
+    ALLOC(kv_len, nN * i4);
+    ALLOC(src_len, nS * i4);
+    ALLOC(sent, nS * i4);
+    ALLOC(rows, nN * i4);
+    ALLOC(hist, nN * T * i4);
+    ALLOC(hist2, nN * T * i4);
+    ALLOC(tok, nN * i4);
+    ALLOC(score, nN * d8);
+    ALLOC(score2, nN * d8);
+    ALLOC(npar, nN * i4);
+    ALLOC(ntok, nN * i4);
+    ALLOC(nscore, nN * d8);
+    ALLOC(keep, nS * i4);
+    ALLOC(done, nS);
+    ALLOC(lim, nS * i4);
+    ALLOC(fin_ids, nN * T * i4);
+    ALLOC(fin_len, nN * i4);
+    ALLOC(fin_score, nN * d8);
+    ALLOC(n_fin, nS * i4);
+#undef ALLOC
+    if (!ok) {
+        attn_translate_session_free(s);
+        return attn_fail(ATTN_STATUS_OUT_OF_MEMORY,
+                         "translate session: out of memory (%d sentences, beam %d)", max_sentences,
+                         max_beam);
+    }
+    for (int l = 0; l < s->L; l++) {
+        const attn_encdec_dec_layer *W = &m->w.dec[l];
+        transpose(3 * s->C, s->C, W->self_attn.w_q, s->wt_qkv[l]);
+        transpose(s->C, s->C, W->self_attn.w_o, s->wt_so[l]);
+        transpose(s->C, s->C, W->cross_attn.w_q, s->wt_cq[l]);
+        transpose(s->C, s->C, W->cross_attn.w_o, s->wt_co[l]);
+        transpose(s->F, s->C, W->ff1_w, s->wt_f1[l]);
+        transpose(s->C, s->F, W->ff2_w, s->wt_f2[l]);
+    }
+    transpose(s->V, s->C, m->w.out_w, s->wt_out);
+    *out = s;
+    return ATTN_STATUS_OK;
+}
+
+/* ---- the incremental decoder ------------------------------------------------------------- */
+
+attn_status attn_translate_begin(attn_translate_session *s, int B, int Ts, const int32_t *src,
+                                 const int32_t *src_len, int R) {
+    if (!s || !src || !src_len)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "translate: NULL argument");
+    if (B < 1 || B > s->capS || R < 1 || R > s->capK || Ts < 1 || Ts > s->capTs)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "translate: B=%d R=%d Ts=%d outside the session's capacity "
+                         "(sentences %d, beam %d, source %d)",
+                         B, R, Ts, s->capS, s->capK, s->capTs);
+    s->begun = false;
+    const attn_encdec_model *m = s->m;
+    const int C = s->C;
+    TRY(attn_encdec_encode(m, s->enc, B, Ts, src, src_len, s->mem));
+    /* Each layer's cross-attention K|V for all source positions: one GEMM with the adjacent
+     * (w_k; w_v) = (2C, C) weight and (b_k; b_v) bias. */
+    for (int l = 0; l < s->L; l++) {
+        const attn_mha_weights *w = &m->w.dec[l].cross_attn;
+        TRY(attn_gemm(false, true, B * Ts, 2 * C, C, 1.0f, s->mem, C, w->w_k, C, 0.0f, s->ckv[l],
+                      2 * C, w->b_k, ATTN_ACT_NONE));
+    }
+    memcpy(s->src_len, src_len, (size_t)B * sizeof(int32_t));
+    for (int b = 0; b < B; b++) s->sent[b] = b;
+    s->S = B, s->R = R, s->N = B * R, s->Ts = Ts, s->t = 0;
+    s->begun = true;
+    return ATTN_STATUS_OK;
+}
+
+/* One residual sub-layer around the function already evaluated into s->y from input `in`:
+ *   post-LN: x = LN(x + y);  pre-LN: x = x + y  (the LN of pre-LN was applied to make `in`).
+ * Mirrors encdec.c's sub_forward (without dropout: decoding is evaluation). */
+static attn_status residual(attn_translate_session *s, const float *ln_w, const float *ln_b) {
+    const size_t n = (size_t)s->N * s->C;
+    for (size_t i = 0; i < n; i++) s->y[i] = s->x[i] + s->y[i];
+    if (s->m->cfg.pre_ln) {
+        memcpy(s->x, s->y, n * sizeof(float));
+        return ATTN_STATUS_OK;
+    }
+    return attn_layernorm_forward(s->N, s->C, s->y, ln_w, ln_b, s->m->cfg.layer_norm_eps, s->x,
+                                  NULL, NULL);
+}
+
+/* The input of a sub-layer: LN(x) for pre-LN (into s->h), else x itself. */
+static attn_status sub_input(attn_translate_session *s, const float *ln_w, const float *ln_b,
+                             const float **in) {
+    *in = s->x;
+    if (!s->m->cfg.pre_ln) return ATTN_STATUS_OK;
+    *in = s->h;
+    return attn_layernorm_forward(s->N, s->C, s->x, ln_w, ln_b, s->m->cfg.layer_norm_eps, s->h,
+                                  NULL, NULL);
+}
+
+static attn_status self_attention(attn_translate_session *s, int l) {
+    const attn_encdec_dec_layer *W = &s->m->w.dec[l];
+    const attn_mha_weights *w = &W->self_attn;
+    const int N = s->N, C = s->C, t = s->t, T = s->capT;
+    const float *in;
+    TRY(sub_input(s, W->ln1_w, W->ln1_b, &in));
+    /* q|k|v (N, 3C) in one GEMM: w_q, w_k, w_v are adjacent rows of one (3C, C) matrix. */
+    TRY(attn_gemm(false, false, N, 3 * C, C, 1.0f, in, C, s->wt_qkv[l], 3 * C, 0.0f, s->qkv,
+                  3 * C, w->b_q, ATTN_ACT_NONE));
+    float *kc = s->kc[l], *vc = s->vc[l];
+    for (int n = 0; n < N; n++) {
+        const float *row = s->qkv + (size_t)n * 3 * C;
+        memcpy(kc + ((size_t)n * T + t) * C, row + C, (size_t)C * sizeof(float));
+        memcpy(vc + ((size_t)n * T + t) * C, row + 2 * C, (size_t)C * sizeof(float));
+        s->kv_len[n] = t + 1;
+    }
+    /* Tq = 1 query per hypothesis over its cache of capacity T: the kernel's batch stride is
+     * Tk·ldk, so Tk = T, and kv_len = t + 1 hides the unfilled positions (causality for free). */
+    attn_attention_params p = attn_attention_default_params(N, s->H, 1, T, C / s->H);
+    p.kv_len = s->kv_len;
+    p.ldq = 3 * C, p.ldk = C, p.ldv = C, p.ldo = C;
+    TRY(attn_attention_forward(&p, s->qkv, kc, vc, s->att, NULL, NULL));
+    TRY(attn_gemm(false, false, N, C, C, 1.0f, s->att, C, s->wt_so[l], C, 0.0f, s->y, C, w->b_o,
+                  ATTN_ACT_NONE));
+    return residual(s, W->ln1_w, W->ln1_b);
+}
+
+static attn_status cross_attention(attn_translate_session *s, int l) {
+    const attn_encdec_dec_layer *W = &s->m->w.dec[l];
+    const attn_mha_weights *w = &W->cross_attn;
+    const int N = s->N, C = s->C;
+    const float *in;
+    TRY(sub_input(s, W->ln2_w, W->ln2_b, &in));
+    TRY(attn_gemm(false, false, N, C, C, 1.0f, in, C, s->wt_cq[l], C, 0.0f, s->qkv, C, w->b_q,
+                  ATTN_ACT_NONE));
+    /* A sentence's R hypotheses are R queries (rows j·R .. j·R+R−1) over its own source. */
+    attn_attention_params p = attn_attention_default_params(s->S, s->H, s->R, s->Ts, C / s->H);
+    p.kv_len = s->src_len;
+    p.ldk = 2 * C, p.ldv = 2 * C;
+    TRY(attn_attention_forward(&p, s->qkv, s->ckv[l], s->ckv[l] + C, s->att, NULL, NULL));
+    TRY(attn_gemm(false, false, N, C, C, 1.0f, s->att, C, s->wt_co[l], C, 0.0f, s->y, C, w->b_o,
+                  ATTN_ACT_NONE));
+    return residual(s, W->ln2_w, W->ln2_b);
+}
+
+static attn_status feed_forward(attn_translate_session *s, int l) {
+    const attn_encdec_dec_layer *W = &s->m->w.dec[l];
+    const int N = s->N, C = s->C, F = s->F;
+    const float *in;
+    TRY(sub_input(s, W->ln3_w, W->ln3_b, &in));
+    if (s->m->cfg.activation == ATTN_ENCDEC_RELU) {
+        TRY(attn_gemm(false, false, N, F, C, 1.0f, in, C, s->wt_f1[l], F, 0.0f, s->ff, F,
+                      W->ff1_b, ATTN_ACT_RELU));
+    } else {
+        /* As the training forward: bias GEMM, then exact-erf GELU (same rounding). */
+        TRY(attn_gemm(false, false, N, F, C, 1.0f, in, C, s->wt_f1[l], F, 0.0f, s->ff, F,
+                      W->ff1_b, ATTN_ACT_NONE));
+        TRY(attn_act_forward(ATTN_ACT_GELU_ERF, (size_t)N * F, s->ff, s->ff));
+    }
+    TRY(attn_gemm(false, false, N, C, F, 1.0f, s->ff, F, s->wt_f2[l], C, 0.0f, s->y, C, W->ff2_b,
+                  ATTN_ACT_NONE));
+    return residual(s, W->ln3_w, W->ln3_b);
+}
+
+attn_status attn_translate_step(attn_translate_session *s, const int32_t *tokens) {
+    if (!s || !tokens) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "translate: NULL argument");
+    if (!s->begun)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "translate step: no attn_translate_begin");
+    const attn_encdec_model *m = s->m;
+    const int N = s->N, C = s->C, V = s->V, t = s->t;
+    if (t >= s->capT)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "translate step: position %d beyond the session's %d target positions", t,
+                         s->capT);
+    for (int n = 0; n < N; n++)
+        if (tokens[n] < 0 || tokens[n] >= V)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "translate step: token %d of hypothesis %d outside [0, %d)",
+                             (int)tokens[n], n, V);
+    /* x = E_tgt[token] · sqrt(C) + P[t], computed as encdec.c's embed does. */
+    TRY(attn_embedding_forward(N, V, C, tokens, m->w.tgt_emb, s->x));
+    const float scale = (float)sqrt((double)C);
+    const float *pos = (m->w.dec_pos ? m->w.dec_pos : m->pos_table) + (size_t)t * C;
+    for (int n = 0; n < N; n++) {
+        float *row = s->x + (size_t)n * C;
+        for (int i = 0; i < C; i++) row[i] = row[i] * scale + pos[i];
+    }
+    for (int l = 0; l < s->L; l++) {
+        TRY(self_attention(s, l));
+        TRY(cross_attention(s, l));
+        TRY(feed_forward(s, l));
+    }
+    const float *yout = s->x;
+    if (m->cfg.pre_ln) {
+        TRY(attn_layernorm_forward(N, C, s->x, m->w.dec_ln_w, m->w.dec_ln_b,
+                                   m->cfg.layer_norm_eps, s->h, NULL, NULL));
+        yout = s->h;
+    }
+    TRY(attn_gemm(false, false, N, V, C, 1.0f, yout, C, s->wt_out, V, 0.0f, s->logits, V,
+                  m->w.out_b, ATTN_ACT_NONE));
+    s->t = t + 1;
+    return ATTN_STATUS_OK;
+}
+
+const float *attn_translate_logits(const attn_translate_session *s) {
+    return s && s->begun && s->t > 0 ? s->logits : NULL;
+}
+
+/* New row i continues old row src[i] (i < Nnew): the caches' first t positions are gathered.
+ * All reads go to the stage before any write, so any mapping (permutation, duplicates,
+ * compaction) is safe; rows that keep their place are not copied at all. */
+static void gather_rows(attn_translate_session *s, const int32_t *src, int Nnew) {
+    const size_t row = (size_t)s->t * s->C, stride = (size_t)s->capT * s->C;
+    if (row == 0) return;
+    int moved = 0;
+    for (int i = 0; i < Nnew; i++) moved += src[i] != i;
+    if (!moved) return;
+    for (int l = 0; l < s->L; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            float *cache = kv ? s->vc[l] : s->kc[l];
+            int j = 0;
+            for (int i = 0; i < Nnew; i++)
+                if (src[i] != i)
+                    memcpy(s->stage + (size_t)j++ * stride, cache + (size_t)src[i] * stride,
+                           row * sizeof(float));
+            j = 0;
+            for (int i = 0; i < Nnew; i++)
+                if (src[i] != i)
+                    memcpy(cache + (size_t)i * stride, s->stage + (size_t)j++ * stride,
+                           row * sizeof(float));
+        }
+}
+
+attn_status attn_translate_reorder(attn_translate_session *s, const int32_t *parent) {
+    if (!s || !parent) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "translate: NULL argument");
+    if (!s->begun)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "translate reorder: no attn_translate_begin");
+    for (int i = 0; i < s->N; i++)
+        if (parent[i] < 0 || parent[i] >= s->N || parent[i] / s->R != i / s->R)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "translate reorder: parent[%d] = %d is not a row of sentence %d", i,
+                             (int)parent[i], i / s->R);
+    gather_rows(s, parent, s->N);
+    return ATTN_STATUS_OK;
+}
+
+/* Keep only active sentences keep[0..nk) (ascending): their rows, per-sentence cross K/V blocks,
+ * lengths and indices move to the front. The caller has already moved its own per-row data. */
+static void compact(attn_translate_session *s, const int32_t *keep, int nk,
+                    const int32_t *row_src) {
+    gather_rows(s, row_src, nk * s->R);
+    const size_t blk = (size_t)s->Ts * 2 * s->C;
+    for (int j = 0; j < nk; j++) {
+        if (keep[j] == j) continue;
+        /* keep is ascending, so keep[j] > j and earlier blocks are already in place. */
+        for (int l = 0; l < s->L; l++)
+            memcpy(s->ckv[l] + (size_t)j * blk, s->ckv[l] + (size_t)keep[j] * blk,
+                   blk * sizeof(float));
+        s->src_len[j] = s->src_len[keep[j]];
+        s->sent[j] = s->sent[keep[j]];
+    }
+    s->S = nk, s->N = nk * s->R;
+}
+
+/* ---- search ---------------------------------------------------------------------------------- */
+
+/* lse[n] = log Σ_v exp(logits[n, v]) for the active rows: log-probabilities are logit − lse. */
+static void row_lse(attn_translate_session *s) {
+    const int N = s->N, V = s->V;
+#pragma omp parallel for schedule(static) if ((size_t)N * V > 32768)
+    for (int n = 0; n < N; n++) {
+        const float *r = s->logits + (size_t)n * V;
+        float mx = r[0];
+        for (int v = 1; v < V; v++) mx = r[v] > mx ? r[v] : mx;
+        double sum = 0;
+        for (int v = 0; v < V; v++) sum += expf(r[v] - mx); /* float exp: 3x faster */
+        s->lse[n] = (float)((double)mx + log(sum));
+    }
+}
+
+static double lp(const attn_translate_options *o, int len) {
+    return o->length_penalty == 0.0f ? 1.0 : pow((5.0 + len) / 6.0, (double)o->length_penalty);
+}
+
+/* Output tokens allowed before </s> for a source of src_len tokens. */
+static int length_limit(const attn_translate_session *s, const attn_translate_options *o,
+                        int src_len) {
+    int lim = ATTN_MIN(s->m->cfg.max_len, s->capT) - 1;
+    if (o->max_len > 0) lim = ATTN_MIN(lim, o->max_len);
+    if (o->max_len_a > 0.0f) {
+        double r = floor((double)o->max_len_a * src_len + o->max_len_b);
+        if (r < lim) lim = r < 0 ? 0 : (int)r;
+    }
+    return lim;
+}
+
+/* Record a finished hypothesis of original sentence b among its best K (replacing the worst
+ * when full). ids (len) are the tokens before </s>. */
+static void add_finished(attn_translate_session *s, int K, int b, const int32_t *ids, int len,
+                         double sc) {
+    int *nf = &s->n_fin[b];
+    int slot = *nf;
+    if (*nf == K) {
+        slot = 0;
+        for (int i = 1; i < K; i++)
+            if (s->fin_score[(size_t)b * s->capK + i] < s->fin_score[(size_t)b * s->capK + slot])
+                slot = i;
+        if (!(sc > s->fin_score[(size_t)b * s->capK + slot])) return;
+    } else {
+        (*nf)++;
+    }
+    size_t k = (size_t)b * s->capK + slot;
+    s->fin_score[k] = sc;
+    s->fin_len[k] = len;
+    memcpy(s->fin_ids + k * s->capT, ids, (size_t)len * sizeof(int32_t));
+}
+
+static double worst_finished(const attn_translate_session *s, int b) {
+    double w = INFINITY;
+    for (int i = 0; i < s->n_fin[b]; i++) w = fmin(w, s->fin_score[(size_t)b * s->capK + i]);
+    return w;
+}
+
+static bool banned(const attn_translate_session *s, const attn_translate_options *o, int v) {
+    return v == s->m->cfg.pad_id || v == o->bos_id;
+}
+
+/* Candidate (score, row k, token v) of one sentence's beam step. */
+typedef struct {
+    double sc;
+    int k, v;
+} cand;
+
+/* Beam step for active sentence j: choose up to K live continuations (npar/ntok/nscore at rows
+ * j·K ..) and record finished ones; done[j] when the sentence's search is over. */
+static void beam_sentence(attn_translate_session *s, const attn_translate_options *o, int j,
+                          cand *top) {
+    const int K = s->R, V = s->V, t = s->t - 1; /* t: position just computed */
+    const int b = s->sent[j];
+    const int eos = o->eos_id;
+    const int base = j * K;
+    int nlive = 0;
+    s->done[j] = 0;
+    if (t >= s->lim[b]) {
+        /* Length limit: every live hypothesis ends here with </s>. */
+        for (int k = 0; k < K; k++) {
+            int n = base + k;
+            if (!isfinite(s->score[n])) continue;
+            double sc = s->score[n] + (double)(s->logits[(size_t)n * V + eos] - s->lse[n]);
+            add_finished(s, K, b, s->hist + (size_t)n * s->capT, t, sc / lp(o, t + 1));
+        }
+        s->done[j] = 1;
+        return;
+    }
+    /* The best 2K candidates over (k, v), kept sorted by an insertion that needs beating the
+     * current last one (so most of the K·V candidates cost one comparison). Equal scores keep
+     * the earlier (k, v): results never depend on threads. */
+    const int M = 2 * K;
+    int nt = 0;
+    for (int k = 0; k < K; k++) {
+        int n = base + k;
+        if (!isfinite(s->score[n])) continue;
+        const float *r = s->logits + (size_t)n * V;
+        const double off = s->score[n] - (double)s->lse[n];
+        for (int v = 0; v < V; v++) {
+            double sc = off + (double)r[v];
+            if (nt == M && !(sc > top[M - 1].sc)) continue;
+            if (banned(s, o, v)) continue;
+            int i = nt < M ? nt++ : M - 1;
+            while (i > 0 && top[i - 1].sc < sc) {
+                top[i] = top[i - 1];
+                i--;
+            }
+            top[i].sc = sc, top[i].k = k, top[i].v = v;
+        }
+    }
+    for (int i = 0; i < nt && nlive < K; i++) {
+        const int n = base + top[i].k;
+        if (top[i].v == eos) {
+            /* As in Hugging Face: an end among the top K candidates finishes a hypothesis; one
+             * ranked lower is beaten by K live continuations anyway. */
+            if (i < K)
+                add_finished(s, K, b, s->hist + (size_t)n * s->capT, t,
+                             top[i].sc / lp(o, t + 1));
+            continue;
+        }
+        s->npar[base + nlive] = n;
+        s->ntok[base + nlive] = top[i].v;
+        s->nscore[base + nlive] = top[i].sc;
+        nlive++;
+    }
+    const double best_live = nlive ? s->nscore[base] : -INFINITY;
+    for (int r = nlive; r < K; r++) { /* dead filler rows: never expanded */
+        s->npar[base + r] = base;
+        s->ntok[base + r] = eos;
+        s->nscore[base + r] = -INFINITY;
+    }
+    if (!nlive) {
+        s->done[j] = 1;
+        return;
+    }
+    if (s->n_fin[b] == K) {
+        /* A live hypothesis (t + 1 tokens now) ends at a length L in [t + 2, lim + 1]; its
+         * log-probability only falls, so its best normalized score is best_live / max lp(L). */
+        double den;
+        if (o->stop == ATTN_TRANSLATE_STOP_HEURISTIC || o->length_penalty < 0.0f)
+            den = lp(o, t + 2);
+        else
+            den = lp(o, s->lim[b] + 1);
+        if (worst_finished(s, b) >= best_live / den) s->done[j] = 1;
+    }
+}
+
+/* Copy a finished hypothesis to the caller's arrays. */
+static attn_status emit(const attn_translate_session *s, int b, const int32_t *ids, int len,
+                        double sc, int max_out, int32_t *out_ids, int32_t *out_len,
+                        float *out_score) {
+    if (len > max_out)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "translate: sentence %d's translation has %d tokens, more than "
+                         "max_out %d",
+                         b, len, max_out);
+    (void)s;
+    memcpy(out_ids + (size_t)b * max_out, ids, (size_t)len * sizeof(int32_t));
+    out_len[b] = len;
+    if (out_score) out_score[b] = (float)sc;
+    return ATTN_STATUS_OK;
+}
+
+static attn_status greedy(attn_translate_session *s, const attn_translate_options *o, int B,
+                          int max_out, int32_t *out_ids, int32_t *out_len, float *out_score) {
+    const int V = s->V, eos = o->eos_id;
+    for (int n = 0; n < B; n++) s->tok[n] = o->bos_id, s->score[n] = 0;
+    while (s->S > 0) {
+        TRY(attn_translate_step(s, s->tok));
+        row_lse(s);
+        const int t = s->t - 1, N = s->N;
+#pragma omp parallel for schedule(static) if ((size_t)N * V > 32768)
+        for (int n = 0; n < N; n++) {
+            const float *r = s->logits + (size_t)n * V;
+            int best = eos;
+            if (t < s->lim[s->sent[n]]) {
+                best = -1;
+                for (int v = 0; v < V; v++)
+                    if (!banned(s, o, v) && (best < 0 || r[v] > r[best])) best = v;
+            }
+            s->score[n] += (double)(r[best] - s->lse[n]);
+            s->tok[n] = best;
+        }
+        int nk = 0;
+        for (int n = 0; n < N; n++) {
+            const int b = s->sent[n];
+            int32_t *h = s->hist + (size_t)n * s->capT;
+            if (s->tok[n] == eos) {
+                TRY(emit(s, b, h, t, s->score[n] / lp(o, t + 1), max_out, out_ids, out_len,
+                         out_score));
+                continue;
+            }
+            h[t] = s->tok[n];
+            s->keep[nk++] = n;
+        }
+        if (nk == N) continue;
+        /* Per-row state moves with its row (R = 1: rows are sentences). */
+        for (int j = 0; j < nk; j++) {
+            const int n = s->keep[j];
+            s->rows[j] = n;
+            if (n == j) continue;
+            s->tok[j] = s->tok[n], s->score[j] = s->score[n];
+            memcpy(s->hist + (size_t)j * s->capT, s->hist + (size_t)n * s->capT,
+                   (size_t)(t + 1) * sizeof(int32_t));
+        }
+        compact(s, s->keep, nk, s->rows);
+    }
+    return ATTN_STATUS_OK;
+}
+
+static attn_status beam(attn_translate_session *s, const attn_translate_options *o, int B,
+                        int max_out, int32_t *out_ids, int32_t *out_len, float *out_score) {
+    const int K = s->R;
+    for (int n = 0; n < B * K; n++) {
+        s->tok[n] = o->bos_id;
+        /* Only beam 0 starts alive: the K copies of <s> would otherwise give K equal beams. */
+        s->score[n] = n % K == 0 ? 0.0 : -INFINITY;
+    }
+    for (int b = 0; b < B; b++) s->n_fin[b] = 0;
+    cand *tops = attn_alloc((size_t)s->capS * 2 * K * sizeof(cand));
+    if (!tops) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
+    attn_status st = ATTN_STATUS_OK;
+    while (s->S > 0) {
+        st = attn_translate_step(s, s->tok);
+        if (st) break;
+        row_lse(s);
+        const int S = s->S, t = s->t - 1;
+#pragma omp parallel for schedule(dynamic, 1) if (S > 1 && (size_t)S * K * s->V > 65536)
+        for (int j = 0; j < S; j++) beam_sentence(s, o, j, tops + (size_t)j * 2 * K);
+        /* New layout: surviving sentences in order, rows j'·K + r continuing npar. */
+        int nk = 0;
+        for (int j = 0; j < S; j++)
+            if (!s->done[j]) s->keep[nk++] = j;
+        for (int jn = 0; jn < nk; jn++)
+            for (int r = 0; r < K; r++) {
+                const int o_row = s->keep[jn] * K + r, n_row = jn * K + r;
+                const int par = s->npar[o_row];
+                s->rows[n_row] = par;
+                int32_t *h = s->hist2 + (size_t)n_row * s->capT;
+                memcpy(h, s->hist + (size_t)par * s->capT, (size_t)t * sizeof(int32_t));
+                h[t] = s->ntok[o_row];
+                s->score2[n_row] = s->nscore[o_row];
+            }
+        for (int n = 0; n < nk * K; n++) s->tok[n] = s->hist2[(size_t)n * s->capT + t];
+        int32_t *hs = s->hist;
+        s->hist = s->hist2, s->hist2 = hs;
+        double *ss = s->score;
+        s->score = s->score2, s->score2 = ss;
+        compact(s, s->keep, nk, s->rows);
+    }
+    attn_free(tops);
+    TRY(st);
+    for (int b = 0; b < B; b++) {
+        int best = 0;
+        for (int i = 1; i < s->n_fin[b]; i++)
+            if (s->fin_score[(size_t)b * s->capK + i] > s->fin_score[(size_t)b * s->capK + best])
+                best = i;
+        const size_t k = (size_t)b * s->capK + best;
+        TRY(emit(s, b, s->fin_ids + k * s->capT, s->fin_len[k], s->fin_score[k], max_out,
+                 out_ids, out_len, out_score));
+    }
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_translate(attn_translate_session *s, const attn_translate_options *o, int B,
+                           int Ts, const int32_t *src, const int32_t *src_len, int max_out,
+                           int32_t *out_ids, int32_t *out_len, float *out_score) {
+    if (!s || !o || !src || !src_len || !out_ids || !out_len)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "translate: NULL argument");
+    const int V = s->V;
+    if (o->beam_size < 1 || o->beam_size > s->capK)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "translate: beam size %d outside [1, %d] (the session's maximum)",
+                         o->beam_size, s->capK);
+    if (o->bos_id < 0 || o->bos_id >= V || o->eos_id < 0 || o->eos_id >= V ||
+        o->eos_id == s->m->cfg.pad_id || o->eos_id == o->bos_id)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "translate: bos_id %d / eos_id %d must be distinct ids in [0, %d), eos "
+                         "not the padding id",
+                         (int)o->bos_id, (int)o->eos_id, V);
+    if (!isfinite(o->length_penalty) || max_out < 0)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "translate: bad length penalty or max_out");
+    TRY(attn_translate_begin(s, B, Ts, src, src_len, o->beam_size));
+    for (int b = 0; b < B; b++) s->lim[b] = length_limit(s, o, src_len[b]);
+    attn_status st = o->beam_size == 1 && !o->always_beam
+                         ? greedy(s, o, B, max_out, out_ids, out_len, out_score)
+                         : beam(s, o, B, max_out, out_ids, out_len, out_score);
+    s->begun = false; /* the rows were consumed by the search */
+    return st;
+}
