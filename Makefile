@@ -3,7 +3,7 @@
 #   make test       install what the tests need, generate PyTorch references, run every test
 #   make san        the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench      kernels side by side with PyTorch (installs torch from PyPI into .venv-bench)
-#   make demo       the README's main job
+#   make demo       the README's main job: train and run the English -> Chinese translator
 # Variables: CC=gcc|clang, WERROR=1 (warnings are errors), SAN=1 (sanitizers, into build-san/).
 
 CC      ?= cc
@@ -107,8 +107,9 @@ san:
 bench: all benches
 	@sh bench/run.sh $(BUILD)
 
+# The README's main job: train the English -> Chinese model (<= 10 minutes), translate, score.
 demo: deps all
-	@$(BUILD)/attn explain
+	@sh tools/demo.sh $(BUILD)
 
 clean:
 	rm -rf build build-san

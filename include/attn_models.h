@@ -85,6 +85,9 @@ attn_status attn_encdec_config_check(const attn_encdec_config *cfg);
  * fields, wrong types and failed checks are errors naming the file and the field. */
 attn_status attn_encdec_config_load(const char *path, attn_encdec_config *cfg);
 attn_status attn_encdec_config_save(const char *path, const attn_encdec_config *cfg);
+/* The same parse without attn_encdec_config_check: a training template whose vocabulary sizes
+ * and pad_id come later from the tokenizer (the caller checks the completed configuration). */
+attn_status attn_encdec_config_load_template(const char *path, attn_encdec_config *cfg);
 
 /* Number of floats in the parameter buffer (0 if the configuration is invalid). */
 size_t attn_encdec_num_params(const attn_encdec_config *cfg);

@@ -379,7 +379,9 @@ static attn_status setup(run *r) {
                                "%s already holds a checkpoint: use --resume to continue it, or "
                                "another --out",
                                o->out);
-        if (!s) s = o->config ? attn_encdec_config_load(o->config, &r->cfg) : default_config(&r->cfg);
+        if (!s)
+            s = o->config ? attn_encdec_config_load_template(o->config, &r->cfg)
+                          : default_config(&r->cfg);
         if (!s && o->dropout >= 0) r->cfg.dropout = (float)o->dropout;
     }
     if (s) goto done;

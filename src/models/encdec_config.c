@@ -129,7 +129,7 @@ static const field FIELDS[] = {
 };
 #define NFIELDS (sizeof FIELDS / sizeof FIELDS[0])
 
-attn_status attn_encdec_config_load(const char *path, attn_encdec_config *out) {
+static attn_status config_load(const char *path, attn_encdec_config *out, bool check) {
     if (!path || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec: NULL argument");
     json_error_t err;
     json_t *root = json_load_file(path, 0, &err);
@@ -209,7 +209,7 @@ attn_status attn_encdec_config_load(const char *path, attn_encdec_config *out) {
         }
         }
     }
-    s = attn_encdec_config_check(&c);
+    s = check ? attn_encdec_config_check(&c) : ATTN_STATUS_OK;
     if (s) {
         /* Prefix the file name to the check's message, which names the field. */
         char msg[512];
@@ -221,6 +221,14 @@ attn_status attn_encdec_config_load(const char *path, attn_encdec_config *out) {
 done:
     json_decref(root);
     return s;
+}
+
+attn_status attn_encdec_config_load(const char *path, attn_encdec_config *out) {
+    return config_load(path, out, true);
+}
+
+attn_status attn_encdec_config_load_template(const char *path, attn_encdec_config *out) {
+    return config_load(path, out, false);
 }
 
 attn_status attn_encdec_config_save(const char *path, const attn_encdec_config *c) {
