@@ -25,7 +25,7 @@ WARN    += -Werror
 endif
 CPPFLAGS := -Iinclude -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 CFLAGS   := -std=c11 $(OPT) $(WARN) -fPIC -fopenmp
-LDLIBS   := -ljansson -lutf8proc -lm
+LDLIBS   := -ljansson -lutf8proc -lpcre2-8 -lm
 LDFLAGS  := -fopenmp $(SANLD)
 
 ISA_avx2   := -mavx2 -mfma -mf16c -DATTN_ISA=2 -ffp-contract=fast

@@ -32,13 +32,22 @@
  *                       per the scheme; with split, pieces start at each C)
  *                      {"type": "Punctuation", "behavior": "Isolated"}  (each ASCII punctuation
  *                       character or Unicode P* character becomes a piece of its own)
- *   post_processor   null (the caller adds <s>/</s> itself)
+ *                      {"type": "ByteLevel", "add_prefix_space": b, "trim_offsets": b,
+ *                       "use_regex": b}  (GPT-2's: a space before a piece that does not start
+ *                       with one if add_prefix_space; with use_regex, GPT-2's pattern
+ *                       's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ *                       through PCRE2 splits it; every byte then becomes a character of GPT-2's
+ *                       byte-to-unicode alphabet, " " -> "Ġ"; missing flags default to true)
+ *   post_processor   null (the caller adds <s>/</s> itself), or {"type": "ByteLevel", ...} (it
+ *                    only trims offsets, which attn does not report: ids are unchanged)
  *   decoder          null (tokens joined by " "), or one of / a {"type": "Sequence", "decoders":
  *                    [...]} of: {"type": "Replace", "pattern": {"String": A}, "content": B},
  *                    {"type": "ByteFallback"} (runs of <0xHH> tokens become their bytes; an
  *                    invalid UTF-8 run becomes one U+FFFD per byte), {"type": "Fuse"},
  *                    {"type": "Strip", "content": C, "start": N, "stop": M},
- *                    {"type": "Metaspace", "replacement": C, "prepend_scheme": ..., "split": b}
+ *                    {"type": "Metaspace", "replacement": C, "prepend_scheme": ..., "split": b},
+ *                    {"type": "ByteLevel", ...} (tokens back to bytes; bytes that are not UTF-8
+ *                    become U+FFFD per maximal invalid sequence, as Rust's from_utf8_lossy)
  *   model            {"type": "BPE", "dropout": null, "unk_token": null|S,
  *                     "continuing_subword_prefix": null|S, "end_of_word_suffix": null|S,
  *                     "fuse_unk": bool, "byte_fallback": bool, "ignore_merges": bool,
@@ -58,7 +67,13 @@
  * contains U+2581 "▁" (decoded as a space, as in SentencePiece) or a special token's string.
  *
  * Text given to encode must be valid UTF-8: anything else is ATTN_STATUS_INVALID_ARGUMENT naming
- * the byte offset (the Python library cannot receive such text at all). */
+ * the byte offset (the Python library cannot receive such text at all). This holds for
+ * byte-level BPE too, although its alphabet could spell any byte string: one rule for every
+ * tokenizer, and GPT-2's pattern is defined on characters, not bytes.
+ *
+ * Encode keeps a per-call memo of pieces already seen (so a long text costs little more than its
+ * distinct words); a tokenizer is read-only after loading and may be used by several threads at
+ * once. */
 #ifndef ATTN_TOK_H
 #define ATTN_TOK_H
 
@@ -75,8 +90,17 @@ extern "C" {
 
 typedef struct attn_tok attn_tok;
 
-/* Load a tokenizer.json; path may also be a directory holding one. */
+/* Load a tokenizer.json; path may also be a directory holding one (or, when it has no
+ * tokenizer.json, GPT-2's vocab.json + merges.txt: see attn_tok_load_vocab_merges). */
 attn_status attn_tok_load(const char *path, attn_tok **out);
+/* GPT-2's two files: vocab.json ({token: id}) and merges.txt (one "A B" per line in rank order;
+ * "#version..." lines and empty lines are skipped). Builds GPT-2's configuration: model BPE
+ * (no unk_token, no byte fallback), pre_tokenizer ByteLevel(add_prefix_space false, use_regex),
+ * decoder ByteLevel, post_processor ByteLevel, and "<|endoftext|>", when vocab.json has it, as a
+ * special added token (what transformers' GPT2TokenizerFast does). attn_tok_save writes it as a
+ * tokenizer.json. */
+attn_status attn_tok_load_vocab_merges(const char *vocab_json, const char *merges_txt,
+                                       attn_tok **out);
 /* The same from any reader (a memory buffer, a fuzzer's input). Always closes r. */
 attn_status attn_tok_load_reader(attn_reader r, attn_tok **out);
 /* Write tokenizer.json atomically (temporary file, fsync, rename). */
@@ -114,8 +138,9 @@ bool attn_tok_is_special(const attn_tok *tok, int32_t id);
 /* "BPE", ... */
 const char *attn_tok_model_type(const attn_tok *tok);
 
-/* Ids of the conventional special tokens, -1 when absent: pad "<pad>", unk "<unk>", bos "<s>",
- * eos "</s>" (the trainer's defaults). */
+/* Ids of the conventional special tokens, -1 when absent: pad "<pad>" or "[PAD]", unk "<unk>" or
+ * "[UNK]", bos "<s>" or "<|endoftext|>" or "[CLS]", eos "</s>" or "<|endoftext|>" or "[SEP]"
+ * (the first present; the trainer's defaults come first, then GPT-2's and BERT's). */
 typedef enum { ATTN_TOK_PAD, ATTN_TOK_UNK, ATTN_TOK_BOS, ATTN_TOK_EOS } attn_tok_special;
 int32_t attn_tok_special_id(const attn_tok *tok, attn_tok_special which);
 

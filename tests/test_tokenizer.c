@@ -595,8 +595,8 @@ static void test_bad_input(void **state) {
              U, "Regex");
     bad_json(TOKJ("[]", "{\"type\": \"Prepend\"}", "null", "null", BPE(V3, "[]")), F,
              "normalizer.prepend");
-    bad_json(TOKJ("[]", "null", "{\"type\": \"ByteLevel\"}", "null", BPE(V3, "[]")), U,
-             "ByteLevel");
+    bad_json(TOKJ("[]", "null", "{\"type\": \"Whitespace\"}", "null", BPE(V3, "[]")), U,
+             "Whitespace");
     bad_json(TOKJ("[]", "null", "{\"type\": \"Metaspace\", \"replacement\": \"ab\"}", "null",
                   BPE(V3, "[]")),
              F, "single character");

@@ -194,11 +194,12 @@ static attn_status bpe_encode_piece(const tok_model *base, const char *s, size_t
         bool first = i == 0, last = i + k == n;
         const char *cs = s + i;
         size_t cl = k;
-        if ((!first && m->prefix) || (last && m->suffix)) {
+        /* an empty prefix or suffix ("" in GPT-2-style files) is the same as none */
+        if ((!first && m->prefix_len) || (last && m->suffix_len)) {
             tmp.n = 0;
-            if (!first && m->prefix) tok_buf_put(&tmp, m->prefix, m->prefix_len);
+            if (!first) tok_buf_put(&tmp, m->prefix, m->prefix_len);
             tok_buf_put(&tmp, s + i, k);
-            if (last && m->suffix) tok_buf_put(&tmp, m->suffix, m->suffix_len);
+            if (last) tok_buf_put(&tmp, m->suffix, m->suffix_len);
             if (tmp.oom) goto oom_free;
             cs = tmp.p;
             cl = tmp.n;

@@ -147,9 +147,15 @@ typedef struct {
 typedef enum { TOK_PREPEND_ALWAYS, TOK_PREPEND_FIRST, TOK_PREPEND_NEVER } tok_prepend_scheme;
 
 typedef enum {
-    TOK_PRE_METASPACE,  /* {"type": "Metaspace", "replacement": C, "prepend_scheme": ..., "split"} */
-    TOK_PRE_PUNCTUATION /* {"type": "Punctuation", "behavior": "Isolated"} */
+    TOK_PRE_METASPACE,   /* {"type": "Metaspace", "replacement": C, "prepend_scheme": ..., "split"} */
+    TOK_PRE_PUNCTUATION, /* {"type": "Punctuation", "behavior": "Isolated"} */
+    TOK_PRE_BYTE_LEVEL   /* {"type": "ByteLevel", "add_prefix_space", "trim_offsets", "use_regex"} */
 } tok_pre_kind;
+
+/* The three flags of a ByteLevel pre-tokenizer, decoder or post-processor (saved as read). */
+typedef struct {
+    bool add_prefix_space, trim_offsets, use_regex;
+} tok_byte_level;
 
 typedef struct {
     tok_pre_kind kind;
@@ -157,6 +163,7 @@ typedef struct {
     size_t replen;
     tok_prepend_scheme scheme;
     bool split;
+    tok_byte_level bl; /* ByteLevel */
 } tok_pre;
 
 typedef enum {
@@ -164,7 +171,8 @@ typedef enum {
     TOK_DEC_BYTE_FALLBACK, /* {"type": "ByteFallback"} */
     TOK_DEC_FUSE,          /* {"type": "Fuse"} */
     TOK_DEC_STRIP,         /* {"type": "Strip", "content": C, "start": N, "stop": M} */
-    TOK_DEC_METASPACE      /* {"type": "Metaspace", "replacement": C, "prepend_scheme": ...} */
+    TOK_DEC_METASPACE,     /* {"type": "Metaspace", "replacement": C, "prepend_scheme": ...} */
+    TOK_DEC_BYTE_LEVEL     /* {"type": "ByteLevel", ...}: GPT-2's alphabet back to bytes */
 } tok_dec_kind;
 
 typedef struct {
@@ -175,7 +183,13 @@ typedef struct {
     size_t start, stop;  /* Strip */
     tok_prepend_scheme scheme; /* Metaspace */
     bool split;                /* Metaspace (saved back as read) */
+    tok_byte_level bl;         /* ByteLevel (saved back as read) */
 } tok_dec;
+
+typedef enum {
+    TOK_POST_NONE,      /* null */
+    TOK_POST_BYTE_LEVEL /* {"type": "ByteLevel", ...}: only offsets change, ids never */
+} tok_post_kind;
 
 typedef struct {
     char *content;
@@ -199,6 +213,9 @@ struct attn_tok {
     int32_t vocab_size;    /* max over model and added ids, + 1 */
     uint8_t *added_kind;   /* by id: 0 not added, 1 added, 2 added and special */
     int32_t *added_index;  /* by id: index into added, or -1 */
+    tok_post_kind post;
+    tok_byte_level post_bl;
+    void *byte_re;         /* pcre2_code * of GPT-2's pattern when a ByteLevel uses the regex */
 };
 
 /* tokenizer.c: run the pipeline up to the model: pieces (pre-tokenized words) and added-token
@@ -207,6 +224,25 @@ struct attn_tok {
 typedef attn_status (*tok_piece_fn)(void *ctx, const char *s, size_t n, int32_t added_id);
 attn_status tok_pretokenize(const attn_tok *t, const char *text, size_t len, tok_piece_fn cb,
                             void *ctx);
+/* ---- byte level (byte_level.c): GPT-2's byte-to-unicode alphabet and pre-tokenization ---- */
+
+/* Compile GPT-2's pre-tokenization pattern into t->byte_re if some ByteLevel pre-tokenizer
+ * uses it (no-op otherwise). name is the file, for messages. */
+attn_status tok_byte_level_prepare(attn_tok *t, const char *name);
+void tok_byte_level_release(attn_tok *t);
+/* ByteLevel pre-tokenization of one piece s[0..n): a space prepended per add_prefix_space, the
+ * regex split (Isolated), each piece's bytes mapped to GPT-2's alphabet, pushed to out. *md is
+ * the caller's pcre2 match data (created on first use; free with tok_byte_level_md_free). */
+bool tok_byte_level_split(const attn_tok *t, const tok_byte_level *bl, void **md, const char *s,
+                          size_t n, uint8_t flag, tok_strlist *out);
+void tok_byte_level_md_free(void *md);
+/* The ByteLevel decoder: every token whose characters are all in the alphabet becomes its
+ * bytes, any other token its own UTF-8; the whole is read as UTF-8 with each maximal invalid
+ * subsequence replaced by U+FFFD (Rust's String::from_utf8_lossy); one string out. */
+bool tok_byte_level_decode(const tok_strlist *in, tok_strlist *out);
+/* Append s[0..n) to out as from_utf8_lossy does. */
+void tok_utf8_lossy(tok_buf *out, const char *s, size_t n);
+
 /* tokenizer.c: derive vocab_size and the by-id added-token tables once model and added are set. */
 attn_status tok_finish(attn_tok *t, const char *name);
 

@@ -140,6 +140,23 @@ static attn_status get_split(json_t *obj, const char *name, const char *path, bo
     return ATTN_STATUS_OK;
 }
 
+/* The flags of a ByteLevel component; each defaults to true when absent (tokenizers' default). */
+static attn_status get_byte_level(json_t *obj, const char *name, const char *path,
+                                  tok_byte_level *bl) {
+    static const char *const keys[] = {"add_prefix_space", "trim_offsets", "use_regex"};
+    bool *dst[] = {&bl->add_prefix_space, &bl->trim_offsets, &bl->use_regex};
+    for (int i = 0; i < 3; i++) {
+        json_t *v = json_object_get(obj, keys[i]);
+        *dst[i] = true;
+        if (!v) continue;
+        if (!json_is_boolean(v))
+            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.%s: expected true or false", name, path,
+                             keys[i]);
+        *dst[i] = json_is_true(v);
+    }
+    return ATTN_STATUS_OK;
+}
+
 /* Grow an array of structs by one; returns the new slot, zeroed, or NULL. */
 static void *grow(void **arr, size_t *n, size_t size) {
     void *p = realloc(*arr, (*n + 1) * size);
@@ -230,10 +247,19 @@ static attn_status parse_pre(attn_tok *t, json_t *obj, const char *name, const c
         p->kind = TOK_PRE_PUNCTUATION;
         return ATTN_STATUS_OK;
     }
+    if (!strcmp(type, "ByteLevel")) {
+        tok_byte_level bl;
+        if ((st = get_byte_level(obj, name, path, &bl))) return st;
+        tok_pre *p = grow((void **)&t->pre, &t->n_pre, sizeof *p);
+        if (!p) return oom(name);
+        p->kind = TOK_PRE_BYTE_LEVEL;
+        p->bl = bl;
+        return ATTN_STATUS_OK;
+    }
     if (strcmp(type, "Metaspace"))
         return attn_fail(ATTN_STATUS_UNSUPPORTED,
                          "%s: %s: pre_tokenizer type \"%s\" is not supported (supported: "
-                         "Sequence, Metaspace, Punctuation)",
+                         "Sequence, Metaspace, Punctuation, ByteLevel)",
                          name, path, type);
     uint32_t cp;
     tok_prepend_scheme sc;
@@ -281,6 +307,9 @@ static attn_status parse_decoder(attn_tok *t, json_t *obj, const char *name, con
         d.kind = TOK_DEC_BYTE_FALLBACK;
     } else if (!strcmp(type, "Fuse")) {
         d.kind = TOK_DEC_FUSE;
+    } else if (!strcmp(type, "ByteLevel")) {
+        d.kind = TOK_DEC_BYTE_LEVEL;
+        if ((st = get_byte_level(obj, name, path, &d.bl))) return st;
     } else if (!strcmp(type, "Strip")) {
         d.kind = TOK_DEC_STRIP;
         if ((st = get_char(obj, "content", name, path, &d.ch))) return st;
@@ -302,7 +331,7 @@ static attn_status parse_decoder(attn_tok *t, json_t *obj, const char *name, con
     } else {
         return attn_fail(ATTN_STATUS_UNSUPPORTED,
                          "%s: %s: decoder type \"%s\" is not supported (supported: Sequence, "
-                         "Replace, ByteFallback, Fuse, Strip, Metaspace)",
+                         "Replace, ByteFallback, Fuse, Strip, Metaspace, ByteLevel)",
                          name, path, type);
     }
     tok_dec *slot = grow((void **)&t->dec, &t->n_dec, sizeof *slot);
@@ -416,14 +445,31 @@ void attn_tok_free(attn_tok *t) {
     free(t->added);
     free(t->added_kind);
     free(t->added_index);
+    tok_byte_level_release(t);
     free(t);
+}
+
+/* post_processor: null, or ByteLevel (it only trims offsets: ids are never changed). */
+static attn_status parse_post(attn_tok *t, json_t *obj, const char *name) {
+    t->post = TOK_POST_NONE;
+    if (!obj || json_is_null(obj)) return ATTN_STATUS_OK;
+    const char *type = NULL;
+    attn_status st = get_type(obj, name, "post_processor", &type);
+    if (st) return st;
+    if (strcmp(type, "ByteLevel"))
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "%s: post_processor: type \"%s\" is not supported (supported: null, "
+                         "ByteLevel)",
+                         name, type);
+    t->post = TOK_POST_BYTE_LEVEL;
+    return get_byte_level(obj, name, "post_processor", &t->post_bl);
 }
 
 static attn_status parse_root(json_t *root, const char *name, attn_tok **out) {
     if (!json_is_object(root))
         return attn_fail(ATTN_STATUS_FORMAT, "%s: expected a JSON object at the top level", name);
-    static const char *const must_be_null[] = {"truncation", "padding", "post_processor"};
-    for (int i = 0; i < 3; i++) {
+    static const char *const must_be_null[] = {"truncation", "padding"};
+    for (int i = 0; i < 2; i++) {
         json_t *v = json_object_get(root, must_be_null[i]);
         if (v && !json_is_null(v))
             return attn_fail(ATTN_STATUS_UNSUPPORTED, "%s: %s: only null is supported", name,
@@ -450,7 +496,9 @@ static attn_status parse_root(json_t *root, const char *name, attn_tok **out) {
         st = parse_pre(t, json_object_get(root, "pre_tokenizer"), name, "pre_tokenizer", 0);
     if (!st && dec) st = parse_decoder(t, dec, name, "decoder", 0);
     t->has_decoder = dec && !json_is_null(dec);
+    if (!st) st = parse_post(t, json_object_get(root, "post_processor"), name);
     if (!st) st = tok_finish(t, name);
+    if (!st) st = tok_byte_level_prepare(t, name);
     if (st) {
         attn_tok_free(t);
         return st;
@@ -504,6 +552,20 @@ attn_status attn_tok_load(const char *path, attn_tok **out) {
     char *full = NULL;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         size_t n = strlen(path);
+        /* no tokenizer.json but GPT-2's vocab.json + merges.txt: load those */
+        char *vj = malloc(n + 32), *mt = malloc(n + 32), *tj = malloc(n + 32);
+        if (!vj || !mt || !tj) {
+            free(vj), free(mt), free(tj);
+            return oom(path);
+        }
+        snprintf(vj, n + 32, "%s/vocab.json", path);
+        snprintf(mt, n + 32, "%s/merges.txt", path);
+        snprintf(tj, n + 32, "%s/tokenizer.json", path);
+        struct stat s1, s2, s3;
+        bool use_vm = stat(tj, &s3) != 0 && stat(vj, &s1) == 0 && stat(mt, &s2) == 0;
+        attn_status vst = use_vm ? attn_tok_load_vocab_merges(vj, mt, out) : ATTN_STATUS_OK;
+        free(vj), free(mt), free(tj);
+        if (use_vm) return vst;
         full = malloc(n + sizeof "/tokenizer.json");
         if (!full) return oom(path);
         memcpy(full, path, n);
@@ -536,7 +598,18 @@ static const char *scheme_name(tok_prepend_scheme s) {
     return s == TOK_PREPEND_ALWAYS ? "always" : s == TOK_PREPEND_FIRST ? "first" : "never";
 }
 
+static void save_byte_level(const tok_byte_level *bl, tok_buf *b) {
+    tok_buf_printf(b, "{\"type\": \"ByteLevel\", \"add_prefix_space\": %s, \"trim_offsets\": %s, "
+                      "\"use_regex\": %s}",
+                   bl->add_prefix_space ? "true" : "false", bl->trim_offsets ? "true" : "false",
+                   bl->use_regex ? "true" : "false");
+}
+
 static void save_pre(const tok_pre *p, tok_buf *b) {
+    if (p->kind == TOK_PRE_BYTE_LEVEL) {
+        save_byte_level(&p->bl, b);
+        return;
+    }
     if (p->kind == TOK_PRE_PUNCTUATION) {
         tok_buf_puts(b, "{\"type\": \"Punctuation\", \"behavior\": \"Isolated\"}");
         return;
@@ -563,6 +636,7 @@ static void save_dec(const tok_dec *d, tok_buf *b) {
         break;
     case TOK_DEC_BYTE_FALLBACK: tok_buf_puts(b, "{\"type\": \"ByteFallback\"}"); break;
     case TOK_DEC_FUSE: tok_buf_puts(b, "{\"type\": \"Fuse\"}"); break;
+    case TOK_DEC_BYTE_LEVEL: save_byte_level(&d->bl, b); break;
     case TOK_DEC_STRIP:
         tok_buf_puts(b, "{\"type\": \"Strip\", \"content\": ");
         save_char(b, d->ch);
@@ -613,7 +687,13 @@ attn_status attn_tok_save(const attn_tok *t, const char *path) {
     tok_buf_puts(&b, t->n_added ? "\n  ],\n" : "],\n");
     SAVE_LIST(&b, "normalizer", "normalizers", t->norm, t->n_norm, save_norm);
     SAVE_LIST(&b, "pre_tokenizer", "pretokenizers", t->pre, t->n_pre, save_pre);
-    tok_buf_puts(&b, "  \"post_processor\": null,\n");
+    if (t->post == TOK_POST_BYTE_LEVEL) {
+        tok_buf_puts(&b, "  \"post_processor\": ");
+        save_byte_level(&t->post_bl, &b);
+        tok_buf_puts(&b, ",\n");
+    } else {
+        tok_buf_puts(&b, "  \"post_processor\": null,\n");
+    }
     if (t->has_decoder) {
         SAVE_LIST(&b, "decoder", "decoders", t->dec, t->n_dec, save_dec);
     } else {
@@ -664,6 +744,7 @@ typedef struct {
     void *ctx;
     tok_buf n1, n2;        /* normalizer ping-pong buffers */
     tok_strlist p1, p2;    /* pre-tokenizer ping-pong lists */
+    void *md;              /* PCRE2 match data of the ByteLevel regex (per call: thread-safe) */
 } pipe_state;
 
 /* tokenizers' Punctuation pre-tokenizer: char::is_ascii_punctuation or a Unicode punctuation
@@ -711,6 +792,11 @@ static attn_status pretok_segment(pipe_state *ps, const char *s, size_t n, bool 
             if (pn == 0) continue;
             if (p->kind == TOK_PRE_PUNCTUATION) {
                 if (!split_punct(nxt, ps_, pn, cur->flag[i])) goto fail;
+                continue;
+            }
+            if (p->kind == TOK_PRE_BYTE_LEVEL) {
+                if (!tok_byte_level_split(t, &p->bl, &ps->md, ps_, pn, cur->flag[i], nxt))
+                    goto fail;
                 continue;
             }
             tmp.n = 0;
@@ -834,19 +920,75 @@ done:
     tok_buf_free(&ps.n2);
     tok_strlist_free(&ps.p1);
     tok_strlist_free(&ps.p2);
+    tok_byte_level_md_free(ps.md);
     return st;
 }
+
+/* A per-call memo of piece -> ids: text repeats its words, and a model's ids for a piece depend
+ * on the piece alone. It lives in the call, not in the tokenizer, so that concurrent encodes of
+ * one tokenizer stay safe. It starts after the first CACHE_AFTER pieces (short texts never pay
+ * for it) and stops growing at CACHE_MAX entries. */
+#define CACHE_AFTER 64
+#define CACHE_SLOTS 16384 /* a power of two, 2 x CACHE_MAX */
+#define CACHE_MAX 8192
+#define CACHE_PIECE 64    /* longest piece cached, bytes */
+
+typedef struct {
+    uint64_t h;
+    size_t key_off, key_len, ids_off, ids_n;
+} cache_ent;
 
 typedef struct {
     const attn_tok *t;
     tok_ivec ids;
+    size_t pieces;
+    int32_t *slot; /* CACHE_SLOTS indices into ents, -1 empty */
+    cache_ent *ents;
+    size_t n_ents;
+    tok_buf keys;
+    tok_ivec cids;
 } enc_ctx;
+
+static void enc_ctx_free(enc_ctx *c) {
+    free(c->slot);
+    free(c->ents);
+    tok_buf_free(&c->keys);
+    tok_ivec_free(&c->cids);
+}
 
 static attn_status enc_piece(void *vctx, const char *s, size_t n, int32_t added_id) {
     enc_ctx *c = vctx;
     if (added_id >= 0)
         return tok_ivec_push(&c->ids, added_id) ? ATTN_STATUS_OK : oom("encode");
-    return c->t->model->encode_piece(c->t->model, s, n, &c->ids);
+    const tok_model *m = c->t->model;
+    if (++c->pieces == CACHE_AFTER && !c->slot) {
+        c->slot = malloc(CACHE_SLOTS * sizeof *c->slot);
+        c->ents = malloc(CACHE_MAX * sizeof *c->ents);
+        if (!c->slot || !c->ents) return oom("encode");
+        memset(c->slot, 0xff, CACHE_SLOTS * sizeof *c->slot);
+    }
+    if (!c->slot || n > CACHE_PIECE) return m->encode_piece(m, s, n, &c->ids);
+    uint64_t h = tok_hash(s, n);
+    size_t i = (size_t)h & (CACHE_SLOTS - 1);
+    for (; c->slot[i] >= 0; i = (i + 1) & (CACHE_SLOTS - 1)) {
+        const cache_ent *e = &c->ents[c->slot[i]];
+        if (e->h == h && e->key_len == n && !memcmp(c->keys.p + e->key_off, s, n)) {
+            for (size_t j = 0; j < e->ids_n; j++)
+                if (!tok_ivec_push(&c->ids, c->cids.v[e->ids_off + j])) return oom("encode");
+            return ATTN_STATUS_OK;
+        }
+    }
+    size_t before = c->ids.n;
+    attn_status st = m->encode_piece(m, s, n, &c->ids);
+    if (st || c->n_ents >= CACHE_MAX) return st;
+    cache_ent e = {h, c->keys.n, n, c->cids.n, c->ids.n - before};
+    tok_buf_put(&c->keys, s, n);
+    for (size_t j = before; j < c->ids.n; j++)
+        if (!tok_ivec_push(&c->cids, c->ids.v[j])) return oom("encode");
+    if (c->keys.oom) return oom("encode");
+    c->ents[c->n_ents] = e;
+    c->slot[i] = (int32_t)c->n_ents++;
+    return ATTN_STATUS_OK;
 }
 
 static attn_status encode_vec(const attn_tok *t, const char *text, size_t len, tok_ivec *out) {
@@ -854,6 +996,7 @@ static attn_status encode_vec(const attn_tok *t, const char *text, size_t len, t
     if (!text && len) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encode: text is NULL");
     enc_ctx c = {.t = t};
     attn_status st = len ? tok_pretokenize(t, text, len, enc_piece, &c) : ATTN_STATUS_OK;
+    enc_ctx_free(&c);
     if (st) {
         tok_ivec_free(&c.ids);
         return st;
@@ -945,6 +1088,8 @@ static attn_status apply_decoder(const tok_dec *d, const tok_strlist *in, tok_st
     if (d->kind == TOK_DEC_FUSE) {
         for (size_t i = 0; i < in->n; i++) tok_buf_put(&tmp, tok_strlist_at(in, i), in->len[i]);
         ok = !tmp.oom && tok_strlist_push(out, tmp.p ? tmp.p : "", tmp.n, 0);
+    } else if (d->kind == TOK_DEC_BYTE_LEVEL) {
+        ok = tok_byte_level_decode(in, out);
     } else if (d->kind == TOK_DEC_BYTE_FALLBACK) {
         tok_buf bytes = {0};
         for (size_t i = 0; i <= in->n && ok; i++) {
@@ -1111,7 +1256,15 @@ bool attn_tok_is_special(const attn_tok *t, int32_t id) {
 const char *attn_tok_model_type(const attn_tok *t) { return t ? t->model->type : ""; }
 
 int32_t attn_tok_special_id(const attn_tok *t, attn_tok_special which) {
-    static const char *const names[] = {"<pad>", "<unk>", "<s>", "</s>"};
+    /* the conventional names, in order of preference: SentencePiece's, GPT-2's, BERT's */
+    static const char *const names[4][3] = {{"<pad>", "[PAD]", NULL},
+                                            {"<unk>", "[UNK]", NULL},
+                                            {"<s>", "<|endoftext|>", "[CLS]"},
+                                            {"</s>", "<|endoftext|>", "[SEP]"}};
     if ((unsigned)which > ATTN_TOK_EOS) return -1;
-    return attn_tok_token_to_id(t, names[which]);
+    for (int i = 0; i < 3 && names[which][i]; i++) {
+        int32_t id = attn_tok_token_to_id(t, names[which][i]);
+        if (id >= 0) return id;
+    }
+    return -1;
 }
