@@ -13,6 +13,8 @@ export OMP_NUM_THREADS=$THREADS ATTN_BENCH_THREADS=$THREADS
 names="$*"
 [ -n "$names" ] || names=$(ls bench/bench_*.c | sed 's|bench/bench_\(.*\)\.c|\1|')
 out=$(mktemp -d)
+# A bench may hand data (batches, weights) to its PyTorch peer through this directory.
+export ATTN_BENCH_DIR="$out"
 for n in $names; do
   echo "== $n (threads=$THREADS)"
   "$BUILD/bench/bench_$n" > "$out/$n.attn.jsonl" || { echo "error: bench_$n failed"; exit 1; }
