@@ -569,27 +569,9 @@ static void test_bad_input(void **state) {
     attn_data_corpus_free(&c);
 }
 
-static void rm_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[1200];
-    while ((e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 int main(void) {
-    const char *base = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/attn-test-data-XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (tu_mkdtemp(g_dir, sizeof g_dir, "data")) return 1;
     g_have_corpus = attn_data_load_tsv(CORPUS, NULL, &g_c) == ATTN_STATUS_OK;
     if (!g_have_corpus) printf("note: %s\n", attn_last_error());
     const struct CMUnitTest tests[] = {
@@ -599,6 +581,6 @@ int main(void) {
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     attn_data_corpus_free(&g_c);
-    rm_tree(g_dir);
+    tu_rm_tree(g_dir);
     return failed ? 1 : 0;
 }

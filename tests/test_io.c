@@ -1213,29 +1213,9 @@ static void test_interop_c_to_python(void **state) {
 
 /* ---- driver ---- */
 
-static void rm_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[2048];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) rm_tree(p);
-        else unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 int main(void) {
-    const char *base = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/attn-test-io-XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (tu_mkdtemp(g_dir, sizeof g_dir, "io")) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reader_memory),
         cmocka_unit_test(test_reader_file),
@@ -1260,6 +1240,6 @@ int main(void) {
         cmocka_unit_test(test_interop_c_to_python),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    rm_tree(g_dir);
+    tu_rm_tree(g_dir);
     return failed ? 1 : 0;
 }

@@ -727,31 +727,9 @@ static void test_train_details(void **state) {
 
 /* ---- driver ---- */
 
-static void rm_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[2048];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            rm_tree(p);
-        else
-            unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 int main(void) {
-    const char *base = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/attn-test-tok-XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (tu_mkdtemp(g_dir, sizeof g_dir, "tok")) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_small),
         cmocka_unit_test(test_bad_input),
@@ -761,6 +739,6 @@ int main(void) {
         cmocka_unit_test(test_random_roundtrip),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    rm_tree(g_dir);
+    tu_rm_tree(g_dir);
     return failed ? 1 : 0;
 }

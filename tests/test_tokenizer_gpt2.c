@@ -485,31 +485,9 @@ static void test_char_classes(void **state) {
     assert_int_equal(bad, 0);
 }
 
-static void rm_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[2048];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat sb;
-        if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode))
-            rm_tree(p);
-        else
-            unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 int main(void) {
-    const char *base = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/attn-test-gpt2-XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (tu_mkdtemp(g_dir, sizeof g_dir, "gpt2")) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_decodes),
@@ -518,6 +496,6 @@ int main(void) {
         cmocka_unit_test(test_bad_input),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    rm_tree(g_dir);
+    tu_rm_tree(g_dir);
     return failed ? 1 : 0;
 }

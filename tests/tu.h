@@ -15,6 +15,10 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 /* Number of failed closeness checks in the running test; tests end with TU_END(). */
 static int tu_failures;
 
@@ -73,6 +77,39 @@ static inline const char *tu_ref_path(const char *name) {
     const char *dir = getenv("ATTN_REF_DIR");
     snprintf(buf, sizeof buf, "%s/%s", dir && *dir ? dir : "build/ref", name);
     return buf;
+}
+
+/* Scratch space: make $TMPDIR/attn-test-NAME-XXXXXX (default /tmp) into buf; 0 on success. */
+static inline int tu_mkdtemp(char *buf, size_t cap, const char *name) {
+    const char *base = getenv("TMPDIR");
+    snprintf(buf, cap, "%s/attn-test-%s-XXXXXX", base && *base ? base : "/tmp", name);
+    if (mkdtemp(buf)) return 0;
+    perror("mkdtemp");
+    return -1;
+}
+
+/* Remove a scratch directory tree (does not follow symbolic links). */
+static inline void tu_rm_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        size_t n = strlen(dir) + strlen(e->d_name) + 2;
+        char *p = malloc(n);
+        if (!p) break;
+        memcpy(p, dir, strlen(dir));
+        p[strlen(dir)] = '/';
+        memcpy(p + strlen(dir) + 1, e->d_name, strlen(e->d_name) + 1);
+        struct stat st;
+        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            tu_rm_tree(p);
+        else
+            unlink(p);
+        free(p);
+    }
+    closedir(d);
+    rmdir(dir);
 }
 
 #endif
