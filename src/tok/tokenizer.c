@@ -168,27 +168,35 @@ static void *grow(void **arr, size_t *n, size_t size) {
     return slot;
 }
 
+/* A tokenizer.json pipeline component (normalizer, pre-tokenizer or decoder) parser. */
+typedef attn_status (*component_parser)(attn_tok *t, json_t *obj, const char *name,
+                                        const char *path, int depth);
+
+/* {"type": "Sequence", key: [...]}: parse each element with fn, one level deeper. */
+static attn_status parse_sequence(attn_tok *t, json_t *obj, const char *key, const char *name,
+                                  const char *path, int depth, component_parser fn) {
+    json_t *list = json_object_get(obj, key);
+    if (!json_is_array(list))
+        return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.%s: expected an array", name, path, key);
+    if (depth > 8)
+        return attn_fail(ATTN_STATUS_FORMAT, "%s: %s: Sequence nested too deeply", name, path);
+    char sub[256];
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        snprintf(sub, sizeof sub, "%s.%s[%zu]", path, key, i);
+        attn_status st = fn(t, json_array_get(list, i), name, sub, depth + 1);
+        if (st) return st;
+    }
+    return ATTN_STATUS_OK;
+}
+
 static attn_status parse_normalizer(attn_tok *t, json_t *obj, const char *name,
                                     const char *path, int depth) {
     if (json_is_null(obj)) return ATTN_STATUS_OK;
     const char *type = NULL;
     attn_status st = get_type(obj, name, path, &type);
     if (st) return st;
-    char sub[256];
-    if (!strcmp(type, "Sequence")) {
-        json_t *list = json_object_get(obj, "normalizers");
-        if (!json_is_array(list))
-            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.normalizers: expected an array", name,
-                             path);
-        if (depth > 8)
-            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s: Sequence nested too deeply", name, path);
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            snprintf(sub, sizeof sub, "%s.normalizers[%zu]", path, i);
-            if ((st = parse_normalizer(t, json_array_get(list, i), name, sub, depth + 1)))
-                return st;
-        }
-        return ATTN_STATUS_OK;
-    }
+    if (!strcmp(type, "Sequence"))
+        return parse_sequence(t, obj, "normalizers", name, path, depth, parse_normalizer);
     const char *a = NULL, *b = NULL;
     size_t alen = 0, blen = 0;
     tok_norm_kind kind;
@@ -223,20 +231,8 @@ static attn_status parse_pre(attn_tok *t, json_t *obj, const char *name, const c
     const char *type = NULL;
     attn_status st = get_type(obj, name, path, &type);
     if (st) return st;
-    char sub[256];
-    if (!strcmp(type, "Sequence")) {
-        json_t *list = json_object_get(obj, "pretokenizers");
-        if (!json_is_array(list))
-            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.pretokenizers: expected an array", name,
-                             path);
-        if (depth > 8)
-            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s: Sequence nested too deeply", name, path);
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            snprintf(sub, sizeof sub, "%s.pretokenizers[%zu]", path, i);
-            if ((st = parse_pre(t, json_array_get(list, i), name, sub, depth + 1))) return st;
-        }
-        return ATTN_STATUS_OK;
-    }
+    if (!strcmp(type, "Sequence"))
+        return parse_sequence(t, obj, "pretokenizers", name, path, depth, parse_pre);
     if (!strcmp(type, "Punctuation")) {
         json_t *b = json_object_get(obj, "behavior");
         if (b && !(json_is_string(b) && !strcmp(json_string_value(b), "Isolated")))
@@ -282,19 +278,8 @@ static attn_status parse_decoder(attn_tok *t, json_t *obj, const char *name, con
     const char *type = NULL;
     attn_status st = get_type(obj, name, path, &type);
     if (st) return st;
-    char sub[256];
-    if (!strcmp(type, "Sequence")) {
-        json_t *list = json_object_get(obj, "decoders");
-        if (!json_is_array(list))
-            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.decoders: expected an array", name, path);
-        if (depth > 8)
-            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s: Sequence nested too deeply", name, path);
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            snprintf(sub, sizeof sub, "%s.decoders[%zu]", path, i);
-            if ((st = parse_decoder(t, json_array_get(list, i), name, sub, depth + 1))) return st;
-        }
-        return ATTN_STATUS_OK;
-    }
+    if (!strcmp(type, "Sequence"))
+        return parse_sequence(t, obj, "decoders", name, path, depth, parse_decoder);
     tok_dec d = {0};
     const char *a = NULL, *b = NULL;
     size_t alen = 0, blen = 0;
