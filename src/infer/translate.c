@@ -51,6 +51,7 @@ struct attn_translate_session {
     float *ff;                   /* (capN, F) feed-forward hidden layer */
     float *logits;               /* (capN, V) */
     float *lse;                  /* (capN) log-sum-exp of each logits row */
+    float *probs;                /* (capN, V) softmax scratch for the log-sum-exp */
     int32_t *kv_len;             /* (capN) self-attention keys visible: t + 1 */
     int32_t *src_len;            /* (capS) source lengths of the active sentences */
     int32_t *sent;               /* (capS) original index (in the batch) of active sentence j */
@@ -108,7 +109,7 @@ void attn_translate_session_free(attn_translate_session *s) {
     }
     attn_free(s->ckv), attn_free(s->kc), attn_free(s->vc);
     void *bufs[] = {s->mem,   s->stage,  s->x,      s->h,     s->qkv,    s->att,      s->y,
-                    s->ff,    s->logits, s->lse,    s->kv_len, s->src_len, s->sent,   s->rows,
+                    s->ff,    s->logits, s->lse,    s->probs, s->kv_len, s->src_len, s->sent,   s->rows,
                     s->hist,  s->hist2,  s->tok,    s->score, s->score2, s->npar,     s->ntok,
                     s->nscore, s->keep,  s->done,   s->lim,   s->fin_ids, s->fin_len, s->fin_score,
                     s->n_fin};
@@ -191,6 +192,7 @@ attn_status attn_translate_session_init(const attn_encdec_model *m, int max_sent
     ALLOC(y, nN * Cz * f);
     ALLOC(ff, nN * (size_t)s->F * f);
     ALLOC(logits, nN * (size_t)s->V * f);
+    ALLOC(probs, nN * (size_t)s->V * f);
     ALLOC(lse, nN * f);
     ALLOC(kv_len, nN * i4);
     ALLOC(src_len, nS * i4);
@@ -452,16 +454,30 @@ static void compact(attn_translate_session *s, const int32_t *keep, int nk,
 /* ---- search ---------------------------------------------------------------------------------- */
 
 /* lse[n] = log Σ_v exp(logits[n, v]) for the active rows: log-probabilities are logit − lse. */
+/* lse of each logits row. The vectorized softmax kernel does the exponentials; at the row's
+ * maximum x* the probability is exp(x* − lse), so lse = x* − log p(x*), exact to rounding and
+ * never underflowing (p(x*) >= 1/V). */
 static void row_lse(attn_translate_session *s) {
     const int N = s->N, V = s->V;
+    if (attn_softmax_forward(N, V, s->logits, s->probs) != ATTN_STATUS_OK) {
+        /* Not reachable with the session's own sizes; keep a correct answer anyway. */
+        for (int n = 0; n < N; n++) {
+            const float *r = s->logits + (size_t)n * V;
+            float mx = r[0];
+            for (int v = 1; v < V; v++) mx = r[v] > mx ? r[v] : mx;
+            double sum = 0;
+            for (int v = 0; v < V; v++) sum += exp((double)r[v] - mx);
+            s->lse[n] = (float)((double)mx + log(sum));
+        }
+        return;
+    }
 #pragma omp parallel for schedule(static) if ((size_t)N * V > 32768)
     for (int n = 0; n < N; n++) {
         const float *r = s->logits + (size_t)n * V;
-        float mx = r[0];
-        for (int v = 1; v < V; v++) mx = r[v] > mx ? r[v] : mx;
-        double sum = 0;
-        for (int v = 0; v < V; v++) sum += expf(r[v] - mx); /* float exp: 3x faster */
-        s->lse[n] = (float)((double)mx + log(sum));
+        int arg = 0;
+        for (int v = 1; v < V; v++)
+            if (r[v] > r[arg]) arg = v;
+        s->lse[n] = (float)((double)r[arg] - log((double)s->probs[(size_t)n * V + arg]));
     }
 }
 
