@@ -38,19 +38,6 @@ static const char *tmp(const char *name) {
     return b;
 }
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void write_file(const char *path, const char *s, size_t n) {
-    FILE *fp = fopen(path, "wb");
-    assert_non_null(fp);
-    assert_int_equal(fwrite(s, 1, n, fp), n);
-    fclose(fp);
-}
-
 static void expect_fail(attn_status got, attn_status want, const char *sub1, const char *sub2) {
     const char *msg = attn_last_error();
     if (got != want || (sub1 && !strstr(msg, sub1)) || (sub2 && !strstr(msg, sub2)))
@@ -112,9 +99,9 @@ static void test_split(void **state) {
 
     attn_data_split_options so = attn_data_split_default_options();
     attn_data_split sp, sp2, sp3;
-    double t0 = now();
+    double t0 = tu_now();
     assert_int_equal(attn_data_split_make(c, &so, &sp), 0);
-    double t1 = now();
+    double t1 = tu_now();
     printf("  split (seed %llu, %.1f ms): train %zu pairs / %zu sentences, valid %zu / %zu, test %zu / %zu\n",
            (unsigned long long)so.seed, 1e3 * (t1 - t0), sp.n_train, sp.s_train, sp.n_valid,
            sp.s_valid, sp.n_test, sp.s_test);
@@ -335,9 +322,9 @@ static void test_batches(void **state) {
     attn_tok_train_params tp = attn_tok_train_default_params();
     tp.vocab_size = 8000;
     attn_tok *tok;
-    double t0 = now();
+    double t0 = tu_now();
     if (attn_tok_train_bpe(&tp, lines, NULL, 2 * c->n, &tok)) fail_msg("train: %s", attn_last_error());
-    double t1 = now();
+    double t1 = tu_now();
     free(lines);
 
     attn_data_split sp;
@@ -346,7 +333,7 @@ static void test_batches(void **state) {
     eo.max_len = 64;
     attn_data_dataset *ds;
     assert_int_equal(attn_data_encode(c, sp.train, sp.n_train, tok, &eo, &ds), 0);
-    double t2 = now();
+    double t2 = tu_now();
     printf("  tokenizer trained in %.2f s; train split encoded in %.3f s: %zu pairs, %zu ids, "
            "%zu dropped (> %d), longest src %d tgt %d\n",
            t1 - t0, t2 - t1, ds->n, ds->off[2 * ds->n], ds->n_dropped, (int)eo.max_len,
@@ -361,9 +348,9 @@ static void test_batches(void **state) {
     attn_data_loader *ld, *ld2;
     assert_int_equal(attn_data_loader_new(ds, &bo, &ld), 0);
     size_t nb;
-    double t3 = now();
+    double t3 = tu_now();
     double pad = run_epoch(ld, ds, &bo, &nb);
-    double t4 = now();
+    double t4 = tu_now();
     printf("  epoch 0: %zu batches (max_tokens %zu, padded budget, one bucket), padding %.2f%% of "
            "cells, %.1f ms\n", nb, bo.max_tokens, 100 * pad, 1e3 * (t4 - t3));
     assert_true(pad < 0.10);
@@ -492,28 +479,28 @@ static void test_bad_input(void **state) {
     expect_fail(attn_data_load_tsv(tmp("missing.tsv"), NULL, &c), ATTN_STATUS_IO, "missing.tsv",
                 NULL);
     static const char bad_utf8[] = "Hi.\t嗨。\tx\nBad \xC3\x28 byte\t坏\tx\n";
-    write_file(tmp("utf8.tsv"), bad_utf8, sizeof bad_utf8 - 1);
+    tu_write_all(tmp("utf8.tsv"), bad_utf8, sizeof bad_utf8 - 1);
     expect_fail(attn_data_load_tsv(tmp("utf8.tsv"), NULL, &c), ATTN_STATUS_FORMAT, "utf8.tsv:2:",
                 "UTF-8");
     static const char overlong[] = "A\t\xC0\xAF\n";
-    write_file(tmp("overlong.tsv"), overlong, sizeof overlong - 1);
+    tu_write_all(tmp("overlong.tsv"), overlong, sizeof overlong - 1);
     expect_fail(attn_data_load_tsv(tmp("overlong.tsv"), NULL, &c), ATTN_STATUS_FORMAT,
                 "overlong.tsv:1:", "UTF-8");
-    write_file(tmp("nul.tsv"), "A\tB\nC\tD\0E\n", 10);
+    tu_write_all(tmp("nul.tsv"), "A\tB\nC\tD\0E\n", 10);
     expect_fail(attn_data_load_tsv(tmp("nul.tsv"), NULL, &c), ATTN_STATUS_FORMAT, "nul.tsv:2:",
                 "NUL byte at byte 4");
     static const char cols[] = "Hi.\t嗨。\n\nRun.\t跑\nno tab here\n";
-    write_file(tmp("cols.tsv"), cols, sizeof cols - 1);
+    tu_write_all(tmp("cols.tsv"), cols, sizeof cols - 1);
     expect_fail(attn_data_load_tsv(tmp("cols.tsv"), NULL, &c), ATTN_STATUS_FORMAT, "cols.tsv:4:",
                 "column");
     static const char empty_tgt[] = "Hi.\t\tattr\n";
-    write_file(tmp("emptytgt.tsv"), empty_tgt, sizeof empty_tgt - 1);
+    tu_write_all(tmp("emptytgt.tsv"), empty_tgt, sizeof empty_tgt - 1);
     expect_fail(attn_data_load_tsv(tmp("emptytgt.tsv"), NULL, &c), ATTN_STATUS_FORMAT,
                 "emptytgt.tsv:1:", "empty target");
-    write_file(tmp("empty.tsv"), "", 0);
+    tu_write_all(tmp("empty.tsv"), "", 0);
     expect_fail(attn_data_load_tsv(tmp("empty.tsv"), NULL, &c), ATTN_STATUS_FORMAT, "empty.tsv",
                 "empty input");
-    write_file(tmp("bom.tsv"), "\xEF\xBB\xBF\n\r\n", 6);
+    tu_write_all(tmp("bom.tsv"), "\xEF\xBB\xBF\n\r\n", 6);
     expect_fail(attn_data_load_tsv(tmp("bom.tsv"), NULL, &c), ATTN_STATUS_FORMAT, "bom.tsv",
                 "empty input");
     attn_data_tsv_options o = {.src_col = 1, .tgt_col = 1, .attr_col = -1};
@@ -522,7 +509,7 @@ static void test_bad_input(void **state) {
 
     /* What is accepted: BOM, CRLF, blank lines, no attribution, other column orders. */
     static const char ok[] = "\xEF\xBB\xBFHi.\t嗨。\r\n\r\nRun.\t跑\tsomeone\r\nHi.\t你好。";
-    write_file(tmp("ok.tsv"), ok, sizeof ok - 1);
+    tu_write_all(tmp("ok.tsv"), ok, sizeof ok - 1);
     assert_int_equal(attn_data_load_tsv(tmp("ok.tsv"), NULL, &c), 0);
     assert_int_equal(c.n, 3);
     assert_string_equal(c.src[0], "Hi.");

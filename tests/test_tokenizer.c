@@ -37,33 +37,10 @@ static const char *tmp(const char *name) {
     return b;
 }
 
-static bool quiet(void) { return getenv("ATTN_TEST_QUIET") != NULL; }
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static char *read_all(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long sz = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *b = malloc((size_t)sz + 1);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)sz, fp), (size_t)sz);
-    fclose(fp);
-    b[sz] = '\0';
-    *n = (size_t)sz;
-    return b;
-}
-
 /* The status must be `want` and the one-line message must contain each non-NULL substring. */
 static void expect_fail(attn_status got, attn_status want, const char *s1, const char *s2) {
     const char *msg = attn_last_error();
-    if (!quiet()) printf("  [%s] %s\n", attn_status_str(got), msg);
+    if (!tu_quiet()) printf("  [%s] %s\n", attn_status_str(got), msg);
     if (got != want)
         fail_msg("status %s, expected %s (message: %s)", attn_status_str(got),
                  attn_status_str(want), msg);
@@ -108,7 +85,7 @@ static void print_ids(const char *what, const int32_t *ids, size_t n) {
 static void test_reference(void **state) {
     (void)state;
     size_t n;
-    char *txt = read_all(tu_ref_path("tok_cases.json"), &n);
+    char *txt = tu_read_all(tu_ref_path("tok_cases.json"), &n);
     if (!txt) {
         printf("  SKIP: %s missing (tools/ref_tokenizer.py needs the corpus and tokenizers)\n",
                tu_ref_path("tok_cases.json"));
@@ -197,7 +174,7 @@ typedef struct {
 static bool corpus_load(corpus *c) {
     size_t n;
     memset(c, 0, sizeof *c);
-    c->buf = read_all(CORPUS, &n);
+    c->buf = tu_read_all(CORPUS, &n);
     if (!c->buf) return false;
     c->line = malloc(2 * (n / 2 + 1) * sizeof *c->line);
     c->len = malloc(2 * (n / 2 + 1) * sizeof *c->len);
@@ -235,7 +212,7 @@ static attn_tok *train_default(int32_t vocab, double *secs, size_t *nlines) {
     attn_tok_train_params p = attn_tok_train_default_params();
     p.vocab_size = vocab;
     attn_tok *t = NULL;
-    double t0 = now();
+    double t0 = tu_now();
     attn_status st;
     if (corpus_load(&c)) {
         st = attn_tok_train_bpe(&p, c.line, c.len, c.n, &t);
@@ -246,7 +223,7 @@ static attn_tok *train_default(int32_t vocab, double *secs, size_t *nlines) {
         st = attn_tok_train_bpe(&p, fallback_text, NULL, 8, &t);
         *nlines = 8;
     }
-    *secs = now() - t0;
+    *secs = tu_now() - t0;
     if (st) fail_msg("train: %s", attn_last_error());
     return t;
 }
@@ -322,9 +299,9 @@ static void test_train_corpus(void **state) {
     attn_tok_train_params p = attn_tok_train_default_params();
     p.vocab_size = 8000;
     attn_tok *t;
-    double t0 = now();
+    double t0 = tu_now();
     if (attn_tok_train_bpe(&p, c.line, c.len, c.n, &t)) fail_msg("train: %s", attn_last_error());
-    double secs = now() - t0;
+    double secs = tu_now() - t0;
     printf("  trained on %zu texts (English and Chinese) in %.2f s: vocabulary %d\n", c.n, secs,
            attn_tok_vocab_size(t));
     assert_int_equal(attn_tok_vocab_size(t), 8000);
@@ -352,7 +329,7 @@ static void test_train_corpus(void **state) {
     assert_int_equal(attn_tok_train_bpe(&p, c.line, c.len, c.n, &t3), 0);
     assert_int_equal(attn_tok_save(t3, path2), 0);
     size_t n1, n2;
-    char *f1 = read_all(path, &n1), *f2 = read_all(path2, &n2);
+    char *f1 = tu_read_all(path, &n1), *f2 = tu_read_all(path2, &n2);
     assert_true(n1 == n2 && !memcmp(f1, f2, n1));
     free(f1);
     free(f2);
@@ -360,7 +337,7 @@ static void test_train_corpus(void **state) {
 
     /* every line round-trips; the reloaded tokenizer encodes identically */
     size_t tokens = 0, bytes = 0, rt_bad = 0;
-    t0 = now();
+    t0 = tu_now();
     for (size_t i = 0; i < c.n; i++) {
         size_t k, k2, dl;
         int32_t *ids = enc(t, c.line[i], c.len[i], &k);
@@ -377,7 +354,7 @@ static void test_train_corpus(void **state) {
         attn_free(d);
     }
     printf("  %zu/%zu texts round-trip exactly; %.2f bytes/token; encode+decode %.2f s\n",
-           c.n - rt_bad, c.n, (double)bytes / (double)tokens, now() - t0);
+           c.n - rt_bad, c.n, (double)bytes / (double)tokens, tu_now() - t0);
     assert_int_equal(rt_bad, 0);
     /* frequent words are whole tokens; punctuation is a token of its own */
     size_t k;

@@ -36,49 +36,19 @@ static const char *tmp(const char *name) {
     return b;
 }
 
-static bool quiet(void) { return getenv("ATTN_TEST_QUIET") != NULL; }
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static char *read_all(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long sz = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *b = malloc((size_t)sz + 1);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)sz, fp), (size_t)sz);
-    fclose(fp);
-    b[sz] = '\0';
-    *n = (size_t)sz;
-    return b;
-}
-
-static void write_all(const char *path, const char *s, size_t n) {
-    FILE *fp = fopen(path, "wb");
-    assert_non_null(fp);
-    assert_int_equal(fwrite(s, 1, n, fp), n);
-    fclose(fp);
-}
-
-static void write_str(const char *path, const char *s) { write_all(path, s, strlen(s)); }
+static void write_str(const char *path, const char *s) { tu_write_all(path, s, strlen(s)); }
 
 static void copy_file(const char *from, const char *to) {
     size_t n;
-    char *b = read_all(from, &n);
+    char *b = tu_read_all(from, &n);
     assert_non_null(b);
-    write_all(to, b, n);
+    tu_write_all(to, b, n);
     free(b);
 }
 
 static void expect_fail(attn_status got, attn_status want, const char *s1, const char *s2) {
     const char *msg = attn_last_error();
-    if (!quiet()) printf("  [%s] %s\n", attn_status_str(got), msg);
+    if (!tu_quiet()) printf("  [%s] %s\n", attn_status_str(got), msg);
     if (got != want)
         fail_msg("status %s, expected %s (message: %s)", attn_status_str(got),
                  attn_status_str(want), msg);
@@ -110,7 +80,7 @@ static void print_ids(const char *what, const int32_t *ids, size_t n) {
 
 static json_t *load_cases(void) {
     size_t n;
-    char *txt = read_all(tu_ref_path("gpt2_cases.json"), &n);
+    char *txt = tu_read_all(tu_ref_path("gpt2_cases.json"), &n);
     if (!txt) return NULL;
     json_error_t err;
     json_t *root = json_loadb(txt, n, JSON_ALLOW_NUL, &err);
@@ -280,7 +250,7 @@ static void test_corpus(void **state) {
     (void)state;
     json_t *root = load_cases();
     size_t n;
-    char *text = read_all(CORPUS, &n);
+    char *text = tu_read_all(CORPUS, &n);
     if (!root || !text) {
         free(text);
         json_decref(root);
@@ -291,9 +261,9 @@ static void test_corpus(void **state) {
     if (attn_tok_load(tu_ref_path("gpt2_gpt2.json"), &t)) fail_msg("%s", attn_last_error());
     size_t nw, k;
     int32_t *want = json_ids(json_object_get(root, "corpus_ids"), &nw);
-    double t0 = now();
+    double t0 = tu_now();
     int32_t *ids = enc(t, text, n, &k);
-    double t1 = now();
+    double t1 = tu_now();
     size_t first_diff = k < nw ? k : nw;
     for (size_t i = 0; i < (k < nw ? k : nw); i++)
         if (ids[i] != want[i]) {
@@ -301,9 +271,9 @@ static void test_corpus(void **state) {
             break;
         }
     size_t dl;
-    double t2 = now();
+    double t2 = tu_now();
     char *d = dec(t, ids, k, 0, &dl);
-    double t3 = now();
+    double t3 = tu_now();
     printf("  tiny shakespeare (%zu bytes, one text): %zu ids (hf %zu), encode %.3f s "
            "(%.1f MB/s), decode %.3f s\n",
            n, k, nw, t1 - t0, (double)n / 1e6 / (t1 - t0), t3 - t2);
@@ -314,7 +284,7 @@ static void test_corpus(void **state) {
     assert_memory_equal(d, text, n);
     /* line by line, as a data loader would: same ids as the library per line (spot check: the
      * concatenation of per-line encodes of "line\n" decodes back to the text) */
-    double t4 = now();
+    double t4 = tu_now();
     size_t total = 0;
     for (size_t i = 0; i < n;) {
         size_t e = i;
@@ -325,7 +295,7 @@ static void test_corpus(void **state) {
         attn_free(li);
         i = e;
     }
-    printf("  line by line: %zu ids in %.3f s\n", total, now() - t4);
+    printf("  line by line: %zu ids in %.3f s\n", total, tu_now() - t4);
     attn_free(ids);
     attn_free(d);
     free(want);

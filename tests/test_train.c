@@ -494,30 +494,10 @@ static void test_ckpt_roundtrip_resume(void **state) {
     toy_free(&c);
 }
 
-static void write_file(const char *path, const char *text) {
+static void write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     fputs(text, f);
-    fclose(f);
-}
-
-static char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc(*n + 1);
-    assert_int_equal(fread(b, 1, *n, f), *n);
-    b[*n] = 0;
-    fclose(f);
-    return b;
-}
-
-static void write_all(const char *path, const char *b, size_t n) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, n, f), n);
     fclose(f);
 }
 
@@ -549,8 +529,10 @@ static void test_ckpt_damaged(void **state) {
     toy_step(&m);
     assert_int_equal(toy_save(&m, P("newer")), 0);
     size_t n;
-    char *model = read_all(P("good/model.safetensors"), &n);
-    char *json = read_all(P("good/training_state.json"), &n);
+    char *model = tu_read_all(P("good/model.safetensors"), &n);
+    char *json = tu_read_all(P("good/training_state.json"), &n);
+    assert_non_null(model);
+    assert_non_null(json);
 #define FRESH(d) sh("rm -rf '%s' && cp -r '%s' '%s'", P(d), P("good"), P(d))
     /* missing pieces */
     expect_fail(&m, P("nonexistent"), ATTN_STATUS_IO, "no such checkpoint directory");
@@ -562,14 +544,15 @@ static void test_ckpt_damaged(void **state) {
     expect_fail(&m, P("c2"), ATTN_STATUS_IO, "model.safetensors: cannot open");
     /* truncated and bit-flipped tensor files */
     FRESH("c3");
-    write_all(P("c3/model.safetensors"), model, 100);
+    tu_write_all(P("c3/model.safetensors"), model, 100);
     expect_fail(&m, P("c3"), ATTN_STATUS_FORMAT, "100 bytes, but training_state.json records");
     FRESH("c4");
     {
         size_t k;
-        char *b = read_all(P("c4/optimizer.safetensors"), &k);
+        char *b = tu_read_all(P("c4/optimizer.safetensors"), &k);
+        assert_non_null(b);
         b[k - 3] ^= 0x10;
-        write_all(P("c4/optimizer.safetensors"), b, k);
+        tu_write_all(P("c4/optimizer.safetensors"), b, k);
         free(b);
     }
     expect_fail(&m, P("c4"), ATTN_STATUS_FORMAT, "optimizer.safetensors: CRC-32");
@@ -579,7 +562,7 @@ static void test_ckpt_damaged(void **state) {
     expect_fail(&m, P("c5"), ATTN_STATUS_FORMAT, "model.safetensors: CRC-32");
     /* bad JSON, version, fields */
     FRESH("c6");
-    write_file(P("c6/training_state.json"), "{\"format_version\": 1, ");
+    write_text(P("c6/training_state.json"), "{\"format_version\": 1, ");
     expect_fail(&m, P("c6"), ATTN_STATUS_FORMAT, "invalid JSON");
     FRESH("c7");
     {
@@ -665,7 +648,7 @@ static void test_ckpt_failed_save(void **state) {
     /* nonexistent parent, a file in the way, a bad tensor mid-save, a subdirectory in DIR */
     assert_int_equal(toy_save(&m, P("no/such/dir")), ATTN_STATUS_IO);
     printf("  message: %s\n", attn_last_error());
-    write_file(P("afile"), "x");
+    write_text(P("afile"), "x");
     assert_int_equal(toy_save(&m, P("afile")), ATTN_STATUS_INVALID_ARGUMENT);
     m.params[0] = 77.0f;
     attn_ckpt_tensor bad[2] = {m.t[0], {NULL, 1, {4}, m.params + 12}};
@@ -696,7 +679,7 @@ static void test_ckpt_crash(void **state) {
             toy a;
             toy_init(&a, 1.0f); /* checkpoint A: params start at 1.0 */
             assert_int_equal(toy_save(&a, dir), 0);
-            write_file(P("crash/config.json"), "{\"user\": true}\n");
+            write_text(P("crash/config.json"), "{\"user\": true}\n");
             toy_free(&a);
             toy_init(&a, 2.0f); /* checkpoint B: params start at 2.0 */
             attn_ckpt__crash_after = k;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -77,6 +78,41 @@ static inline const char *tu_ref_path(const char *name) {
     const char *dir = getenv("ATTN_REF_DIR");
     snprintf(buf, sizeof buf, "%s/%s", dir && *dir ? dir : "build/ref", name);
     return buf;
+}
+
+/* Whether ATTN_TEST_QUIET is set (print only failures). */
+static inline int tu_quiet(void) { return getenv("ATTN_TEST_QUIET") != NULL; }
+
+/* Monotonic seconds, for the timings tests print (never assert on them). */
+static inline double tu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The whole file, NUL-terminated (malloc'd; *n bytes without the NUL), or NULL if it cannot be
+ * opened. */
+static inline char *tu_read_all(const char *path, size_t *n) {
+    *n = 0;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long sz = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *b = malloc((size_t)sz + 1);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, (size_t)sz, fp), (size_t)sz);
+    fclose(fp);
+    b[sz] = '\0';
+    *n = (size_t)sz;
+    return b;
+}
+
+static inline void tu_write_all(const char *path, const char *s, size_t n) {
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(s, 1, n, fp), n);
+    fclose(fp);
 }
 
 /* Scratch space: make $TMPDIR/attn-test-NAME-XXXXXX (default /tmp) into buf; 0 on success. */
