@@ -28,24 +28,6 @@
 #define CORPUS "../shared/data/tatoeba-eng-cmn/cmn.txt"
 #define ATTN_MAX(a, b) ((a) > (b) ? (a) : (b))
 
-static char g_dir[512];
-
-static const char *tmp(const char *name) {
-    static char bufs[4][1024];
-    static int k;
-    char *b = bufs[k++ & 3];
-    snprintf(b, sizeof bufs[0], "%s/%s", g_dir, name);
-    return b;
-}
-
-static void expect_fail(attn_status got, attn_status want, const char *sub1, const char *sub2) {
-    const char *msg = attn_last_error();
-    if (got != want || (sub1 && !strstr(msg, sub1)) || (sub2 && !strstr(msg, sub2)))
-        fail_msg("got %s (\"%s\"), expected %s mentioning \"%s\" \"%s\"", attn_status_str(got),
-                 msg, attn_status_str(want), sub1 ? sub1 : "", sub2 ? sub2 : "");
-    if (!getenv("ATTN_TEST_QUIET")) printf("  expected failure: %s\n", msg);
-}
-
 /* A hash set of strings, written independently of the library's, to check disjointness. */
 typedef struct {
     const char **slot;
@@ -168,9 +150,9 @@ static void test_split(void **state) {
     assert_string_equal(part_name(&sp, kp), "train"); /* the demo translates it: keep it pinned */
 
     /* Write the test split and read it back. */
-    assert_int_equal(attn_data_write_tsv(c, sp.test, sp.n_test, tmp("test.tsv")), 0);
+    assert_int_equal(attn_data_write_tsv(c, sp.test, sp.n_test, tu_tmp("test.tsv")), 0);
     attn_data_corpus back;
-    assert_int_equal(attn_data_load_tsv(tmp("test.tsv"), NULL, &back), 0);
+    assert_int_equal(attn_data_load_tsv(tu_tmp("test.tsv"), NULL, &back), 0);
     assert_int_equal(back.n, sp.n_test);
     for (size_t k = 0; k < back.n; k++) {
         assert_string_equal(back.src[k], c->src[sp.test[k]]);
@@ -198,15 +180,15 @@ static void test_split(void **state) {
     assert_int_equal(attn_bleu_corpus(rf.n, (const char *const *)rf.refs[0], rf.n_refs, rf.refs,
                                       NULL, &br), 0);
     assert_true(fabs(br.score - 100.0) < 1e-9);
-    assert_int_equal(attn_data_refs_write(&rf, tmp("test.en"), tmp("test.zh")), 0);
+    assert_int_equal(attn_data_refs_write(&rf, tu_tmp("test.en"), tu_tmp("test.zh")), 0);
     attn_bleu_lines l;
-    assert_int_equal(attn_bleu_read_lines(tmp("test.en"), &l), 0);
+    assert_int_equal(attn_bleu_read_lines(tu_tmp("test.en"), &l), 0);
     assert_int_equal(l.n, rf.n);
     assert_string_equal(l.lines[0], rf.src[0]);
     attn_bleu_lines_free(&l);
     char name[64];
     snprintf(name, sizeof name, "test.zh.%zu", rf.n_refs - 1);
-    assert_int_equal(attn_bleu_read_lines(tmp(name), &l), 0);
+    assert_int_equal(attn_bleu_read_lines(tu_tmp(name), &l), 0);
     assert_int_equal(l.n, rf.n);
     attn_bleu_lines_free(&l);
     attn_data_refs_free(&rf);
@@ -409,7 +391,7 @@ static void test_batches(void **state) {
            (unsigned long long)pos.epoch, (unsigned long long)pos.batch);
     free(a);
     free(b);
-    expect_fail(attn_data_loader_seek(ld2, (attn_data_pos){0, 1u << 30}),
+    tu_expect_fail(attn_data_loader_seek(ld2, (attn_data_pos){0, 1u << 30}),
                 ATTN_STATUS_INVALID_ARGUMENT, "beyond", NULL);
     attn_data_loader_free(ld2);
     attn_data_loader_free(ld);
@@ -459,12 +441,12 @@ static void test_batches(void **state) {
     assert_int_equal(attn_data_loader_new(ds, NULL, &ld), 0);
     run_epoch(ld, ds, &bo, &nb);
     attn_data_loader_free(ld);
-    expect_fail(attn_data_loader_new(ds, &(attn_data_batch_options){.max_tokens = 4}, &ld),
+    tu_expect_fail(attn_data_loader_new(ds, &(attn_data_batch_options){.max_tokens = 4}, &ld),
                 ATTN_STATUS_INVALID_ARGUMENT, "max_tokens", NULL);
     attn_data_dataset_free(ds);
     eo.max_len = 2;
     eo.truncate = false;
-    expect_fail(attn_data_encode(c, sp.valid, sp.n_valid, tok, &eo, &ds),
+    tu_expect_fail(attn_data_encode(c, sp.valid, sp.n_valid, tok, &eo, &ds),
                 ATTN_STATUS_INVALID_ARGUMENT, "no pairs left", NULL);
 
     attn_data_split_free(&sp);
@@ -476,41 +458,41 @@ static void test_batches(void **state) {
 static void test_bad_input(void **state) {
     (void)state;
     attn_data_corpus c;
-    expect_fail(attn_data_load_tsv(tmp("missing.tsv"), NULL, &c), ATTN_STATUS_IO, "missing.tsv",
+    tu_expect_fail(attn_data_load_tsv(tu_tmp("missing.tsv"), NULL, &c), ATTN_STATUS_IO, "missing.tsv",
                 NULL);
     static const char bad_utf8[] = "Hi.\t嗨。\tx\nBad \xC3\x28 byte\t坏\tx\n";
-    tu_write_all(tmp("utf8.tsv"), bad_utf8, sizeof bad_utf8 - 1);
-    expect_fail(attn_data_load_tsv(tmp("utf8.tsv"), NULL, &c), ATTN_STATUS_FORMAT, "utf8.tsv:2:",
+    tu_write_all(tu_tmp("utf8.tsv"), bad_utf8, sizeof bad_utf8 - 1);
+    tu_expect_fail(attn_data_load_tsv(tu_tmp("utf8.tsv"), NULL, &c), ATTN_STATUS_FORMAT, "utf8.tsv:2:",
                 "UTF-8");
     static const char overlong[] = "A\t\xC0\xAF\n";
-    tu_write_all(tmp("overlong.tsv"), overlong, sizeof overlong - 1);
-    expect_fail(attn_data_load_tsv(tmp("overlong.tsv"), NULL, &c), ATTN_STATUS_FORMAT,
+    tu_write_all(tu_tmp("overlong.tsv"), overlong, sizeof overlong - 1);
+    tu_expect_fail(attn_data_load_tsv(tu_tmp("overlong.tsv"), NULL, &c), ATTN_STATUS_FORMAT,
                 "overlong.tsv:1:", "UTF-8");
-    tu_write_all(tmp("nul.tsv"), "A\tB\nC\tD\0E\n", 10);
-    expect_fail(attn_data_load_tsv(tmp("nul.tsv"), NULL, &c), ATTN_STATUS_FORMAT, "nul.tsv:2:",
+    tu_write_all(tu_tmp("nul.tsv"), "A\tB\nC\tD\0E\n", 10);
+    tu_expect_fail(attn_data_load_tsv(tu_tmp("nul.tsv"), NULL, &c), ATTN_STATUS_FORMAT, "nul.tsv:2:",
                 "NUL byte at byte 4");
     static const char cols[] = "Hi.\t嗨。\n\nRun.\t跑\nno tab here\n";
-    tu_write_all(tmp("cols.tsv"), cols, sizeof cols - 1);
-    expect_fail(attn_data_load_tsv(tmp("cols.tsv"), NULL, &c), ATTN_STATUS_FORMAT, "cols.tsv:4:",
+    tu_write_all(tu_tmp("cols.tsv"), cols, sizeof cols - 1);
+    tu_expect_fail(attn_data_load_tsv(tu_tmp("cols.tsv"), NULL, &c), ATTN_STATUS_FORMAT, "cols.tsv:4:",
                 "column");
     static const char empty_tgt[] = "Hi.\t\tattr\n";
-    tu_write_all(tmp("emptytgt.tsv"), empty_tgt, sizeof empty_tgt - 1);
-    expect_fail(attn_data_load_tsv(tmp("emptytgt.tsv"), NULL, &c), ATTN_STATUS_FORMAT,
+    tu_write_all(tu_tmp("emptytgt.tsv"), empty_tgt, sizeof empty_tgt - 1);
+    tu_expect_fail(attn_data_load_tsv(tu_tmp("emptytgt.tsv"), NULL, &c), ATTN_STATUS_FORMAT,
                 "emptytgt.tsv:1:", "empty target");
-    tu_write_all(tmp("empty.tsv"), "", 0);
-    expect_fail(attn_data_load_tsv(tmp("empty.tsv"), NULL, &c), ATTN_STATUS_FORMAT, "empty.tsv",
+    tu_write_all(tu_tmp("empty.tsv"), "", 0);
+    tu_expect_fail(attn_data_load_tsv(tu_tmp("empty.tsv"), NULL, &c), ATTN_STATUS_FORMAT, "empty.tsv",
                 "empty input");
-    tu_write_all(tmp("bom.tsv"), "\xEF\xBB\xBF\n\r\n", 6);
-    expect_fail(attn_data_load_tsv(tmp("bom.tsv"), NULL, &c), ATTN_STATUS_FORMAT, "bom.tsv",
+    tu_write_all(tu_tmp("bom.tsv"), "\xEF\xBB\xBF\n\r\n", 6);
+    tu_expect_fail(attn_data_load_tsv(tu_tmp("bom.tsv"), NULL, &c), ATTN_STATUS_FORMAT, "bom.tsv",
                 "empty input");
     attn_data_tsv_options o = {.src_col = 1, .tgt_col = 1, .attr_col = -1};
-    expect_fail(attn_data_load_tsv(tmp("bom.tsv"), &o, &c), ATTN_STATUS_INVALID_ARGUMENT,
+    tu_expect_fail(attn_data_load_tsv(tu_tmp("bom.tsv"), &o, &c), ATTN_STATUS_INVALID_ARGUMENT,
                 "distinct", NULL);
 
     /* What is accepted: BOM, CRLF, blank lines, no attribution, other column orders. */
     static const char ok[] = "\xEF\xBB\xBFHi.\t嗨。\r\n\r\nRun.\t跑\tsomeone\r\nHi.\t你好。";
-    tu_write_all(tmp("ok.tsv"), ok, sizeof ok - 1);
-    assert_int_equal(attn_data_load_tsv(tmp("ok.tsv"), NULL, &c), 0);
+    tu_write_all(tu_tmp("ok.tsv"), ok, sizeof ok - 1);
+    assert_int_equal(attn_data_load_tsv(tu_tmp("ok.tsv"), NULL, &c), 0);
     assert_int_equal(c.n, 3);
     assert_string_equal(c.src[0], "Hi.");
     assert_string_equal(c.tgt[0], "嗨。");
@@ -521,7 +503,7 @@ static void test_bad_input(void **state) {
     /* Two of three sources are "Hi.": a split cannot put them on two sides. */
     attn_data_split sp;
     attn_data_split_options so = {.seed = 7, .min_valid_pairs = 1, .min_test_pairs = 1};
-    expect_fail(attn_data_split_make(&c, &so, &sp), ATTN_STATUS_INVALID_ARGUMENT,
+    tu_expect_fail(attn_data_split_make(&c, &so, &sp), ATTN_STATUS_INVALID_ARGUMENT,
                 "nothing for train", NULL);
     so.min_valid_pairs = 0;
     assert_int_equal(attn_data_split_make(&c, &so, &sp), 0);
@@ -530,7 +512,7 @@ static void test_bad_input(void **state) {
     assert_int_equal(sp.n_train, 3 - sp.n_test);
     attn_data_split_free(&sp);
     so.min_test_pairs = 3;
-    expect_fail(attn_data_split_make(&c, &so, &sp), ATTN_STATUS_INVALID_ARGUMENT,
+    tu_expect_fail(attn_data_split_make(&c, &so, &sp), ATTN_STATUS_INVALID_ARGUMENT,
                 "nothing for train", NULL);
     /* Grouped references: "Hi." has two. */
     size_t all[] = {0, 1, 2};
@@ -546,19 +528,19 @@ static void test_bad_input(void **state) {
     attn_data_refs_free(&rf);
     attn_data_corpus_free(&c);
     o = (attn_data_tsv_options){.src_col = 1, .tgt_col = 0, .attr_col = -1};
-    assert_int_equal(attn_data_load_tsv(tmp("ok.tsv"), &o, &c), 0);
+    assert_int_equal(attn_data_load_tsv(tu_tmp("ok.tsv"), &o, &c), 0);
     assert_string_equal(c.src[0], "嗨。");
     assert_string_equal(c.tgt[0], "Hi.");
-    expect_fail(attn_data_write_tsv(&c, (size_t[]){5}, 1, tmp("x.tsv")),
+    tu_expect_fail(attn_data_write_tsv(&c, (size_t[]){5}, 1, tu_tmp("x.tsv")),
                 ATTN_STATUS_INVALID_ARGUMENT, "out of range", NULL);
-    expect_fail(attn_data_write_tsv(&c, (size_t[]){0}, 1, tmp("nodir/x.tsv")), ATTN_STATUS_IO,
+    tu_expect_fail(attn_data_write_tsv(&c, (size_t[]){0}, 1, tu_tmp("nodir/x.tsv")), ATTN_STATUS_IO,
                 "nodir", NULL);
     attn_data_corpus_free(&c);
 }
 
 
 int main(void) {
-    if (tu_mkdtemp(g_dir, sizeof g_dir, "data")) return 1;
+    if (tu_mkdtemp(tu_dir, sizeof tu_dir, "data")) return 1;
     g_have_corpus = attn_data_load_tsv(CORPUS, NULL, &g_c) == ATTN_STATUS_OK;
     if (!g_have_corpus) printf("note: %s\n", attn_last_error());
     const struct CMUnitTest tests[] = {
@@ -568,6 +550,6 @@ int main(void) {
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     attn_data_corpus_free(&g_c);
-    tu_rm_tree(g_dir);
+    tu_rm_tree(tu_dir);
     return failed ? 1 : 0;
 }

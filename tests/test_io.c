@@ -19,17 +19,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char g_dir[512];
-
-/* Path of a scratch file (4 rotating buffers: copy a path that must outlive 3 more calls). */
-static const char *tmp(const char *name) {
-    static char bufs[4][1024];
-    static int k;
-    char *b = bufs[k++ & 3];
-    snprintf(b, sizeof bufs[0], "%s/%s", g_dir, name);
-    return b;
-}
-
 static void write_file(const char *path, const void *buf, size_t n) {
     FILE *fp = fopen(path, "wb");
     assert_non_null(fp);
@@ -63,21 +52,6 @@ static int count_temporaries(const char *dir) {
     return n;
 }
 
-/* The status must be `want` and the message must contain each non-NULL substring. */
-static void expect_fail(attn_status got, attn_status want, const char *s1, const char *s2,
-                        const char *s3) {
-    const char *msg = attn_last_error();
-    if (!getenv("ATTN_TEST_QUIET")) printf("  [%s] %s\n", attn_status_str(got), msg);
-    if (got != want)
-        fail_msg("status %s, expected %s (message: %s)", attn_status_str(got),
-                 attn_status_str(want), msg);
-    const char *subs[3] = {s1, s2, s3};
-    for (int i = 0; i < 3; i++)
-        if (subs[i] && !strstr(msg, subs[i]))
-            fail_msg("message \"%s\" lacks \"%s\"", msg, subs[i]);
-    if (strchr(msg, '\n')) fail_msg("message has a newline");
-}
-
 static uint32_t f32_bits(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -108,12 +82,12 @@ static void bad_bytes(const unsigned char *b, size_t n, attn_status want, const 
     attn_reader r;
     attn_st_file *f = (attn_st_file *)1;
     assert_int_equal(attn_reader_open_memory(b, n, "bad.safetensors", &r), ATTN_STATUS_OK);
-    expect_fail(attn_st_open_reader(r, &f), want, "bad.safetensors", sub, sub2);
+    tu_expect_fail3(attn_st_open_reader(r, &f), want, "bad.safetensors", sub, sub2);
     assert_null(f);
-    const char *p = tmp("bad.safetensors");
+    const char *p = tu_tmp("bad.safetensors");
     write_file(p, b, n);
     f = (attn_st_file *)1;
-    expect_fail(attn_st_open(p, &f), want, p, sub, sub2);
+    tu_expect_fail3(attn_st_open(p, &f), want, p, sub, sub2);
     assert_null(f);
 }
 
@@ -138,9 +112,9 @@ static void test_reader_memory(void **state) {
     assert_int_equal(r.read(r.ctx, 2, d, 8), ATTN_STATUS_OK);
     assert_memory_equal(d, "23456789", 8);
     assert_int_equal(r.read(r.ctx, 10, d, 0), ATTN_STATUS_OK);
-    expect_fail(r.read(r.ctx, 3, d, 8), ATTN_STATUS_FORMAT, "buf", "past the end", NULL);
-    expect_fail(r.read(r.ctx, 11, d, 0), ATTN_STATUS_FORMAT, "buf", NULL, NULL);
-    expect_fail(r.read(r.ctx, UINT64_MAX, d, 2), ATTN_STATUS_FORMAT, "buf", NULL, NULL);
+    tu_expect_fail3(r.read(r.ctx, 3, d, 8), ATTN_STATUS_FORMAT, "buf", "past the end", NULL);
+    tu_expect_fail3(r.read(r.ctx, 11, d, 0), ATTN_STATUS_FORMAT, "buf", NULL, NULL);
+    tu_expect_fail3(r.read(r.ctx, UINT64_MAX, d, 2), ATTN_STATUS_FORMAT, "buf", NULL, NULL);
     attn_reader_close(&r);
     attn_reader_close(&r); /* harmless */
     assert_int_equal(attn_reader_open_memory(src, 4, NULL, &r), ATTN_STATUS_OK);
@@ -153,7 +127,7 @@ static void test_reader_memory(void **state) {
 
 static void test_reader_file(void **state) {
     (void)state;
-    const char *p = tmp("reader.bin");
+    const char *p = tu_tmp("reader.bin");
     write_file(p, "abcdefgh", 8);
     attn_reader r;
     assert_int_equal(attn_reader_open_file(p, &r), ATTN_STATUS_OK);
@@ -162,11 +136,11 @@ static void test_reader_file(void **state) {
     char d[8];
     assert_int_equal(r.read(r.ctx, 5, d, 3), ATTN_STATUS_OK);
     assert_memory_equal(d, "fgh", 3);
-    expect_fail(r.read(r.ctx, 6, d, 3), ATTN_STATUS_FORMAT, p, "past the end", NULL);
+    tu_expect_fail3(r.read(r.ctx, 6, d, 3), ATTN_STATUS_FORMAT, p, "past the end", NULL);
     attn_reader_close(&r);
-    expect_fail(attn_reader_open_file(tmp("nonexistent.bin"), &r), ATTN_STATUS_IO,
+    tu_expect_fail3(attn_reader_open_file(tu_tmp("nonexistent.bin"), &r), ATTN_STATUS_IO,
                 "nonexistent.bin", "No such file", NULL);
-    expect_fail(attn_reader_open_file(g_dir, &r), ATTN_STATUS_IO, g_dir, "directory", NULL);
+    tu_expect_fail3(attn_reader_open_file(tu_dir, &r), ATTN_STATUS_IO, tu_dir, "directory", NULL);
 }
 
 /* ---- safetensors round trip ---- */
@@ -217,9 +191,9 @@ static void test_st_roundtrip(void **state) {
     };
     const int n = (int)(sizeof e / sizeof e[0]);
     const char *meta[] = {"format", "pt", "note", "a \"quoted\"\nvalue", NULL};
-    const char *p = tmp("rt.safetensors");
+    const char *p = tu_tmp("rt.safetensors");
     assert_int_equal(attn_st_save(p, e, n, meta), ATTN_STATUS_OK);
-    assert_int_equal(count_temporaries(g_dir), 0);
+    assert_int_equal(count_temporaries(tu_dir), 0);
 
     /* header: 8-byte LE length, a multiple of 8, JSON padded with spaces */
     size_t fn;
@@ -316,22 +290,22 @@ static void test_st_roundtrip(void **state) {
         /* wrong use: each fails with a message naming the file and tensor */
         const char *fname = pass == 0 ? p : "rt-mem";
         int64_t wrong[2] = {4, 3};
-        expect_fail(attn_st_read_f32(f, "f32", 2, wrong, got), ATTN_STATUS_FORMAT, fname,
+        tu_expect_fail3(attn_st_read_f32(f, "f32", 2, wrong, got), ATTN_STATUS_FORMAT, fname,
                     "[3, 4]", "[4, 3]");
-        expect_fail(attn_st_read_f32(f, "f32", 1, wrong, got), ATTN_STATUS_FORMAT, fname,
+        tu_expect_fail3(attn_st_read_f32(f, "f32", 1, wrong, got), ATTN_STATUS_FORMAT, fname,
                     "'f32'", "[4]");
-        expect_fail(attn_st_read_f32(f, "missing.weight", -1, NULL, got),
+        tu_expect_fail3(attn_st_read_f32(f, "missing.weight", -1, NULL, got),
                     ATTN_STATUS_NOT_FOUND, fname, "missing.weight", NULL);
         pf = (float *)1;
-        expect_fail(attn_st_load_f32(f, "missing.weight", &pf, NULL), ATTN_STATUS_NOT_FOUND,
+        tu_expect_fail3(attn_st_load_f32(f, "missing.weight", &pf, NULL), ATTN_STATUS_NOT_FOUND,
                     fname, "missing.weight", NULL);
         assert_null(pf);
-        expect_fail(attn_st_load_i32(f, "nope", &pi, NULL), ATTN_STATUS_NOT_FOUND, fname,
+        tu_expect_fail3(attn_st_load_i32(f, "nope", &pi, NULL), ATTN_STATUS_NOT_FOUND, fname,
                     "'nope'", NULL);
-        expect_fail(attn_st_load_f32(f, "i64", &pf, NULL), ATTN_STATUS_UNSUPPORTED, fname,
+        tu_expect_fail3(attn_st_load_f32(f, "i64", &pf, NULL), ATTN_STATUS_UNSUPPORTED, fname,
                     "'i64'", "I64");
         assert_null(pf);
-        expect_fail(attn_st_load_i32(f, "f16", &pi, NULL), ATTN_STATUS_UNSUPPORTED, fname,
+        tu_expect_fail3(attn_st_load_i32(f, "f16", &pi, NULL), ATTN_STATUS_UNSUPPORTED, fname,
                     "'f16'", "F16");
         assert_null(pi);
         attn_st_close(f);
@@ -348,7 +322,7 @@ static void test_half_sweep(void **state) {
     for (uint32_t i = 0; i < 65536; i++) h[i] = (uint16_t)i;
     attn_st_entry e[] = {{"h", ATTN_DTYPE_F16, 1, {65536}, h},
                          {"b", ATTN_DTYPE_BF16, 2, {256, 256}, h}};
-    const char *p = tmp("sweep.safetensors");
+    const char *p = tu_tmp("sweep.safetensors");
     assert_int_equal(attn_st_save(p, e, 2, NULL), ATTN_STATUS_OK);
     attn_st_file *f;
     assert_int_equal(attn_st_open(p, &f), ATTN_STATUS_OK);
@@ -384,17 +358,17 @@ static void test_st_int_range(void **state) {
     attn_st_entry e[] = {{"big", ATTN_DTYPE_I64, 1, {3}, big},
                          {"neg", ATTN_DTYPE_I64, 1, {1}, neg},
                          {"b2", ATTN_DTYPE_BOOL, 1, {2}, b2}};
-    const char *p = tmp("range.safetensors");
+    const char *p = tu_tmp("range.safetensors");
     assert_int_equal(attn_st_save(p, e, 3, NULL), ATTN_STATUS_OK);
     attn_st_file *f;
     assert_int_equal(attn_st_open(p, &f), ATTN_STATUS_OK);
     int32_t *x = (int32_t *)1;
-    expect_fail(attn_st_load_i32(f, "big", &x, NULL), ATTN_STATUS_TOO_LARGE, p, "'big'",
+    tu_expect_fail3(attn_st_load_i32(f, "big", &x, NULL), ATTN_STATUS_TOO_LARGE, p, "'big'",
                 "2147483648");
     assert_null(x);
-    expect_fail(attn_st_load_i32(f, "neg", &x, NULL), ATTN_STATUS_TOO_LARGE, p, "-2147483649",
+    tu_expect_fail3(attn_st_load_i32(f, "neg", &x, NULL), ATTN_STATUS_TOO_LARGE, p, "-2147483649",
                 "int32");
-    expect_fail(attn_st_load_i32(f, "b2", &x, NULL), ATTN_STATUS_FORMAT, p, "'b2'", "BOOL");
+    tu_expect_fail3(attn_st_load_i32(f, "b2", &x, NULL), ATTN_STATUS_FORMAT, p, "'b2'", "BOOL");
     attn_st_close(f);
 }
 
@@ -414,7 +388,7 @@ static void test_st_chunked(void **state) {
     attn_st_entry e[] = {{"h", ATTN_DTYPE_F16, 1, {(int64_t)n}, h},
                          {"d", ATTN_DTYPE_F64, 2, {(int64_t)n / 100, 100}, d},
                          {"q", ATTN_DTYPE_I64, 1, {(int64_t)n}, q}};
-    const char *p = tmp("chunk.safetensors");
+    const char *p = tu_tmp("chunk.safetensors");
     assert_int_equal(attn_st_save(p, e, 3, NULL), ATTN_STATUS_OK);
     attn_st_file *f;
     assert_int_equal(attn_st_open(p, &f), ATTN_STATUS_OK);
@@ -479,10 +453,10 @@ static void test_st_bad_huge_header(void **state) {
     static uint64_t hl = 100u * 1000 * 1000 + 8;
     attn_reader r = {&hl, (uint64_t)1 << 40, "huge.safetensors", huge_read, NULL};
     attn_st_file *f;
-    expect_fail(attn_st_open_reader(r, &f), ATTN_STATUS_TOO_LARGE, "huge.safetensors",
+    tu_expect_fail3(attn_st_open_reader(r, &f), ATTN_STATUS_TOO_LARGE, "huge.safetensors",
                 "100000008", "too large");
     /* the same through a sparse file */
-    const char *p = tmp("sparse.safetensors");
+    const char *p = tu_tmp("sparse.safetensors");
     int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     assert_true(fd >= 0);
     unsigned char lb[8];
@@ -490,7 +464,7 @@ static void test_st_bad_huge_header(void **state) {
     assert_int_equal(write(fd, lb, 8), 8);
     assert_int_equal(ftruncate(fd, (off_t)hl + 100), 0);
     close(fd);
-    expect_fail(attn_st_open(p, &f), ATTN_STATUS_TOO_LARGE, p, "too large", NULL);
+    tu_expect_fail3(attn_st_open(p, &f), ATTN_STATUS_TOO_LARGE, p, "too large", NULL);
     unlink(p);
 }
 
@@ -623,7 +597,7 @@ static void test_st_truncated_file(void **state) {
     (void)state;
     float v[64] = {0};
     attn_st_entry e = {"v", ATTN_DTYPE_F32, 2, {8, 8}, v};
-    const char *p = tmp("full.safetensors");
+    const char *p = tu_tmp("full.safetensors");
     assert_int_equal(attn_st_save(p, &e, 1, NULL), ATTN_STATUS_OK);
     size_t n;
     unsigned char *b = read_all(p, &n);
@@ -632,7 +606,7 @@ static void test_st_truncated_file(void **state) {
     bad_bytes(b, 12, ATTN_STATUS_FORMAT, "past the end of the file", NULL);
     free(b);
     attn_st_file *f;
-    expect_fail(attn_st_open(tmp("missing.safetensors"), &f), ATTN_STATUS_IO,
+    tu_expect_fail3(attn_st_open(tu_tmp("missing.safetensors"), &f), ATTN_STATUS_IO,
                 "missing.safetensors", "cannot open", NULL);
 }
 
@@ -676,9 +650,9 @@ static void test_mutations(void **state) {
                          {"q", ATTN_DTYPE_I64, 1, {3}, q},    {"b", ATTN_DTYPE_BOOL, 1, {2}, bl},
                          {"s", ATTN_DTYPE_F16, 0, {0}, h}};
     const char *meta[] = {"k", "v", NULL};
-    const char *p = tmp("mut.safetensors");
+    const char *p = tu_tmp("mut.safetensors");
     assert_int_equal(attn_st_save(p, e, 5, meta), ATTN_STATUS_OK);
-    const char *np = tmp("mut.npy");
+    const char *np = tu_tmp("mut.npy");
     int64_t sh[2] = {2, 3};
     assert_int_equal(attn_npy_save_f32(np, a, 2, sh), ATTN_STATUS_OK);
     size_t n, nn;
@@ -746,40 +720,40 @@ static void test_st_save_errors(void **state) {
     (void)state;
     float v[4] = {1, 2, 3, 4};
     attn_st_entry e[2] = {{"a", ATTN_DTYPE_F32, 1, {4}, v}, {"a", ATTN_DTYPE_F32, 1, {4}, v}};
-    const char *p = tmp("dup.safetensors");
-    expect_fail(attn_st_save(p, e, 2, NULL), ATTN_STATUS_INVALID_ARGUMENT, p, "duplicate", "'a'");
+    const char *p = tu_tmp("dup.safetensors");
+    tu_expect_fail3(attn_st_save(p, e, 2, NULL), ATTN_STATUS_INVALID_ARGUMENT, p, "duplicate", "'a'");
     e[1].name = "__metadata__";
-    expect_fail(attn_st_save(p, e, 2, NULL), ATTN_STATUS_INVALID_ARGUMENT, p, "reserved", NULL);
+    tu_expect_fail3(attn_st_save(p, e, 2, NULL), ATTN_STATUS_INVALID_ARGUMENT, p, "reserved", NULL);
     e[1].name = "b";
     e[1].shape[0] = -4;
-    expect_fail(attn_st_save(p, e, 2, NULL), ATTN_STATUS_INVALID_ARGUMENT, p, "'b'", "[-4]");
+    tu_expect_fail3(attn_st_save(p, e, 2, NULL), ATTN_STATUS_INVALID_ARGUMENT, p, "'b'", "[-4]");
     e[1].shape[0] = 4;
     e[1].ndim = 9;
-    expect_fail(attn_st_save(p, e, 2, NULL), ATTN_STATUS_INVALID_ARGUMENT, p, "'b'", "ndim 9");
+    tu_expect_fail3(attn_st_save(p, e, 2, NULL), ATTN_STATUS_INVALID_ARGUMENT, p, "'b'", "ndim 9");
     e[1].ndim = 1;
     e[1].dtype = (attn_dtype)42;
-    expect_fail(attn_st_save(p, e, 2, NULL), ATTN_STATUS_INVALID_ARGUMENT, p, "'b'", "dtype");
+    tu_expect_fail3(attn_st_save(p, e, 2, NULL), ATTN_STATUS_INVALID_ARGUMENT, p, "'b'", "dtype");
     e[1].dtype = ATTN_DTYPE_F32;
     e[1].data = NULL;
-    expect_fail(attn_st_save(p, e, 2, NULL), ATTN_STATUS_INVALID_ARGUMENT, p, "'b'", "NULL");
+    tu_expect_fail3(attn_st_save(p, e, 2, NULL), ATTN_STATUS_INVALID_ARGUMENT, p, "'b'", "NULL");
     e[1].data = v;
     e[1].name = "bad\xff";
-    expect_fail(attn_st_save(p, e, 2, NULL), ATTN_STATUS_INVALID_ARGUMENT, p, "UTF-8", NULL);
+    tu_expect_fail3(attn_st_save(p, e, 2, NULL), ATTN_STATUS_INVALID_ARGUMENT, p, "UTF-8", NULL);
     e[1].name = "b";
     const char *odd[] = {"k", NULL};
-    expect_fail(attn_st_save(p, e, 2, odd), ATTN_STATUS_INVALID_ARGUMENT, p, "'k'", "no value");
+    tu_expect_fail3(attn_st_save(p, e, 2, odd), ATTN_STATUS_INVALID_ARGUMENT, p, "'k'", "no value");
     const char *badv[] = {"k", "\xc3(", NULL};
-    expect_fail(attn_st_save(p, e, 2, badv), ATTN_STATUS_INVALID_ARGUMENT, p, "'k'", "UTF-8");
+    tu_expect_fail3(attn_st_save(p, e, 2, badv), ATTN_STATUS_INVALID_ARGUMENT, p, "'k'", "UTF-8");
     const char *badk[] = {"\xff", "v", NULL};
-    expect_fail(attn_st_save(p, e, 2, badk), ATTN_STATUS_INVALID_ARGUMENT, p, "'\\xff'",
+    tu_expect_fail3(attn_st_save(p, e, 2, badk), ATTN_STATUS_INVALID_ARGUMENT, p, "'\\xff'",
                 "UTF-8");
     const char *dupm[] = {"k", "1", "k", "2", NULL};
-    expect_fail(attn_st_save(p, e, 2, dupm), ATTN_STATUS_INVALID_ARGUMENT, p, "duplicate",
+    tu_expect_fail3(attn_st_save(p, e, 2, dupm), ATTN_STATUS_INVALID_ARGUMENT, p, "duplicate",
                 "'k'");
-    expect_fail(attn_st_save(p, e, -1, NULL), ATTN_STATUS_INVALID_ARGUMENT, p, NULL, NULL);
+    tu_expect_fail3(attn_st_save(p, e, -1, NULL), ATTN_STATUS_INVALID_ARGUMENT, p, NULL, NULL);
     struct stat st;
     assert_int_equal(stat(p, &st), -1); /* nothing was written */
-    assert_int_equal(count_temporaries(g_dir), 0);
+    assert_int_equal(count_temporaries(tu_dir), 0);
     /* no tensors at all is a valid file */
     assert_int_equal(attn_st_save(p, NULL, 0, NULL), ATTN_STATUS_OK);
     attn_st_file *f;
@@ -788,9 +762,9 @@ static void test_st_save_errors(void **state) {
     attn_st_close(f);
 
     /* a nonexistent directory */
-    const char *q = tmp("no/such/dir/x.safetensors");
-    expect_fail(attn_st_save(q, e, 2, NULL), ATTN_STATUS_IO, q, "No such file", NULL);
-    assert_int_equal(count_temporaries(g_dir), 0);
+    const char *q = tu_tmp("no/such/dir/x.safetensors");
+    tu_expect_fail3(attn_st_save(q, e, 2, NULL), ATTN_STATUS_IO, q, "No such file", NULL);
+    assert_int_equal(count_temporaries(tu_dir), 0);
 }
 
 /* The old file survives every failure, and no temporary is left behind. */
@@ -798,8 +772,8 @@ static void test_st_save_atomic(void **state) {
     (void)state;
     float old[4] = {1, 2, 3, 4};
     attn_st_entry e = {"w", ATTN_DTYPE_F32, 1, {4}, old};
-    char p[1024]; /* tmp() buffers rotate: keep copies of paths used throughout */
-    snprintf(p, sizeof p, "%s", tmp("atomic.safetensors"));
+    char p[1024]; /* tu_tmp() buffers rotate: keep copies of paths used throughout */
+    snprintf(p, sizeof p, "%s", tu_tmp("atomic.safetensors"));
     assert_int_equal(attn_st_save(p, &e, 1, NULL), ATTN_STATUS_OK);
     size_t n0;
     unsigned char *before = read_all(p, &n0);
@@ -821,23 +795,23 @@ static void test_st_save_atomic(void **state) {
     attn_status s = attn_st_save(p, &e2, 1, NULL); /* nothing printed while the limit holds */
     setrlimit(RLIMIT_FSIZE, &old_lim);
     signal(SIGXFSZ, old_sig);
-    expect_fail(s, ATTN_STATUS_IO, p, "write", "File too large");
+    tu_expect_fail3(s, ATTN_STATUS_IO, p, "write", "File too large");
     size_t n1;
     unsigned char *after = read_all(p, &n1);
     assert_non_null(after);
     assert_int_equal(n1, n0);
     assert_memory_equal(after, before, n0);
     free(after);
-    assert_int_equal(count_temporaries(g_dir), 0);
+    assert_int_equal(count_temporaries(tu_dir), 0);
 
     /* 2. the rename fails (the destination is a non-empty directory): data was written in full,
      * then the commit must clean up */
-    const char *d = tmp("adir");
+    const char *d = tu_tmp("adir");
     assert_int_equal(mkdir(d, 0755), 0);
-    const char *inner = tmp("adir/keep");
+    const char *inner = tu_tmp("adir/keep");
     write_file(inner, "x", 1);
-    expect_fail(attn_st_save(d, &e, 1, NULL), ATTN_STATUS_IO, d, "rename", NULL);
-    assert_int_equal(count_temporaries(g_dir), 0);
+    tu_expect_fail3(attn_st_save(d, &e, 1, NULL), ATTN_STATUS_IO, d, "rename", NULL);
+    assert_int_equal(count_temporaries(tu_dir), 0);
     struct stat st;
     assert_int_equal(stat(inner, &st), 0);
     unlink(inner);
@@ -845,10 +819,10 @@ static void test_st_save_atomic(void **state) {
 
     /* 3. a read-only directory (only meaningful when not root: root ignores permissions) */
     if (geteuid() != 0) {
-        const char *ro = tmp("ro");
+        const char *ro = tu_tmp("ro");
         assert_int_equal(mkdir(ro, 0555), 0);
-        const char *rp = tmp("ro/x.safetensors");
-        expect_fail(attn_st_save(rp, &e, 1, NULL), ATTN_STATUS_IO, rp, "Permission denied",
+        const char *rp = tu_tmp("ro/x.safetensors");
+        tu_expect_fail3(attn_st_save(rp, &e, 1, NULL), ATTN_STATUS_IO, rp, "Permission denied",
                     NULL);
         assert_int_equal(count_temporaries(ro), 0);
         chmod(ro, 0755);
@@ -863,11 +837,11 @@ static void test_st_save_atomic(void **state) {
     assert_int_equal(attn_st_open(p, &f), ATTN_STATUS_OK);
     assert_int_equal(attn_st_find(f, "w")->numel, big);
     attn_st_close(f);
-    assert_int_equal(count_temporaries(g_dir), 0);
+    assert_int_equal(count_temporaries(tu_dir), 0);
 
     /* 5. npy: same guarantees */
     char np[1024];
-    snprintf(np, sizeof np, "%s", tmp("atomic.npy"));
+    snprintf(np, sizeof np, "%s", tu_tmp("atomic.npy"));
     int64_t sh1[1] = {4};
     assert_int_equal(attn_npy_save_f32(np, old, 1, sh1), ATTN_STATUS_OK);
     int64_t shb[1] = {(int64_t)big};
@@ -878,7 +852,7 @@ static void test_st_save_atomic(void **state) {
     s = attn_npy_save_f32(np, nw, 1, shb);
     setrlimit(RLIMIT_FSIZE, &old_lim);
     signal(SIGXFSZ, old_sig);
-    expect_fail(s, ATTN_STATUS_IO, np, "File too large", NULL);
+    tu_expect_fail3(s, ATTN_STATUS_IO, np, "File too large", NULL);
     float *x;
     int nd;
     int64_t sh[ATTN_MAX_DIMS];
@@ -887,9 +861,9 @@ static void test_st_save_atomic(void **state) {
     assert_int_equal(sh[0], 4);
     assert_memory_equal(x, old, sizeof old);
     attn_free(x);
-    const char *nq = tmp("nodir/x.npy");
-    expect_fail(attn_npy_save_f32(nq, old, 1, sh1), ATTN_STATUS_IO, nq, "No such file", NULL);
-    assert_int_equal(count_temporaries(g_dir), 0);
+    const char *nq = tu_tmp("nodir/x.npy");
+    tu_expect_fail3(attn_npy_save_f32(nq, old, 1, sh1), ATTN_STATUS_IO, nq, "No such file", NULL);
+    assert_int_equal(count_temporaries(tu_dir), 0);
     free(nw);
     free(before);
 }
@@ -908,7 +882,7 @@ static void test_npy_roundtrip(void **state) {
                  {1, {0}, 0},          {3, {2, 0, 3}, 0},    {3, {2, 3, 4}, 24},
                  {8, {1, 1, 1, 2, 1, 1, 3, 1}, 6}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        const char *p = tmp("rt.npy");
+        const char *p = tu_tmp("rt.npy");
         assert_int_equal(attn_npy_save_f32(p, v, cases[k].nd, cases[k].sh), ATTN_STATUS_OK);
         size_t n;
         unsigned char *raw = read_all(p, &n);
@@ -928,7 +902,7 @@ static void test_npy_roundtrip(void **state) {
         attn_free(x);
     }
     /* the exact bytes numpy 1.24 writes for a (2, 3) float32 array */
-    const char *p = tmp("exact.npy");
+    const char *p = tu_tmp("exact.npy");
     int64_t sh23[2] = {2, 3};
     assert_int_equal(attn_npy_save_f32(p, v, 2, sh23), ATTN_STATUS_OK);
     size_t n;
@@ -942,8 +916,8 @@ static void test_npy_roundtrip(void **state) {
     assert_memory_equal(raw + 128, v, 24);
     free(raw);
     int64_t neg[1] = {-1};
-    expect_fail(attn_npy_save_f32(p, v, 1, neg), ATTN_STATUS_INVALID_ARGUMENT, p, "shape", NULL);
-    expect_fail(attn_npy_save_f32(p, v, 9, sh23), ATTN_STATUS_INVALID_ARGUMENT, p, "ndim 9",
+    tu_expect_fail3(attn_npy_save_f32(p, v, 1, neg), ATTN_STATUS_INVALID_ARGUMENT, p, "shape", NULL);
+    tu_expect_fail3(attn_npy_save_f32(p, v, 9, sh23), ATTN_STATUS_INVALID_ARGUMENT, p, "ndim 9",
                 NULL);
 }
 
@@ -967,14 +941,14 @@ static void npy_raw(const char *path, int major, const char *dict, const void *d
 
 static void npy_bad(const char *dict, size_t dn, attn_status want, const char *s1,
                     const char *s2) {
-    const char *p = tmp("bad.npy");
+    const char *p = tu_tmp("bad.npy");
     unsigned char zeros[64] = {0};
     assert_true(dn <= sizeof zeros);
     npy_raw(p, 1, dict, zeros, dn, 1);
     float *x = (float *)1;
     int nd;
     int64_t sh[ATTN_MAX_DIMS];
-    expect_fail(attn_npy_load_f32(p, &x, &nd, sh), want, p, s1, s2);
+    tu_expect_fail3(attn_npy_load_f32(p, &x, &nd, sh), want, p, s1, s2);
     assert_null(x);
 }
 
@@ -983,7 +957,7 @@ static void test_npy_variants(void **state) {
     /* hand-written but valid: v2/v3, '<f8', other key order, double quotes, no trailing comma,
      * no padding, a 1-tuple without space */
     double d[3] = {0.5, -1e300, 1e40};
-    const char *p = tmp("v.npy");
+    const char *p = tu_tmp("v.npy");
     npy_raw(p, 2, "{\"shape\":(3,),\"fortran_order\":False,\"descr\":\"<f8\"}", d, 24, 0);
     float *x;
     int nd;
@@ -1002,26 +976,26 @@ static void test_npy_variants(void **state) {
 
 static void test_npy_bad(void **state) {
     (void)state;
-    const char *p = tmp("bad.npy");
+    const char *p = tu_tmp("bad.npy");
     float *x;
     int nd;
     int64_t sh[ATTN_MAX_DIMS];
     write_file(p, "", 0);
-    expect_fail(attn_npy_load_f32(p, &x, &nd, sh), ATTN_STATUS_FORMAT, p, "too short", NULL);
+    tu_expect_fail3(attn_npy_load_f32(p, &x, &nd, sh), ATTN_STATUS_FORMAT, p, "too short", NULL);
     write_file(p, "\x93NUMPX\x01\x00\x10\x00{}              ", 26);
-    expect_fail(attn_npy_load_f32(p, &x, &nd, sh), ATTN_STATUS_FORMAT, p, "bad magic", NULL);
+    tu_expect_fail3(attn_npy_load_f32(p, &x, &nd, sh), ATTN_STATUS_FORMAT, p, "bad magic", NULL);
     write_file(p, "\x93NUMPY\x04\x00\x10\x00{}              ", 26);
-    expect_fail(attn_npy_load_f32(p, &x, &nd, sh), ATTN_STATUS_UNSUPPORTED, p, "version 4.0",
+    tu_expect_fail3(attn_npy_load_f32(p, &x, &nd, sh), ATTN_STATUS_UNSUPPORTED, p, "version 4.0",
                 NULL);
     write_file(p, "\x93NUMPY\x01\x00\xff\x00{}", 12);
-    expect_fail(attn_npy_load_f32(p, &x, &nd, sh), ATTN_STATUS_FORMAT, p, "header length 255",
+    tu_expect_fail3(attn_npy_load_f32(p, &x, &nd, sh), ATTN_STATUS_FORMAT, p, "header length 255",
                 "past the end");
     write_file(p, "\x93NUMPY\x02\x00\xff\xff\xff\xff{}", 14);
-    expect_fail(attn_npy_load_f32(p, &x, &nd, sh), ATTN_STATUS_FORMAT, p, "4294967295",
+    tu_expect_fail3(attn_npy_load_f32(p, &x, &nd, sh), ATTN_STATUS_FORMAT, p, "4294967295",
                 "past the end");
     write_file(p, "\x93NUMPY\x02\x00\xff", 9);
-    expect_fail(attn_npy_load_f32(p, &x, &nd, sh), ATTN_STATUS_FORMAT, p, "too short", NULL);
-    expect_fail(attn_npy_load_f32(tmp("absent.npy"), &x, &nd, sh), ATTN_STATUS_IO, "absent.npy",
+    tu_expect_fail3(attn_npy_load_f32(p, &x, &nd, sh), ATTN_STATUS_FORMAT, p, "too short", NULL);
+    tu_expect_fail3(attn_npy_load_f32(tu_tmp("absent.npy"), &x, &nd, sh), ATTN_STATUS_IO, "absent.npy",
                 "No such file", NULL);
 
 #define DICT(descr, fo, shape) "{'descr': " descr ", 'fortran_order': " fo ", 'shape': " shape ", }"
@@ -1111,7 +1085,7 @@ static void test_interop_python_to_c(void **state) {
     int32_t i64w[4] = {0, -1, INT32_MAX, INT32_MIN};
     assert_memory_equal(y, i64w, sizeof i64w);
     attn_free(y);
-    expect_fail(attn_st_load_i32(f, "i64_big", &y, NULL), ATTN_STATUS_TOO_LARGE, p, "i64_big",
+    tu_expect_fail3(attn_st_load_i32(f, "i64_big", &y, NULL), ATTN_STATUS_TOO_LARGE, p, "i64_big",
                 "1099511627776");
     assert_int_equal(attn_st_load_i32(f, "bool", &y, &t), ATTN_STATUS_OK);
     assert_int_equal(t->dtype, ATTN_DTYPE_BOOL);
@@ -1132,7 +1106,7 @@ static void test_interop_python_to_c(void **state) {
     assert_int_equal(nd, 2);
     assert_true(sh[0] == 2 && sh[1] == 3);
     for (int i = 0; i < 6; i++) assert_true(x[i] == (float)i * 0.5f - 1.0f);
-    const char *mine = tmp("mine.npy");
+    const char *mine = tu_tmp("mine.npy");
     assert_int_equal(attn_npy_save_f32(mine, x, nd, sh), ATTN_STATUS_OK);
     attn_free(x);
     size_t n1, n2;
@@ -1199,8 +1173,8 @@ static void test_interop_c_to_python(void **state) {
                          {"scalar", ATTN_DTYPE_F32, 0, {0}, f32}};
     const char *meta[] = {"writer", "attn", "format", "pt", NULL};
     char st[1024], np[1024];
-    snprintf(st, sizeof st, "%s", tmp("io_c.safetensors"));
-    snprintf(np, sizeof np, "%s", tmp("io_c.npy"));
+    snprintf(st, sizeof st, "%s", tu_tmp("io_c.safetensors"));
+    snprintf(np, sizeof np, "%s", tu_tmp("io_c.npy"));
     assert_int_equal(attn_st_save(st, e, 6, meta), ATTN_STATUS_OK);
     int64_t sh[2] = {2, 3};
     assert_int_equal(attn_npy_save_f32(np, f32, 2, sh), ATTN_STATUS_OK);
@@ -1215,7 +1189,7 @@ static void test_interop_c_to_python(void **state) {
 
 
 int main(void) {
-    if (tu_mkdtemp(g_dir, sizeof g_dir, "io")) return 1;
+    if (tu_mkdtemp(tu_dir, sizeof tu_dir, "io")) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reader_memory),
         cmocka_unit_test(test_reader_file),
@@ -1240,6 +1214,6 @@ int main(void) {
         cmocka_unit_test(test_interop_c_to_python),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    tu_rm_tree(g_dir);
+    tu_rm_tree(tu_dir);
     return failed ? 1 : 0;
 }

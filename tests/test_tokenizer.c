@@ -18,6 +18,7 @@
  * a message. Scratch files go to a fresh mkdtemp directory, removed at the end. */
 #include "attn_tok.h"
 #include "tu.h"
+#include "tu_tok.h"
 
 #include <dirent.h>
 #include <jansson.h>
@@ -27,29 +28,6 @@
 
 #define CORPUS "../shared/data/tatoeba-eng-cmn/cmn.txt"
 
-static char g_dir[512];
-
-static const char *tmp(const char *name) {
-    static char bufs[4][1024];
-    static int k;
-    char *b = bufs[k++ & 3];
-    snprintf(b, sizeof bufs[0], "%s/%s", g_dir, name);
-    return b;
-}
-
-/* The status must be `want` and the one-line message must contain each non-NULL substring. */
-static void expect_fail(attn_status got, attn_status want, const char *s1, const char *s2) {
-    const char *msg = attn_last_error();
-    if (!tu_quiet()) printf("  [%s] %s\n", attn_status_str(got), msg);
-    if (got != want)
-        fail_msg("status %s, expected %s (message: %s)", attn_status_str(got),
-                 attn_status_str(want), msg);
-    const char *subs[2] = {s1, s2};
-    for (int i = 0; i < 2; i++)
-        if (subs[i] && !strstr(msg, subs[i])) fail_msg("message \"%s\" lacks \"%s\"", msg, subs[i]);
-    if (strchr(msg, '\n')) fail_msg("message has a newline");
-}
-
 static attn_tok *load_mem(const char *json, attn_status *st) {
     attn_reader r;
     assert_int_equal(attn_reader_open_memory(json, strlen(json), "mem.json", &r), 0);
@@ -57,27 +35,6 @@ static attn_tok *load_mem(const char *json, attn_status *st) {
     *st = attn_tok_load_reader(r, &t);
     if (*st) assert_null(t);
     return *st ? NULL : t;
-}
-
-/* ids of text; the caller frees with attn_free */
-static int32_t *enc(const attn_tok *t, const char *s, size_t n, size_t *k) {
-    int32_t *ids = NULL;
-    attn_status st = attn_tok_encode_alloc(t, s, n, &ids, k);
-    if (st) fail_msg("encode failed: %s", attn_last_error());
-    return ids;
-}
-
-static char *dec(const attn_tok *t, const int32_t *ids, size_t n, unsigned flags, size_t *len) {
-    char *s = NULL;
-    attn_status st = attn_tok_decode_alloc(t, ids, n, flags, &s, len);
-    if (st) fail_msg("decode failed: %s", attn_last_error());
-    return s;
-}
-
-static void print_ids(const char *what, const int32_t *ids, size_t n) {
-    printf("    %s [", what);
-    for (size_t i = 0; i < n && i < 40; i++) printf(i ? ", %d" : "%d", ids[i]);
-    printf("%s]\n", n > 40 ? ", ..." : "");
 }
 
 /* ---- reference: tokenizers' own files and results ---- */
@@ -105,7 +62,7 @@ static void test_reference(void **state) {
         attn_tok *t;
         if (attn_tok_load(path, &t)) fail_msg("%s: %s", path, attn_last_error());
         /* saved by attn and reloaded: must behave identically */
-        const char *saved = tmp("resaved.json");
+        const char *saved = tu_tmp("resaved.json");
         assert_int_equal(attn_tok_save(t, saved), 0);
         attn_tok *t2;
         if (attn_tok_load(saved, &t2)) fail_msg("%s: %s", saved, attn_last_error());
@@ -319,12 +276,12 @@ static void test_train_corpus(void **state) {
     assert_true(attn_tok_token_to_id(t, "知") >= 260);
 
     /* save, reload, deterministic */
-    const char *path = tmp("trained.json");
+    const char *path = tu_tmp("trained.json");
     char path2[1024];
-    snprintf(path2, sizeof path2, "%s", tmp("trained2.json"));
+    snprintf(path2, sizeof path2, "%s", tu_tmp("trained2.json"));
     assert_int_equal(attn_tok_save(t, path), 0);
     attn_tok *t2 = NULL, *t3 = NULL;
-    if (attn_tok_load(g_dir, &t2) == 0) fail_msg("a directory without tokenizer.json loaded");
+    if (attn_tok_load(tu_dir, &t2) == 0) fail_msg("a directory without tokenizer.json loaded");
     if (attn_tok_load(path, &t2)) fail_msg("%s", attn_last_error());
     assert_int_equal(attn_tok_train_bpe(&p, c.line, c.len, c.n, &t3), 0);
     assert_int_equal(attn_tok_save(t3, path2), 0);
@@ -383,7 +340,7 @@ static void test_train_corpus(void **state) {
         json_t *spec = json_object();
         json_object_set_new(spec, "tokenizer", json_string(path));
         json_object_set_new(spec, "cases", cases);
-        const char *cpath = tmp("check_cases.json");
+        const char *cpath = tu_tmp("check_cases.json");
         assert_int_equal(json_dump_file(spec, cpath, JSON_COMPACT), 0);
         json_decref(spec);
         char cmd[3000];
@@ -491,11 +448,11 @@ static void test_small(void **state) {
     /* buffers: too small reports the size needed */
     int32_t ids[2];
     size_t n = 0;
-    expect_fail(attn_tok_encode(t, "uxxnu", 5, ids, 2, &n), ATTN_STATUS_INVALID_ARGUMENT,
+    tu_expect_fail(attn_tok_encode(t, "uxxnu", 5, ids, 2, &n), ATTN_STATUS_INVALID_ARGUMENT,
                 "ids buffer", NULL);
     assert_int_equal(n, 4);
     char small[4];
-    expect_fail(attn_tok_decode(t, (int32_t[]){16}, 1, 0, small, sizeof small, &dl),
+    tu_expect_fail(attn_tok_decode(t, (int32_t[]){16}, 1, 0, small, sizeof small, &dl),
                 ATTN_STATUS_INVALID_ARGUMENT, "text buffer", NULL);
     assert_int_equal(dl, 9);
     char big[16];
@@ -522,7 +479,7 @@ static void bad_json(const char *json, attn_status want, const char *sub) {
     attn_status st;
     attn_tok *t = load_mem(json, &st);
     attn_tok_free(t);
-    expect_fail(st, want, "mem.json", sub);
+    tu_expect_fail(st, want, "mem.json", sub);
 }
 
 #define TOKJ(added, norm, pre, dec, model)                                                       \
@@ -601,8 +558,8 @@ static void test_bad_input(void **state) {
 
     /* files */
     attn_tok *t = (attn_tok *)1;
-    expect_fail(attn_tok_load(tmp("no-such.json"), &t), ATTN_STATUS_IO, "no-such.json", NULL);
-    expect_fail(attn_tok_load("", &t), ATTN_STATUS_INVALID_ARGUMENT, NULL, NULL);
+    tu_expect_fail(attn_tok_load(tu_tmp("no-such.json"), &t), ATTN_STATUS_IO, "no-such.json", NULL);
+    tu_expect_fail(attn_tok_load("", &t), ATTN_STATUS_INVALID_ARGUMENT, NULL, NULL);
 
     /* encode / decode misuse */
     attn_status st;
@@ -614,19 +571,19 @@ static void test_bad_input(void **state) {
     assert_int_equal(attn_tok_vocab_size(t), 4);
     int32_t *ids;
     size_t n;
-    expect_fail(attn_tok_encode_alloc(t, "a\xff", 2, &ids, &n), ATTN_STATUS_INVALID_ARGUMENT,
+    tu_expect_fail(attn_tok_encode_alloc(t, "a\xff", 2, &ids, &n), ATTN_STATUS_INVALID_ARGUMENT,
                 "UTF-8", "offset 1");
-    expect_fail(attn_tok_encode_alloc(t, "\xe4\xbd", 2, &ids, &n), ATTN_STATUS_INVALID_ARGUMENT,
+    tu_expect_fail(attn_tok_encode_alloc(t, "\xe4\xbd", 2, &ids, &n), ATTN_STATUS_INVALID_ARGUMENT,
                 "offset 0", NULL);
-    expect_fail(attn_tok_encode_alloc(t, "\xed\xa0\x80", 3, &ids, &n),
+    tu_expect_fail(attn_tok_encode_alloc(t, "\xed\xa0\x80", 3, &ids, &n),
                 ATTN_STATUS_INVALID_ARGUMENT, "UTF-8", NULL); /* a surrogate */
-    expect_fail(attn_tok_encode_alloc(t, "\xc0\x80", 2, &ids, &n), ATTN_STATUS_INVALID_ARGUMENT,
+    tu_expect_fail(attn_tok_encode_alloc(t, "\xc0\x80", 2, &ids, &n), ATTN_STATUS_INVALID_ARGUMENT,
                 "UTF-8", NULL); /* overlong NUL */
     char *s;
     size_t len;
-    expect_fail(attn_tok_decode_alloc(t, (int32_t[]){0, 4}, 2, 0, &s, &len),
+    tu_expect_fail(attn_tok_decode_alloc(t, (int32_t[]){0, 4}, 2, 0, &s, &len),
                 ATTN_STATUS_INVALID_ARGUMENT, "ids[1] = 4", NULL);
-    expect_fail(attn_tok_decode_alloc(t, (int32_t[]){-1}, 1, 0, &s, &len),
+    tu_expect_fail(attn_tok_decode_alloc(t, (int32_t[]){-1}, 1, 0, &s, &len),
                 ATTN_STATUS_INVALID_ARGUMENT, "ids[0] = -1", NULL);
     assert_null(attn_tok_id_to_token(t, 4));
     assert_null(attn_tok_id_to_token(t, -3));
@@ -638,24 +595,24 @@ static void test_bad_input(void **state) {
     /* an unk_token missing from the vocabulary is reported when it is needed */
     t = load_mem("{\"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"vocab\": " V3 "}}", &st);
     assert_non_null(t);
-    expect_fail(attn_tok_encode_alloc(t, "abc", 3, &ids, &n), ATTN_STATUS_FORMAT, "<unk>", NULL);
+    tu_expect_fail(attn_tok_encode_alloc(t, "abc", 3, &ids, &n), ATTN_STATUS_FORMAT, "<unk>", NULL);
     attn_tok_free(t);
 
     /* training parameters and text */
     attn_tok_train_params p = attn_tok_train_default_params();
     const char *lines[] = {"hello", "wor\xffld"};
-    expect_fail(attn_tok_train_bpe(&p, lines, NULL, 2, &t), ATTN_STATUS_INVALID_ARGUMENT,
+    tu_expect_fail(attn_tok_train_bpe(&p, lines, NULL, 2, &t), ATTN_STATUS_INVALID_ARGUMENT,
                 "line 2", "UTF-8");
     p.vocab_size = 100;
-    expect_fail(attn_tok_train_bpe(&p, lines, NULL, 1, &t), ATTN_STATUS_INVALID_ARGUMENT,
+    tu_expect_fail(attn_tok_train_bpe(&p, lines, NULL, 1, &t), ATTN_STATUS_INVALID_ARGUMENT,
                 "vocab_size", NULL);
     p = attn_tok_train_default_params();
     p.unk_token = "[UNK]";
-    expect_fail(attn_tok_train_bpe(&p, lines, NULL, 1, &t), ATTN_STATUS_INVALID_ARGUMENT,
+    tu_expect_fail(attn_tok_train_bpe(&p, lines, NULL, 1, &t), ATTN_STATUS_INVALID_ARGUMENT,
                 "[UNK]", NULL);
     p = attn_tok_train_default_params();
     p.min_frequency = 0;
-    expect_fail(attn_tok_train_bpe(&p, lines, NULL, 1, &t), ATTN_STATUS_INVALID_ARGUMENT,
+    tu_expect_fail(attn_tok_train_bpe(&p, lines, NULL, 1, &t), ATTN_STATUS_INVALID_ARGUMENT,
                 "min_frequency", NULL);
     /* nothing to train on still gives a working (byte-level) tokenizer */
     p = attn_tok_train_default_params();
@@ -686,7 +643,7 @@ static void test_train_details(void **state) {
         const char *s = attn_tok_id_to_token(t, id);
         if (s && strlen(s) > 3) assert_null(strstr(s + 1, "\xE2\x96\x81"));
     }
-    const char *path = tmp("details.json");
+    const char *path = tu_tmp("details.json");
     assert_int_equal(attn_tok_save(t, path), 0);
     attn_tok *t2;
     assert_int_equal(attn_tok_load(path, &t2), 0);
@@ -706,7 +663,7 @@ static void test_train_details(void **state) {
 
 
 int main(void) {
-    if (tu_mkdtemp(g_dir, sizeof g_dir, "tok")) return 1;
+    if (tu_mkdtemp(tu_dir, sizeof tu_dir, "tok")) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_small),
         cmocka_unit_test(test_bad_input),
@@ -716,6 +673,6 @@ int main(void) {
         cmocka_unit_test(test_random_roundtrip),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    tu_rm_tree(g_dir);
+    tu_rm_tree(tu_dir);
     return failed ? 1 : 0;
 }

@@ -16,6 +16,7 @@
  * Parts whose reference files are missing are skipped with a message. */
 #include "attn_tok.h"
 #include "tu.h"
+#include "tu_tok.h"
 #include "../src/tok/tok-impl.h" /* tok_pretokenize: the pieces, for the character classes */
 
 #include <dirent.h>
@@ -26,16 +27,6 @@
 
 #define CORPUS "../shared/data/tinyshakespeare/input.txt"
 
-static char g_dir[512];
-
-static const char *tmp(const char *name) {
-    static char bufs[4][1024];
-    static int k;
-    char *b = bufs[k++ & 3];
-    snprintf(b, sizeof bufs[0], "%s/%s", g_dir, name);
-    return b;
-}
-
 static void write_str(const char *path, const char *s) { tu_write_all(path, s, strlen(s)); }
 
 static void copy_file(const char *from, const char *to) {
@@ -44,38 +35,6 @@ static void copy_file(const char *from, const char *to) {
     assert_non_null(b);
     tu_write_all(to, b, n);
     free(b);
-}
-
-static void expect_fail(attn_status got, attn_status want, const char *s1, const char *s2) {
-    const char *msg = attn_last_error();
-    if (!tu_quiet()) printf("  [%s] %s\n", attn_status_str(got), msg);
-    if (got != want)
-        fail_msg("status %s, expected %s (message: %s)", attn_status_str(got),
-                 attn_status_str(want), msg);
-    const char *subs[2] = {s1, s2};
-    for (int i = 0; i < 2; i++)
-        if (subs[i] && !strstr(msg, subs[i])) fail_msg("message \"%s\" lacks \"%s\"", msg, subs[i]);
-    if (strchr(msg, '\n')) fail_msg("message has a newline");
-}
-
-static int32_t *enc(const attn_tok *t, const char *s, size_t n, size_t *k) {
-    int32_t *ids = NULL;
-    attn_status st = attn_tok_encode_alloc(t, s, n, &ids, k);
-    if (st) fail_msg("encode failed: %s", attn_last_error());
-    return ids;
-}
-
-static char *dec(const attn_tok *t, const int32_t *ids, size_t n, unsigned flags, size_t *len) {
-    char *s = NULL;
-    attn_status st = attn_tok_decode_alloc(t, ids, n, flags, &s, len);
-    if (st) fail_msg("decode failed: %s", attn_last_error());
-    return s;
-}
-
-static void print_ids(const char *what, const int32_t *ids, size_t n) {
-    printf("    %s [", what);
-    for (size_t i = 0; i < n && i < 40; i++) printf(i ? ", %d" : "%d", ids[i]);
-    printf("%s]\n", n > 40 ? ", ..." : "");
 }
 
 static json_t *load_cases(void) {
@@ -160,7 +119,7 @@ static void test_reference(void **state) {
                  tu_ref_path(json_string_value(json_object_get(v, "tokenizer"))));
         attn_tok *t, *t2;
         if (attn_tok_load(path, &t)) fail_msg("%s: %s", path, attn_last_error());
-        const char *saved = tmp("resaved.json");
+        const char *saved = tu_tmp("resaved.json");
         assert_int_equal(attn_tok_save(t, saved), 0);
         if (attn_tok_load(saved, &t2)) fail_msg("%s: %s", saved, attn_last_error());
         assert_int_equal(attn_tok_vocab_size(t), attn_tok_vocab_size(t2));
@@ -182,10 +141,10 @@ static void test_reference(void **state) {
             snprintf(mt, sizeof mt, "%s", tu_ref_path("gpt2-merges.txt"));
             if (attn_tok_load_vocab_merges(vj, mt, &vm)) fail_msg("%s", attn_last_error());
             char sub[1100];
-            snprintf(sub, sizeof sub, "%s", tmp("gpt2dir"));
+            snprintf(sub, sizeof sub, "%s", tu_tmp("gpt2dir"));
             assert_int_equal(mkdir(sub, 0700), 0);
-            copy_file(vj, tmp("gpt2dir/vocab.json"));
-            copy_file(mt, tmp("gpt2dir/merges.txt"));
+            copy_file(vj, tu_tmp("gpt2dir/vocab.json"));
+            copy_file(mt, tu_tmp("gpt2dir/merges.txt"));
             if (attn_tok_load(sub, &vd)) fail_msg("%s: %s", sub, attn_last_error());
             assert_int_equal(attn_tok_vocab_size(vm), attn_tok_vocab_size(t));
             size_t mbad = check_cases("vocab+merges", vm, vd, cases, true);
@@ -196,8 +155,8 @@ static void test_reference(void **state) {
             bad += mbad;
             /* saved as tokenizer.json, it loads back the same */
             attn_tok *vs;
-            assert_int_equal(attn_tok_save(vm, tmp("vm.json")), 0);
-            if (attn_tok_load(tmp("vm.json"), &vs)) fail_msg("%s", attn_last_error());
+            assert_int_equal(attn_tok_save(vm, tu_tmp("vm.json")), 0);
+            if (attn_tok_load(tu_tmp("vm.json"), &vs)) fail_msg("%s", attn_last_error());
             bad += check_cases("vm-saved", vs, NULL, cases, true);
             attn_tok_free(vs);
             attn_tok_free(vm);
@@ -313,9 +272,9 @@ static void test_bad_input(void **state) {
     if (attn_tok_load(tu_ref_path("gpt2_gpt2.json"), &t)) fail_msg("%s", attn_last_error());
     int32_t ids[16];
     size_t n;
-    expect_fail(attn_tok_encode(t, "ab\xff" "c", 4, ids, 16, &n), ATTN_STATUS_INVALID_ARGUMENT,
+    tu_expect_fail(attn_tok_encode(t, "ab\xff" "c", 4, ids, 16, &n), ATTN_STATUS_INVALID_ARGUMENT,
                 "UTF-8", "offset 2");
-    expect_fail(attn_tok_encode(t, "\xe4\xbd", 2, ids, 16, &n), ATTN_STATUS_INVALID_ARGUMENT,
+    tu_expect_fail(attn_tok_encode(t, "\xe4\xbd", 2, ids, 16, &n), ATTN_STATUS_INVALID_ARGUMENT,
                 "offset 0", NULL);
     /* decode of a lone continuation byte token: U+FFFD, as from_utf8_lossy */
     int32_t b80 = attn_tok_token_to_id(t, "\xc4\xa2"); /* U+0122 = byte 0x80 */
@@ -327,31 +286,31 @@ static void test_bad_input(void **state) {
     attn_tok_free(t);
 
     /* vocab.json / merges.txt */
-    write_str(tmp("v.json"), "{\"a\": 0, \"b\": 1, \"ab\": 2}");
-    write_str(tmp("m.txt"), "#version: 0.2\na b\n");
+    write_str(tu_tmp("v.json"), "{\"a\": 0, \"b\": 1, \"ab\": 2}");
+    write_str(tu_tmp("m.txt"), "#version: 0.2\na b\n");
     attn_tok *vm;
-    assert_int_equal(attn_tok_load_vocab_merges(tmp("v.json"), tmp("m.txt"), &vm), 0);
+    assert_int_equal(attn_tok_load_vocab_merges(tu_tmp("v.json"), tu_tmp("m.txt"), &vm), 0);
     assert_int_equal(attn_tok_encode(vm, "ab", 2, ids, 16, &n), 0);
     assert_int_equal(n, 1);
     assert_int_equal(ids[0], 2);
     assert_int_equal(attn_tok_special_id(vm, ATTN_TOK_EOS), -1);
     attn_tok_free(vm);
-    write_str(tmp("m2.txt"), "a b\nab\n");
-    expect_fail(attn_tok_load_vocab_merges(tmp("v.json"), tmp("m2.txt"), &vm), ATTN_STATUS_FORMAT,
+    write_str(tu_tmp("m2.txt"), "a b\nab\n");
+    tu_expect_fail(attn_tok_load_vocab_merges(tu_tmp("v.json"), tu_tmp("m2.txt"), &vm), ATTN_STATUS_FORMAT,
                 "m2.txt: line 2", "one space");
-    write_str(tmp("m3.txt"), "a c\n");
-    expect_fail(attn_tok_load_vocab_merges(tmp("v.json"), tmp("m3.txt"), &vm), ATTN_STATUS_FORMAT,
+    write_str(tu_tmp("m3.txt"), "a c\n");
+    tu_expect_fail(attn_tok_load_vocab_merges(tu_tmp("v.json"), tu_tmp("m3.txt"), &vm), ATTN_STATUS_FORMAT,
                 "line 1", "'c'");
-    write_str(tmp("m4.txt"), "b a\n");
-    expect_fail(attn_tok_load_vocab_merges(tmp("v.json"), tmp("m4.txt"), &vm), ATTN_STATUS_FORMAT,
+    write_str(tu_tmp("m4.txt"), "b a\n");
+    tu_expect_fail(attn_tok_load_vocab_merges(tu_tmp("v.json"), tu_tmp("m4.txt"), &vm), ATTN_STATUS_FORMAT,
                 "m4.txt: line 1", "'ba' is not in");
-    write_str(tmp("v2.json"), "[1, 2]");
-    expect_fail(attn_tok_load_vocab_merges(tmp("v2.json"), tmp("m.txt"), &vm), ATTN_STATUS_FORMAT,
+    write_str(tu_tmp("v2.json"), "[1, 2]");
+    tu_expect_fail(attn_tok_load_vocab_merges(tu_tmp("v2.json"), tu_tmp("m.txt"), &vm), ATTN_STATUS_FORMAT,
                 "v2.json", "object");
-    write_str(tmp("v3.json"), "{\"a\": -1}");
-    expect_fail(attn_tok_load_vocab_merges(tmp("v3.json"), tmp("m.txt"), &vm), ATTN_STATUS_FORMAT,
+    write_str(tu_tmp("v3.json"), "{\"a\": -1}");
+    tu_expect_fail(attn_tok_load_vocab_merges(tu_tmp("v3.json"), tu_tmp("m.txt"), &vm), ATTN_STATUS_FORMAT,
                 "\"a\"", NULL);
-    assert_int_not_equal(attn_tok_load_vocab_merges(tmp("nope.json"), tmp("m.txt"), &vm), 0);
+    assert_int_not_equal(attn_tok_load_vocab_merges(tu_tmp("nope.json"), tu_tmp("m.txt"), &vm), 0);
     assert_null(vm);
 
     /* tokenizer.json fields */
@@ -376,7 +335,7 @@ static void test_bad_input(void **state) {
         attn_reader r;
         assert_int_equal(attn_reader_open_memory(js, strlen(js), "mem.json", &r), 0);
         attn_tok *x = (attn_tok *)1;
-        expect_fail(attn_tok_load_reader(r, &x), bad[i].want, bad[i].s1, bad[i].s2);
+        tu_expect_fail(attn_tok_load_reader(r, &x), bad[i].want, bad[i].s1, bad[i].s2);
         assert_null(x);
     }
     /* defaults: a bare ByteLevel is add_prefix_space, use_regex on */
@@ -457,7 +416,7 @@ static void test_char_classes(void **state) {
 
 
 int main(void) {
-    if (tu_mkdtemp(g_dir, sizeof g_dir, "gpt2")) return 1;
+    if (tu_mkdtemp(tu_dir, sizeof tu_dir, "gpt2")) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_decodes),
@@ -466,6 +425,6 @@ int main(void) {
         cmocka_unit_test(test_bad_input),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    tu_rm_tree(g_dir);
+    tu_rm_tree(tu_dir);
     return failed ? 1 : 0;
 }

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "attn_core.h"
+
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -114,6 +116,34 @@ static inline void tu_write_all(const char *path, const char *s, size_t n) {
     assert_int_equal(fwrite(s, 1, n, fp), n);
     fclose(fp);
 }
+
+/* The test program's scratch directory (made by tu_mkdtemp in main). */
+static char tu_dir[512] __attribute__((unused));
+
+/* Path of a scratch file in tu_dir (4 rotating buffers: copy a path that must outlive 3 more
+ * calls). */
+static inline const char *tu_tmp(const char *name) {
+    static char bufs[4][1024];
+    static int k;
+    char *b = bufs[k++ & 3];
+    snprintf(b, sizeof bufs[0], "%s/%s", tu_dir, name);
+    return b;
+}
+
+/* The status must be `want` and the one-line message must contain each non-NULL substring. */
+static inline void tu_expect_fail3(attn_status got, attn_status want, const char *s1,
+                                   const char *s2, const char *s3) {
+    const char *msg = attn_last_error();
+    if (!tu_quiet()) printf("  [%s] %s\n", attn_status_str(got), msg);
+    if (got != want)
+        fail_msg("status %s, expected %s (message: %s)", attn_status_str(got),
+                 attn_status_str(want), msg);
+    const char *subs[3] = {s1, s2, s3};
+    for (int i = 0; i < 3; i++)
+        if (subs[i] && !strstr(msg, subs[i])) fail_msg("message \"%s\" lacks \"%s\"", msg, subs[i]);
+    if (strchr(msg, '\n')) fail_msg("message has a newline");
+}
+#define tu_expect_fail(got, want, s1, s2) tu_expect_fail3(got, want, s1, s2, NULL)
 
 /* Scratch space: make $TMPDIR/attn-test-NAME-XXXXXX (default /tmp) into buf; 0 on success. */
 static inline int tu_mkdtemp(char *buf, size_t cap, const char *name) {
