@@ -27,36 +27,38 @@
 
 /* ---- vector abstraction -------------------------------------------------------------------- */
 
-#if ATTN_ISA == 512
-#define VL 16
-typedef __m512 vf;
-typedef __mmask16 vm;
+/* The arithmetic is vmath.h's (one implementation per ISA for the whole project); the v_ names
+ * keep elementwise_simd.c short. What differs is the mask: vm serves both loop tails and
+ * comparisons, so on AVX2 the tail masks are float vectors (as av_cond), not av_mask. */
+#define VL AV_LEN
+typedef av_f vf;
+typedef av_cond vm;
+#define v_set av_set1
+#define v_zero av_zero
+#define v_ld av_load
+#define v_st av_store
+#define v_add av_add
+#define v_sub av_sub
+#define v_mul av_mul
+#define v_div av_div
+#define v_fma av_fmadd   /* a b + c */
+#define v_fnma av_fnmadd /* c − a b */
+/* max/min return the second operand when either is NaN (x86 semantics); callers rely on it. */
+#define v_max av_max
+#define v_min av_min
+#define v_abs av_abs
+#define v_lt av_lt
+#define v_gt av_gt
+#define v_sel av_select /* m ? a : b, lane by lane */
+#define v_hsum av_reduce_add
+#define v_hmax av_reduce_max
 
-static inline vf v_set(float a) { return _mm512_set1_ps(a); }
-static inline vf v_zero(void) { return _mm512_setzero_ps(); }
-static inline vf v_ld(const float *p) { return _mm512_loadu_ps(p); }
-static inline void v_st(float *p, vf v) { _mm512_storeu_ps(p, v); }
+#if ATTN_ISA == 512
 /* Lanes [0, n) set, 0 <= n <= VL. */
-static inline vm v_tail(int n) { return (vm)((1u << n) - 1u); }
+static inline vm v_tail(int n) { return av_tail(n); }
 /* Masked load: lanes outside m read nothing (no fault past the end) and take `fill`. */
 static inline vf v_ldm(const float *p, vm m, vf fill) { return _mm512_mask_loadu_ps(fill, m, p); }
-static inline void v_stm(float *p, vm m, vf v) { _mm512_mask_storeu_ps(p, m, v); }
-static inline vf v_add(vf a, vf b) { return _mm512_add_ps(a, b); }
-static inline vf v_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
-static inline vf v_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
-static inline vf v_div(vf a, vf b) { return _mm512_div_ps(a, b); }
-static inline vf v_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }   /* a b + c */
-static inline vf v_fnma(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); } /* c − a b */
-/* max/min return the second operand when either is NaN (x86 semantics); callers rely on it. */
-static inline vf v_max(vf a, vf b) { return _mm512_max_ps(a, b); }
-static inline vf v_min(vf a, vf b) { return _mm512_min_ps(a, b); }
-static inline vf v_abs(vf a) { return _mm512_abs_ps(a); }
-static inline vm v_lt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
-static inline vm v_gt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
-/* m ? a : b, lane by lane. */
-static inline vf v_sel(vm m, vf a, vf b) { return _mm512_mask_blend_ps(m, b, a); }
-static inline float v_hsum(vf a) { return _mm512_reduce_add_ps(a); }
-static inline float v_hmax(vf a) { return _mm512_reduce_max_ps(a); }
+static inline void v_stm(float *p, vm m, vf v) { av_store_mask(p, m, v); }
 /* Double-precision accumulation of float vectors (both halves widened exactly). */
 typedef __m512d vd;
 static inline vd vd_zero(void) { return _mm512_setzero_pd(); }
@@ -67,48 +69,13 @@ static inline vd vd_acc(vd acc, vf a) {
 static inline double vd_hsum(vd a) { return _mm512_reduce_add_pd(a); }
 
 #else /* ATTN_ISA == 2 */
-#define VL 8
-typedef __m256 vf;
-typedef __m256 vm;
-
-static inline vf v_set(float a) { return _mm256_set1_ps(a); }
-static inline vf v_zero(void) { return _mm256_setzero_ps(); }
-static inline vf v_ld(const float *p) { return _mm256_loadu_ps(p); }
-static inline void v_st(float *p, vf v) { _mm256_storeu_ps(p, v); }
-static inline vm v_tail(int n) {
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx));
-}
+static inline vm v_tail(int n) { return _mm256_castsi256_ps(av_tail(n)); }
 /* vmaskmov does not fault on masked-out lanes, so reading a row's tail is safe. */
 static inline vf v_ldm(const float *p, vm m, vf fill) {
     return _mm256_blendv_ps(fill, _mm256_maskload_ps(p, _mm256_castps_si256(m)), m);
 }
 static inline void v_stm(float *p, vm m, vf v) {
     _mm256_maskstore_ps(p, _mm256_castps_si256(m), v);
-}
-static inline vf v_add(vf a, vf b) { return _mm256_add_ps(a, b); }
-static inline vf v_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
-static inline vf v_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
-static inline vf v_div(vf a, vf b) { return _mm256_div_ps(a, b); }
-static inline vf v_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
-static inline vf v_fnma(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
-static inline vf v_max(vf a, vf b) { return _mm256_max_ps(a, b); }
-static inline vf v_min(vf a, vf b) { return _mm256_min_ps(a, b); }
-static inline vf v_abs(vf a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
-static inline vm v_lt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
-static inline vm v_gt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
-static inline vf v_sel(vm m, vf a, vf b) { return _mm256_blendv_ps(b, a, m); }
-static inline float v_hsum(vf a) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-static inline float v_hmax(vf a) {
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
 }
 typedef __m256d vd;
 static inline vd vd_zero(void) { return _mm256_setzero_pd(); }
