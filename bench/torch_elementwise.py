@@ -9,29 +9,18 @@ cross-entropy is the exception: PyTorch has no fused forward+backward operator, 
 log_softmax + nll (label smoothing 0.1) forward and backward through autograd, which is what a
 training step does. Threads: ATTN_BENCH_THREADS (default 2) via torch.set_num_threads."""
 import json
-import math
 import os
-import time
+import sys
 
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import best_rate  # noqa: E402
 
-def best_gbs(fn, nbytes):
-    t0 = time.perf_counter()
-    calls = 0
-    while time.perf_counter() - t0 < 0.1:
-        fn()
-        calls += 1
-    per = max(1, math.ceil(0.1 * calls / (time.perf_counter() - t0)))
-    best = 0.0
-    for _ in range(5):
-        t = time.perf_counter()
-        for _ in range(per):
-            fn()
-        t = time.perf_counter() - t
-        best = max(best, nbytes * per / t * 1e-9)
-    return best
+
+def best_gbs(fn, work):
+    return best_rate(fn, work, rounds=5)
 
 
 def make(name, N, D, V):

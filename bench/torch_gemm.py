@@ -6,12 +6,14 @@ OP names op(A) and op(B): "NT" is x·Wᵀ with W stored (N, K) — nn.Linear —
 Transposes are views (a.t()), as autograd produces them, so PyTorch picks its own kernel for
 each combination. Threads: ATTN_BENCH_THREADS (default 2) via torch.set_num_threads."""
 import json
-import math
 import os
-import time
+import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import best_rate  # noqa: E402
 
 # (M, N, K, trans_a, trans_b, epilogue) — keep in step with bench_gemm.c.
 CASES = [
@@ -37,21 +39,8 @@ CASES = [
 ]
 
 
-def best_gflops(fn, flop):
-    t0 = time.perf_counter()
-    calls = 0
-    while time.perf_counter() - t0 < 0.1:
-        fn()
-        calls += 1
-    per = max(1, math.ceil(0.1 * calls / (time.perf_counter() - t0)))
-    best = 0.0
-    for _ in range(7):
-        t = time.perf_counter()
-        for _ in range(per):
-            fn()
-        t = time.perf_counter() - t
-        best = max(best, flop * per / t * 1e-9)
-    return best
+def best_gflops(fn, work):
+    return best_rate(fn, work, rounds=7)
 
 
 def main():
