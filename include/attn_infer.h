@@ -44,6 +44,7 @@
 
 #include "attn_core.h"
 #include "attn_models.h"
+#include "attn_tok.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -96,6 +97,17 @@ void attn_translate_session_free(attn_translate_session *s);
 attn_status attn_translate(attn_translate_session *s, const attn_translate_options *o, int B,
                            int Ts, const int32_t *src, const int32_t *src_len, int max_out,
                            int32_t *out_ids, int32_t *out_len, float *out_score);
+
+/* Translate n UTF-8 texts with the model's tokenizer tok: each source is its ids + </s>, cut to
+ * the session's source length (*n_cut, if not NULL, counts the texts that were cut); texts are
+ * sorted by length into batches of up to the session's max_sentences and decoded as
+ * attn_translate does (the decoder may produce up to the session's max_tgt − 1 tokens). out[i]
+ * receives the translation of texts[i] (NUL-terminated, attn_alloc'd: free with attn_free; "" for
+ * an empty text), scores[i] (scores may be NULL) its score (0 for an empty text). On failure the
+ * out[i] already written are freed and set to NULL. */
+attn_status attn_translate_texts(attn_translate_session *s, const attn_translate_options *o,
+                                 const attn_tok *tok, const char *const *texts, size_t n,
+                                 char **out, float *scores, size_t *n_cut);
 
 /* ---- the incremental decoder, for tests and custom searches ------------------------------- */
 

@@ -565,48 +565,15 @@ static attn_status valid_bleu(run *r, int n, double *out) {
     attn_data_refs *vr = &r->valid_refs;
     size_t ns = ATTN_MIN((size_t)n, vr->n);
     if (ns == 0) return ATTN_STATUS_OK;
-    enum { BATCH = 64 };
-    const int max_src = r->cfg.max_len, max_out = r->cfg.max_len;
     attn_translate_session *sess = NULL;
-    attn_status s = attn_translate_session_init(r->model, BATCH, 1, max_src, max_out, &sess);
+    TRY(attn_translate_session_init(r->model, 64, 1, r->cfg.max_len, r->cfg.max_len, &sess));
     attn_translate_options to = attn_translate_default_options();
     to.beam_size = 1;
     to.bos_id = attn_tok_special_id(r->tok, ATTN_TOK_BOS);
     to.eos_id = attn_tok_special_id(r->tok, ATTN_TOK_EOS);
     char **hyp = calloc(ns, sizeof *hyp);
-    int32_t *src = malloc(sizeof(int32_t) * BATCH * (size_t)max_src);
-    int32_t *src_len = malloc(sizeof(int32_t) * BATCH), *out_len = malloc(sizeof(int32_t) * BATCH);
-    int32_t *out_ids = malloc(sizeof(int32_t) * BATCH * (size_t)max_out);
-    if (!s && (!hyp || !src || !src_len || !out_len || !out_ids))
-        s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
-    for (size_t b0 = 0; b0 < ns && !s; b0 += BATCH) {
-        int B = (int)ATTN_MIN((size_t)BATCH, ns - b0), Ts = 1;
-        for (int i = 0; i < B && !s; i++) {
-            int32_t *ids = NULL;
-            size_t len = 0;
-            const char *text = vr->src[b0 + (size_t)i];
-            s = attn_tok_encode_alloc(r->tok, text, strlen(text), &ids, &len);
-            if (s) break;
-            if (len > (size_t)max_src - 1) len = (size_t)max_src - 1; /* room for </s> */
-            memcpy(src + (size_t)i * max_src, ids, len * sizeof(int32_t));
-            src[(size_t)i * max_src + len] = to.eos_id;
-            src_len[i] = (int32_t)len + 1;
-            if (src_len[i] > Ts) Ts = src_len[i];
-            attn_free(ids);
-        }
-        if (s) break;
-        /* Repack (B, max_src) rows into (B, Ts), padding with pad_id. */
-        for (int i = 0; i < B; i++)
-            for (int t = 0; t < Ts; t++)
-                src[(size_t)i * Ts + t] =
-                    t < src_len[i] ? src[(size_t)i * max_src + t] : r->cfg.pad_id;
-        s = attn_translate(sess, &to, B, Ts, src, src_len, max_out, out_ids, out_len, NULL);
-        for (int i = 0; i < B && !s; i++) {
-            size_t len = 0;
-            s = attn_tok_decode_alloc(r->tok, out_ids + (size_t)i * max_out, (size_t)out_len[i], 0,
-                                      &hyp[b0 + (size_t)i], &len);
-        }
-    }
+    attn_status s = hyp ? attn_translate_texts(sess, &to, r->tok, vr->src, ns, hyp, NULL, NULL)
+                        : attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
     if (!s) {
         const char *const *refs[64];
         size_t R = ATTN_MIN(vr->n_refs, (size_t)64);
@@ -614,9 +581,9 @@ static attn_status valid_bleu(run *r, int n, double *out) {
         attn_bleu_result res;
         s = attn_bleu_corpus(ns, (const char *const *)hyp, R, refs, NULL, &res);
         if (!s) *out = res.score;
+        for (size_t i = 0; i < ns; i++) attn_free(hyp[i]);
     }
-    for (size_t i = 0; hyp && i < ns; i++) attn_free(hyp[i]);
-    free(hyp), free(src), free(src_len), free(out_len), free(out_ids);
+    free(hyp);
     attn_translate_session_free(sess);
     return s;
 }

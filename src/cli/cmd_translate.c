@@ -45,107 +45,41 @@ typedef struct {
     attn_tok *tok;
     attn_translate_session *s;
     attn_translate_options o;
-    int batch, max_src, max_out;
+    int batch;
     bool scores;
-    int32_t *src, *src_len, *out, *out_len; /* (batch, max_src), (batch), (batch, max_out) */
-    float *score;                            /* (batch) */
     bool warned;
 } ctx;
 
 typedef struct {
-    char *text;    /* input line (owned) */
-    int32_t *ids;  /* source ids with </s> (owned) */
-    int n;         /* number of ids */
-    char *result;  /* translation (owned) */
+    char *text;   /* input line (owned) */
+    char *result; /* translation (owned, attn_alloc'd) */
     float score;
 } item;
 
-static int cmp_len(const void *a, const void *b) {
-    const item *const *x = a, *const *y = b;
-    if ((*x)->n != (*y)->n) return (*x)->n < (*y)->n ? -1 : 1;
-    return *x < *y ? -1 : *x > *y; /* stable: input order among equals */
-}
-
-/* Tokenize it->text into it->ids (+ </s>), truncated to the model's source length. */
-static attn_status encode_item(ctx *c, item *it) {
-    int32_t *ids;
-    size_t n;
-    attn_status s = attn_tok_encode_alloc(c->tok, it->text, strlen(it->text), &ids, &n);
-    if (s) return s;
-    const int Vs = c->m->cfg.src_vocab;
-    for (size_t i = 0; i < n; i++)
-        if (ids[i] >= Vs) {
-            attn_free(ids);
-            return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
-                                  "translate: the tokenizer gives id %d, outside the model's "
-                                  "source vocabulary of %d",
-                                  (int)ids[i], Vs);
-        }
-    if (n > (size_t)c->max_src - 1) {
-        if (!c->warned)
-            fprintf(stderr, "attn: warning: a sentence of %zu tokens was cut to the model's %d\n",
-                    n, c->max_src - 1);
-        c->warned = true;
-        n = (size_t)c->max_src - 1;
-    }
-    it->ids = malloc((n + 1) * sizeof(int32_t));
-    if (!it->ids) {
-        attn_free(ids);
-        return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
-    }
-    memcpy(it->ids, ids, n * sizeof(int32_t));
-    attn_free(ids);
-    it->ids[n] = c->o.eos_id;
-    it->n = (int)n + 1;
-    return ATTN_STATUS_OK;
-}
-
-/* Translate items[0..n) (non-empty, sorted by length) in batches. */
-static attn_status run_sorted(ctx *c, item **items, int n) {
-    const int32_t pad = c->m->cfg.pad_id;
-    for (int i0 = 0; i0 < n; i0 += c->batch) {
-        const int B = n - i0 < c->batch ? n - i0 : c->batch;
-        int Ts = 1;
-        for (int b = 0; b < B; b++) Ts = items[i0 + b]->n > Ts ? items[i0 + b]->n : Ts;
-        for (int b = 0; b < B; b++) {
-            const item *it = items[i0 + b];
-            for (int t = 0; t < Ts; t++) c->src[b * Ts + t] = t < it->n ? it->ids[t] : pad;
-            c->src_len[b] = it->n;
-        }
-        attn_status s = attn_translate(c->s, &c->o, B, Ts, c->src, c->src_len, c->max_out,
-                                       c->out, c->out_len, c->score);
-        if (s) return s;
-        for (int b = 0; b < B; b++) {
-            size_t len;
-            s = attn_tok_decode_alloc(c->tok, c->out + (size_t)b * c->max_out,
-                                      (size_t)c->out_len[b], 0, &items[i0 + b]->result, &len);
-            if (s) return s;
-            items[i0 + b]->score = c->score[b];
-        }
-    }
-    return ATTN_STATUS_OK;
-}
-
 /* Translate and print a window of lines in input order. */
 static attn_status run_window(ctx *c, item *w, int n) {
-    item **order = malloc((size_t)(n ? n : 1) * sizeof *order);
-    if (!order) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
-    int k = 0;
+    const char **texts = malloc((size_t)(n ? n : 1) * sizeof *texts);
+    char **out = malloc((size_t)(n ? n : 1) * sizeof *out);
+    float *score = malloc((size_t)(n ? n : 1) * sizeof *score);
     attn_status s = ATTN_STATUS_OK;
-    for (int i = 0; i < n && !s; i++)
-        if (w[i].text[0]) {
-            s = encode_item(c, &w[i]);
-            order[k++] = &w[i];
-        }
+    if (!texts || !out || !score) s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
+    size_t cut = 0;
     if (!s) {
-        qsort(order, (size_t)k, sizeof *order, cmp_len);
-        s = run_sorted(c, order, k);
+        for (int i = 0; i < n; i++) texts[i] = w[i].text;
+        s = attn_translate_texts(c->s, &c->o, c->tok, texts, (size_t)n, out, score, &cut);
     }
-    free(order);
+    if (!s && cut && !c->warned) {
+        fprintf(stderr, "attn: warning: sentences longer than the model's %d source tokens were "
+                        "cut\n",
+                c->m->cfg.max_len - 1);
+        c->warned = true;
+    }
+    for (int i = 0; i < n && !s; i++) w[i].result = out[i], w[i].score = score[i];
+    free(texts), free(out), free(score);
     if (s) return s;
     for (int i = 0; i < n; i++) {
-        if (c->scores) printf("%.4f\t", w[i].result ? (double)w[i].score : 0.0);
-        puts(w[i].result ? w[i].result : "");
+        if (c->scores) printf("%.4f\t", (double)w[i].score);
+        puts(w[i].result);
     }
     fflush(stdout);
     return ATTN_STATUS_OK;
@@ -154,7 +88,6 @@ static attn_status run_window(ctx *c, item *w, int n) {
 static void clear_window(item *w, int n) {
     for (int i = 0; i < n; i++) {
         free(w[i].text);
-        free(w[i].ids);
         attn_free(w[i].result);
         memset(&w[i], 0, sizeof w[i]);
     }
@@ -175,28 +108,15 @@ static attn_status setup(ctx *c, const char *dir) {
                               dir, (int)bos, (int)eos, c->m->cfg.tgt_vocab);
     c->o.bos_id = bos, c->o.eos_id = eos;
     const int L = c->m->cfg.max_len;
-    c->max_src = L;
     /* Decoder positions: the length limit + 1 for </s>; never more than the model has. */
     int max_tgt = c->o.max_len > 0 && c->o.max_len + 1 < L ? c->o.max_len + 1 : L;
-    c->max_out = max_tgt;
-    if ((s = attn_translate_session_init(c->m, c->batch, c->o.beam_size, c->max_src, max_tgt,
-                                         &c->s)))
-        return s;
-    c->src = malloc((size_t)c->batch * c->max_src * sizeof(int32_t));
-    c->src_len = malloc((size_t)c->batch * sizeof(int32_t));
-    c->out = malloc((size_t)c->batch * c->max_out * sizeof(int32_t));
-    c->out_len = malloc((size_t)c->batch * sizeof(int32_t));
-    c->score = malloc((size_t)c->batch * sizeof(float));
-    if (!c->src || !c->src_len || !c->out || !c->out_len || !c->score)
-        return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
-    return ATTN_STATUS_OK;
+    return attn_translate_session_init(c->m, c->batch, c->o.beam_size, L, max_tgt, &c->s);
 }
 
 static void teardown(ctx *c) {
     attn_translate_session_free(c->s);
     attn_tok_free(c->tok);
     attn_encdec_model_free(c->m);
-    free(c->src), free(c->src_len), free(c->out), free(c->out_len), free(c->score);
 }
 
 static bool parse_float(const char *s, float lo, float hi, float *out) {

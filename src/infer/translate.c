@@ -14,9 +14,11 @@
 #include "attn_infer.h"
 
 #include "attn_kernels.h"
+#include "attn_tok.h"
 #include "../core/core-impl.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define TRY(expr)                                                                                \
@@ -756,5 +758,95 @@ attn_status attn_translate(attn_translate_session *s, const attn_translate_optio
                          ? greedy(s, o, B, max_out, out_ids, out_len, out_score)
                          : beam(s, o, B, max_out, out_ids, out_len, out_score);
     s->begun = false; /* the rows were consumed by the search */
+    return st;
+}
+
+/* ---- texts ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    int32_t *ids; /* source ids + </s> */
+    int n;
+    size_t index; /* position in the caller's texts */
+} text_item;
+
+static int cmp_text_len(const void *a, const void *b) {
+    const text_item *x = a, *y = b;
+    if (x->n != y->n) return x->n < y->n ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index; /* stable: input order among equals */
+}
+
+attn_status attn_translate_texts(attn_translate_session *s, const attn_translate_options *o,
+                                 const attn_tok *tok, const char *const *texts, size_t n,
+                                 char **out, float *scores, size_t *n_cut) {
+    if (!s || !o || !tok || (n && (!texts || !out)))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "translate texts: NULL argument");
+    if (n_cut) *n_cut = 0;
+    for (size_t i = 0; i < n; i++) out[i] = NULL;
+    const int Vs = s->m->cfg.src_vocab, max_src = s->capTs, max_out = s->capT;
+    const int32_t pad = s->m->cfg.pad_id;
+    text_item *items = calloc(n ? n : 1, sizeof *items);
+    int32_t *src = malloc(sizeof(int32_t) * (size_t)s->capS * (size_t)max_src);
+    int32_t *src_len = malloc(sizeof(int32_t) * (size_t)s->capS);
+    int32_t *ids_out = malloc(sizeof(int32_t) * (size_t)s->capS * (size_t)max_out);
+    int32_t *len_out = malloc(sizeof(int32_t) * (size_t)s->capS);
+    float *score = malloc(sizeof(float) * (size_t)s->capS);
+    attn_status st = ATTN_STATUS_OK;
+    if (!items || !src || !src_len || !ids_out || !len_out || !score)
+        st = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "translate texts: out of memory");
+    /* Tokenize the non-empty texts. */
+    size_t k = 0;
+    for (size_t i = 0; i < n && !st; i++) {
+        if (scores) scores[i] = 0;
+        if (!texts[i] || !texts[i][0]) {
+            if (!(out[i] = attn_calloc(1)))
+                st = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "translate texts: out of memory");
+            continue;
+        }
+        int32_t *ids = NULL;
+        size_t len = 0;
+        st = attn_tok_encode_alloc(tok, texts[i], strlen(texts[i]), &ids, &len);
+        for (size_t j = 0; !st && j < len; j++)
+            if (ids[j] < 0 || ids[j] >= Vs)
+                st = attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                               "translate: the tokenizer gives id %d, outside the model's source "
+                               "vocabulary of %d",
+                               (int)ids[j], Vs);
+        if (!st && len > (size_t)max_src - 1) {
+            len = (size_t)max_src - 1; /* room for </s> */
+            if (n_cut) ++*n_cut;
+        }
+        int32_t *with_eos = st ? NULL : attn_alloc((len + 1) * sizeof(int32_t));
+        if (!st && !with_eos) st = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "translate texts: out of memory");
+        if (!st) {
+            memcpy(with_eos, ids, len * sizeof(int32_t));
+            with_eos[len] = o->eos_id;
+            items[k].ids = with_eos, items[k].n = (int)len + 1, items[k].index = i;
+            k++;
+        }
+        attn_free(ids);
+    }
+    qsort(items, k, sizeof *items, cmp_text_len);
+    for (size_t i0 = 0; i0 < k && !st; i0 += (size_t)s->capS) {
+        const int B = (int)ATTN_MIN((size_t)s->capS, k - i0);
+        int Ts = 1;
+        for (int b = 0; b < B; b++) Ts = ATTN_MAX(Ts, items[i0 + b].n);
+        for (int b = 0; b < B; b++) {
+            const text_item *it = &items[i0 + b];
+            for (int t = 0; t < Ts; t++) src[b * Ts + t] = t < it->n ? it->ids[t] : pad;
+            src_len[b] = it->n;
+        }
+        st = attn_translate(s, o, B, Ts, src, src_len, max_out, ids_out, len_out, score);
+        for (int b = 0; b < B && !st; b++) {
+            size_t len;
+            const size_t i = items[i0 + b].index;
+            st = attn_tok_decode_alloc(tok, ids_out + (size_t)b * max_out, (size_t)len_out[b], 0,
+                                       &out[i], &len);
+            if (scores) scores[i] = score[b];
+        }
+    }
+    for (size_t i = 0; i < k; i++) attn_free(items[i].ids);
+    if (st)
+        for (size_t i = 0; i < n; i++) attn_free(out[i]), out[i] = NULL;
+    free(items), free(src), free(src_len), free(ids_out), free(len_out), free(score);
     return st;
 }
