@@ -1,6 +1,6 @@
 /* attn_tok.h — tokenizers: load, save and train Hugging Face `tokenizer.json` files, encode text to
  * ids and decode ids to text, giving exactly the ids and text of the `tokenizers` library (tested
- * against tokenizers 0.22.1).
+ * against tokenizers 0.21.4 (and 0.22.1)).
  *
  *   attn_tok *tok;
  *   if (attn_tok_load("models/demo/tokenizer.json", &tok)) { puts(attn_last_error()); return 1; }

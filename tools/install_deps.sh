@@ -4,7 +4,8 @@
 #   Debian: gcc clang make libjansson-dev libutf8proc-dev libpcre2-dev libomp-dev libcmocka-dev python3-venv
 #           python3-torch (1.13, CPU) python3-numpy — the test reference, light next to PyPI's torch
 #   .venv:  /usr/bin/python3 venv with system site packages (sees Debian's torch and numpy),
-#           plus sacrebleu 2.6.0 from PyPI (the BLEU reference)
+#           plus sacrebleu 2.6.0 (the BLEU reference), tokenizers 0.21.4, transformers 4.49.0 and
+#           sentence-transformers 2.7.0 from PyPI (tokenizer, GPT-2 and BERT references)
 set -e
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PKGS="gcc clang make libjansson-dev libutf8proc-dev libpcre2-dev libomp-dev libcmocka-dev python3-venv python3-torch python3-numpy"
@@ -28,8 +29,21 @@ fi
 "$ROOT/.venv/bin/python" -c "import sacrebleu" 2>/dev/null || {
   echo "installing sacrebleu into $ROOT/.venv"
   "$ROOT/.venv/bin/pip" install -q sacrebleu==2.6.0; }
-# Hugging Face tokenizers, pinned: tools/ref_tokenizer.py and tools/check_tokenizer.py check attn's
-# tokenizer.json files and ids against it.
-"$ROOT/.venv/bin/python" -c "import tokenizers" 2>/dev/null || {
-  echo "installing tokenizers into $ROOT/.venv"
-  "$ROOT/.venv/bin/pip" install -q tokenizers==0.22.1; }
+# Hugging Face tokenizers + transformers + sentence-transformers, pinned together: the newest
+# transformers that still runs on Debian's torch 1.13 is 4.49 (it wants tokenizers 0.21), and
+# sentence-transformers 2.7 is the newest that imports on torch 1.13. tools/ref_*.py compute the
+# tokenizer, GPT-2 and BERT references live with them.
+"$ROOT/.venv/bin/python" - <<'PYEOF' 2>/dev/null || {
+import tokenizers, transformers, sentence_transformers
+assert tokenizers.__version__ == "0.21.4", tokenizers.__version__
+assert transformers.__version__ == "4.49.0", transformers.__version__
+assert sentence_transformers.__version__ == "2.7.0", sentence_transformers.__version__
+import numpy, torch
+assert numpy.__version__.startswith("1."), numpy.__version__
+torch.from_numpy(numpy.zeros(1)).numpy()
+PYEOF
+  echo "installing tokenizers, transformers and sentence-transformers into $ROOT/.venv"
+  # numpy, scipy and scikit-learn pinned to versions built for numpy 1.x: Debian's torch 1.13
+  # cannot use numpy 2.
+  "$ROOT/.venv/bin/pip" install -q numpy==1.24.2 scipy==1.11.4 scikit-learn==1.3.2 \
+    tokenizers==0.21.4 transformers==4.49.0 sentence-transformers==2.7.0; }

@@ -2,7 +2,7 @@
  * component, see attn_tok.h for the accepted fields), added-token splitting, normalizers,
  * pre-tokenizers, decoders, encode, decode and atomic save.
  *
- * Fidelity notes (each checked against tokenizers 0.22.1 by tests/test_tokenizer.c):
+ * Fidelity notes (each checked against tokenizers 0.21.4 (and 0.22.1) by tests/test_tokenizer.c):
  *   - added tokens: leftmost match, longest among those starting there (aho-corasick
  *     LeftmostLongest); non-normalized ones on the raw text first, then each remaining segment is
  *     normalized on its own (so Prepend applies per segment: "a<s>b" -> "▁a", <s>, "▁b");
