@@ -47,3 +47,5 @@ PYEOF
   # cannot use numpy 2.
   "$ROOT/.venv/bin/pip" install -q numpy==1.24.2 scipy==1.11.4 scikit-learn==1.3.2 \
     tokenizers==0.21.4 transformers==4.49.0 sentence-transformers==2.7.0; }
+# The real pretrained all-MiniLM-L6-v2 (BERT) for the BERT tests: models/all-MiniLM-L6-v2.
+sh "$ROOT/tools/get_minilm.sh"
