@@ -196,6 +196,21 @@ attn_status attn_encdec_forward(const attn_encdec_model *m, attn_encdec_state *s
                                 int Tt, const int32_t *src_ids, const int32_t *src_len,
                                 const int32_t *tgt_in, const int32_t *tgt_len, float *logits_out);
 
+/* Attention capture: when set, every following forward (and encode) also writes the attention
+ * probabilities of each layer into the caller's buffers, from the fused kernel's second pass (the
+ * outputs are unchanged). Each array has one buffer per layer (NULL array or NULL entry: not
+ * captured), each (B, H, Tq, Tk) for the batch and lengths of the call, masked entries 0:
+ *   enc_self  [n_enc_layers] (B, H, Ts, Ts)  encoder self-attention
+ *   dec_self  [n_dec_layers] (B, H, Tt, Tt)  decoder masked self-attention
+ *   dec_cross [n_dec_layers] (B, H, Tt, Ts)  cross-attention (queries: target, keys: source)
+ * The buffers must stay valid until capture is cleared with attn_encdec_set_capture(st, NULL). */
+typedef struct {
+    float *const *enc_self;
+    float *const *dec_self;
+    float *const *dec_cross;
+} attn_encdec_capture;
+void attn_encdec_set_capture(attn_encdec_state *st, const attn_encdec_capture *cap);
+
 /* The logits (B, Tt, Vt) of the last forward, or NULL. */
 const float *attn_encdec_logits(const attn_encdec_state *st);
 

@@ -446,12 +446,74 @@ static void test_forward_errors(void **state) {
     attn_encdec_model_free(m);
 }
 
+/* Attention capture: the logits are bit-identical with and without it; every captured row of a
+ * real query sums to 1; padded keys, future target positions (causal) and padded queries' rows
+ * follow the masks. (tests/test_viz* compare captured values with transformers' attentions.) */
+static void test_capture(void **state) {
+    (void)state;
+    attn_encdec_config c = small_config();
+    attn_encdec_model *m;
+    assert_int_equal(attn_encdec_model_init(&c, 5, &m), ATTN_STATUS_OK);
+    attn_encdec_state *st;
+    assert_int_equal(attn_encdec_state_init(m, PB, PTS, PTT, &st), ATTN_STATUS_OK);
+    const int H = c.n_head;
+    static float l0[PB * PTT * 29], l1[PB * PTT * 29];
+    fwd_loss(m, st, l0);
+    float *es[2], *ds[1], *dc[1];
+    for (int l = 0; l < 2; l++) es[l] = calloc((size_t)PB * H * PTS * PTS, sizeof(float));
+    ds[0] = calloc((size_t)PB * H * PTT * PTT, sizeof(float));
+    dc[0] = calloc((size_t)PB * H * PTT * PTS, sizeof(float));
+    attn_encdec_capture cap = {es, ds, dc};
+    attn_encdec_set_capture(st, &cap);
+    fwd_loss(m, st, l1);
+    assert_memory_equal(l0, l1, sizeof l0);
+    for (int b = 0; b < PB; b++)
+        for (int h = 0; h < H; h++) {
+            for (int l = 0; l < 2; l++)
+                for (int i = 0; i < P_SRC_LEN[b]; i++) {
+                    const float *r = es[l] + (((size_t)b * H + h) * PTS + i) * PTS;
+                    double sum = 0;
+                    for (int j = 0; j < PTS; j++) {
+                        if (j >= P_SRC_LEN[b]) assert_true(r[j] == 0.0f);
+                        else assert_true(r[j] > 0.0f);
+                        sum += r[j];
+                    }
+                    assert_true(fabs(sum - 1.0) < 1e-5);
+                }
+            for (int i = 0; i < P_TGT_LEN[b]; i++) {
+                const float *r = ds[0] + (((size_t)b * H + h) * PTT + i) * PTT;
+                const float *x = dc[0] + (((size_t)b * H + h) * PTT + i) * PTS;
+                double s1 = 0, s2 = 0;
+                for (int j = 0; j < PTT; j++) {
+                    if (j > i || j >= P_TGT_LEN[b]) assert_true(r[j] == 0.0f);
+                    s1 += r[j];
+                }
+                for (int j = 0; j < PTS; j++) {
+                    if (j >= P_SRC_LEN[b]) assert_true(x[j] == 0.0f);
+                    s2 += x[j];
+                }
+                assert_true(fabs(s1 - 1.0) < 1e-5 && fabs(s2 - 1.0) < 1e-5);
+            }
+        }
+    /* Cleared: the buffers are no longer written. */
+    attn_encdec_set_capture(st, NULL);
+    memset(dc[0], 0, (size_t)PB * H * PTT * PTS * sizeof(float));
+    fwd_loss(m, st, l1);
+    assert_true(dc[0][0] == 0.0f);
+    for (int l = 0; l < 2; l++) free(es[l]);
+    free(ds[0]);
+    free(dc[0]);
+    attn_encdec_state_free(st);
+    attn_encdec_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_pytorch),
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_forward_errors),
+        cmocka_unit_test(test_capture),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -325,6 +325,7 @@ struct attn_encdec_state {
     float *gh;                      /* (max(B·Ts, B·Tt), F) FFN backward scratch */
     float *g_enc;                   /* (B·Ts, C) d loss / d encoder output, summed over layers */
     float *g_kv;                    /* (B·Ts, C) one cross-attention's share of it */
+    attn_encdec_capture cap;        /* caller's attention-capture buffers (all NULL: none) */
     void **allocs;                  /* everything above that was attn_alloc'ed */
     int n_allocs, cap_allocs;
     bool oom;
@@ -512,6 +513,7 @@ typedef struct {
     float *u, *h;               /* (M, F) pre-activation (GELU only) and activation */
     sub_acts *A;
     uint32_t site;
+    float *probs;               /* (B, H, Tq, Tk) attention capture, or NULL */
 } sublayer;
 
 static sublayer enc_sub(const attn_encdec_model *m, attn_encdec_state *st, int l, int k) {
@@ -525,6 +527,7 @@ static sublayer enc_sub(const attn_encdec_model *m, attn_encdec_state *st, int l
         S.aw = &W->self_attn, S.ag = &G->self_attn, S.ms = st->enc_attn[l];
         S.mask.kv_len = st->src_len; /* bidirectional, source padding hidden */
         S.Tq = S.Tk = st->Ts;
+        S.probs = st->cap.enc_self ? st->cap.enc_self[l] : NULL;
         S.ln_w = W->ln1_w, S.ln_b = W->ln1_b, S.gln_w = G->ln1_w, S.gln_b = G->ln1_b;
     } else {
         S.kind = SUB_FFN;
@@ -548,12 +551,14 @@ static sublayer dec_sub(const attn_encdec_model *m, attn_encdec_state *st, int l
         S.mask.causal = true;
         S.mask.kv_len = st->tgt_len;
         S.Tq = S.Tk = st->Tt;
+        S.probs = st->cap.dec_self ? st->cap.dec_self[l] : NULL;
         S.ln_w = W->ln1_w, S.ln_b = W->ln1_b, S.gln_w = G->ln1_w, S.gln_b = G->ln1_b;
     } else if (k == 1) {
         S.kind = SUB_CROSS;
         S.aw = &W->cross_attn, S.ag = &G->cross_attn, S.ms = st->dec_cross[l];
         S.mask.kv_len = st->src_len;
         S.Tq = st->Tt, S.Tk = st->Ts;
+        S.probs = st->cap.dec_cross ? st->cap.dec_cross[l] : NULL;
         S.ln_w = W->ln2_w, S.ln_b = W->ln2_b, S.gln_w = G->ln2_w, S.gln_b = G->ln2_b;
     } else {
         S.kind = SUB_FFN;
@@ -571,7 +576,7 @@ static attn_status sub_run(const attn_encdec_state *st, const sublayer *S, int B
     const int C = st->cfg.d_model, F = st->cfg.d_ff;
     if (S->kind != SUB_FFN)
         return attn_mha_forward(&st->mc, S->aw, S->ms, B, S->Tq, S->Tk, in,
-                                S->kind == SUB_CROSS ? kv : NULL, &S->mask, y, NULL);
+                                S->kind == SUB_CROSS ? kv : NULL, &S->mask, y, S->probs);
     if (st->cfg.activation == ATTN_ENCDEC_RELU) {
         /* ReLU fused into the GEMM epilogue: backward recovers relu' from h (h > 0 iff u > 0). */
         TRY(attn_gemm(false, true, M, F, C, 1.0f, in, C, S->w1, C, 0.0f, S->h, F, S->b1,
@@ -1020,4 +1025,12 @@ attn_status attn_encdec_load_dir(const char *dir, attn_encdec_model **out) {
     }
     *out = m;
     return ATTN_STATUS_OK;
+}
+
+void attn_encdec_set_capture(attn_encdec_state *st, const attn_encdec_capture *cap) {
+    if (!st) return;
+    if (cap)
+        st->cap = *cap;
+    else
+        memset(&st->cap, 0, sizeof st->cap);
 }
