@@ -23,9 +23,9 @@ WARN    := -Wall -Wextra -Wshadow -Wno-unknown-pragmas
 ifeq ($(WERROR),1)
 WARN    += -Werror
 endif
-CPPFLAGS := -Iinclude -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+CPPFLAGS := -Iinclude -I/usr/include/freetype2 -I/usr/include/libpng16 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 CFLAGS   := -std=c11 $(OPT) $(WARN) -fPIC -fopenmp
-LDLIBS   := -ljansson -lutf8proc -lpcre2-8 -lm
+LDLIBS   := -ljansson -lutf8proc -lpcre2-8 -lpng16 -lfreetype -lm
 LDFLAGS  := -fopenmp $(SANLD)
 
 ISA_avx2   := -mavx2 -mfma -mf16c -DATTN_ISA=2 -ffp-contract=fast
@@ -113,3 +113,6 @@ demo: deps all
 
 clean:
 	rm -rf build build-san
+
+# Extra rule sets (fuzzing, ...).
+-include mk/*.mk
