@@ -338,6 +338,20 @@ static size_t pack_b_floats(const gemm_args *g) {
     return (size_t)nc * kc;
 }
 
+/* The calling thread's packing buffer of at least n floats (NULL when out of memory). It lives
+ * until the thread exits; a call that needs more replaces it. GEMMs do not nest (the threaded
+ * region never calls attn_gemm), so one buffer per calling thread suffices. */
+static _Thread_local float *tl_pack;
+static _Thread_local size_t tl_pack_n;
+static float *pack_cache(size_t n) {
+    if (n <= tl_pack_n) return tl_pack;
+    attn_free(tl_pack);
+    tl_pack_n = 0;
+    tl_pack = attn_alloc(n * sizeof(float));
+    if (tl_pack) tl_pack_n = n;
+    return tl_pack;
+}
+
 /* The whole blocked algorithm on rows [m0, m1) × columns [n0, n1) of C. */
 static void gemm_rect(const gemm_args *g, int m0, int m1, int n0, int n1, float *abuf,
                       float *bbuf) {
@@ -415,13 +429,15 @@ void ATTN_FN(attn_gemm)(bool trans_a, bool trans_b, int M, int N, int K, float a
     if (nt > tiles) nt = (int)tiles;
     if (nt < 1) nt = 1;
 
-    /* Per-thread A and B buffers, each rounded to a cache line, in one allocation per call. */
+    /* Per-thread A and B buffers, each rounded to a cache line, in one allocation kept by the
+     * calling thread between calls (grown when a call needs more): allocating and freeing megabytes
+     * per call costs page faults and page clearing on every GEMM. */
     size_t fa = (pack_a_floats(&g) + 15) & ~(size_t)15;
     size_t fb = (pack_b_floats(&g) + 15) & ~(size_t)15;
-    float *buf = attn_alloc((fa + fb) * sizeof(float) * (size_t)nt);
+    float *buf = pack_cache((fa + fb) * (size_t)nt);
     if (!buf && nt > 1) {
         nt = 1;
-        buf = attn_alloc((fa + fb) * sizeof(float));
+        buf = pack_cache(fa + fb);
     }
     if (!buf) {
         /* Out of memory for the pack buffers: the reference loops need none. */
@@ -443,5 +459,4 @@ void ATTN_FN(attn_gemm)(bool trans_a, bool trans_b, int M, int N, int K, float a
         float *mine = buf + (fa + fb) * (size_t)t;
         if (m0 < m1 && n0 < n1) gemm_rect(&g, m0, m1, n0, n1, mine, mine + fa);
     }
-    attn_free(buf);
 }
