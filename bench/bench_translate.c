@@ -20,7 +20,8 @@
  *     metadata), which the PyTorch side recomputes and prints beside it.
  * (b) Decoding: the test sources (models/demo-en-zh/test.src if present, else the split's) with
  *     the trained demo model (models/demo-en-zh, else the freshly initialized model — the note
- *     line says which), sorted by length, in batches of 32 sentences, beam 4 (alpha 0.6) and
+ *     line says which), through attn_translate_many: sorted by length, in batches of 32
+ *     sentences, one batch per thread, beam 4 (alpha 0.6) and
  *     greedy, both with attn_translate's KV cache and the length limit min(2·src_len + 10,
  *     max_len − 1); also beam 4 with the heuristic stop (attn translate --heuristic-stop), for
  *     information. Sentences/s, best of ATTN_BENCH_ROUNDS (2) passes over the whole set. The
@@ -450,41 +451,25 @@ static attn_status make_optim(const attn_encdec_model *m, attn_optim **opt,
     return attn_optim_create(&op, m->num_params, *ranges, m->n_tensors, opt);
 }
 
-/* Translate the whole test set once in batches of DECODE_BATCH sorted sentences; outputs of
- * sentence i (in test order) into out (max_out each) when out is given. */
+/* Translate the whole test set once with attn_translate_many (batches of DECODE_BATCH sentences
+ * sorted by length, one batch per thread); outputs of sentence i (in test order) into out
+ * (max_out each) when out is given. */
 static attn_status decode_all(attn_translate_session *sess, const attn_translate_options *o,
-                              const testset *ts, int32_t pad, int max_out, int32_t *out,
-                              int32_t *out_len) {
-    int32_t src_len[DECODE_BATCH], ob_len[DECODE_BATCH];
-    /* Sources are at most max_out (= the model's max_len) tokens: make_testset cuts them. */
-    int32_t *ob = malloc(sizeof(int32_t) * DECODE_BATCH * (size_t)max_out);
-    int32_t *src = malloc(sizeof(int32_t) * DECODE_BATCH * (size_t)max_out);
-    if (!ob || !src) {
-        free(ob), free(src);
-        return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
-    }
+                              const testset *ts, int max_out, int32_t *out, int32_t *out_len) {
+    const int32_t **src = malloc(sizeof *src * (ts->n ? ts->n : 1));
+    int32_t *len = malloc(sizeof(int32_t) * (ts->n ? ts->n : 1));
+    int32_t *ob = out ? out : malloc(sizeof(int32_t) * (ts->n ? ts->n : 1) * (size_t)max_out);
+    int32_t *ol = out_len ? out_len : malloc(sizeof(int32_t) * (ts->n ? ts->n : 1));
     attn_status s = ATTN_STATUS_OK;
-    for (size_t b0 = 0; b0 < ts->n && !s; b0 += DECODE_BATCH) {
-        int B = (int)(ts->n - b0 < DECODE_BATCH ? ts->n - b0 : DECODE_BATCH), Ts = 1;
-        for (int i = 0; i < B; i++) {
-            size_t k = ts->order[b0 + (size_t)i];
-            src_len[i] = (int32_t)(ts->off[k + 1] - ts->off[k]);
-            if (src_len[i] > Ts) Ts = src_len[i];
-        }
-        for (int i = 0; i < B; i++) {
-            size_t k = ts->order[b0 + (size_t)i];
-            for (int t = 0; t < Ts; t++)
-                src[i * Ts + t] = t < src_len[i] ? ts->ids.v[ts->off[k] + (size_t)t] : pad;
-        }
-        s = attn_translate(sess, o, B, Ts, src, src_len, max_out, ob, ob_len, NULL);
-        for (int i = 0; i < B && !s && out; i++) {
-            size_t k = ts->order[b0 + (size_t)i];
-            memcpy(out + k * (size_t)max_out, ob + (size_t)i * max_out,
-                   (size_t)ob_len[i] * sizeof(int32_t));
-            out_len[k] = ob_len[i];
-        }
+    if (!src || !len || !ob || !ol) s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+    for (size_t k = 0; k < ts->n && !s; k++) {
+        src[k] = ts->ids.v + ts->off[k];
+        len[k] = (int32_t)(ts->off[k + 1] - ts->off[k]);
     }
-    free(ob), free(src);
+    if (!s) s = attn_translate_many(sess, o, ts->n, src, len, max_out, ob, ol, NULL);
+    if (ob != out) free(ob);
+    if (ol != out_len) free(ol);
+    free(src), free(len);
     return s;
 }
 
@@ -522,7 +507,7 @@ static int run_decode(const setup *su, const attn_encdec_model *fresh, const cha
         o.eos_id = attn_tok_special_id(su->tok, ATTN_TOK_EOS);
         for (int r = 0; r < rounds; r++) {
             double t0 = now();
-            if (decode_all(sess, &o, &ts, m->cfg.pad_id, L, k == 1 ? out : NULL, out_len))
+            if (decode_all(sess, &o, &ts, L, k == 1 ? out : NULL, k == 1 ? out_len : NULL))
                 return fail("translate");
             double sps = (double)ts.n / (now() - t0);
             if (sps > rate[k]) rate[k] = sps;

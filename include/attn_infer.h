@@ -98,10 +98,25 @@ attn_status attn_translate(attn_translate_session *s, const attn_translate_optio
                            int Ts, const int32_t *src, const int32_t *src_len, int max_out,
                            int32_t *out_ids, int32_t *out_len, float *out_score);
 
+/* Translate n sentences of ids: src[i] holds src_len[i] ids (</s> included, 1..max_src of the
+ * session), out_ids (n, max_out) receives sentence i's best hypothesis at out_ids[i·max_out ..]
+ * (without <s>, </s>), out_len (n) its length, out_score (n) or NULL its score. The sentences are
+ * sorted by length into batches of up to the session's max_sentences (little padding) and each
+ * batch is decoded as attn_translate does. With more than one thread (attn_get_num_threads())
+ * and more than one batch, whole batches run concurrently, one per thread, each on its own
+ * worker session (made on first use and kept in s) with single-threaded kernels — the
+ * inter-batch parallelism of CTranslate2's inter_threads: no synchronization inside a decoding
+ * step. Every sentence's result is the same as attn_translate gives it in any batch (each
+ * hypothesis's rows are computed independently of the other rows). */
+attn_status attn_translate_many(attn_translate_session *s, const attn_translate_options *o,
+                                size_t n, const int32_t *const *src, const int32_t *src_len,
+                                int max_out, int32_t *out_ids, int32_t *out_len,
+                                float *out_score);
+
 /* Translate n UTF-8 texts with the model's tokenizer tok: each source is its ids + </s>, cut to
- * the session's source length (*n_cut, if not NULL, counts the texts that were cut); texts are
- * sorted by length into batches of up to the session's max_sentences and decoded as
- * attn_translate does (the decoder may produce up to the session's max_tgt − 1 tokens). out[i]
+ * the session's source length (*n_cut, if not NULL, counts the texts that were cut); the sources
+ * are decoded by attn_translate_many (sorted batches, one batch per thread; the decoder may
+ * produce up to the session's max_tgt − 1 tokens). out[i]
  * receives the translation of texts[i] (NUL-terminated, attn_alloc'd: free with attn_free; "" for
  * an empty text), scores[i] (scores may be NULL) its score (0 for an empty text). On failure the
  * out[i] already written are freed and set to NULL. */

@@ -484,6 +484,64 @@ static void test_model_dir(void **state) {
     attn_encdec_model_free(m);
 }
 
+/* attn_translate_many: 11 sentences of varied lengths in batches of 3 (4 batches), beam 4 and
+ * greedy, on 1 and 2 threads: every sentence's tokens equal attn_translate on that sentence
+ * alone and its score within 1e-5; the 1- and 2-thread runs are bit-identical. */
+static void test_many(void **state) {
+    (void)state;
+    enum { NS = 11, TS = 10 };
+    attn_encdec_model *m = make_model(true, false, false, true, GV, 77);
+    m->w.out_b[EOS] += 1.0f;
+    tu_rng r = {4242};
+    int32_t lens[NS], srcbuf[NS * TS];
+    const int32_t *srcs[NS];
+    for (int i = 0; i < NS; i++) {
+        lens[i] = 2 + (i * 5) % (TS - 1);
+        make_src(&r, 1, TS, GV, &lens[i], srcbuf + i * TS);
+        srcs[i] = srcbuf + i * TS;
+    }
+    attn_translate_session *s;
+    assert_int_equal(attn_translate_session_init(m, 3, 4, TS, 24, &s), ATTN_STATUS_OK);
+    const int saved = attn_get_num_threads();
+    for (int beam = 1; beam <= 4; beam += 3) {
+        attn_translate_options o = attn_translate_default_options();
+        o.beam_size = beam, o.max_len = GMAX, o.max_len_a = 0;
+        int32_t ids[2][NS * GMAX], olen[2][NS];
+        float sc[2][NS];
+        memset(ids, 0, sizeof ids);
+        for (int th = 1; th <= 2; th++) {
+            attn_set_num_threads(th);
+            assert_int_equal(attn_translate_many(s, &o, NS, srcs, lens, GMAX, ids[th - 1],
+                                                 olen[th - 1], sc[th - 1]),
+                             ATTN_STATUS_OK);
+        }
+        assert_memory_equal(olen[0], olen[1], sizeof olen[0]);
+        assert_memory_equal(ids[0], ids[1], sizeof ids[0]);
+        assert_memory_equal(sc[0], sc[1], sizeof sc[0]);
+        attn_set_num_threads(1);
+        for (int i = 0; i < NS; i++) {
+            int32_t one[GMAX], n1;
+            float s1;
+            assert_int_equal(attn_translate(s, &o, 1, lens[i], srcs[i], &lens[i], GMAX, one, &n1,
+                                            &s1),
+                             ATTN_STATUS_OK);
+            assert_int_equal(n1, olen[0][i]);
+            assert_memory_equal(one, ids[0] + i * GMAX, sizeof(int32_t) * (size_t)n1);
+            assert_true(fabs(s1 - sc[0][i]) <= 1e-5 * fmax(1.0, fabs(s1)));
+        }
+    }
+    attn_set_num_threads(saved);
+    /* Bad lengths are refused with the sentence named. */
+    attn_translate_options o = attn_translate_default_options();
+    int32_t bad[2] = {3, TS + 1}, ids[2 * GMAX], olen[2];
+    tu_expect_fail(attn_translate_many(s, &o, 2, srcs, bad, GMAX, ids, olen, NULL),
+                   ATTN_STATUS_INVALID_ARGUMENT, "sentence 1", NULL);
+    assert_int_equal(attn_translate_many(s, &o, 0, NULL, NULL, GMAX, NULL, NULL, NULL),
+                     ATTN_STATUS_OK);
+    attn_translate_session_free(s);
+    attn_encdec_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_cache),
@@ -493,6 +551,7 @@ int main(void) {
         cmocka_unit_test(test_beam_scores_and_batching),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_model_dir),
+        cmocka_unit_test(test_many),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

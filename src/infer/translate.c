@@ -18,6 +18,10 @@
 #include "../core/core-impl.h"
 
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +77,9 @@ struct attn_translate_session {
     int32_t *n_fin;              /* (capS) */
     int S, R, N, Ts, t;          /* active sentences, rows per sentence, rows, source len, pos */
     bool begun;
+    /* Worker sessions for attn_translate_many's inter-batch threads (made on first use). */
+    attn_translate_session **workers; /* [n_workers] */
+    int n_workers;
 };
 
 attn_translate_options attn_translate_default_options(void) {
@@ -97,6 +104,8 @@ static void transpose(int rows, int cols, const float *src, float *dst) {
 
 void attn_translate_session_free(attn_translate_session *s) {
     if (!s) return;
+    for (int i = 0; i < s->n_workers; i++) attn_translate_session_free(s->workers[i]);
+    attn_free(s->workers);
     attn_encdec_state_free(s->enc);
     float **wts[] = {s->wt_qkv, s->wt_so, s->wt_cq, s->wt_co, s->wt_f1, s->wt_f2};
     for (size_t i = 0; i < sizeof wts / sizeof wts[0]; i++) {
@@ -761,19 +770,143 @@ attn_status attn_translate(attn_translate_session *s, const attn_translate_optio
     return st;
 }
 
-/* ---- texts ------------------------------------------------------------------------------------ */
+/* ---- many sentences: sorted batches, one batch per thread ------------------------------- */
 
 typedef struct {
-    int32_t *ids; /* source ids + </s> */
+    const int32_t *ids; /* source ids (</s> included) */
     int n;
-    size_t index; /* position in the caller's texts */
-} text_item;
+    size_t index;       /* position in the caller's list */
+} src_item;
 
-static int cmp_text_len(const void *a, const void *b) {
-    const text_item *x = a, *y = b;
+static int cmp_src_len(const void *a, const void *b) {
+    const src_item *x = a, *y = b;
     if (x->n != y->n) return x->n < y->n ? -1 : 1;
     return x->index < y->index ? -1 : x->index > y->index; /* stable: input order among equals */
 }
+
+/* Decode the sorted items [i0, i0 + B) on session w; results go to the caller's arrays by index.
+ * scratch: src (capS, capTs), src_len, ids (capS, max_out), len, score (capS). */
+static attn_status many_batch(attn_translate_session *w, const attn_translate_options *o,
+                              const src_item *items, int B, int max_out, int32_t *src,
+                              int32_t *src_len, int32_t *ids, int32_t *len, float *score,
+                              int32_t *out_ids, int32_t *out_len, float *out_score) {
+    const int32_t pad = w->m->cfg.pad_id;
+    int Ts = 1;
+    for (int b = 0; b < B; b++) Ts = ATTN_MAX(Ts, items[b].n);
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < Ts; t++) src[b * Ts + t] = t < items[b].n ? items[b].ids[t] : pad;
+        src_len[b] = items[b].n;
+    }
+    TRY(attn_translate(w, o, B, Ts, src, src_len, max_out, ids, len, score));
+    for (int b = 0; b < B; b++) {
+        const size_t i = items[b].index;
+        memcpy(out_ids + i * (size_t)max_out, ids + (size_t)b * max_out,
+               (size_t)len[b] * sizeof(int32_t));
+        out_len[i] = len[b];
+        if (out_score) out_score[i] = score[b];
+    }
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_translate_many(attn_translate_session *s, const attn_translate_options *o,
+                                size_t n, const int32_t *const *src, const int32_t *src_len,
+                                int max_out, int32_t *out_ids, int32_t *out_len,
+                                float *out_score) {
+    if (!s || !o || (n && (!src || !src_len || !out_ids || !out_len)))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "translate many: NULL argument");
+    if (max_out < 0) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "translate many: max_out < 0");
+    for (size_t i = 0; i < n; i++)
+        if (!src[i] || src_len[i] < 1 || src_len[i] > s->capTs)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "translate many: sentence %zu has %d ids (must be 1..%d, the "
+                             "session's source length)",
+                             i, (int)src_len[i], s->capTs);
+    if (n == 0) return ATTN_STATUS_OK;
+    src_item *items = malloc(n * sizeof *items);
+    if (!items) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "translate many: out of memory");
+    for (size_t i = 0; i < n; i++) items[i] = (src_item){src[i], (int)src_len[i], i};
+    qsort(items, n, sizeof *items, cmp_src_len);
+    const size_t capS = (size_t)s->capS, n_batches = (n + capS - 1) / capS;
+
+    /* Threads: as many as attn_get_num_threads() allows, at most one per batch. */
+    int nt = 1;
+#ifdef _OPENMP
+    if (!omp_in_parallel()) nt = attn_get_num_threads();
+#endif
+    if ((size_t)nt > n_batches) nt = (int)n_batches;
+    if (nt < 1) nt = 1;
+    attn_status st = ATTN_STATUS_OK;
+    if (nt > 1 && s->n_workers < nt - 1) {
+        attn_translate_session **w = attn_calloc((size_t)(nt - 1) * sizeof *w);
+        if (!w) st = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "translate many: out of memory");
+        for (int i = 0; i < s->n_workers && w; i++) w[i] = s->workers[i];
+        for (int i = s->n_workers; i < nt - 1 && !st; i++) {
+            st = attn_translate_session_init(s->m, s->capS, s->capK, s->capTs, s->capT, &w[i]);
+            if (!st) s->n_workers = i + 1;
+        }
+        if (w) {
+            attn_free(s->workers);
+            s->workers = w;
+        }
+        if (st) nt = 1 + s->n_workers, st = ATTN_STATUS_OK; /* fewer threads, still correct */
+    }
+    const size_t per = capS * ((size_t)s->capTs + 3 + (size_t)max_out);
+    int32_t *scratch = malloc((size_t)nt * per * sizeof(int32_t));
+    if (!scratch) st = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "translate many: out of memory");
+    char err[1024] = "";
+    attn_status first = ATTN_STATUS_OK;
+    if (!st) {
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+        {
+            int t = 0;
+#ifdef _OPENMP
+            t = omp_get_thread_num();
+#endif
+            attn_translate_session *w = t == 0 ? s : s->workers[t - 1];
+            int32_t *sc = scratch + (size_t)t * per;
+            int32_t *bs = sc, *bl = bs + capS * (size_t)s->capTs, *bi = bl + capS,
+                    *bn = bi + capS * (size_t)max_out;
+            float *bsc = (float *)(bn + capS);
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+            for (long b = 0; b < (long)n_batches; b++) {
+                attn_status seen;
+#ifdef _OPENMP
+#pragma omp atomic read
+#endif
+                seen = first;
+                if (seen) continue;
+                const size_t i0 = (size_t)b * capS;
+                const int B = (int)ATTN_MIN(capS, n - i0);
+                attn_status e = many_batch(w, o, items + i0, B, max_out, bs, bl, bi, bn, bsc,
+                                           out_ids, out_len, out_score);
+                if (e) {
+#ifdef _OPENMP
+#pragma omp critical(attn_translate_many_error)
+#endif
+                    {
+                        if (!first) {
+                            snprintf(err, sizeof err, "%s", attn_last_error());
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+                            first = e;
+                        }
+                    }
+                }
+            }
+        }
+        if (first) st = attn_fail(first, "%s", err);
+    }
+    free(scratch);
+    free(items);
+    return st;
+}
+
+/* ---- texts ------------------------------------------------------------------------------------ */
 
 attn_status attn_translate_texts(attn_translate_session *s, const attn_translate_options *o,
                                  const attn_tok *tok, const char *const *texts, size_t n,
@@ -783,17 +916,17 @@ attn_status attn_translate_texts(attn_translate_session *s, const attn_translate
     if (n_cut) *n_cut = 0;
     for (size_t i = 0; i < n; i++) out[i] = NULL;
     const int Vs = s->m->cfg.src_vocab, max_src = s->capTs, max_out = s->capT;
-    const int32_t pad = s->m->cfg.pad_id;
-    text_item *items = calloc(n ? n : 1, sizeof *items);
-    int32_t *src = malloc(sizeof(int32_t) * (size_t)s->capS * (size_t)max_src);
-    int32_t *src_len = malloc(sizeof(int32_t) * (size_t)s->capS);
-    int32_t *ids_out = malloc(sizeof(int32_t) * (size_t)s->capS * (size_t)max_out);
-    int32_t *len_out = malloc(sizeof(int32_t) * (size_t)s->capS);
-    float *score = malloc(sizeof(float) * (size_t)s->capS);
+    const size_t nn = n ? n : 1;
+    int32_t **ids = calloc(nn, sizeof *ids);    /* [n] source ids + </s> (NULL: empty text) */
+    int32_t *len = calloc(nn, sizeof *len);     /* (n) */
+    size_t *where = calloc(nn, sizeof *where);  /* non-empty text k is texts[where[k]] */
+    int32_t *res = malloc(nn * (size_t)max_out * sizeof *res);
+    int32_t *res_len = calloc(nn, sizeof *res_len);
+    float *res_score = calloc(nn, sizeof *res_score);
     attn_status st = ATTN_STATUS_OK;
-    if (!items || !src || !src_len || !ids_out || !len_out || !score)
+    if (!ids || !len || !where || !res || !res_len || !res_score)
         st = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "translate texts: out of memory");
-    /* Tokenize the non-empty texts. */
+    /* Tokenize the non-empty texts (k of them), each cut to the source length with </s>. */
     size_t k = 0;
     for (size_t i = 0; i < n && !st; i++) {
         if (scores) scores[i] = 0;
@@ -802,51 +935,43 @@ attn_status attn_translate_texts(attn_translate_session *s, const attn_translate
                 st = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "translate texts: out of memory");
             continue;
         }
-        int32_t *ids = NULL;
-        size_t len = 0;
-        st = attn_tok_encode_alloc(tok, texts[i], strlen(texts[i]), &ids, &len);
-        for (size_t j = 0; !st && j < len; j++)
-            if (ids[j] < 0 || ids[j] >= Vs)
+        int32_t *t = NULL;
+        size_t tl = 0;
+        st = attn_tok_encode_alloc(tok, texts[i], strlen(texts[i]), &t, &tl);
+        for (size_t j = 0; !st && j < tl; j++)
+            if (t[j] < 0 || t[j] >= Vs)
                 st = attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                                "translate: the tokenizer gives id %d, outside the model's source "
                                "vocabulary of %d",
-                               (int)ids[j], Vs);
-        if (!st && len > (size_t)max_src - 1) {
-            len = (size_t)max_src - 1; /* room for </s> */
+                               (int)t[j], Vs);
+        if (!st && tl > (size_t)max_src - 1) {
+            tl = (size_t)max_src - 1; /* room for </s> */
             if (n_cut) ++*n_cut;
         }
-        int32_t *with_eos = st ? NULL : attn_alloc((len + 1) * sizeof(int32_t));
-        if (!st && !with_eos) st = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "translate texts: out of memory");
+        int32_t *with_eos = st ? NULL : attn_alloc((tl + 1) * sizeof(int32_t));
+        if (!st && !with_eos)
+            st = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "translate texts: out of memory");
         if (!st) {
-            memcpy(with_eos, ids, len * sizeof(int32_t));
-            with_eos[len] = o->eos_id;
-            items[k].ids = with_eos, items[k].n = (int)len + 1, items[k].index = i;
+            memcpy(with_eos, t, tl * sizeof(int32_t));
+            with_eos[tl] = o->eos_id;
+            ids[k] = with_eos, len[k] = (int32_t)tl + 1, where[k] = i;
             k++;
         }
-        attn_free(ids);
+        attn_free(t);
     }
-    qsort(items, k, sizeof *items, cmp_text_len);
-    for (size_t i0 = 0; i0 < k && !st; i0 += (size_t)s->capS) {
-        const int B = (int)ATTN_MIN((size_t)s->capS, k - i0);
-        int Ts = 1;
-        for (int b = 0; b < B; b++) Ts = ATTN_MAX(Ts, items[i0 + b].n);
-        for (int b = 0; b < B; b++) {
-            const text_item *it = &items[i0 + b];
-            for (int t = 0; t < Ts; t++) src[b * Ts + t] = t < it->n ? it->ids[t] : pad;
-            src_len[b] = it->n;
-        }
-        st = attn_translate(s, o, B, Ts, src, src_len, max_out, ids_out, len_out, score);
-        for (int b = 0; b < B && !st; b++) {
-            size_t len;
-            const size_t i = items[i0 + b].index;
-            st = attn_tok_decode_alloc(tok, ids_out + (size_t)b * max_out, (size_t)len_out[b], 0,
-                                       &out[i], &len);
-            if (scores) scores[i] = score[b];
-        }
+    if (!st)
+        st = attn_translate_many(s, o, k, (const int32_t *const *)ids, len, max_out, res, res_len,
+                                 res_score);
+    for (size_t j = 0; j < k && !st; j++) {
+        size_t tl;
+        const size_t i = where[j];
+        st = attn_tok_decode_alloc(tok, res + j * (size_t)max_out, (size_t)res_len[j], 0, &out[i],
+                                   &tl);
+        if (scores) scores[i] = res_score[j];
     }
-    for (size_t i = 0; i < k; i++) attn_free(items[i].ids);
+    for (size_t j = 0; j < k; j++) attn_free(ids[j]);
     if (st)
         for (size_t i = 0; i < n; i++) attn_free(out[i]), out[i] = NULL;
-    free(items), free(src), free(src_len), free(ids_out), free(len_out), free(score);
+    free(ids), free(len), free(where), free(res), free(res_len), free(res_score);
     return st;
 }
