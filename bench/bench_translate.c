@@ -406,8 +406,8 @@ static attn_status dump_decode(const char *dir, const setup *su, const testset *
     return s;
 }
 
-/* One training step as attn train's loop runs it. */
-static attn_status train_step(attn_encdec_model *m, attn_encdec_state *st, attn_optim *opt,
+/* One training step as attn train's loop runs it (data-parallel over the threads). */
+static attn_status train_step(attn_encdec_model *m, attn_encdec_trainer *tr, attn_optim *opt,
                               const attn_optim_range *ranges, int nranges, const batches *bs,
                               size_t i, int64_t step, float *loss) {
     const int32_t *d = bs->dims.v + 3 * i;
@@ -415,13 +415,9 @@ static attn_status train_step(attn_encdec_model *m, attn_encdec_state *st, attn_
     const int32_t *src = bs->src.v + bs->off_src[i], *tin = bs->tgt_in.v + bs->off_tgt[i];
     const int32_t *tout = bs->tgt_out.v + bs->off_tgt[i];
     const int32_t *sl = bs->src_len.v + bs->off_row[i], *tl = bs->tgt_len.v + bs->off_row[i];
-    attn_encdec_set_train(st, true, SEED, (uint64_t)step);
-    attn_status s = attn_encdec_forward(m, st, B, Ts, Tt, src, sl, tin, tl, NULL);
-    if (!s) s = attn_encdec_loss(m, st, tout, (float)LABEL_SMOOTHING, loss);
-    if (!s) {
-        attn_encdec_zero_grad(m);
-        s = attn_encdec_backward(m, st);
-    }
+    attn_encdec_zero_grad(m);
+    attn_status s = attn_encdec_train_step(tr, true, SEED, (uint64_t)step, B, Ts, Tt, src, sl, tin,
+                                           tl, tout, (float)LABEL_SMOOTHING, loss);
     if (!s) s = attn_optim_check_finite(m->grads, m->num_params, ranges, nranges, NULL);
     if (s) return s;
     attn_optim_clip_grad_norm(m->grads, m->num_params, CLIP);
@@ -573,6 +569,9 @@ int main(int argc, char **argv) {
     if (take_batches(su.loader, (size_t)(warmup + steps), &bs)) return fail("batches");
     attn_encdec_state *st = NULL;
     if (attn_encdec_state_init(m, bs.maxB, bs.maxTs, bs.maxTt, &st)) return fail("state");
+    attn_encdec_trainer *tr = NULL;
+    if (attn_encdec_trainer_init(m, bs.maxB, bs.maxTs, bs.maxTt, attn_get_num_threads(), &tr))
+        return fail("trainer");
     float loss0 = 0;
     if (eval_loss0(m, st, &bs, &loss0)) return fail("loss");
     printf("attn threads=%d backend=%s; setup %.1f s; tokenizer %s; %zu params, dropout %.2f; "
@@ -601,7 +600,7 @@ int main(int argc, char **argv) {
         double tok = 0, t1 = 0;
         for (int i = 0; i < warmup + steps; i++) {
             if (i == warmup) t1 = now();
-            if (train_step(m, st, opt, ranges, m->n_tensors, &bs, (size_t)i, i, &loss))
+            if (train_step(m, tr, opt, ranges, m->n_tensors, &bs, (size_t)i, i, &loss))
                 return fail("train step");
             if (i >= warmup) tok += (double)bs.tokens[i];
         }
@@ -616,6 +615,7 @@ int main(int argc, char **argv) {
         if (run_decode(&su, m, dir, rounds)) return 1;
     }
     attn_encdec_state_free(st);
+    attn_encdec_trainer_free(tr);
     attn_encdec_model_free(m);
     batches_free(&bs);
     setup_free(&su);

@@ -241,6 +241,33 @@ attn_status attn_encdec_save_dir(const attn_encdec_model *m, const char *dir);
  * message names the file and the tensor. Gradients start at 0. */
 attn_status attn_encdec_load_dir(const char *dir, attn_encdec_model **out);
 
+/* ---- data-parallel training step -------------------------------------------------------------
+ * One training step's forward, loss and backward split over n_replicas threads (data parallelism
+ * on one machine, as DDP does across GPUs): the batch's rows are cut into contiguous runs of about
+ * equal work (source + target tokens), replica i runs its run (with its own padding trimmed)
+ * through its own state with single-threaded kernels into its own gradient buffer, and the
+ * gradients are summed into m->grads weighted by each run's share of the counted (non-pad)
+ * targets — so the result is the gradient of the whole batch's mean loss, as one forward over the
+ * batch gives it (up to float rounding and dropout masks). No synchronization inside the step: on
+ * a 2-core machine this beats splitting every kernel over 2 threads.
+ * Dropout: replica i uses the masks of seed + i·0x9E3779B97F4A7C15 at the step, so a run is
+ * deterministic for a given replica count. n_replicas == 1 is exactly the plain path
+ * (attn_encdec_set_train + forward + loss + backward on one state). */
+typedef struct attn_encdec_trainer attn_encdec_trainer;
+/* Capacity: batches of up to B rows, Ts source and Tt target positions. n_replicas 1..256 (more
+ * than B is cut to B). Allocates a gradient buffer and a state per replica. */
+attn_status attn_encdec_trainer_init(attn_encdec_model *m, int B, int Ts, int Tt, int n_replicas,
+                                     attn_encdec_trainer **out);
+void attn_encdec_trainer_free(attn_encdec_trainer *t);
+int attn_encdec_trainer_replicas(const attn_encdec_trainer *t);
+/* Arguments as attn_encdec_forward + attn_encdec_loss (targets (B, Tt), pad_id ignored); *loss is
+ * the batch's mean; the gradients are ADDED to m->grads (zero them first). */
+attn_status attn_encdec_train_step(attn_encdec_trainer *t, bool training, uint64_t seed,
+                                   uint64_t step, int B, int Ts, int Tt, const int32_t *src_ids,
+                                   const int32_t *src_len, const int32_t *tgt_in,
+                                   const int32_t *tgt_len, const int32_t *targets,
+                                   float label_smoothing, float *loss);
+
 /* The dropout the model applies, exposed for tests: x (n) *= keep / (1 − p), where element i is
  * dropped with probability p as a pure function of (seed, step, site, i). p == 0 leaves x as is. */
 void attn_encdec_dropout(uint64_t seed, uint64_t step, uint32_t site, float p, size_t n,

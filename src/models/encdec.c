@@ -18,6 +18,9 @@
 
 #include <errno.h>
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -1033,4 +1036,216 @@ void attn_encdec_set_capture(attn_encdec_state *st, const attn_encdec_capture *c
         st->cap = *cap;
     else
         memset(&st->cap, 0, sizeof st->cap);
+}
+
+/* ---- data-parallel training step ------------------------------------------------------------- */
+
+/* Replica r of a trainer: a shallow copy of the model that shares its parameters (and tables) but
+ * accumulates gradients into its own buffer, plus a run state and its sub-batch. */
+typedef struct {
+    attn_encdec_model view;  /* params/w/tensors/pos_table borrowed; grads/g.enc/g.dec owned */
+    attn_encdec_state *st;
+    int32_t *src, *src_len;  /* (capB, capTs), (capB) */
+    int32_t *tin, *tout;     /* (capB, capTt) */
+    int32_t *tgt_len;        /* (capB) */
+    int B, Ts, Tt;           /* this step's sub-batch */
+    double weight;           /* its share of the batch's counted targets */
+    float loss;
+    attn_status status;
+    char err[512];
+} replica;
+
+struct attn_encdec_trainer {
+    attn_encdec_model *m;
+    int n;                   /* replicas (threads) */
+    int capB, capTs, capTt;
+    replica *r;              /* [n]; unused when n == 1 (the model and st1 are used directly) */
+    attn_encdec_state *st1;  /* n == 1: the plain path */
+};
+
+static void replica_free(replica *r) {
+    attn_encdec_state_free(r->st);
+    attn_free(r->view.grads);
+    attn_free(r->view.g.enc);
+    attn_free(r->view.g.dec);
+    attn_free(r->src), attn_free(r->src_len), attn_free(r->tin), attn_free(r->tout);
+    attn_free(r->tgt_len);
+}
+
+void attn_encdec_trainer_free(attn_encdec_trainer *t) {
+    if (!t) return;
+    attn_encdec_state_free(t->st1);
+    for (int i = 0; t->r && i < t->n; i++) replica_free(&t->r[i]);
+    attn_free(t->r);
+    attn_free(t);
+}
+
+attn_status attn_encdec_trainer_init(attn_encdec_model *m, int B, int Ts, int Tt, int n_replicas,
+                                     attn_encdec_trainer **out) {
+    if (!m || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec trainer: NULL argument");
+    *out = NULL;
+    if (n_replicas < 1 || n_replicas > 256)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "encdec trainer: replicas must be 1..256 (got %d)", n_replicas);
+    if (n_replicas > B) n_replicas = B > 0 ? B : 1;
+    attn_encdec_trainer *t = attn_calloc(sizeof *t);
+    if (!t) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "encdec trainer: out of memory");
+    t->m = m, t->n = n_replicas, t->capB = B, t->capTs = Ts, t->capTt = Tt;
+    attn_status s = ATTN_STATUS_OK;
+    if (t->n == 1) {
+        s = attn_encdec_state_init(m, B, Ts, Tt, &t->st1);
+    } else {
+        t->r = attn_calloc((size_t)t->n * sizeof *t->r);
+        if (!t->r) s = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "encdec trainer: out of memory");
+        const int nE = m->cfg.n_enc_layers, nD = m->cfg.n_dec_layers;
+        for (int i = 0; i < t->n && !s; i++) {
+            replica *r = &t->r[i];
+            r->view = *m;
+            r->view.grads = attn_calloc(m->num_params * sizeof(float));
+            r->view.g.enc = attn_calloc((size_t)nE * sizeof(attn_encdec_enc_layer));
+            r->view.g.dec = attn_calloc((size_t)nD * sizeof(attn_encdec_dec_layer));
+            /* A replica may get all rows but one's share; size it for the whole batch. */
+            r->src = attn_alloc((size_t)B * Ts * sizeof(int32_t));
+            r->src_len = attn_alloc((size_t)B * sizeof(int32_t));
+            r->tin = attn_alloc((size_t)B * Tt * sizeof(int32_t));
+            r->tout = attn_alloc((size_t)B * Tt * sizeof(int32_t));
+            r->tgt_len = attn_alloc((size_t)B * sizeof(int32_t));
+            if (!r->view.grads || !r->view.g.enc || !r->view.g.dec || !r->src || !r->src_len ||
+                !r->tin || !r->tout || !r->tgt_len) {
+                s = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "encdec trainer: out of memory");
+                break;
+            }
+            layout(&r->view, r->view.grads, &r->view.g, false);
+            s = attn_encdec_state_init(&r->view, B, Ts, Tt, &r->st);
+        }
+    }
+    if (s) {
+        attn_encdec_trainer_free(t);
+        return s;
+    }
+    *out = t;
+    return ATTN_STATUS_OK;
+}
+
+int attn_encdec_trainer_replicas(const attn_encdec_trainer *t) { return t ? t->n : 0; }
+
+/* Forward, loss and backward of replica r's sub-batch; errors stay in r. */
+static void replica_step(replica *r, bool training, uint64_t seed, uint64_t step, int index,
+                         float label_smoothing) {
+    attn_encdec_model *v = &r->view;
+    /* Each replica's dropout stream differs (replica 0 keeps the caller's seed). */
+    attn_encdec_set_train(r->st, training, seed + (uint64_t)index * 0x9E3779B97F4A7C15ull, step);
+    attn_status s = attn_encdec_forward(v, r->st, r->B, r->Ts, r->Tt, r->src, r->src_len, r->tin,
+                                        r->tgt_len, NULL);
+    if (!s) s = attn_encdec_loss(v, r->st, r->tout, label_smoothing, &r->loss);
+    if (!s) {
+        memset(v->grads, 0, v->num_params * sizeof(float));
+        s = attn_encdec_backward(v, r->st);
+    }
+    r->status = s;
+    if (s) snprintf(r->err, sizeof r->err, "%s", attn_last_error());
+}
+
+attn_status attn_encdec_train_step(attn_encdec_trainer *t, bool training, uint64_t seed,
+                                   uint64_t step, int B, int Ts, int Tt, const int32_t *src_ids,
+                                   const int32_t *src_len, const int32_t *tgt_in,
+                                   const int32_t *tgt_len, const int32_t *targets,
+                                   float label_smoothing, float *loss) {
+    if (!t || !src_ids || !src_len || !tgt_in || !tgt_len || !targets || !loss)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec train step: NULL argument");
+    if (B < 1 || Ts < 1 || Tt < 1 || B > t->capB || Ts > t->capTs || Tt > t->capTt)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "encdec train step: batch %d x %d x %d exceeds the trainer's capacity "
+                         "%d x %d x %d",
+                         B, Ts, Tt, t->capB, t->capTs, t->capTt);
+    attn_encdec_model *m = t->m;
+    if (t->n == 1) {
+        attn_encdec_set_train(t->st1, training, seed, step);
+        TRY(attn_encdec_forward(m, t->st1, B, Ts, Tt, src_ids, src_len, tgt_in, tgt_len, NULL));
+        TRY(attn_encdec_loss(m, t->st1, targets, label_smoothing, loss));
+        return attn_encdec_backward(m, t->st1);
+    }
+    for (int b = 0; b < B; b++)
+        if (src_len[b] < 1 || src_len[b] > Ts || tgt_len[b] < 1 || tgt_len[b] > Tt)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "encdec train step: row %d has lengths %d / %d outside 1..%d / 1..%d",
+                             b, (int)src_len[b], (int)tgt_len[b], Ts, Tt);
+    /* Split the rows into contiguous runs of about equal work (source + target tokens). */
+    const int n = ATTN_MIN(t->n, B);
+    double total = 0;
+    for (int b = 0; b < B; b++) total += (double)src_len[b] + tgt_len[b];
+    int b0 = 0;
+    double acc = 0;
+    const int32_t pad = m->cfg.pad_id;
+    double counted = 0;
+    for (int i = 0; i < n; i++) {
+        replica *r = &t->r[i];
+        int b1 = b0;
+        if (i == n - 1) {
+            b1 = B;
+        } else {
+            const double goal = total * (i + 1) / n;
+            while (b1 < B - (n - 1 - i) && (b1 == b0 || acc + (double)src_len[b1] + tgt_len[b1] <= goal)) {
+                acc += (double)src_len[b1] + tgt_len[b1];
+                b1++;
+            }
+        }
+        r->B = b1 - b0, r->Ts = 1, r->Tt = 1;
+        for (int b = b0; b < b1; b++) {
+            r->Ts = ATTN_MAX(r->Ts, src_len[b]);
+            r->Tt = ATTN_MAX(r->Tt, tgt_len[b]);
+        }
+        double cnt = 0;
+        for (int b = b0; b < b1; b++) {
+            const int j = b - b0;
+            memcpy(r->src + (size_t)j * r->Ts, src_ids + (size_t)b * Ts,
+                   (size_t)r->Ts * sizeof(int32_t));
+            memcpy(r->tin + (size_t)j * r->Tt, tgt_in + (size_t)b * Tt,
+                   (size_t)r->Tt * sizeof(int32_t));
+            memcpy(r->tout + (size_t)j * r->Tt, targets + (size_t)b * Tt,
+                   (size_t)r->Tt * sizeof(int32_t));
+            r->src_len[j] = src_len[b], r->tgt_len[j] = tgt_len[b];
+            for (int k = 0; k < r->Tt; k++) cnt += r->tout[(size_t)j * r->Tt + k] != pad;
+        }
+        r->weight = cnt;
+        counted += cnt;
+        b0 = b1;
+    }
+    for (int i = n; i < t->n; i++) t->r[i].B = 0;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(n) if (n > 1)
+#endif
+    {
+        int i = 0;
+#ifdef _OPENMP
+        i = omp_get_thread_num();
+#endif
+        for (; i < n; i += n) replica_step(&t->r[i], training, seed, step, i, label_smoothing);
+    }
+    for (int i = 0; i < n; i++)
+        if (t->r[i].status) return attn_fail(t->r[i].status, "%s", t->r[i].err);
+    /* The batch's mean loss and its gradient: replica i's mean weighted by its share of the
+     * counted targets. */
+    double l = 0;
+    for (int i = 0; i < n; i++) {
+        t->r[i].weight = counted > 0 ? t->r[i].weight / counted : 0;
+        l += t->r[i].weight * t->r[i].loss;
+    }
+    *loss = (float)l;
+    const size_t P = m->num_params;
+    float *g = m->grads;
+    const long nchunk = (long)((P + 16383) / 16384);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (nchunk > 1)
+#endif
+    for (long c = 0; c < nchunk; c++) {
+        const size_t a = (size_t)c * 16384, e = ATTN_MIN(P, a + 16384);
+        for (int i = 0; i < n; i++) {
+            const float w = (float)t->r[i].weight;
+            const float *gi = t->r[i].view.grads;
+            if (w == 0.0f) continue;
+            for (size_t k = a; k < e; k++) g[k] += w * gi[k];
+        }
+    }
+    return ATTN_STATUS_OK;
 }
