@@ -33,7 +33,8 @@
  *                                      $ATTN_BENCH_DIR/train.safetensors, the test set to
  *                                      decode.safetensors and test.ref.*, then exits (for
  *                                      bench/torch_train_budget.py; no timing)
- * Environment: ATTN_BENCH_THREADS (2), ATTN_BENCH_DIR, ATTN_BENCH_STEPS (60), ATTN_BENCH_WARMUP
+ * Environment: ATTN_BENCH_THREADS (2), ATTN_BENCH_REPLICAS (data-parallel replicas: the threads;
+ * 1 = every kernel split over the threads instead), ATTN_BENCH_DIR, ATTN_BENCH_STEPS (60), ATTN_BENCH_WARMUP
  * (5), ATTN_BENCH_ROUNDS (2), ATTN_BENCH_DROPOUT (the config's). Run from the repository root. */
 #include "attn_core.h"
 #include "attn_data.h"
@@ -570,7 +571,8 @@ int main(int argc, char **argv) {
     attn_encdec_state *st = NULL;
     if (attn_encdec_state_init(m, bs.maxB, bs.maxTs, bs.maxTt, &st)) return fail("state");
     attn_encdec_trainer *tr = NULL;
-    if (attn_encdec_trainer_init(m, bs.maxB, bs.maxTs, bs.maxTt, attn_get_num_threads(), &tr))
+    if (attn_encdec_trainer_init(m, bs.maxB, bs.maxTs, bs.maxTt,
+                                 env_int("ATTN_BENCH_REPLICAS", attn_get_num_threads()), &tr))
         return fail("trainer");
     float loss0 = 0;
     if (eval_loss0(m, st, &bs, &loss0)) return fail("loss");

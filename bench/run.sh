@@ -4,6 +4,8 @@
 # and print JSON lines {"bench","case","metric","value"} (higher is better); bench/compare.py
 # joins them and prints attn, PyTorch and the ratio attn/PyTorch.
 #   sh bench/run.sh [BUILD] [NAME...]
+# `sh bench/run.sh build gpt` runs issue 4's three GPT targets: training throughput and generation
+# (bench_gpt.c vs torch_gpt.py + torch_gpt_generate.py), then bench/gpt_shakespeare.sh.
 BUILD=${1:-build}; [ $# -gt 0 ] && shift
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -20,5 +22,9 @@ for n in $names; do
   "$BUILD/bench/bench_$n" > "$out/$n.attn.jsonl" || { echo "error: bench_$n failed"; exit 1; }
   .venv-bench/bin/python "bench/torch_$n.py" > "$out/$n.torch.jsonl" || { echo "error: torch_$n.py failed"; exit 1; }
   .venv-bench/bin/python bench/compare.py "$out/$n.attn.jsonl" "$out/$n.torch.jsonl"
+  # gpt: also the shakespeare-char training race (minutes; ATTN_BENCH_SHAKESPEARE=0 skips it)
+  if [ "$n" = gpt ] && [ "${ATTN_BENCH_SHAKESPEARE:-1}" != 0 ]; then
+    sh bench/gpt_shakespeare.sh "$BUILD" || { echo "error: gpt_shakespeare.sh failed"; exit 1; }
+  fi
 done
 rm -rf "$out"

@@ -8,3 +8,11 @@ if [ ! -x "$ROOT/.venv-bench/bin/python" ] || ! "$ROOT/.venv-bench/bin/python" -
   "$ROOT/.venv-bench/bin/pip" install -q --upgrade pip
   "$ROOT/.venv-bench/bin/pip" install -q torch numpy
 fi
+# transformers (pinned) for bench/torch_gpt_generate.py: GPT-2 generation with its KV cache
+if ! "$ROOT/.venv-bench/bin/python" -c "import transformers" 2>/dev/null; then
+  "$ROOT/.venv-bench/bin/pip" install -q "transformers==5.24.0"
+fi
+# sentence-transformers (pinned) for bench/torch_embed.py: all-MiniLM-L6-v2 embeddings
+if ! "$ROOT/.venv-bench/bin/python" -c "import sentence_transformers" 2>/dev/null; then
+  "$ROOT/.venv-bench/bin/pip" install -q "sentence-transformers==6.2.0"
+fi

@@ -46,6 +46,13 @@ attn_status attn_explain_compute(int T, int d_model, int d_k, const float *x, co
                                  const float *w_k, const float *w_v, attn_explain_result *out);
 void attn_explain_free(attn_explain_result *r);
 
+/* Draw the walk-through as one PNG of four heatmaps with each value printed in its cell (attn_viz.h
+ * draws them): encoder scores q_i·k_j and softmax weights, decoder scaled scores (masked cells
+ * grey, "-inf") and weights; the tokens label rows (queries i) and columns (keys j). tokens: T
+ * UTF-8 strings, or NULL for "#i"; font: a font file, or NULL for attn_viz_find_font. */
+attn_status attn_explain_write_png(const attn_explain_result *r, const char *const *tokens,
+                                   const char *path, const char *font);
+
 #ifdef __cplusplus
 }
 #endif

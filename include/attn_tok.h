@@ -15,8 +15,13 @@
  * tokenizer.json, field by field (what is read; anything else is refused with
  * ATTN_STATUS_UNSUPPORTED naming the component, never silently ignored):
  *   version          ignored (a string, "1.0")
- *   truncation       null (truncation changes encode's output: not supported)
- *   padding          null (likewise)
+ *   truncation       null or {"max_length": N, "strategy": "LongestFirst"|"OnlyFirst"|"OnlySecond",
+ *                    "stride": N, "direction": "Right"|"Left"}: stored and saved back, applied only
+ *                    through attn_tok_file_params (attn_tok_encode ignores it, as transformers
+ *                    does; stride only shapes tokenizers' overflowing parts, which attn does not
+ *                    return)
+ *   padding          null or {"strategy": "BatchLongest"|{"Fixed": N}, "direction",
+ *                    "pad_to_multiple_of": null|N, "pad_id", "pad_type_id", "pad_token"}: likewise
  *   added_tokens     array of {"id": int, "content": string, "single_word": false, "lstrip": false,
  *                    "rstrip": false, "normalized": bool, "special": bool}. Their occurrences in
  *                    the input are split out before the model (leftmost, then longest match);
@@ -26,20 +31,45 @@
  *   normalizer       null, or one of / a {"type": "Sequence", "normalizers": [...]} of:
  *                      {"type": "Prepend", "prepend": S}        S before non-empty text
  *                      {"type": "Replace", "pattern": {"String": A}, "content": B}
+ *                      {"type": "BertNormalizer", "clean_text": b, "handle_chinese_chars": b,
+ *                       "strip_accents": null|b, "lowercase": b}  (BERT's, in tokenizers' order:
+ *                       NUL, U+FFFD and control/format/private-use characters dropped and
+ *                       whitespace made ' '; spaces around CJK ideographs; NFD then nonspacing
+ *                       marks dropped (null: when lowercase); Rust's char::to_lowercase)
+ *                      {"type": "Lowercase"}, {"type": "NFD"}, {"type": "NFKD"}, {"type": "NFC"},
+ *                      {"type": "NFKC"}, {"type": "StripAccents"} (combining marks dropped),
+ *                      {"type": "Strip", "strip_left": b, "strip_right": b}
+ *                    Unicode data comes from utf8proc, corrected to the older tables tokenizers'
+ *                    Rust crates use wherever the two differ (every code point is tested)
  *   pre_tokenizer    null, or one of / a {"type": "Sequence", "pretokenizers": [...]} of:
  *                      {"type": "Metaspace", "replacement": C, "prepend_scheme":
  *                       "always"|"first"|"never", "split": bool}  (spaces become C; C prepended
  *                       per the scheme; with split, pieces start at each C)
- *                      {"type": "Punctuation", "behavior": "Isolated"}  (each ASCII punctuation
- *                       character or Unicode P* character becomes a piece of its own)
+ *                      {"type": "Punctuation", "behavior": B}  (each ASCII punctuation character
+ *                       or Unicode P* character is a delimiter; default "Isolated")
+ *                      {"type": "BertPreTokenizer"}  (split on whitespace, which is dropped, and
+ *                       punctuation, which becomes pieces of its own)
+ *                      {"type": "Whitespace"}  (\w+|[^\w\s]+ pieces), {"type": "WhitespaceSplit"}
+ *                      {"type": "Split", "pattern": {"String": S}|{"Regex": R}, "behavior": B,
+ *                       "invert": b}  (B: "Removed", "Isolated", "MergedWithPrevious",
+ *                       "MergedWithNext", "Contiguous"; R is Oniguruma syntax, run by PCRE2 after
+ *                       translating what differs (\s \w \h \d \p{L} \p{N}, (?m), {,n}: see
+ *                       src/tok/split.c); class intersection && is refused)
  *                      {"type": "ByteLevel", "add_prefix_space": b, "trim_offsets": b,
  *                       "use_regex": b}  (GPT-2's: a space before a piece that does not start
  *                       with one if add_prefix_space; with use_regex, GPT-2's pattern
  *                       's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  *                       through PCRE2 splits it; every byte then becomes a character of GPT-2's
  *                       byte-to-unicode alphabet, " " -> "Ġ"; missing flags default to true)
- *   post_processor   null (the caller adds <s>/</s> itself), or {"type": "ByteLevel", ...} (it
- *                    only trims offsets, which attn does not report: ids are unchanged)
+ *   post_processor   null (no special tokens: the caller adds <s>/</s> itself; a pair's tokens
+ *                    get type id 1), {"type": "ByteLevel", ...} (it only trims offsets, which attn
+ *                    does not report: ids are unchanged), {"type": "TemplateProcessing", "single":
+ *                    [...], "pair": [...], "special_tokens": {name: {"id", "ids": [...], "tokens":
+ *                    [...]}}} (pieces {"SpecialToken": {"id": name, "type_id": t}} and
+ *                    {"Sequence": {"id": "A"|"B", "type_id": t}}; single has A once, pair A and B
+ *                    once; special ids must be in the vocabulary), or {"type": "BertProcessing",
+ *                    "sep": [S, id], "cls": [C, id]} ([CLS] A [SEP] and [CLS] A [SEP] B [SEP],
+ *                    type ids 0 then 1)
  *   decoder          null (tokens joined by " "), or one of / a {"type": "Sequence", "decoders":
  *                    [...]} of: {"type": "Replace", "pattern": {"String": A}, "content": B},
  *                    {"type": "ByteFallback"} (runs of <0xHH> tokens become their bytes; an
@@ -47,7 +77,10 @@
  *                    {"type": "Strip", "content": C, "start": N, "stop": M},
  *                    {"type": "Metaspace", "replacement": C, "prepend_scheme": ..., "split": b},
  *                    {"type": "ByteLevel", ...} (tokens back to bytes; bytes that are not UTF-8
- *                    become U+FFFD per maximal invalid sequence, as Rust's from_utf8_lossy)
+ *                    become U+FFFD per maximal invalid sequence, as Rust's from_utf8_lossy),
+ *                    {"type": "WordPiece", "prefix": P, "cleanup": b} (P removed from
+ *                    continuations, a space before other tokens; cleanup joins " ." " ?" " !"
+ *                    " ," " ' " " n't" " 'm" " 's" " 've" " 're" and makes " do not" " don't")
  *   model            {"type": "BPE", "dropout": null, "unk_token": null|S,
  *                     "continuing_subword_prefix": null|S, "end_of_word_suffix": null|S,
  *                     "fuse_unk": bool, "byte_fallback": bool, "ignore_merges": bool,
@@ -55,15 +88,24 @@
  *                    Merges are ranked by position; A, B and A+B must be in vocab. With
  *                    byte_fallback a character missing from vocab becomes its UTF-8 bytes as
  *                    tokens "<0xHH>"; otherwise unk_token (runs fused with fuse_unk), or nothing
- *                    when there is no unk_token. Other model types: ATTN_STATUS_UNSUPPORTED.
+ *                    when there is no unk_token.
+ *                    {"type": "WordPiece", "unk_token": S, "continuing_subword_prefix": P,
+ *                     "max_input_chars_per_word": N, "vocab": {...}}  (greedy longest match
+ *                     first, continuations prefixed with P; a word of more than N characters or
+ *                     with no full match is unk_token)
+ *                    {"type": "WordLevel", "vocab": {...}, "unk_token": S}  (a piece is its own
+ *                     id or unk_token's)
+ *                    When a piece needs unk_token and it is not in vocab, encoding fails with
+ *                    ATTN_STATUS_INVALID_ARGUMENT, as tokenizers raises. Other model types
+ *                    (Unigram): ATTN_STATUS_UNSUPPORTED.
  *
  * The trainer (attn_tok_train_bpe) writes the SentencePiece-style configuration: normalizer
  * Sequence[Prepend "▁", Replace " " → "▁"] (the Prepend normalizer, rather than Metaspace's own
  * prepend, keeps a leading space: " x" must decode to " x"), pre_tokenizer Sequence[Metaspace("▁",
  * prepend_scheme "never", split), Punctuation(Isolated)] (merges stay inside words, and "power."
- * is "▁power" "." rather than a token of its own), decoder Sequence[Replace "▁" → " ", ByteFallback, Fuse, Strip(" ", 1, 0)], model BPE
- * with byte_fallback and the 256 byte tokens <0x00>..<0xFF>, and the special tokens as
- * added_tokens. With it every valid UTF-8 text decodes back to itself exactly, except text that
+ * is "▁power" "." rather than a token of its own), decoder Sequence[Replace "▁" → " ",
+ * ByteFallback, Fuse, Strip(" ", 1, 0)], model BPE with byte_fallback and the 256 byte tokens
+ * <0x00>..<0xFF>, and the special tokens as added_tokens. With it every valid UTF-8 text decodes back to itself exactly, except text that
  * contains U+2581 "▁" (decoded as a space, as in SentencePiece) or a special token's string.
  *
  * Text given to encode must be valid UTF-8: anything else is ATTN_STATUS_INVALID_ARGUMENT naming
@@ -72,8 +114,16 @@
  * tokenizer, and GPT-2's pattern is defined on characters, not bytes.
  *
  * Encode keeps a per-call memo of pieces already seen (so a long text costs little more than its
- * distinct words); a tokenizer is read-only after loading and may be used by several threads at
- * once. */
+ * distinct words; a batch shares one); a tokenizer is read-only after loading and may be used by
+ * several threads at once.
+ *
+ * BERT (all-MiniLM-L6-v2 and the like): attn_tok_encode gives [CLS] ... [SEP] as transformers'
+ * tokenizer(text) does; sentence-transformers' batches are
+ *   attn_tok_encode_params p = attn_tok_encode_default_params();
+ *   p.truncation = ATTN_TOK_TRUNCATE_LONGEST_FIRST; p.max_length = 256;   (max_seq_length)
+ *   p.padding = ATTN_TOK_PAD_LONGEST;
+ *   attn_tok_encode_batch(tok, n, texts, NULL, NULL, NULL, &p, encodings);
+ * and attn_tok_special_id(tok, ATTN_TOK_MASK) is fill-mask's [MASK]. */
 #ifndef ATTN_TOK_H
 #define ATTN_TOK_H
 
@@ -107,13 +157,89 @@ attn_status attn_tok_load_reader(attn_reader r, attn_tok **out);
 attn_status attn_tok_save(const attn_tok *tok, const char *path);
 void attn_tok_free(attn_tok *tok);
 
-/* Encode len bytes of UTF-8 text. On success *n ids are in ids[0..*n). If cap is too small,
- * returns ATTN_STATUS_INVALID_ARGUMENT with *n set to the number needed (call again). */
+/* Encode len bytes of UTF-8 text: what transformers' tokenizer.encode(text) gives, i.e. Hugging
+ * Face's Tokenizer.encode(text, add_special_tokens=True).ids with no truncation and no padding
+ * (a file's own "truncation" and "padding" are ignored, as transformers ignores them). So the
+ * post-processor applies: a BERT tokenizer gives [CLS] ... [SEP]; tokenizers whose
+ * post_processor is null or ByteLevel (the BPE ones) give the model's ids alone. For pairs,
+ * type ids, masks, truncation and padding, see attn_tok_encode_ex. On success *n ids are in
+ * ids[0..*n). If cap is too small, returns ATTN_STATUS_INVALID_ARGUMENT with *n set to the
+ * number needed (call again). */
 attn_status attn_tok_encode(const attn_tok *tok, const char *text, size_t len, int32_t *ids,
                             size_t cap, size_t *n);
 /* The same into a new array (free with attn_free; non-NULL even when *n is 0). */
 attn_status attn_tok_encode_alloc(const attn_tok *tok, const char *text, size_t len,
                                   int32_t **ids, size_t *n);
+
+/* ---- encodings: pairs, type ids, attention masks, truncation, padding ---------------------- */
+
+typedef enum {
+    ATTN_TOK_TRUNCATE_NONE = 0,      /* no truncation (default) */
+    ATTN_TOK_TRUNCATE_LONGEST_FIRST, /* take tokens from the longer of the two texts first */
+    ATTN_TOK_TRUNCATE_ONLY_FIRST,    /* only from the first text (error if not enough) */
+    ATTN_TOK_TRUNCATE_ONLY_SECOND    /* only from the pair (error without one or if too short) */
+} attn_tok_truncation;
+
+typedef enum {
+    ATTN_TOK_PAD_NONE = 0, /* no padding (default) */
+    ATTN_TOK_PAD_LONGEST,  /* to the longest encoding of the batch (one text: no change) */
+    ATTN_TOK_PAD_FIXED     /* to pad_length (never shortens) */
+} attn_tok_padding;
+
+typedef enum { ATTN_TOK_RIGHT = 0, ATTN_TOK_LEFT } attn_tok_side;
+
+/* What one encode call does, as in transformers' tokenizer(text, pair, add_special_tokens=...,
+ * truncation=..., max_length=..., padding=...): these settings replace the file's. */
+typedef struct {
+    bool add_special_tokens;        /* the post-processor's tokens, e.g. [CLS] A [SEP] B [SEP]
+                                       (default true) */
+    attn_tok_truncation truncation; /* (default NONE) */
+    size_t max_length;              /* total length with special tokens, as tokenizers counts
+                                       it: max_length - (special tokens) for the texts; when
+                                       that is negative nothing is truncated (tokenizers' wrap) */
+    attn_tok_side truncation_side;  /* RIGHT (default): drop tokens at the end; LEFT: start */
+    attn_tok_padding padding;       /* (default NONE) */
+    size_t pad_length;              /* PAD_FIXED */
+    size_t pad_to_multiple_of;      /* round the padded length up to a multiple (0: no) */
+    attn_tok_side padding_side;     /* RIGHT (default) or LEFT */
+    int32_t pad_id;                 /* -1 (default): the file's padding.pad_id, else the id of
+                                       [PAD] / <pad>, else 0 */
+    int32_t pad_type_id;            /* (default 0) */
+} attn_tok_encode_params;
+
+/* add_special_tokens true, no truncation, no padding, pad_id -1. */
+attn_tok_encode_params attn_tok_encode_default_params(void);
+/* The file's "truncation" and "padding" as params: what tokenizers' Tokenizer.encode applies
+ * (all-MiniLM-L6-v2's file says truncation 128, padding Fixed 128; sentence-transformers uses
+ * max_length 256 and batch-longest padding instead). Without them: the defaults. */
+attn_tok_encode_params attn_tok_file_params(const attn_tok *tok);
+
+/* One encoded text or pair; the four arrays are one allocation owned by ids. */
+typedef struct {
+    int32_t *ids;            /* (n) token ids */
+    int32_t *type_ids;       /* (n) segment ids: per the post-processor (BERT: 0 for [CLS] A
+                                [SEP], 1 for B [SEP]); without one 0 for A, 1 for B */
+    int32_t *attention_mask; /* (n) 1 for tokens, 0 for padding */
+    int32_t *special_mask;   /* (n) 1 for tokens the post-processor or padding added */
+    size_t n;
+} attn_tok_encoding;
+
+/* Encode text (and pair, when pair is not NULL) into *out (free with attn_tok_encoding_free;
+ * zeroed on failure). p may be NULL for the defaults. Errors: invalid UTF-8 or truncation that
+ * cannot be done (ONLY_SECOND without a pair, a text too short) are
+ * ATTN_STATUS_INVALID_ARGUMENT, as is a word the model cannot encode (WordPiece or WordLevel
+ * whose unk_token is not in the vocabulary). */
+attn_status attn_tok_encode_ex(const attn_tok *tok, const char *text, size_t len,
+                               const char *pair, size_t pair_len,
+                               const attn_tok_encode_params *p, attn_tok_encoding *out);
+/* n texts (lens[i] bytes, or NUL-terminated when lens is NULL) and optional pairs (pairs NULL:
+ * none; pair_lens as lens) into out[0..n); with ATTN_TOK_PAD_LONGEST all get the length of the
+ * longest. On failure every out[i] is zeroed and the message names the text. */
+attn_status attn_tok_encode_batch(const attn_tok *tok, size_t n, const char *const *texts,
+                                  const size_t *lens, const char *const *pairs,
+                                  const size_t *pair_lens, const attn_tok_encode_params *p,
+                                  attn_tok_encoding *out);
+void attn_tok_encoding_free(attn_tok_encoding *e);
 
 enum {
     ATTN_TOK_DECODE_KEEP_SPECIAL = 1 /* keep special tokens (HF skip_special_tokens=False) */
@@ -135,13 +261,22 @@ int32_t attn_tok_token_to_id(const attn_tok *tok, const char *token);
 /* NULL when no token has that id. The string lives as long as tok. */
 const char *attn_tok_id_to_token(const attn_tok *tok, int32_t id);
 bool attn_tok_is_special(const attn_tok *tok, int32_t id);
-/* "BPE", ... */
+/* "BPE", "WordPiece", "WordLevel" */
 const char *attn_tok_model_type(const attn_tok *tok);
 
 /* Ids of the conventional special tokens, -1 when absent: pad "<pad>" or "[PAD]", unk "<unk>" or
  * "[UNK]", bos "<s>" or "<|endoftext|>" or "[CLS]", eos "</s>" or "<|endoftext|>" or "[SEP]"
- * (the first present; the trainer's defaults come first, then GPT-2's and BERT's). */
-typedef enum { ATTN_TOK_PAD, ATTN_TOK_UNK, ATTN_TOK_BOS, ATTN_TOK_EOS } attn_tok_special;
+ * (the first present; the trainer's defaults come first, then GPT-2's and BERT's); mask
+ * "[MASK]" or "<mask>", cls "[CLS]" or "<s>", sep "[SEP]" or "</s>" (BERT's first). */
+typedef enum {
+    ATTN_TOK_PAD,
+    ATTN_TOK_UNK,
+    ATTN_TOK_BOS,
+    ATTN_TOK_EOS,
+    ATTN_TOK_MASK,
+    ATTN_TOK_CLS,
+    ATTN_TOK_SEP
+} attn_tok_special;
 int32_t attn_tok_special_id(const attn_tok *tok, attn_tok_special which);
 
 /* ---- training ------------------------------------------------------------------------------ */
@@ -169,6 +304,16 @@ attn_tok_train_params attn_tok_train_default_params(void);
  * the line. */
 attn_status attn_tok_train_bpe(const attn_tok_train_params *p, const char *const *lines,
                                const size_t *lens, size_t n, attn_tok **out);
+
+/* A character-level tokenizer (nanoGPT's shakespeare-char): one id per distinct Unicode code
+ * point of text[0..len), in code point order (Python's sorted(set(text))). It is a plain
+ * tokenizer.json that tokenizers loads and encodes identically: model WordLevel (the characters,
+ * unk_token "<unk>", which is not in the vocabulary), pre_tokenizer Split(Regex "[\s\S]",
+ * Isolated) (every character a piece; "." would miss "\n"), decoder Fuse (decode gives back the
+ * text exactly). Encoding a character the text did not contain is an error here as in
+ * tokenizers ("Missing [UNK] token"), never a silent substitute. text must be valid UTF-8 and
+ * not empty (ATTN_STATUS_INVALID_ARGUMENT). */
+attn_status attn_tok_train_chars(const char *text, size_t len, attn_tok **out);
 
 #ifdef __cplusplus
 }

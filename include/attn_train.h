@@ -202,7 +202,7 @@ double attn_lr_linear(int64_t step, double base_lr, int64_t warmup, int64_t tota
 /* A checkpoint is a directory DIR holding:
  *
  *   DIR/model.safetensors      the caller's named float32 tensors (attn_ckpt_tensor list), with
- *                              __metadata__ {"format": "attn-checkpoint"}.
+ *                              __metadata__ {"format": "pt"} (what transformers requires to load it).
  *   DIR/optimizer.safetensors  the optimizer state as flat F32 tensors of n elements:
  *                              "m" and "v" (Adam/AdamW first and second moments) or
  *                              "momentum_buffer" (SGD with momentum; no tensor without momentum),
@@ -296,7 +296,11 @@ attn_status attn_ckpt_save(const char *dir, const attn_ckpt_tensor *tensors, int
 attn_status attn_ckpt_load(const char *dir, attn_ckpt_tensor *tensors, int ntensors,
                            attn_optim *opt, attn_ckpt_state *st);
 
-/* Whether DIR (or DIR.prev) has a training_state.json — "is there something to resume". */
+/* Whether DIR (or DIR.prev) has a training_state.json — "is there something to resume".
+ * Recovery: when a crash in the fallback swap left DIR missing and DIR.prev complete, this call
+ * and attn_ckpt_load first rename DIR.prev back to DIR, so that DIR's other files (config.json,
+ * tokenizer.json, ...) are where the caller reads them. Like saves, loads and this call must not
+ * run while another process saves into the same DIR. */
 bool attn_ckpt_exists(const char *dir);
 
 /* CRC-32 (IEEE 802.3, reflected, as zlib crc32) of buf, continuing from crc (start with 0). */

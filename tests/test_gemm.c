@@ -163,6 +163,45 @@ static void test_simd_vs_ref_blocked(void **state) {
     TU_END();
 }
 
+/* The small-M path (M <= 8: generation's one-token products, which stream B once from its own
+ * layout with the columns split across threads): every M from 1 to 9 (9 takes the packed path),
+ * both layouts of B, odd and vector-multiple N and K (K tails of the 4-row unroll and of the
+ * vector), a transposed A, ld padding, alpha/beta/bias/activations, and 1 to 3 threads. */
+static void test_simd_vs_ref_small_m(void **state) {
+    (void)state;
+    TU_BEGIN();
+    tu_rng rng = {4242};
+    int n = 0;
+    for (int th = 1; th <= 3; th++) {
+        attn_set_num_threads(th);
+        for (int M = 1; M <= 9; M++) {
+            static const int NK[][2] = {{1, 1}, {5, 3}, {16, 16}, {100, 33}, {768, 7},
+                                        {2304, 768}, {1031, 130}};
+            for (size_t c = 0; c < sizeof NK / sizeof NK[0]; c++, n++) {
+                if (th > 1 && NK[c][0] * NK[c][1] < 10000) continue;
+                gshape s = {M, NK[c][0], NK[c][1], false, false, 1.0f, 0.0f, false,
+                            ATTN_ACT_NONE, 0};
+                s.tb = n & 1;
+                s.ta = (n >> 1) % 3 == 0;
+                s.act = (attn_act)((n >> 2) % 4);
+                s.bias = n % 3 != 1;
+                s.pad = n % 4 == 0 ? 5 : 0;
+                s.beta = n % 5 == 0 ? 0.0f : n % 5 == 1 ? 1.0f : -0.5f;
+                s.alpha = n % 7 == 3 ? -2.0f : 1.0f;
+                compare_shape(&s, &rng);
+            }
+        }
+    }
+    /* GPT-2's generation shapes: the tied output projection x · wteᵀ and the MLP. */
+    attn_set_num_threads(2);
+    gshape lm = {1, 50257, 768, false, true, 1.0f, 0.0f, false, ATTN_ACT_NONE, 0};
+    compare_shape(&lm, &rng);
+    gshape fc = {1, 3072, 768, false, false, 1.0f, 0.0f, true, ATTN_ACT_GELU_TANH, 0};
+    compare_shape(&fc, &rng);
+    attn_set_num_threads(0);
+    TU_END();
+}
+
 /* ---- against PyTorch ------------------------------------------------------------------------ */
 
 typedef struct {
@@ -326,6 +365,7 @@ int main(void) {
         cmocka_unit_test(test_simd_vs_ref_small),
         cmocka_unit_test(test_simd_vs_ref_variants),
         cmocka_unit_test(test_simd_vs_ref_blocked),
+        cmocka_unit_test(test_simd_vs_ref_small_m),
         cmocka_unit_test(test_against_pytorch),
         cmocka_unit_test(test_bad_arguments),
     };

@@ -496,7 +496,8 @@ static void test_bad_input(void **state) {
     bad_json("[1, 2]", F, "top level");
     bad_json("{\"version\": \"1.0\"}", F, "model: missing");
     bad_json("{\"model\": {\"vocab\": {}}}", F, "model.type");
-    bad_json("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", U, "WordPiece");
+    bad_json("{\"model\": {\"type\": \"WordPiece\", \"vocab\": []}}", F, "model.vocab");
+    bad_json("{\"model\": {\"type\": \"WordLevel\"}}", F, "model.vocab: missing");
     bad_json("{\"model\": {\"type\": \"Unigram\"}}", U, "Unigram");
     bad_json("{\"model\": {\"type\": \"BPE\"}}", F, "model.vocab: missing");
     bad_json("{\"model\": {\"type\": \"BPE\", \"vocab\": [1]}}", F, "model.vocab");
@@ -515,13 +516,14 @@ static void test_bad_input(void **state) {
     bad_json("{\"model\": {\"type\": \"BPE\", \"byte_fallback\": 1, \"vocab\": {}}}", F,
              "byte_fallback");
     bad_json("{\"model\": {\"type\": \"BPE\", \"unk_token\": 5, \"vocab\": {}}}", F, "unk_token");
-    bad_json("{\"truncation\": {\"max_length\": 5}, \"model\": " BPE(V3, "[]") "}", U,
-             "truncation");
-    bad_json("{\"padding\": {}, \"model\": " BPE(V3, "[]") "}", U, "padding");
-    bad_json("{\"post_processor\": {\"type\": \"TemplateProcessing\"}, \"model\": " BPE(V3, "[]") "}",
+    bad_json("{\"truncation\": {\"max_length\": 5}, \"model\": " BPE(V3, "[]") "}", F,
+             "truncation.stride");
+    bad_json("{\"padding\": {}, \"model\": " BPE(V3, "[]") "}", F, "padding.strategy");
+    bad_json("{\"post_processor\": {\"type\": \"RobertaProcessing\"}, \"model\": " BPE(V3, "[]") "}",
              U, "post_processor");
-    bad_json(TOKJ("[]", "{\"type\": \"NFKC\"}", "null", "null", BPE(V3, "[]")), U, "NFKC");
-    bad_json(TOKJ("[]", "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Lowercase\"}]}",
+    bad_json(TOKJ("[]", "{\"type\": \"Precompiled\"}", "null", "null", BPE(V3, "[]")), U,
+             "Precompiled");
+    bad_json(TOKJ("[]", "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Nmt\"}]}",
                   "null", "null", BPE(V3, "[]")),
              U, "normalizer.normalizers[0]");
     bad_json(TOKJ("[]", "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"a+\"}, \"content\": \"\"}",
@@ -529,8 +531,8 @@ static void test_bad_input(void **state) {
              U, "Regex");
     bad_json(TOKJ("[]", "{\"type\": \"Prepend\"}", "null", "null", BPE(V3, "[]")), F,
              "normalizer.prepend");
-    bad_json(TOKJ("[]", "null", "{\"type\": \"Whitespace\"}", "null", BPE(V3, "[]")), U,
-             "Whitespace");
+    bad_json(TOKJ("[]", "null", "{\"type\": \"Digits\"}", "null", BPE(V3, "[]")), U,
+             "Digits");
     bad_json(TOKJ("[]", "null", "{\"type\": \"Metaspace\", \"replacement\": \"ab\"}", "null",
                   BPE(V3, "[]")),
              F, "single character");
@@ -538,8 +540,8 @@ static void test_bad_input(void **state) {
                   "{\"type\": \"Metaspace\", \"replacement\": \"_\", \"prepend_scheme\": \"x\"}",
                   "null", BPE(V3, "[]")),
              F, "prepend_scheme");
-    bad_json(TOKJ("[]", "null", "null", "{\"type\": \"WordPiece\"}", BPE(V3, "[]")), U,
-             "decoder type \"WordPiece\"");
+    bad_json(TOKJ("[]", "null", "null", "{\"type\": \"CTC\"}", BPE(V3, "[]")), U,
+             "decoder type \"CTC\"");
     bad_json(TOKJ("[]", "null", "null", "{\"type\": \"Strip\", \"content\": \" \"}", BPE(V3, "[]")),
              F, "start");
     bad_json(TOKJ("[]", "null", "null", "{\"type\": 7}", BPE(V3, "[]")), F, "decoder.type");

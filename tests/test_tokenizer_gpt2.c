@@ -324,8 +324,10 @@ static void test_bad_input(void **state) {
          "pre_tokenizer.use_regex", "true or false"},
         {"\"decoder\": {\"type\": \"ByteLevel\", \"trim_offsets\": \"x\"}}", ATTN_STATUS_FORMAT,
          "decoder.trim_offsets", NULL},
-        {"\"post_processor\": {\"type\": \"TemplateProcessing\"}}", ATTN_STATUS_UNSUPPORTED,
-         "post_processor", "TemplateProcessing"},
+        {"\"post_processor\": {\"type\": \"RobertaProcessing\"}}", ATTN_STATUS_UNSUPPORTED,
+         "post_processor", "RobertaProcessing"},
+        {"\"post_processor\": {\"type\": \"TemplateProcessing\"}}", ATTN_STATUS_FORMAT,
+         "post_processor.special_tokens", NULL},
         {"\"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": null}}",
          ATTN_STATUS_FORMAT, "post_processor.add_prefix_space", NULL},
     };

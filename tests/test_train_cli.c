@@ -219,8 +219,11 @@ static void test_errors(void **state) {
     expect_error(args, 2, "--lr");
     snprintf(args, sizeof args, "train --out '%s/E' --data /nonexistent.tsv", g_dir);
     expect_error(args, 1, "/nonexistent.tsv");
-    snprintf(args, sizeof args, "train --arch gpt --out '%s/E' --data y", g_dir);
-    expect_error(args, 2, "gpt");
+    snprintf(args, sizeof args, "train --arch bogus --out '%s/E' --data y", g_dir);
+    expect_error(args, 2, "--arch");
+    snprintf(args, sizeof args, "train --arch gpt --out '%s/E' --data '%s/missing.txt'", g_dir,
+             g_dir);
+    expect_error(args, 1, "missing.txt: cannot open");
     snprintf(args, sizeof args, "translate --model '%s/nothing-here' hello", g_dir);
     expect_error(args, 1, "nothing-here");
 }

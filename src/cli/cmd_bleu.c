@@ -118,6 +118,14 @@ int cmd_bleu(int argc, char **argv) {
     }
     for (size_t k = 0; k < nfiles && !st; k++) st = attn_bleu_read_lines(files[k], &text[k]);
     if (st) goto done;
+    if (text[0].n == 0) {
+        /* scoring nothing is a mistake upstream (a translation that produced no output) */
+        st = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                            "%s: no lines to score (empty input): expected one hypothesis per "
+                            "line",
+                            strcmp(files[0], "-") ? files[0] : "<stdin>");
+        goto done;
+    }
     for (size_t k = 1; k < nfiles; k++)
         if (text[k].n != text[0].n) {
             st = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,

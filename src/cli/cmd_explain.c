@@ -321,16 +321,23 @@ static int print_text(const ex_input *in, const attn_explain_result *r) {
 }
 
 int cmd_explain(int argc, char **argv) {
-    const char *path = NULL;
+    const char *path = NULL, *png = NULL;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = true;
+        else if (!strcmp(argv[i], "--png")) {
+            if (i + 1 >= argc) return cli_usage_error("explain: --png needs a file name");
+            png = argv[++i];
+        }
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            puts("usage: attn explain [FILE.safetensors] [--json]\n"
+            puts("usage: attn explain [FILE.safetensors] [--json] [--png OUT.png]\n"
                  "  FILE: F32 tensors x (T, d_model), w_q, w_k, w_v (d_model, d_k); optional\n"
                  "  metadata \"tokens\": JSON array of T strings. Without FILE: \"Knowledge is "
-                 "power\".");
+                 "power\".\n"
+                 "  --png OUT.png also draws the scores and softmax weights of the encoder and\n"
+                 "  the decoder as heatmaps with their values (font: $ATTN_FONT or Debian's\n"
+                 "  fonts-noto-cjk).");
             return CLI_EXIT_OK;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0')
             return cli_usage_error("explain: unknown option '%s'", argv[i]);
@@ -349,6 +356,11 @@ int cmd_explain(int argc, char **argv) {
     attn_explain_result r;
     s = attn_explain_compute(in.T, in.dm, in.dk, in.x, in.wq, in.wk, in.wv, &r);
     if (s) {
+        input_free(&in);
+        return cli_fail(s);
+    }
+    if (png && (s = attn_explain_write_png(&r, (const char *const *)in.tokens, png, NULL))) {
+        attn_explain_free(&r);
         input_free(&in);
         return cli_fail(s);
     }

@@ -74,6 +74,36 @@ static int read_file(const char *path, file_buf *f) {
     return 0;
 }
 
+/* Text the tokenizer takes: strict UTF-8 (no overlong forms, surrogates or code points above
+ * U+10FFFF) without NUL bytes (a tokenizer trained on NUL could not be saved and loaded: JSON
+ * object keys cannot hold NUL in jansson). Returns NULL, or what is wrong with the byte at *at. */
+static const char *text_problem(const unsigned char *s, size_t n, size_t *at) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        *at = i;
+        if (c == 0) return "NUL byte";
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k;
+        unsigned lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) k = 1;
+        else if (c == 0xE0) k = 2, lo = 0xA0;
+        else if (c == 0xED) k = 2, hi = 0x9F;
+        else if (c >= 0xE1 && c <= 0xEF) k = 2;
+        else if (c == 0xF0) k = 3, lo = 0x90;
+        else if (c >= 0xF1 && c <= 0xF3) k = 3;
+        else if (c == 0xF4) k = 3, hi = 0x8F;
+        else return "invalid UTF-8";
+        if (n - i <= k || s[i + 1] < lo || s[i + 1] > hi) return "invalid UTF-8";
+        for (size_t j = 2; j <= k; j++)
+            if ((s[i + j] & 0xC0) != 0x80) return "invalid UTF-8";
+        i += k + 1;
+    }
+    return NULL;
+}
+
 /* A progress line rewritten in place on a terminal; elsewhere only the summary line is printed. */
 static void progress(void *ctx, int32_t done, int32_t total) {
     if (!isatty(fileno(stderr))) return;
@@ -136,6 +166,19 @@ static int cmd_train(int argc, char **argv) {
         size_t len = (size_t)(e - s);
         if (len && s[len - 1] == '\r') len--;
         nlines++;
+        size_t at;
+        const char *what = text_problem((const unsigned char *)s, len, &at);
+        if (what) {
+            free(lines);
+            free(lens);
+            attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                           "%s:%zu: %s at byte %zu (0x%02X): training text must be UTF-8 without "
+                           "NUL bytes",
+                           strcmp(data, "-") ? data : "<stdin>", nlines, what, at + 1,
+                           (unsigned)(unsigned char)s[at]);
+            free(f.data);
+            return cli_fail(ATTN_STATUS_INVALID_ARGUMENT);
+        }
         /* the wanted columns of this line */
         const char *col[2];
         size_t cl[2];
@@ -240,15 +283,37 @@ static int load_tok(int argc, char **argv, attn_tok **tok, int *first, bool *kee
     return CLI_EXIT_OK;
 }
 
-static int encode_one(const attn_tok *tok, const char *s, size_t n) {
+/* A failure of input `index` (1-based) of `where` ("argument " or "<stdin>:"): one line naming
+ * the input, then the library's message. */
+static int fail_at(attn_status st, const char *where, size_t index) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", attn_last_error());
+    attn_set_error(st, "%s%zu: %s", where, index, msg);
+    return cli_fail(st);
+}
+
+static int encode_one(const attn_tok *tok, const char *s, size_t n, const char *where,
+                      size_t index) {
+    const char *nul = memchr(s, '\0', n);
+    if (nul) {
+        attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                       "NUL byte at byte %zu: expected UTF-8 text without NUL bytes",
+                       (size_t)(nul - s) + 1);
+        return fail_at(ATTN_STATUS_INVALID_ARGUMENT, where, index);
+    }
     int32_t *ids;
     size_t k;
     attn_status st = attn_tok_encode_alloc(tok, s, n, &ids, &k);
-    if (st) return cli_fail(st);
+    if (st) return fail_at(st, where, index);
     for (size_t i = 0; i < k; i++) printf(i ? " %ld" : "%ld", (long)ids[i]);
     putchar('\n');
     attn_free(ids);
     return CLI_EXIT_OK;
+}
+
+static int read_failed(size_t lineno) {
+    attn_set_error(ATTN_STATUS_IO, "<stdin>: read error after line %zu", lineno);
+    return cli_fail(ATTN_STATUS_IO);
 }
 
 static int cmd_encode(int argc, char **argv) {
@@ -257,23 +322,27 @@ static int cmd_encode(int argc, char **argv) {
     int rc = load_tok(argc, argv, &tok, &first, NULL);
     if (rc) return rc < 0 ? CLI_EXIT_OK : rc;
     if (first < argc) {
-        for (int i = first; i < argc && !rc; i++) rc = encode_one(tok, argv[i], strlen(argv[i]));
+        for (int i = first; i < argc && !rc; i++)
+            rc = encode_one(tok, argv[i], strlen(argv[i]), "argument ", (size_t)(i - first + 1));
     } else {
         char *line = NULL;
-        size_t cap = 0;
+        size_t cap = 0, lineno = 0;
         ssize_t len;
         while (!rc && (len = getline(&line, &cap, stdin)) >= 0) {
             if (len && line[len - 1] == '\n') len--;
-            rc = encode_one(tok, line, (size_t)len);
+            rc = encode_one(tok, line, (size_t)len, "<stdin>:", ++lineno);
         }
         free(line);
+        if (!rc && ferror(stdin)) rc = read_failed(lineno);
     }
     attn_tok_free(tok);
     return rc;
 }
 
-/* Ids separated by spaces, tabs or commas. */
-static int decode_one(const attn_tok *tok, const char *s, bool keep) {
+/* Ids separated by spaces, tabs or commas. A malformed list is a usage error when it came from
+ * the command line, a failure when it came from standard input. */
+static int decode_one(const attn_tok *tok, const char *s, bool keep, const char *where,
+                      size_t index, bool from_args) {
     size_t cap = 64, n = 0;
     int32_t *ids = malloc(cap * sizeof *ids);
     int rc = CLI_EXIT_OK;
@@ -287,8 +356,18 @@ static int decode_one(const attn_tok *tok, const char *s, bool keep) {
         long v = strtol(s, &e, 10);
         if (e == s || errno || v < 0 || v > INT32_MAX ||
             (*e && *e != ' ' && *e != '\t' && *e != ',' && *e != '\r')) {
+            size_t w = strcspn(s, " \t,\r");
+            attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                           "'%.*s' is not an id: expected integers from 0 to %ld separated by "
+                           "spaces or commas",
+                           (int)(w > 40 ? 40 : w), s, (long)attn_tok_vocab_size(tok) - 1);
             free(ids);
-            return cli_usage_error("tokenizer decode: '%s' is not a list of ids", s);
+            if (from_args) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s", attn_last_error());
+                return cli_usage_error("tokenizer decode: %s%zu: %s", where, index, msg);
+            }
+            return fail_at(ATTN_STATUS_INVALID_ARGUMENT, where, index);
         }
         if (n == cap) {
             int32_t *p = realloc(ids, 2 * cap * sizeof *ids);
@@ -309,7 +388,7 @@ static int decode_one(const attn_tok *tok, const char *s, bool keep) {
     attn_status st =
         attn_tok_decode_alloc(tok, ids, n, keep ? ATTN_TOK_DECODE_KEEP_SPECIAL : 0, &text, &len);
     if (st) {
-        rc = cli_fail(st);
+        rc = fail_at(st, where, index);
     } else {
         fwrite(text, 1, len, stdout);
         putchar('\n');
@@ -328,17 +407,26 @@ static int cmd_decode(int argc, char **argv) {
     for (int i = first; i < argc && !rc; i++)
         if (!strcmp(argv[i], "--keep-special")) keep = true;
     if (first < argc) {
+        size_t k = 0;
         for (int i = first; i < argc && !rc; i++)
-            if (strcmp(argv[i], "--keep-special")) rc = decode_one(tok, argv[i], keep);
+            if (strcmp(argv[i], "--keep-special"))
+                rc = decode_one(tok, argv[i], keep, "argument ", ++k, true);
     } else {
         char *line = NULL;
-        size_t cap = 0;
+        size_t cap = 0, lineno = 0;
         ssize_t len;
         while (!rc && (len = getline(&line, &cap, stdin)) >= 0) {
-            if (len && line[len - 1] == '\n') line[len - 1] = '\0';
-            rc = decode_one(tok, line, keep);
+            lineno++;
+            if (len && line[len - 1] == '\n') line[--len] = '\0';
+            if (memchr(line, '\0', (size_t)len)) {
+                attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "NUL byte in a list of ids");
+                rc = fail_at(ATTN_STATUS_INVALID_ARGUMENT, "<stdin>:", lineno);
+                break;
+            }
+            rc = decode_one(tok, line, keep, "<stdin>:", lineno, false);
         }
         free(line);
+        if (!rc && ferror(stdin)) rc = read_failed(lineno);
     }
     attn_tok_free(tok);
     return rc;

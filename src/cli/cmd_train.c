@@ -15,6 +15,8 @@
  * exactly, given the same thread count (sums over threads are ordered the same way). */
 #include "cli.h"
 #include "cmd_train.h"
+#include "cmd_train_bert.h"
+#include "cmd_train_gpt.h"
 
 #include "attn_data.h"
 #include "attn_eval.h"
@@ -133,6 +135,8 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(train_usage, stdout);
+            fputs(cmd_train_gpt_usage, stdout);
+            fputs(cmd_train_bert_usage, stdout);
             return CLI_EXIT_OK;
         }
         if (!strcmp(a, "--resume")) {
@@ -163,7 +167,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
     }
         if (!strcmp(a, "--arch")) {
             if (strcmp(v, "encdec") != 0)
-                return cli_usage_error("train: --arch %s is not available yet (encdec is)", v);
+                return cli_usage_error("train: --arch must be encdec or gpt, got '%s'", v);
             continue;
         }
         if (!strcmp(a, "--data")) { o->data = v; continue; }
@@ -277,8 +281,10 @@ typedef struct {
     attn_tok *tok;
     attn_encdec_config cfg;
     attn_encdec_model *model;
-    attn_encdec_state *st;
+    attn_encdec_state *st;         /* evaluation (validation loss) */
     int capB, capTs, capTt;
+    attn_encdec_trainer *tr;       /* training steps: data-parallel over the threads */
+    int trB, trTs, trTt;
     attn_optim *opt;
     attn_optim_range *ranges;
     int nranges;
@@ -300,6 +306,7 @@ static void run_free(run *r) {
     free(r->ranges);
     free(r->tensors);
     attn_encdec_state_free(r->st);
+    attn_encdec_trainer_free(r->tr);
     attn_encdec_model_free(r->model);
     attn_tok_free(r->tok);
     attn_data_split_free(&r->split);
@@ -314,6 +321,18 @@ static attn_status ensure_state(run *r, int B, int Ts, int Tt) {
     r->capB = ATTN_MAX(r->capB, B), r->capTs = ATTN_MAX(r->capTs, Ts);
     r->capTt = ATTN_MAX(r->capTt, Tt);
     return attn_encdec_state_init(r->model, r->capB, r->capTs, r->capTt, &r->st);
+}
+
+/* The training step's trainer: one replica per thread (attn_encdec_train_step), so a run's
+ * dropout masks depend on the thread count; --resume repeats a run exactly with the same one. */
+static attn_status ensure_trainer(run *r, int B, int Ts, int Tt) {
+    if (r->tr && B <= r->trB && Ts <= r->trTs && Tt <= r->trTt) return ATTN_STATUS_OK;
+    attn_encdec_trainer_free(r->tr);
+    r->tr = NULL;
+    r->trB = ATTN_MAX(r->trB, B), r->trTs = ATTN_MAX(r->trTs, Ts);
+    r->trTt = ATTN_MAX(r->trTt, Tt);
+    return attn_encdec_trainer_init(r->model, r->trB, r->trTs, r->trTt, attn_get_num_threads(),
+                                    &r->tr);
 }
 
 static char *path_in(const char *dir, const char *name) {
@@ -638,17 +657,13 @@ static int train_loop(run *r) {
         }
         s = attn_data_loader_next(r->loader, &r->batch);
         attn_data_batch *b = &r->batch;
-        if (!s) s = ensure_state(r, b->B, b->Ts, b->Tt);
+        if (!s) s = ensure_trainer(r, b->B, b->Ts, b->Tt);
         if (s) break;
-        attn_encdec_set_train(r->st, true, o->seed, (uint64_t)step);
         float loss = 0;
-        s = attn_encdec_forward(r->model, r->st, b->B, b->Ts, b->Tt, b->src, b->src_len,
-                                b->tgt_in, b->tgt_len, NULL);
-        if (!s) s = attn_encdec_loss(r->model, r->st, b->tgt_out, (float)o->label_smoothing, &loss);
-        if (!s) {
-            attn_encdec_zero_grad(r->model);
-            s = attn_encdec_backward(r->model, r->st);
-        }
+        attn_encdec_zero_grad(r->model);
+        s = attn_encdec_train_step(r->tr, true, o->seed, (uint64_t)step, b->B, b->Ts, b->Tt,
+                                   b->src, b->src_len, b->tgt_in, b->tgt_len, b->tgt_out,
+                                   (float)o->label_smoothing, &loss);
         if (!s) s = attn_optim_check_finite(r->model->grads, r->model->num_params, r->ranges,
                                            r->nranges, NULL);
         if (s) break;
@@ -711,6 +726,8 @@ static int train_loop(run *r) {
 }
 
 int cmd_train(int argc, char **argv) {
+    if (cmd_train_gpt_wanted(argc, argv)) return cmd_train_gpt(argc, argv);
+    if (cmd_train_bert_wanted(argc, argv)) return cmd_train_bert(argc, argv);
     run r;
     memset(&r, 0, sizeof r);
     r.o = default_opts();

@@ -56,6 +56,46 @@ typedef struct {
     float score;
 } item;
 
+/* Text the tokenizer accepts: strict UTF-8 (no overlong forms, surrogates or code points above
+ * U+10FFFF) without NUL bytes (which a C string would silently cut). Returns NULL, or what is
+ * wrong with the byte at *at. */
+static const char *text_problem(const unsigned char *s, size_t n, size_t *at) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        *at = i;
+        if (c == 0) return "NUL byte";
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k;
+        unsigned lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) k = 1;
+        else if (c == 0xE0) k = 2, lo = 0xA0;
+        else if (c == 0xED) k = 2, hi = 0x9F;
+        else if (c >= 0xE1 && c <= 0xEF) k = 2;
+        else if (c == 0xF0) k = 3, lo = 0x90;
+        else if (c >= 0xF1 && c <= 0xF3) k = 3;
+        else if (c == 0xF4) k = 3, hi = 0x8F;
+        else return "invalid UTF-8";
+        if (n - i <= k || s[i + 1] < lo || s[i + 1] > hi) return "invalid UTF-8";
+        for (size_t j = 2; j <= k; j++)
+            if ((s[i + j] & 0xC0) != 0x80) return "invalid UTF-8";
+        i += k + 1;
+    }
+    return NULL;
+}
+
+/* A one-line error for a bad input text: "<stdin>:LINE: ..." or "argument N: ...". */
+static attn_status check_text(const char *text, size_t len, const char *where, size_t index) {
+    size_t at = 0;
+    const char *what = text_problem((const unsigned char *)text, len, &at);
+    if (!what) return ATTN_STATUS_OK;
+    return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                          "%s%zu: %s at byte %zu (0x%02X): expected UTF-8 text without NUL bytes",
+                          where, index, what, at + 1, (unsigned)(unsigned char)text[at]);
+}
+
 /* Translate and print a window of lines in input order. */
 static attn_status run_window(ctx *c, item *w, int n) {
     const char **texts = malloc((size_t)(n ? n : 1) * sizeof *texts);
@@ -106,6 +146,12 @@ static attn_status setup(ctx *c, const char *dir) {
         return attn_set_error(ATTN_STATUS_FORMAT,
                               "%s: <s>/</s> ids %d/%d outside the model's target vocabulary %d",
                               dir, (int)bos, (int)eos, c->m->cfg.tgt_vocab);
+    const int32_t V = attn_tok_vocab_size(c->tok);
+    if (V != c->m->cfg.src_vocab || V != c->m->cfg.tgt_vocab)
+        return attn_set_error(ATTN_STATUS_FORMAT,
+                              "%s/tokenizer.json: %d ids, but %s/config.json has src_vocab %d and "
+                              "tgt_vocab %d (the tokenizer and the model must match)",
+                              dir, (int)V, dir, c->m->cfg.src_vocab, c->m->cfg.tgt_vocab);
     c->o.bos_id = bos, c->o.eos_id = eos;
     const int L = c->m->cfg.max_len;
     /* Decoder positions: the length limit + 1 for </s>; never more than the model has. */
@@ -185,6 +231,8 @@ int cmd_translate(int argc, char **argv) {
     int n = 0;
     if (!s && first_text < argc) {
         for (int i = first_text; i < argc && !s; i++) {
+            if ((s = check_text(argv[i], strlen(argv[i]), "argument ", (size_t)(i - first_text + 1))))
+                break;
             if (!(w[n++].text = strdup(argv[i])))
                 s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
             if (!s && n == wcap) s = run_window(&c, w, n), clear_window(w, n), n = 0;
@@ -193,13 +241,17 @@ int cmd_translate(int argc, char **argv) {
         char *line = NULL;
         size_t cap = 0;
         ssize_t len;
+        size_t lineno = 0;
         while (!s && (len = getline(&line, &cap, stdin)) >= 0) {
             while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+            if ((s = check_text(line, (size_t)len, "<stdin>:", ++lineno))) break;
             if (!(w[n++].text = strdup(line)))
                 s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
             if (!s && n == wcap) s = run_window(&c, w, n), clear_window(w, n), n = 0;
         }
         free(line);
+        if (!s && ferror(stdin))
+            s = attn_set_error(ATTN_STATUS_IO, "<stdin>: read error after line %zu", lineno);
     }
     if (!s && n) s = run_window(&c, w, n);
     if (w) clear_window(w, n);

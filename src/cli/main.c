@@ -1,6 +1,10 @@
 /* main.c — `attn`: global options, command dispatch, usage. */
 #include "cli.h"
+#include "cmd_attention.h"
 #include "cmd_bleu.h"
+#include "cmd_embed.h"
+#include "cmd_forward.h"
+#include "cmd_generate.h"
 #include "cmd_tokenizer.h"
 #include "cmd_train.h"
 #include "cmd_translate.h"
@@ -20,14 +24,40 @@ static const char usage_text[] =
     "usage: attn [--threads N] [--backend auto|ref|avx2|avx512] COMMAND [ARGS...]\n"
     "\n"
     "commands:\n"
-    "  explain [FILE.safetensors] [--json]\n"
+    "  explain [FILE.safetensors] [--json] [--png OUT.png]\n"
     "        self-attention step by step (q, k, v; scores; scaled; softmax; weighted sum),\n"
     "        encoder (bidirectional) and decoder (causal) side by side. FILE holds F32 tensors\n"
     "        x (T, d_model), w_q, w_k, w_v (d_model, d_k) and optionally the metadata key\n"
     "        \"tokens\" (a JSON array of T strings); without FILE, a built-in example over\n"
     "        \"Knowledge is power\". --json prints {\"encoder\": {...}, \"decoder\": {...}}.\n"
+    "        --png draws the scores and softmax weights as heatmaps.\n"
+    "  attention --model DIR (TEXT | --ids IDS) [--target TEXT] [--out F.safetensors]\n"
+    "            [--html F.html] [--png F.png] [--kind K] [--layer L] [--head H|mean|all]\n"
+    "        capture every attention map of one input (translator: encoder, decoder, cross;\n"
+    "        GPT-2, BERT), export it, view it in a self-contained page or draw heatmaps\n"
+    "        (see 'attn attention --help')\n"
     "  train --data FILE.tsv --out DIR [--config FILE] [--time-budget S] [--resume] ...\n"
     "        train the encoder-decoder translation model (see 'attn train --help')\n"
+    "  train --arch gpt --data FILE.txt --out DIR [--config FILE] [--tokenizer char|PATH]\n"
+    "        [--batch N] [--max-steps N] [--resume] ...\n"
+    "        train a GPT-2 language model on a text file (see 'attn train --help')\n"
+    "  train --arch bert --data FILE --tokenizer DIR --out DIR [--config FILE | --init DIR]\n"
+    "        masked-LM training of a BERT encoder on text lines (see 'attn train --help')\n"
+    "  generate --model DIR --prompt TEXT [--max-tokens N] [--temperature T] [--top-k K]\n"
+    "           [--top-p P] [--seed S] [--greedy] [--no-stream]\n"
+    "        continue TEXT with a GPT-2 model (attn-trained or Hugging Face), streamed,\n"
+    "        with a KV cache (see 'attn generate --help')\n"
+    "  forward --model DIR --ids ID,ID,... [--out FILE.npy] [--hidden-out FILE.npy]\n"
+    "          [--compare-hidden REF.npy]\n"
+    "        run a Hugging Face model directory (gpt2, bert) on token ids; write its output\n"
+    "        (gpt2: the logits (T, vocab)) as .npy or print a summary (see 'attn forward --help')\n"
+    "  embed --model DIR [--out FILE.npy | --jsonl] [--batch N] [TEXT...]\n"
+    "        sentence embeddings (e.g. all-MiniLM-L6-v2) of each TEXT or stdin line, pooled\n"
+    "        and normalized as the sentence-transformers directory says (see 'attn embed --help')\n"
+    "  similarity --model DIR QUERY [--top-k K] < CANDIDATES\n"
+    "        rank the candidate lines by cosine similarity to QUERY\n"
+    "  fill-mask --model DIR [--top-k K] [--jsonl] \"The capital of France is [MASK].\"\n"
+    "        the most probable tokens at each [MASK] (a BertForMaskedLM directory)\n"
     "  translate --model DIR [--beam K] [--length-penalty A] [--batch N] [TEXT...]\n"
     "        translate TEXT, or each line of standard input (greedy with --beam 1)\n"
     "  bleu HYPOTHESES REFERENCES... [--tokenize zh|13a|none] [--lowercase] [--json]\n"
@@ -131,9 +161,15 @@ int main(int argc, char **argv) {
     int sub_argc = argc - i;
     char **sub_argv = argv + i;
     if (!strcmp(cmd, "explain")) return cmd_explain(sub_argc, sub_argv);
+    if (!strcmp(cmd, "attention")) return cmd_attention(sub_argc, sub_argv);
     if (!strcmp(cmd, "bleu")) return cmd_bleu(sub_argc, sub_argv);
     if (!strcmp(cmd, "train")) return cmd_train(sub_argc, sub_argv);
+    if (!strcmp(cmd, "embed")) return cmd_embed(sub_argc, sub_argv);
+    if (!strcmp(cmd, "similarity")) return cmd_similarity(sub_argc, sub_argv);
+    if (!strcmp(cmd, "fill-mask")) return cmd_fill_mask(sub_argc, sub_argv);
     if (!strcmp(cmd, "translate")) return cmd_translate(sub_argc, sub_argv);
+    if (!strcmp(cmd, "forward")) return cmd_forward(sub_argc, sub_argv);
+    if (!strcmp(cmd, "generate")) return cmd_generate(sub_argc, sub_argv);
     if (!strcmp(cmd, "tokenizer")) return cmd_tokenizer(sub_argc, sub_argv);
     if (!strcmp(cmd, "info")) return sub_argc == 1 ? cmd_info() : cli_usage_error("info takes no arguments");
     if (!strcmp(cmd, "help")) {

@@ -22,6 +22,8 @@
 #include "kernels-impl.h"
 #include "vmath.h"
 
+#include <string.h>
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -408,6 +410,274 @@ static void thread_rect(const gemm_args *g, int t, int nt, int *m0, int *m1, int
     *n1 = (int)ATTN_MIN(pn * (tj + 1) / tn * NR, g->N);
 }
 
+/* ---- small M: weight streaming ---------------------------------------------------------- */
+
+/* With a handful of rows (M <= SMALL_M: token-by-token generation, where every call multiplies
+ * one or a few activations by a whole weight matrix) the packed algorithm would copy all of B
+ * into panels just to use it once: three passes over B where one is needed, and B is the
+ * megabytes that bound the speed. The small-M path streams B exactly once, straight from its
+ * own layout, with the columns (or rows of Bᵀ) split across the threads:
+ *   op(B) = B (K, N):  C rows accumulate in L1 as axpys over K, each row of B read as a
+ *                      contiguous segment of up to SMALL_NB columns (one row at a time for
+ *                      narrow segments, four for wide ones: whichever streamed faster);
+ *   op(B) = Bᵀ (B stored (N, K)):  every C element is a dot product of an A row with a B row,
+ *                      one B row at a time, so B is read front to back.
+ * Each C element sums over k in the same order whatever the thread count. */
+#define SMALL_M 8
+#define SMALL_NB 4096     /* most columns of a C block; SMALL_ACC floats of accumulators in all */
+#define SMALL_ACC 8192    /* 32 KB: the block's M rows of accumulators stay in L1 */
+#define SMALL_NARROW 1024 /* blocks up to this many columns read B one row at a time */
+
+typedef struct {
+    const gemm_args *g;
+    const float *A; /* (M, K) row-major, row stride lda (A copied when trans_a) */
+    int lda;
+} small_args;
+
+/* The epilogue on C[m, j0 .. j0+n): C = act(alpha·acc + beta·C + bias). */
+static inline void small_store(const gemm_args *g, int m, int j0, int n, const float *acc) {
+    float *c = g->C + (size_t)m * g->ldc + j0;
+    const av_f va = av_set1(g->alpha), vb = av_set1(g->beta);
+    for (int j = 0; j < n; j += AV_LEN) {
+        const int w = ATTN_MIN(AV_LEN, n - j);
+        const av_mask mk = av_tail(w);
+        av_f v = av_mul(w == AV_LEN ? av_load(acc + j) : av_load_mask(acc + j, mk), va);
+        if (g->beta != 0.0f)
+            v = av_fmadd(w == AV_LEN ? av_load(c + j) : av_load_mask(c + j, mk), vb, v);
+        if (g->bias)
+            v = av_add(v, w == AV_LEN ? av_load(g->bias + j0 + j)
+                                      : av_load_mask(g->bias + j0 + j, mk));
+        v = apply_act(v, g->act);
+        if (w == AV_LEN)
+            av_store(c + j, v);
+        else
+            av_store_mask(c + j, mk, v);
+    }
+}
+
+/* acc[m][0 .. nb) += Σ_k A[m, k] · B[k, jb ..], one row of B at a time: for a narrow block
+ * (<= SMALL_NARROW columns, e.g. a thread's half of a 768-wide matrix) B is then read as one
+ * sequential stream, which measured fastest. */
+static inline __attribute__((always_inline)) void small_nn_ku1(const small_args *s, int Mc, int jb,
+                                                               int nb, float *const *acc) {
+    const gemm_args *g = s->g;
+    const size_t ldb = (size_t)g->ldb;
+    const int nfull = nb / AV_LEN * AV_LEN;
+    const av_mask tm = av_tail(nb - nfull);
+    for (int k = 0; k < g->K; k++) {
+        const float *b0 = g->B + (size_t)k * ldb + jb;
+        av_f a[SMALL_M];
+        for (int m = 0; m < Mc; m++) a[m] = av_set1(s->A[(size_t)m * s->lda + k]);
+        for (int j = 0; j < nfull; j += AV_LEN) {
+            const av_f v = av_load(b0 + j);
+            for (int m = 0; m < Mc; m++)
+                av_store(acc[m] + j, av_fmadd(a[m], v, av_load_aligned(acc[m] + j)));
+        }
+        if (nfull < nb) {
+            const av_f v = av_load_mask(b0 + nfull, tm);
+            for (int m = 0; m < Mc; m++)
+                av_store(acc[m] + nfull, av_fmadd(a[m], v, av_load_aligned(acc[m] + nfull)));
+        }
+    }
+}
+
+/* The same four rows of B at a time (a wide block: four streams, a quarter of the accumulator
+ * traffic), measured fastest above SMALL_NARROW columns. */
+static inline __attribute__((always_inline)) void small_nn_ku4(const small_args *s, int Mc, int jb,
+                                                               int nb, float *const *acc) {
+    const gemm_args *g = s->g;
+    const int K = g->K;
+    const size_t ldb = (size_t)g->ldb;
+    const int nfull = nb / AV_LEN * AV_LEN;
+    const av_mask tm = av_tail(nb - nfull);
+    int k = 0;
+    for (; k + 4 <= K; k += 4) {
+        const float *b0 = g->B + (size_t)k * ldb + jb, *b1 = b0 + ldb, *b2 = b1 + ldb,
+                    *b3 = b2 + ldb;
+        av_f a[SMALL_M][4];
+        for (int m = 0; m < Mc; m++)
+            for (int u = 0; u < 4; u++) a[m][u] = av_set1(s->A[(size_t)m * s->lda + k + u]);
+        for (int j = 0; j < nb; j += AV_LEN) {
+            av_f v0, v1, v2, v3;
+            if (j < nfull) {
+                v0 = av_load(b0 + j), v1 = av_load(b1 + j), v2 = av_load(b2 + j);
+                v3 = av_load(b3 + j);
+            } else {
+                v0 = av_load_mask(b0 + j, tm), v1 = av_load_mask(b1 + j, tm);
+                v2 = av_load_mask(b2 + j, tm), v3 = av_load_mask(b3 + j, tm);
+            }
+            for (int m = 0; m < Mc; m++) {
+                av_f c = av_load_aligned(acc[m] + j);
+                c = av_fmadd(a[m][0], v0, c);
+                c = av_fmadd(a[m][1], v1, c);
+                c = av_fmadd(a[m][2], v2, c);
+                c = av_fmadd(a[m][3], v3, c);
+                av_store(acc[m] + j, c);
+            }
+        }
+    }
+    for (; k < K; k++) {
+        const float *b0 = g->B + (size_t)k * ldb + jb;
+        for (int m = 0; m < Mc; m++) {
+            const av_f a0 = av_set1(s->A[(size_t)m * s->lda + k]);
+            for (int j = 0; j < nb; j += AV_LEN) {
+                const av_f v = j < nfull ? av_load(b0 + j) : av_load_mask(b0 + j, tm);
+                av_store(acc[m] + j, av_fmadd(a0, v, av_load_aligned(acc[m] + j)));
+            }
+        }
+    }
+}
+
+/* op(B) = B: columns [n0, n1) of C, all M rows. Mc is M as a compile-time constant after
+ * inlining, so the row loops unroll. Accumulator rows are padded to whole vectors (the lanes
+ * past nb are computed but never stored to C). */
+static inline __attribute__((always_inline)) void small_nn_rows(const small_args *s, int Mc,
+                                                                int n0, int n1) {
+    /* Wide blocks (few passes over the rows of B, long contiguous reads) as M allows. */
+    const int nbmax = ATTN_MIN(SMALL_NB, SMALL_ACC / Mc / AV_LEN * AV_LEN);
+    float accbuf[SMALL_ACC] __attribute__((aligned(64)));
+    float *acc[SMALL_M];
+    for (int m = 0; m < Mc; m++) acc[m] = accbuf + (size_t)m * nbmax;
+    for (int jb = n0; jb < n1; jb += nbmax) {
+        const int nb = ATTN_MIN(nbmax, n1 - jb);
+        const int nbv = (nb + AV_LEN - 1) / AV_LEN * AV_LEN;
+        for (int m = 0; m < Mc; m++) memset(acc[m], 0, (size_t)nbv * sizeof(float));
+        if (nb <= SMALL_NARROW)
+            small_nn_ku1(s, Mc, jb, nb, acc);
+        else
+            small_nn_ku4(s, Mc, jb, nb, acc);
+        for (int m = 0; m < Mc; m++) small_store(s->g, m, jb, nb, acc[m]);
+    }
+}
+
+/* op(B) = Bᵀ (B stored (N, K)): C[m, n] for n in [n0, n1), all M rows: one row of B at a time
+ * (one sequential stream; reading four rows at once measured ~25% slower), SMALL_NT_U(Mc)
+ * vectors of k per step (four for M = 1) so that independent accumulator chains hide the FMA
+ * latency. */
+#define SMALL_NT_U(mc) ((mc) <= 3 ? 2 : 1)
+static inline __attribute__((always_inline)) void small_nt_rows(const small_args *s, int Mc,
+                                                                int n0, int n1) {
+    const gemm_args *g = s->g;
+    const int K = g->K, U = SMALL_NT_U(Mc);
+    const size_t ldb = (size_t)g->ldb;
+    const int kfull = K / AV_LEN * AV_LEN, kstep = U * AV_LEN;
+    const int kunr = K / kstep * kstep;
+    const av_mask km = av_tail(K - kfull);
+    const float *ar[SMALL_M];
+    for (int m = 0; m < Mc; m++) ar[m] = s->A + (size_t)m * s->lda;
+    /* Results of a strip of columns, then the vector epilogue on them. */
+    float out[SMALL_M][64] __attribute__((aligned(64)));
+    for (int jb = n0; jb < n1; jb += 64) {
+        const int nb = ATTN_MIN(64, n1 - jb);
+        for (int r = 0; Mc == 1 && r < nb; r++) {
+            /* M = 1 (generation's output projection) spelled out: four chains in registers. */
+            const float *b0 = g->B + (size_t)(jb + r) * ldb, *a = ar[0];
+            av_f c0 = av_zero(), c1 = av_zero(), c2 = av_zero(), c3 = av_zero();
+            int k = 0;
+            for (; k + 4 * AV_LEN <= K; k += 4 * AV_LEN) {
+                c0 = av_fmadd(av_load(a + k), av_load(b0 + k), c0);
+                c1 = av_fmadd(av_load(a + k + AV_LEN), av_load(b0 + k + AV_LEN), c1);
+                c2 = av_fmadd(av_load(a + k + 2 * AV_LEN), av_load(b0 + k + 2 * AV_LEN), c2);
+                c3 = av_fmadd(av_load(a + k + 3 * AV_LEN), av_load(b0 + k + 3 * AV_LEN), c3);
+            }
+            for (; k < kfull; k += AV_LEN) c0 = av_fmadd(av_load(a + k), av_load(b0 + k), c0);
+            if (kfull < K)
+                c0 = av_fmadd(av_load_mask(a + kfull, km), av_load_mask(b0 + kfull, km), c0);
+            out[0][r] = av_reduce_add(av_add(av_add(c0, c1), av_add(c2, c3)));
+        }
+        for (int r = 0; Mc > 1 && r < nb; r++) {
+            const float *b0 = g->B + (size_t)(jb + r) * ldb;
+            av_f acc[SMALL_M][4];
+            for (int m = 0; m < Mc; m++)
+                for (int u = 0; u < U; u++) acc[m][u] = av_zero();
+            int k = 0;
+            for (; k < kunr; k += kstep)
+                for (int u = 0; u < U; u++) {
+                    const av_f v = av_load(b0 + k + u * AV_LEN);
+                    for (int m = 0; m < Mc; m++)
+                        acc[m][u] = av_fmadd(av_load(ar[m] + k + u * AV_LEN), v, acc[m][u]);
+                }
+            for (; k < kfull; k += AV_LEN) {
+                const av_f v = av_load(b0 + k);
+                for (int m = 0; m < Mc; m++)
+                    acc[m][0] = av_fmadd(av_load(ar[m] + k), v, acc[m][0]);
+            }
+            if (kfull < K) {
+                const av_f v = av_load_mask(b0 + kfull, km);
+                for (int m = 0; m < Mc; m++)
+                    acc[m][0] = av_fmadd(av_load_mask(ar[m] + kfull, km), v, acc[m][0]);
+            }
+            for (int m = 0; m < Mc; m++) {
+                av_f t = acc[m][0];
+                for (int u = 1; u < U; u++) t = av_add(t, acc[m][u]);
+                out[m][r] = av_reduce_add(t);
+            }
+        }
+        for (int m = 0; m < Mc; m++) small_store(g, m, jb, nb, out[m]);
+    }
+}
+
+static void small_rows(const small_args *s, int n0, int n1) {
+    const bool tb = s->g->trans_b;
+#define SMALL_CASE(mc)                                                                           \
+    case mc:                                                                                     \
+        if (tb)                                                                                  \
+            small_nt_rows(s, mc, n0, n1);                                                        \
+        else                                                                                     \
+            small_nn_rows(s, mc, n0, n1);                                                        \
+        break;
+    switch (s->g->M) {
+        SMALL_CASE(1)
+        SMALL_CASE(2)
+        SMALL_CASE(3)
+        SMALL_CASE(4)
+        SMALL_CASE(5)
+        SMALL_CASE(6)
+        SMALL_CASE(7)
+        SMALL_CASE(8)
+    default: break;
+    }
+#undef SMALL_CASE
+}
+
+/* The small-M product; false when out of memory for the copy of a transposed A (the caller then
+ * takes the general path). */
+static bool gemm_small_m(const gemm_args *g) {
+    small_args s = {g, g->A, g->lda};
+    if (g->trans_a) {
+        /* A is (K, M): gather the M rows (M·K floats) contiguously once. */
+        float *a = pack_cache((size_t)g->M * (size_t)(g->K > 0 ? g->K : 1));
+        if (!a) return false;
+        for (int k = 0; k < g->K; k++)
+            for (int m = 0; m < g->M; m++) a[(size_t)m * g->K + k] = g->A[(size_t)k * g->lda + m];
+        s.A = a;
+        s.lda = g->K;
+    }
+    int nt = 1;
+#ifdef _OPENMP
+    if (!omp_in_parallel() && (double)g->M * g->N * g->K >= (double)PARALLEL_MIN_MACS)
+        nt = omp_get_max_threads();
+#endif
+    /* Column ranges on vector boundaries, at least a few vectors each. */
+    const int units = (g->N + AV_LEN - 1) / AV_LEN;
+    if (nt > units / 4) nt = units / 4;
+    if (nt < 1) nt = 1;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+    {
+        int t = 0, team = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+        team = omp_get_num_threads();
+#endif
+        const int n0 = (int)ATTN_MIN((long)units * t / team * AV_LEN, g->N);
+        const int n1 = (int)ATTN_MIN((long)units * (t + 1) / team * AV_LEN, g->N);
+        if (n0 < n1) small_rows(&s, n0, n1);
+    }
+    return true;
+}
+
 void ATTN_FN(attn_gemm)(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                         const float *A, // (M, K), or (K, M) if trans_a; row stride lda
                         int lda,
@@ -418,6 +688,7 @@ void ATTN_FN(attn_gemm)(bool trans_a, bool trans_b, int M, int N, int K, float a
                         const float *bias, // (N) or NULL
                         attn_act act) {
     gemm_args g = {trans_a, trans_b, M, N, K, alpha, beta, A, B, C, bias, lda, ldb, ldc, act};
+    if (M >= 1 && M <= SMALL_M && N > 0 && gemm_small_m(&g)) return;
 
     int nt = 1;
 #ifdef _OPENMP

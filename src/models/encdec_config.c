@@ -4,6 +4,7 @@
 
 #include "../core/core-impl.h"
 
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -93,11 +94,17 @@ attn_status attn_encdec_config_check(const attn_encdec_config *c) {
     double biggest = fmax(fmax((double)c->src_vocab, (double)c->tgt_vocab) * c->d_model,
                           (double)c->d_ff * c->d_model);
     biggest = fmax(biggest, 4.0 * c->d_model * c->d_model);
+    /* the sinusoidal table (max_len, C) is allocated beside the parameters */
+    if ((double)c->max_len * c->d_model > lim)
+        return attn_fail(ATTN_STATUS_TOO_LARGE,
+                         "encdec config: too large: max_len %d x d_model %d positions exceed the "
+                         "%zu GiB limit",
+                         c->max_len, c->d_model, (size_t)(ATTN_MAX_BUFFER_BYTES >> 30));
     double n = count_params(c);
     if (n > lim || biggest > lim || 3.0 * c->d_model > INT32_MAX)
         return attn_fail(ATTN_STATUS_TOO_LARGE,
-                         "encdec config: %.3g parameters (d_model %d, d_ff %d, vocab %d/%d, "
-                         "%d+%d layers) exceed the %zu GiB limit",
+                         "encdec config: too large: %.3g parameters (d_model %d, d_ff %d, vocab "
+                         "%d/%d, %d+%d layers) exceed the %zu GiB limit",
                          n, c->d_model, c->d_ff, c->src_vocab, c->tgt_vocab, c->n_enc_layers,
                          c->n_dec_layers, (size_t)(ATTN_MAX_BUFFER_BYTES >> 30));
     attn_mha_config mc = attn_mha_default_config(c->d_model, c->n_head);
@@ -174,6 +181,12 @@ static attn_status config_load(const char *path, attn_encdec_config *out, bool c
                 s = attn_fail(ATTN_STATUS_FORMAT, "%s: field \"%s\" must be a number", path, key);
                 goto done;
             }
+            if (!(fabs(json_number_value(v)) <= FLT_MAX)) {
+                s = attn_fail(ATTN_STATUS_FORMAT,
+                              "%s: field \"%s\" must be a number within float range, got %g",
+                              path, key, json_number_value(v));
+                goto done;
+            }
             *(float *)dst = (float)json_number_value(v);
             break;
         case F_BOOL:
@@ -209,7 +222,18 @@ static attn_status config_load(const char *path, attn_encdec_config *out, bool c
         }
         }
     }
-    s = check ? attn_encdec_config_check(&c) : ATTN_STATUS_OK;
+    if (check) {
+        s = attn_encdec_config_check(&c);
+    } else {
+        /* A template gets its vocabularies and pad_id later, from the tokenizer; everything else
+         * is checked now, so that a bad value is reported with this file's name (and absurd sizes
+         * before anything is trained or allocated: with one-token vocabularies the size is a
+         * lower bound). */
+        attn_encdec_config t = c;
+        t.src_vocab = t.tgt_vocab = 1;
+        t.pad_id = 0;
+        s = attn_encdec_config_check(&t);
+    }
     if (s) {
         /* Prefix the file name to the check's message, which names the field. */
         char msg[512];

@@ -506,14 +506,16 @@ static attn_status make_shell(const attn_tok_train_params *p, attn_tok **out) {
     if (!t->norm || !t->pre || !t->dec || !t->added)
         return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "train: out of memory");
     t->n_norm = 2;
-    t->norm[0] = (tok_norm){TOK_NORM_PREPEND, strdup(meta), NULL, 3, 0};
-    t->norm[1] = (tok_norm){TOK_NORM_REPLACE, strdup(" "), strdup(meta), 1, 3};
+    t->norm[0] = (tok_norm){.kind = TOK_NORM_PREPEND, .a = strdup(meta), .alen = 3};
+    t->norm[1] = (tok_norm){.kind = TOK_NORM_REPLACE, .a = strdup(" "), .b = strdup(meta),
+                            .alen = 1, .blen = 3};
     t->pre[0].kind = TOK_PRE_METASPACE;
     memcpy(t->pre[0].rep, meta, 3);
     t->pre[0].replen = 3;
     t->pre[0].scheme = TOK_PREPEND_NEVER;
     t->pre[0].split = true;
     t->pre[1].kind = TOK_PRE_PUNCTUATION;
+    t->pre[1].behavior = TOK_SPLIT_ISOLATED;
     t->n_pre = 2;
     t->has_decoder = true;
     t->n_dec = 4;

@@ -30,7 +30,7 @@
  * classes agree whatever PCRE2's tables are (a newer PCRE2 already has them: no harm). Found by
  * tests/test_tokenizer_gpt2.c, which compares the class of every code point of planes 0-3 and 14
  * with tokenizers. */
-static const char NEW_L[] =
+const char tok_new_letters[] =
     "\\x{1C89}-\\x{1C8A}\\x{A7CB}-\\x{A7CD}\\x{A7DA}-\\x{A7DC}\\x{105C0}-\\x{105F3}"
     "\\x{10D4A}-\\x{10D65}\\x{10D6F}-\\x{10D85}\\x{10EC2}-\\x{10EC4}\\x{1123F}-\\x{11240}"
     "\\x{11380}-\\x{11389}\\x{1138B}\\x{1138E}\\x{11390}-\\x{113B5}\\x{113B7}\\x{113D1}"
@@ -39,7 +39,7 @@ static const char NEW_L[] =
     "\\x{16D6C}\\x{18CFF}\\x{1B132}\\x{1B155}\\x{1DF25}-\\x{1DF2A}\\x{1E030}-\\x{1E06D}"
     "\\x{1E4D0}-\\x{1E4EB}\\x{1E5D0}-\\x{1E5ED}\\x{1E5F0}\\x{2B739}\\x{2EBF0}-\\x{2EE5D}"
     "\\x{31350}-\\x{323AF}";
-static const char NEW_N[] =
+const char tok_new_numbers[] =
     "\\x{10D40}-\\x{10D49}\\x{116D0}-\\x{116E3}\\x{11BF0}-\\x{11BF9}\\x{11F50}-\\x{11F59}"
     "\\x{16130}-\\x{16139}\\x{16D70}-\\x{16D79}\\x{1CCF0}-\\x{1CCF9}\\x{1D2C0}-\\x{1D2D3}"
     "\\x{1E4F0}-\\x{1E4F9}\\x{1E5F1}-\\x{1E5FA}";
@@ -85,7 +85,8 @@ attn_status tok_byte_level_prepare(attn_tok *t, const char *name) {
     tok_buf_printf(&pat,
                    "'s|'t|'re|'ve|'m|'ll|'d| ?[\\p{L}%s]+| ?[\\p{N}%s]+| ?[^%s\\p{L}%s\\p{N}%s]+"
                    "|[%s]+(?![^%s])|[%s]+",
-                   NEW_L, NEW_N, WS, NEW_L, NEW_N, WS, WS, WS);
+                   tok_new_letters, tok_new_numbers, WS, tok_new_letters, tok_new_numbers, WS,
+                   WS, WS);
     if (pat.oom) {
         tok_buf_free(&pat);
         return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "%s: out of memory", name);

@@ -6,8 +6,9 @@
  *        ─► normalizer steps on each remaining segment
  *        ─► added tokens with normalized=true split out of the normalized text
  *        ─► pre-tokenizer steps: each segment becomes a list of pieces ("words")
- *        ─► the model turns each piece into ids (tok_model vtable: BPE now; WordPiece and
- *           byte-level BPE plug in the same way)
+ *        ─► the model turns each piece into ids (tok_model vtable: BPE in bpe.c, WordPiece and
+ *           WordLevel in wordpiece.c)
+ *        ─► truncation, the post-processor's special tokens and type ids, padding (post.c)
  *   ids ─► tokens (added vocabulary first, then the model) ─► decoder steps ─► text
  *
  * Components are kept as flat step lists (a JSON "Sequence" is flattened on load, which is
@@ -134,23 +135,48 @@ attn_status tok_bpe_from_parts(tok_vocab *vocab, const int32_t *merges, size_t n
 /* ---- pipeline components ---- */
 
 typedef enum {
-    TOK_NORM_PREPEND, /* {"type": "Prepend", "prepend": S} */
-    TOK_NORM_REPLACE  /* {"type": "Replace", "pattern": {"String": A}, "content": B} */
+    TOK_NORM_PREPEND,       /* {"type": "Prepend", "prepend": S} */
+    TOK_NORM_REPLACE,       /* {"type": "Replace", "pattern": {"String": A}, "content": B} */
+    TOK_NORM_BERT,          /* {"type": "BertNormalizer", "clean_text", "handle_chinese_chars",
+                               "strip_accents", "lowercase"} */
+    TOK_NORM_LOWERCASE,     /* {"type": "Lowercase"} */
+    TOK_NORM_NFD,           /* {"type": "NFD"} */
+    TOK_NORM_NFKD,          /* {"type": "NFKD"} */
+    TOK_NORM_NFC,           /* {"type": "NFC"} */
+    TOK_NORM_NFKC,          /* {"type": "NFKC"} */
+    TOK_NORM_STRIP_ACCENTS, /* {"type": "StripAccents"} */
+    TOK_NORM_STRIP          /* {"type": "Strip", "strip_left", "strip_right"} */
 } tok_norm_kind;
 
 typedef struct {
     tok_norm_kind kind;
     char *a, *b; /* Prepend: a = prepend. Replace: a = pattern, b = content */
     size_t alen, blen;
+    bool clean, chinese, lower; /* BertNormalizer */
+    int strip_accents;          /* BertNormalizer: -1 null (= lowercase), 0 false, 1 true */
+    bool left, right;           /* Strip */
 } tok_norm;
 
 typedef enum { TOK_PREPEND_ALWAYS, TOK_PREPEND_FIRST, TOK_PREPEND_NEVER } tok_prepend_scheme;
 
 typedef enum {
     TOK_PRE_METASPACE,   /* {"type": "Metaspace", "replacement": C, "prepend_scheme": ..., "split"} */
-    TOK_PRE_PUNCTUATION, /* {"type": "Punctuation", "behavior": "Isolated"} */
-    TOK_PRE_BYTE_LEVEL   /* {"type": "ByteLevel", "add_prefix_space", "trim_offsets", "use_regex"} */
+    TOK_PRE_PUNCTUATION, /* {"type": "Punctuation", "behavior": B} */
+    TOK_PRE_BYTE_LEVEL,  /* {"type": "ByteLevel", "add_prefix_space", "trim_offsets", "use_regex"} */
+    TOK_PRE_BERT,        /* {"type": "BertPreTokenizer"} */
+    TOK_PRE_WHITESPACE,  /* {"type": "Whitespace"}: \w+|[^\w\s]+ */
+    TOK_PRE_WHITESPACE_SPLIT, /* {"type": "WhitespaceSplit"} */
+    TOK_PRE_SPLIT        /* {"type": "Split", "pattern": {"String"|"Regex": P}, "behavior", "invert"} */
 } tok_pre_kind;
+
+/* How a split treats its delimiters (tokenizers' SplitDelimiterBehavior). */
+typedef enum {
+    TOK_SPLIT_REMOVED,
+    TOK_SPLIT_ISOLATED,
+    TOK_SPLIT_MERGED_PREV, /* "MergedWithPrevious" */
+    TOK_SPLIT_MERGED_NEXT, /* "MergedWithNext" */
+    TOK_SPLIT_CONTIGUOUS
+} tok_split_behavior;
 
 /* The three flags of a ByteLevel pre-tokenizer, decoder or post-processor (saved as read). */
 typedef struct {
@@ -164,6 +190,11 @@ typedef struct {
     tok_prepend_scheme scheme;
     bool split;
     tok_byte_level bl; /* ByteLevel */
+    tok_split_behavior behavior; /* Split, Punctuation */
+    char *pat;                   /* Split: the pattern as written in the file */
+    size_t patlen;
+    bool regex, invert;          /* Split */
+    void *re;                    /* Split (Regex), Whitespace: pcre2_code * (split.c) */
 } tok_pre;
 
 typedef enum {
@@ -172,24 +203,65 @@ typedef enum {
     TOK_DEC_FUSE,          /* {"type": "Fuse"} */
     TOK_DEC_STRIP,         /* {"type": "Strip", "content": C, "start": N, "stop": M} */
     TOK_DEC_METASPACE,     /* {"type": "Metaspace", "replacement": C, "prepend_scheme": ...} */
-    TOK_DEC_BYTE_LEVEL     /* {"type": "ByteLevel", ...}: GPT-2's alphabet back to bytes */
+    TOK_DEC_BYTE_LEVEL,    /* {"type": "ByteLevel", ...}: GPT-2's alphabet back to bytes */
+    TOK_DEC_WORDPIECE      /* {"type": "WordPiece", "prefix": P, "cleanup": b} */
 } tok_dec_kind;
 
 typedef struct {
     tok_dec_kind kind;
-    char *a, *b; /* Replace: pattern, content */
+    char *a, *b; /* Replace: pattern, content. WordPiece: a = prefix */
     size_t alen, blen;
     uint32_t ch;         /* Strip: content; Metaspace: replacement */
     size_t start, stop;  /* Strip */
     tok_prepend_scheme scheme; /* Metaspace */
     bool split;                /* Metaspace (saved back as read) */
     tok_byte_level bl;         /* ByteLevel (saved back as read) */
+    bool cleanup;              /* WordPiece */
 } tok_dec;
 
 typedef enum {
-    TOK_POST_NONE,      /* null */
-    TOK_POST_BYTE_LEVEL /* {"type": "ByteLevel", ...}: only offsets change, ids never */
+    TOK_POST_NONE,       /* null */
+    TOK_POST_BYTE_LEVEL, /* {"type": "ByteLevel", ...}: only offsets change, ids never */
+    TOK_POST_TEMPLATE,   /* {"type": "TemplateProcessing", "single", "pair", "special_tokens"} */
+    TOK_POST_BERT        /* {"type": "BertProcessing", "sep": [S, id], "cls": [C, id]}: kept as
+                            the template [CLS] $A [SEP] / [CLS] $A [SEP] $B:1 [SEP]:1 */
 } tok_post_kind;
+
+/* One piece of a template: a special token (by index into attn_tok.tpl_special) or the
+ * sequence A / B, with the type id its tokens get. */
+typedef struct {
+    bool special;
+    uint8_t seq; /* Sequence: 0 = A, 1 = B */
+    uint32_t type_id;
+    size_t index; /* SpecialToken: into tpl_special */
+} tok_tpl_piece;
+
+typedef struct {
+    char *name;      /* the template's "id" of it */
+    size_t name_len;
+    int32_t *ids;    /* (n) */
+    char **tokens;   /* (n) NUL-terminated, for saving */
+    size_t *tok_len; /* (n) */
+    size_t n;
+} tok_tpl_special;
+
+/* The file's "truncation" and "padding" (stored, saved back; applied only on request). */
+typedef struct {
+    bool on;
+    size_t max_length, stride;
+    int strategy;  /* attn_tok_truncation */
+    int direction; /* attn_tok_side */
+} tok_trunc_cfg;
+
+typedef struct {
+    bool on;
+    bool fixed;    /* {"Fixed": length}, else "BatchLongest" */
+    size_t length, multiple; /* multiple: 0 = null */
+    int direction; /* attn_tok_side */
+    int32_t pad_id, pad_type_id;
+    char *pad_token;
+    size_t pad_token_len;
+} tok_pad_cfg;
 
 typedef struct {
     char *content;
@@ -215,6 +287,13 @@ struct attn_tok {
     int32_t *added_index;  /* by id: index into added, or -1 */
     tok_post_kind post;
     tok_byte_level post_bl;
+    tok_tpl_piece *tpl_single, *tpl_pair; /* TEMPLATE / BERT */
+    size_t n_single, n_pair;
+    tok_tpl_special *tpl_special;
+    size_t n_tpl_special;
+    size_t added_single, added_pair; /* ids the template adds around one text / a pair */
+    tok_trunc_cfg trunc;
+    tok_pad_cfg pad;
     void *byte_re;         /* pcre2_code * of GPT-2's pattern when a ByteLevel uses the regex */
 };
 
@@ -225,6 +304,10 @@ typedef attn_status (*tok_piece_fn)(void *ctx, const char *s, size_t n, int32_t 
 attn_status tok_pretokenize(const attn_tok *t, const char *text, size_t len, tok_piece_fn cb,
                             void *ctx);
 /* ---- byte level (byte_level.c): GPT-2's byte-to-unicode alphabet and pre-tokenization ---- */
+
+/* Letters (\p{L}) and numbers (\p{N}) of Unicode 15.0-16.0, which tokenizers' Oniguruma knows
+ * and Debian's PCRE2 10.42 (Unicode 14) does not, as PCRE2 class items. */
+extern const char tok_new_letters[], tok_new_numbers[];
 
 /* Compile GPT-2's pre-tokenization pattern into t->byte_re if some ByteLevel pre-tokenizer
  * uses it (no-op otherwise). name is the file, for messages. */
@@ -245,5 +328,61 @@ void tok_utf8_lossy(tok_buf *out, const char *s, size_t n);
 
 /* tokenizer.c: derive vocab_size and the by-id added-token tables once model and added are set. */
 attn_status tok_finish(attn_tok *t, const char *name);
+
+/* ---- Unicode as tokenizers sees it (unicode.c) ----
+ * Character classes follow the Rust crates tokenizers 0.21 is built with (std's char methods,
+ * unicode_categories, unicode-normalization-alignments); utf8proc gives the Unicode data and
+ * the code points where those crates' tables disagree with utf8proc's are listed in unicode.c
+ * (found by tests/test_tokenizer_wordpiece.c, which compares every code point). */
+bool tok_uni_space(uint32_t cp);   /* Rust char::is_whitespace (the White_Space property) */
+bool tok_uni_punct(uint32_t cp);   /* char::is_ascii_punctuation or a Unicode P* category */
+bool tok_uni_control(uint32_t cp); /* removed by BertNormalizer's clean_text (Cc Cf Co, not
+                                      \t \n \r) */
+bool tok_uni_mn(uint32_t cp);      /* a nonspacing mark (Mn) */
+bool tok_uni_cjk(uint32_t cp);     /* BERT's "Chinese character" blocks */
+/* Rust char::to_lowercase: 1 or 2 code points into out. */
+size_t tok_uni_lower(uint32_t cp, uint32_t out[3]);
+/* Apply one normalizer step to s[0..n), appending the result to out (false: out of memory). */
+bool tok_norm_apply(const tok_norm *nm, const char *s, size_t n, tok_buf *out);
+
+/* ---- WordPiece and WordLevel models (wordpiece.c) ---- */
+
+/* {token: id} into an empty vocabulary; path names the object for messages ("model.vocab"). */
+attn_status tok_vocab_from_json(json_t *obj, const char *name, const char *path, tok_vocab *v);
+attn_status tok_wordpiece_from_json(json_t *model, const char *name, tok_model **out);
+attn_status tok_wordlevel_from_json(json_t *model, const char *name, tok_model **out);
+/* A WordLevel model over a finished vocabulary (taken over, even on failure). */
+attn_status tok_wordlevel_from_parts(tok_vocab *vocab, const char *unk_token, tok_model **out);
+
+/* ---- splitting pre-tokenizers (split.c) ---- */
+
+/* Compile the regexes of Split / Whitespace pre-tokenizers (Oniguruma syntax translated to
+ * PCRE2); name is the file, for messages. */
+attn_status tok_split_prepare(attn_tok *t, const char *name);
+void tok_split_release(attn_tok *t);
+/* Apply pre-tokenizer p (BertPreTokenizer, Whitespace, WhitespaceSplit, Split, Punctuation) to
+ * one piece; *md is the caller's PCRE2 match data (created on first use, freed with
+ * tok_byte_level_md_free). */
+bool tok_split_apply(const tok_pre *p, void **md, const char *s, size_t n, uint8_t flag,
+                     tok_strlist *out);
+/* Translate an Oniguruma (Ruby syntax) pattern to PCRE2 syntax into out; false with a message
+ * in err (size errn) when it uses something PCRE2 cannot express. */
+bool tok_onig_to_pcre2(const char *pat, size_t n, tok_buf *out, char *err, size_t errn);
+
+/* ---- post-processing (post.c) ---- */
+
+attn_status tok_post_parse(attn_tok *t, json_t *obj, const char *name);
+void tok_post_save(const attn_tok *t, tok_buf *b);
+attn_status tok_trunc_pad_parse(attn_tok *t, json_t *root, const char *name);
+void tok_trunc_pad_save(const attn_tok *t, tok_buf *b);
+void tok_post_free(attn_tok *t);
+
+/* tokenizer.c: the ids of one text (pipeline and model, no post-processing); memo is an
+ * encode memo (tok_memo_new) shared by calls of one thread, or NULL. */
+typedef struct tok_memo tok_memo;
+tok_memo *tok_memo_new(const attn_tok *t);
+void tok_memo_free(tok_memo *m);
+attn_status tok_encode_ids(const attn_tok *t, tok_memo *memo, const char *text, size_t len,
+                           tok_ivec *out);
 
 #endif

@@ -140,6 +140,38 @@ static attn_status get_split(json_t *obj, const char *name, const char *path, bo
     return ATTN_STATUS_OK;
 }
 
+/* An optional boolean field with a default. */
+static attn_status get_bool(json_t *obj, const char *key, bool dflt, const char *name,
+                            const char *path, bool *out) {
+    json_t *v = json_object_get(obj, key);
+    *out = dflt;
+    if (!v) return ATTN_STATUS_OK;
+    if (!json_is_boolean(v))
+        return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.%s: expected true or false", name, path, key);
+    *out = json_is_true(v);
+    return ATTN_STATUS_OK;
+}
+
+/* A split behaviour: "Removed", "Isolated", "MergedWithPrevious", "MergedWithNext",
+ * "Contiguous". */
+static const char *const BEHAVIORS[] = {"Removed", "Isolated", "MergedWithPrevious",
+                                        "MergedWithNext", "Contiguous"};
+
+static attn_status get_behavior(json_t *obj, const char *name, const char *path, bool required,
+                                tok_split_behavior *out) {
+    json_t *v = json_object_get(obj, "behavior");
+    if (!v && !required) return ATTN_STATUS_OK;
+    for (int i = 0; json_is_string(v) && i < 5; i++)
+        if (!strcmp(json_string_value(v), BEHAVIORS[i])) {
+            *out = (tok_split_behavior)i;
+            return ATTN_STATUS_OK;
+        }
+    return attn_fail(ATTN_STATUS_FORMAT,
+                     "%s: %s.behavior: expected \"Removed\", \"Isolated\", \"MergedWithPrevious\", "
+                     "\"MergedWithNext\" or \"Contiguous\"",
+                     name, path);
+}
+
 /* The flags of a ByteLevel component; each defaults to true when absent (tokenizers' default). */
 static attn_status get_byte_level(json_t *obj, const char *name, const char *path,
                                   tok_byte_level *bl) {
@@ -199,24 +231,54 @@ static attn_status parse_normalizer(attn_tok *t, json_t *obj, const char *name,
         return parse_sequence(t, obj, "normalizers", name, path, depth, parse_normalizer);
     const char *a = NULL, *b = NULL;
     size_t alen = 0, blen = 0;
-    tok_norm_kind kind;
-    if (!strcmp(type, "Prepend")) {
-        kind = TOK_NORM_PREPEND;
+    tok_norm proto;
+    memset(&proto, 0, sizeof proto);
+    static const struct {
+        const char *name;
+        tok_norm_kind kind;
+    } simple[] = {{"Lowercase", TOK_NORM_LOWERCASE}, {"NFD", TOK_NORM_NFD},
+                  {"NFKD", TOK_NORM_NFKD},           {"NFC", TOK_NORM_NFC},
+                  {"NFKC", TOK_NORM_NFKC},           {"StripAccents", TOK_NORM_STRIP_ACCENTS}};
+    size_t si = 0;
+    while (si < sizeof simple / sizeof simple[0] && strcmp(type, simple[si].name)) si++;
+    if (si < sizeof simple / sizeof simple[0]) {
+        proto.kind = simple[si].kind;
+    } else if (!strcmp(type, "Prepend")) {
+        proto.kind = TOK_NORM_PREPEND;
         if ((st = get_str(obj, "prepend", name, path, &a, &alen))) return st;
     } else if (!strcmp(type, "Replace")) {
-        kind = TOK_NORM_REPLACE;
+        proto.kind = TOK_NORM_REPLACE;
         if ((st = get_pattern(obj, name, path, &a, &alen)) ||
             (st = get_str(obj, "content", name, path, &b, &blen)))
+            return st;
+    } else if (!strcmp(type, "BertNormalizer")) {
+        proto.kind = TOK_NORM_BERT;
+        bool dflt[3] = {true, true, true};
+        bool *dst[3] = {&proto.clean, &proto.chinese, &proto.lower};
+        static const char *const keys[3] = {"clean_text", "handle_chinese_chars", "lowercase"};
+        for (int k = 0; k < 3; k++)
+            if ((st = get_bool(obj, keys[k], dflt[k], name, path, dst[k]))) return st;
+        json_t *sa = json_object_get(obj, "strip_accents");
+        if (sa && !json_is_null(sa) && !json_is_boolean(sa))
+            return attn_fail(ATTN_STATUS_FORMAT,
+                             "%s: %s.strip_accents: expected true, false or null", name, path);
+        proto.strip_accents = (!sa || json_is_null(sa)) ? -1 : json_is_true(sa) ? 1 : 0;
+    } else if (!strcmp(type, "Strip")) {
+        proto.kind = TOK_NORM_STRIP;
+        if ((st = get_bool(obj, "strip_left", true, name, path, &proto.left)) ||
+            (st = get_bool(obj, "strip_right", true, name, path, &proto.right)))
             return st;
     } else {
         return attn_fail(ATTN_STATUS_UNSUPPORTED,
                          "%s: %s: normalizer type \"%s\" is not supported (supported: Sequence, "
-                         "Prepend, Replace)",
+                         "Prepend, Replace, BertNormalizer, Lowercase, NFD, NFKD, NFC, NFKC, "
+                         "StripAccents, Strip)",
                          name, path, type);
     }
     tok_norm *nm = grow((void **)&t->norm, &t->n_norm, sizeof *nm);
     if (!nm) return oom(name);
-    nm->kind = kind;
+    *nm = proto;
+    if (!a) return ATTN_STATUS_OK;
     nm->a = dup_n(a, alen);
     nm->alen = alen;
     nm->b = b ? dup_n(b, blen) : NULL;
@@ -234,13 +296,47 @@ static attn_status parse_pre(attn_tok *t, json_t *obj, const char *name, const c
     if (!strcmp(type, "Sequence"))
         return parse_sequence(t, obj, "pretokenizers", name, path, depth, parse_pre);
     if (!strcmp(type, "Punctuation")) {
-        json_t *b = json_object_get(obj, "behavior");
-        if (b && !(json_is_string(b) && !strcmp(json_string_value(b), "Isolated")))
-            return attn_fail(ATTN_STATUS_UNSUPPORTED,
-                             "%s: %s.behavior: only \"Isolated\" is supported", name, path);
+        tok_split_behavior bh = TOK_SPLIT_ISOLATED;
+        if ((st = get_behavior(obj, name, path, false, &bh))) return st;
         tok_pre *p = grow((void **)&t->pre, &t->n_pre, sizeof *p);
         if (!p) return oom(name);
         p->kind = TOK_PRE_PUNCTUATION;
+        p->behavior = bh;
+        return ATTN_STATUS_OK;
+    }
+    if (!strcmp(type, "BertPreTokenizer") || !strcmp(type, "Whitespace") ||
+        !strcmp(type, "WhitespaceSplit")) {
+        tok_pre *p = grow((void **)&t->pre, &t->n_pre, sizeof *p);
+        if (!p) return oom(name);
+        p->kind = type[0] == 'B' ? TOK_PRE_BERT
+                  : !strcmp(type, "Whitespace") ? TOK_PRE_WHITESPACE
+                                                : TOK_PRE_WHITESPACE_SPLIT;
+        return ATTN_STATUS_OK;
+    }
+    if (!strcmp(type, "Split")) {
+        json_t *pat = json_object_get(obj, "pattern");
+        json_t *ps = json_object_get(pat, "String"), *pr = json_object_get(pat, "Regex");
+        json_t *pv = ps ? ps : pr;
+        if (!json_is_object(pat) || json_object_size(pat) != 1 || !json_is_string(pv))
+            return attn_fail(ATTN_STATUS_FORMAT,
+                             "%s: %s.pattern: expected {\"String\": ...} or {\"Regex\": ...}", name,
+                             path);
+        if (json_string_length(pv) == 0)
+            return attn_fail(ATTN_STATUS_UNSUPPORTED, "%s: %s.pattern: empty pattern", name, path);
+        tok_split_behavior bh = TOK_SPLIT_ISOLATED;
+        bool invert = false;
+        if ((st = get_behavior(obj, name, path, true, &bh)) ||
+            (st = get_bool(obj, "invert", false, name, path, &invert)))
+            return st;
+        tok_pre *p = grow((void **)&t->pre, &t->n_pre, sizeof *p);
+        if (!p) return oom(name);
+        p->kind = TOK_PRE_SPLIT;
+        p->behavior = bh;
+        p->invert = invert;
+        p->regex = pr != NULL;
+        p->patlen = json_string_length(pv);
+        p->pat = dup_n(json_string_value(pv), p->patlen);
+        if (!p->pat) return oom(name);
         return ATTN_STATUS_OK;
     }
     if (!strcmp(type, "ByteLevel")) {
@@ -255,7 +351,8 @@ static attn_status parse_pre(attn_tok *t, json_t *obj, const char *name, const c
     if (strcmp(type, "Metaspace"))
         return attn_fail(ATTN_STATUS_UNSUPPORTED,
                          "%s: %s: pre_tokenizer type \"%s\" is not supported (supported: "
-                         "Sequence, Metaspace, Punctuation, ByteLevel)",
+                         "Sequence, Metaspace, Punctuation, ByteLevel, BertPreTokenizer, "
+                         "Whitespace, WhitespaceSplit, Split)",
                          name, path, type);
     uint32_t cp;
     tok_prepend_scheme sc;
@@ -307,6 +404,15 @@ static attn_status parse_decoder(attn_tok *t, json_t *obj, const char *name, con
                              path);
         d.start = (size_t)json_integer_value(s0);
         d.stop = (size_t)json_integer_value(s1);
+    } else if (!strcmp(type, "WordPiece")) {
+        d.kind = TOK_DEC_WORDPIECE;
+        json_t *pf = json_object_get(obj, "prefix");
+        if (pf && !json_is_string(pf))
+            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.prefix: expected a string", name, path);
+        a = pf ? json_string_value(pf) : "##";
+        alen = pf ? json_string_length(pf) : 2;
+        b = "";
+        if ((st = get_bool(obj, "cleanup", true, name, path, &d.cleanup))) return st;
     } else if (!strcmp(type, "Metaspace")) {
         d.kind = TOK_DEC_METASPACE;
         if ((st = get_char(obj, "replacement", name, path, &d.ch)) ||
@@ -316,7 +422,7 @@ static attn_status parse_decoder(attn_tok *t, json_t *obj, const char *name, con
     } else {
         return attn_fail(ATTN_STATUS_UNSUPPORTED,
                          "%s: %s: decoder type \"%s\" is not supported (supported: Sequence, "
-                         "Replace, ByteFallback, Fuse, Strip, Metaspace, ByteLevel)",
+                         "Replace, ByteFallback, Fuse, Strip, Metaspace, ByteLevel, WordPiece)",
                          name, path, type);
     }
     tok_dec *slot = grow((void **)&t->dec, &t->n_dec, sizeof *slot);
@@ -420,6 +526,8 @@ void attn_tok_free(attn_tok *t) {
         free(t->norm[i].b);
     }
     free(t->norm);
+    tok_split_release(t);
+    for (size_t i = 0; i < t->n_pre; i++) free(t->pre[i].pat);
     free(t->pre);
     for (size_t i = 0; i < t->n_dec; i++) {
         free(t->dec[i].a);
@@ -430,36 +538,14 @@ void attn_tok_free(attn_tok *t) {
     free(t->added);
     free(t->added_kind);
     free(t->added_index);
+    tok_post_free(t);
     tok_byte_level_release(t);
     free(t);
-}
-
-/* post_processor: null, or ByteLevel (it only trims offsets: ids are never changed). */
-static attn_status parse_post(attn_tok *t, json_t *obj, const char *name) {
-    t->post = TOK_POST_NONE;
-    if (!obj || json_is_null(obj)) return ATTN_STATUS_OK;
-    const char *type = NULL;
-    attn_status st = get_type(obj, name, "post_processor", &type);
-    if (st) return st;
-    if (strcmp(type, "ByteLevel"))
-        return attn_fail(ATTN_STATUS_UNSUPPORTED,
-                         "%s: post_processor: type \"%s\" is not supported (supported: null, "
-                         "ByteLevel)",
-                         name, type);
-    t->post = TOK_POST_BYTE_LEVEL;
-    return get_byte_level(obj, name, "post_processor", &t->post_bl);
 }
 
 static attn_status parse_root(json_t *root, const char *name, attn_tok **out) {
     if (!json_is_object(root))
         return attn_fail(ATTN_STATUS_FORMAT, "%s: expected a JSON object at the top level", name);
-    static const char *const must_be_null[] = {"truncation", "padding"};
-    for (int i = 0; i < 2; i++) {
-        json_t *v = json_object_get(root, must_be_null[i]);
-        if (v && !json_is_null(v))
-            return attn_fail(ATTN_STATUS_UNSUPPORTED, "%s: %s: only null is supported", name,
-                             must_be_null[i]);
-    }
     json_t *model = json_object_get(root, "model");
     if (!model) return attn_fail(ATTN_STATUS_FORMAT, "%s: model: missing", name);
     const char *type = NULL;
@@ -469,9 +555,15 @@ static attn_status parse_root(json_t *root, const char *name, attn_tok **out) {
     if (!t) return oom(name);
     if (!strcmp(type, "BPE")) {
         st = tok_bpe_from_json(model, name, &t->model);
+    } else if (!strcmp(type, "WordPiece")) {
+        st = tok_wordpiece_from_json(model, name, &t->model);
+    } else if (!strcmp(type, "WordLevel")) {
+        st = tok_wordlevel_from_json(model, name, &t->model);
     } else {
         st = attn_fail(ATTN_STATUS_UNSUPPORTED,
-                       "%s: model.type: \"%s\" is not supported (supported: BPE)", name, type);
+                       "%s: model.type: \"%s\" is not supported (supported: BPE, WordPiece, "
+                       "WordLevel)",
+                       name, type);
     }
     json_t *dec = json_object_get(root, "decoder");
     if (!st) st = parse_added(t, json_object_get(root, "added_tokens"), name);
@@ -481,9 +573,19 @@ static attn_status parse_root(json_t *root, const char *name, attn_tok **out) {
         st = parse_pre(t, json_object_get(root, "pre_tokenizer"), name, "pre_tokenizer", 0);
     if (!st && dec) st = parse_decoder(t, dec, name, "decoder", 0);
     t->has_decoder = dec && !json_is_null(dec);
-    if (!st) st = parse_post(t, json_object_get(root, "post_processor"), name);
+    if (!st) st = tok_post_parse(t, json_object_get(root, "post_processor"), name);
+    if (!st) st = tok_trunc_pad_parse(t, root, name);
     if (!st) st = tok_finish(t, name);
     if (!st) st = tok_byte_level_prepare(t, name);
+    if (!st) st = tok_split_prepare(t, name);
+    for (size_t i = 0; !st && i < t->n_tpl_special; i++)
+        for (size_t k = 0; !st && k < t->tpl_special[i].n; k++)
+            if (t->tpl_special[i].ids[k] >= t->vocab_size)
+                st = attn_fail(ATTN_STATUS_FORMAT,
+                               "%s: post_processor: special token '%s' has id %ld, outside the "
+                               "vocabulary (0..%ld)",
+                               name, t->tpl_special[i].name, (long)t->tpl_special[i].ids[k],
+                               (long)t->vocab_size - 1);
     if (st) {
         attn_tok_free(t);
         return st;
@@ -567,14 +669,34 @@ attn_status attn_tok_load(const char *path, attn_tok **out) {
 /* ---- saving ---- */
 
 static void save_norm(const tok_norm *n, tok_buf *b) {
-    if (n->kind == TOK_NORM_PREPEND) {
+    switch (n->kind) {
+    case TOK_NORM_PREPEND:
         tok_buf_puts(b, "{\"type\": \"Prepend\", \"prepend\": ");
         tok_buf_json_str(b, n->a, n->alen);
-    } else {
+        break;
+    case TOK_NORM_REPLACE:
         tok_buf_puts(b, "{\"type\": \"Replace\", \"pattern\": {\"String\": ");
         tok_buf_json_str(b, n->a, n->alen);
         tok_buf_puts(b, "}, \"content\": ");
         tok_buf_json_str(b, n->b, n->blen);
+        break;
+    case TOK_NORM_BERT:
+        tok_buf_printf(b, "{\"type\": \"BertNormalizer\", \"clean_text\": %s, "
+                          "\"handle_chinese_chars\": %s, \"strip_accents\": %s, \"lowercase\": %s",
+                       n->clean ? "true" : "false", n->chinese ? "true" : "false",
+                       n->strip_accents < 0 ? "null" : n->strip_accents ? "true" : "false",
+                       n->lower ? "true" : "false");
+        break;
+    case TOK_NORM_STRIP:
+        tok_buf_printf(b, "{\"type\": \"Strip\", \"strip_left\": %s, \"strip_right\": %s",
+                       n->left ? "true" : "false", n->right ? "true" : "false");
+        break;
+    default: {
+        static const char *const names[] = {"Lowercase", "NFD", "NFKD", "NFC", "NFKC",
+                                            "StripAccents"};
+        tok_buf_printf(b, "{\"type\": \"%s\"", names[n->kind - TOK_NORM_LOWERCASE]);
+        break;
+    }
     }
     tok_buf_putc(b, '}');
 }
@@ -596,7 +718,24 @@ static void save_pre(const tok_pre *p, tok_buf *b) {
         return;
     }
     if (p->kind == TOK_PRE_PUNCTUATION) {
-        tok_buf_puts(b, "{\"type\": \"Punctuation\", \"behavior\": \"Isolated\"}");
+        tok_buf_printf(b, "{\"type\": \"Punctuation\", \"behavior\": \"%s\"}",
+                       BEHAVIORS[p->behavior]);
+        return;
+    }
+    if (p->kind == TOK_PRE_BERT || p->kind == TOK_PRE_WHITESPACE ||
+        p->kind == TOK_PRE_WHITESPACE_SPLIT) {
+        tok_buf_printf(b, "{\"type\": \"%s\"}",
+                       p->kind == TOK_PRE_BERT         ? "BertPreTokenizer"
+                       : p->kind == TOK_PRE_WHITESPACE ? "Whitespace"
+                                                       : "WhitespaceSplit");
+        return;
+    }
+    if (p->kind == TOK_PRE_SPLIT) {
+        tok_buf_printf(b, "{\"type\": \"Split\", \"pattern\": {\"%s\": ",
+                       p->regex ? "Regex" : "String");
+        tok_buf_json_str(b, p->pat, p->patlen);
+        tok_buf_printf(b, "}, \"behavior\": \"%s\", \"invert\": %s}", BEHAVIORS[p->behavior],
+                       p->invert ? "true" : "false");
         return;
     }
     tok_buf_puts(b, "{\"type\": \"Metaspace\", \"replacement\": ");
@@ -626,6 +765,11 @@ static void save_dec(const tok_dec *d, tok_buf *b) {
         tok_buf_puts(b, "{\"type\": \"Strip\", \"content\": ");
         save_char(b, d->ch);
         tok_buf_printf(b, ", \"start\": %zu, \"stop\": %zu}", d->start, d->stop);
+        break;
+    case TOK_DEC_WORDPIECE:
+        tok_buf_puts(b, "{\"type\": \"WordPiece\", \"prefix\": ");
+        tok_buf_json_str(b, d->a, d->alen);
+        tok_buf_printf(b, ", \"cleanup\": %s}", d->cleanup ? "true" : "false");
         break;
     case TOK_DEC_METASPACE:
         tok_buf_puts(b, "{\"type\": \"Metaspace\", \"replacement\": ");
@@ -659,8 +803,9 @@ attn_status attn_tok_save(const attn_tok *t, const char *path) {
     if (!t || !path || !*path)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_tok_save: NULL tokenizer or path");
     tok_buf b = {0};
-    tok_buf_puts(&b, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n"
-                     "  \"added_tokens\": [");
+    tok_buf_puts(&b, "{\n  \"version\": \"1.0\",\n");
+    tok_trunc_pad_save(t, &b);
+    tok_buf_puts(&b, "  \"added_tokens\": [");
     for (size_t i = 0; i < t->n_added; i++) {
         const tok_added *a = &t->added[i];
         tok_buf_printf(&b, "%s\n    {\"id\": %ld, \"content\": ", i ? "," : "", (long)a->id);
@@ -672,13 +817,7 @@ attn_status attn_tok_save(const attn_tok *t, const char *path) {
     tok_buf_puts(&b, t->n_added ? "\n  ],\n" : "],\n");
     SAVE_LIST(&b, "normalizer", "normalizers", t->norm, t->n_norm, save_norm);
     SAVE_LIST(&b, "pre_tokenizer", "pretokenizers", t->pre, t->n_pre, save_pre);
-    if (t->post == TOK_POST_BYTE_LEVEL) {
-        tok_buf_puts(&b, "  \"post_processor\": ");
-        save_byte_level(&t->post_bl, &b);
-        tok_buf_puts(&b, ",\n");
-    } else {
-        tok_buf_puts(&b, "  \"post_processor\": null,\n");
-    }
+    tok_post_save(t, &b);
     if (t->has_decoder) {
         SAVE_LIST(&b, "decoder", "decoders", t->dec, t->n_dec, save_dec);
     } else {
@@ -730,37 +869,8 @@ typedef struct {
     tok_buf n1, n2;        /* normalizer ping-pong buffers */
     tok_strlist p1, p2;    /* pre-tokenizer ping-pong lists */
     void *md;              /* PCRE2 match data of the ByteLevel regex (per call: thread-safe) */
+    void *md_split;        /* PCRE2 match data for Split / Whitespace regexes */
 } pipe_state;
-
-/* tokenizers' Punctuation pre-tokenizer: char::is_ascii_punctuation or a Unicode punctuation
- * category (Pc Pd Ps Pe Pi Pf Po). Categories come from utf8proc; the Rust library uses the
- * unicode_categories crate, whose older tables may miss punctuation added to Unicode since
- * (a few dozen rare characters), where the two could split differently. */
-static bool is_punct(uint32_t cp) {
-    if (cp < 0x80)
-        return (cp >= 0x21 && cp <= 0x2f) || (cp >= 0x3a && cp <= 0x40) ||
-               (cp >= 0x5b && cp <= 0x60) || (cp >= 0x7b && cp <= 0x7e);
-    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
-    return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
-}
-
-/* Behaviour "Isolated": every punctuation character becomes a piece of its own. */
-static bool split_punct(tok_strlist *out, const char *s, size_t n, uint8_t flag) {
-    size_t i = 0, start = 0;
-    while (i < n) {
-        uint32_t cp;
-        size_t k = tok_utf8_decode((const unsigned char *)s + i, n - i, &cp);
-        if (!k) k = 1, cp = 0xFFFD;
-        if (is_punct(cp)) {
-            if (i > start && !tok_strlist_push(out, s + start, i - start, start == 0 ? flag : 0))
-                return false;
-            if (!tok_strlist_push(out, s + i, k, i == 0 ? flag : 0)) return false;
-            start = i + k;
-        }
-        i += k;
-    }
-    return n <= start || tok_strlist_push(out, s + start, n - start, start == 0 ? flag : 0);
-}
 
 static attn_status pretok_segment(pipe_state *ps, const char *s, size_t n, bool first) {
     const attn_tok *t = ps->t;
@@ -775,8 +885,8 @@ static attn_status pretok_segment(pipe_state *ps, const char *s, size_t n, bool 
             const char *ps_ = tok_strlist_at(cur, i);
             size_t pn = cur->len[i];
             if (pn == 0) continue;
-            if (p->kind == TOK_PRE_PUNCTUATION) {
-                if (!split_punct(nxt, ps_, pn, cur->flag[i])) goto fail;
+            if (p->kind != TOK_PRE_METASPACE && p->kind != TOK_PRE_BYTE_LEVEL) {
+                if (!tok_split_apply(p, &ps->md_split, ps_, pn, cur->flag[i], nxt)) goto fail;
                 continue;
             }
             if (p->kind == TOK_PRE_BYTE_LEVEL) {
@@ -845,8 +955,10 @@ static attn_status do_segment(pipe_state *ps, const char *s, size_t n, bool firs
         if (nm->kind == TOK_NORM_PREPEND) {
             if (cn) tok_buf_put(dst, nm->a, nm->alen);
             tok_buf_put(dst, cur, cn);
-        } else {
+        } else if (nm->kind == TOK_NORM_REPLACE) {
             replace_all(dst, cur, cn, nm->a, nm->alen, nm->b, nm->blen);
+        } else if (!tok_norm_apply(nm, cur, cn, dst)) {
+            return oom("encode");
         }
         if (dst->oom) return oom("encode");
         cur = dst->p ? dst->p : "";
@@ -906,13 +1018,14 @@ done:
     tok_strlist_free(&ps.p1);
     tok_strlist_free(&ps.p2);
     tok_byte_level_md_free(ps.md);
+    tok_byte_level_md_free(ps.md_split);
     return st;
 }
 
-/* A per-call memo of piece -> ids: text repeats its words, and a model's ids for a piece depend
- * on the piece alone. It lives in the call, not in the tokenizer, so that concurrent encodes of
- * one tokenizer stay safe. It starts after the first CACHE_AFTER pieces (short texts never pay
- * for it) and stops growing at CACHE_MAX entries. */
+/* A memo of piece -> ids: text repeats its words, and a model's ids for a piece depend on the
+ * piece alone. It lives in a call (or a batch), not in the tokenizer, so that concurrent encodes
+ * of one tokenizer stay safe. It starts after the first CACHE_AFTER pieces (short texts never
+ * pay for it) and stops growing at CACHE_MAX entries. */
 #define CACHE_AFTER 64
 #define CACHE_SLOTS 16384 /* a power of two, 2 x CACHE_MAX */
 #define CACHE_MAX 8192
@@ -923,71 +1036,103 @@ typedef struct {
     size_t key_off, key_len, ids_off, ids_n;
 } cache_ent;
 
-typedef struct {
-    const attn_tok *t;
-    tok_ivec ids;
+struct tok_memo {
     size_t pieces;
     int32_t *slot; /* CACHE_SLOTS indices into ents, -1 empty */
     cache_ent *ents;
     size_t n_ents;
     tok_buf keys;
     tok_ivec cids;
-} enc_ctx;
+};
 
-static void enc_ctx_free(enc_ctx *c) {
+tok_memo *tok_memo_new(const attn_tok *t) {
+    (void)t;
+    return calloc(1, sizeof(tok_memo)); /* NULL (no memo) is fine too */
+}
+
+void tok_memo_free(tok_memo *c) {
+    if (!c) return;
     free(c->slot);
     free(c->ents);
     tok_buf_free(&c->keys);
     tok_ivec_free(&c->cids);
+    free(c);
 }
 
+typedef struct {
+    const attn_tok *t;
+    tok_memo *memo;
+    tok_ivec *ids;
+} enc_ctx;
+
 static attn_status enc_piece(void *vctx, const char *s, size_t n, int32_t added_id) {
-    enc_ctx *c = vctx;
-    if (added_id >= 0)
-        return tok_ivec_push(&c->ids, added_id) ? ATTN_STATUS_OK : oom("encode");
-    const tok_model *m = c->t->model;
+    enc_ctx *ec = vctx;
+    tok_ivec *ids = ec->ids;
+    if (added_id >= 0) return tok_ivec_push(ids, added_id) ? ATTN_STATUS_OK : oom("encode");
+    const tok_model *m = ec->t->model;
+    tok_memo *c = ec->memo;
+    if (!c) return m->encode_piece(m, s, n, ids);
     if (++c->pieces == CACHE_AFTER && !c->slot) {
         c->slot = malloc(CACHE_SLOTS * sizeof *c->slot);
         c->ents = malloc(CACHE_MAX * sizeof *c->ents);
         if (!c->slot || !c->ents) return oom("encode");
         memset(c->slot, 0xff, CACHE_SLOTS * sizeof *c->slot);
     }
-    if (!c->slot || n > CACHE_PIECE) return m->encode_piece(m, s, n, &c->ids);
+    if (!c->slot || n > CACHE_PIECE) return m->encode_piece(m, s, n, ids);
     uint64_t h = tok_hash(s, n);
     size_t i = (size_t)h & (CACHE_SLOTS - 1);
     for (; c->slot[i] >= 0; i = (i + 1) & (CACHE_SLOTS - 1)) {
         const cache_ent *e = &c->ents[c->slot[i]];
         if (e->h == h && e->key_len == n && !memcmp(c->keys.p + e->key_off, s, n)) {
             for (size_t j = 0; j < e->ids_n; j++)
-                if (!tok_ivec_push(&c->ids, c->cids.v[e->ids_off + j])) return oom("encode");
+                if (!tok_ivec_push(ids, c->cids.v[e->ids_off + j])) return oom("encode");
             return ATTN_STATUS_OK;
         }
     }
-    size_t before = c->ids.n;
-    attn_status st = m->encode_piece(m, s, n, &c->ids);
+    size_t before = ids->n;
+    attn_status st = m->encode_piece(m, s, n, ids);
     if (st || c->n_ents >= CACHE_MAX) return st;
-    cache_ent e = {h, c->keys.n, n, c->cids.n, c->ids.n - before};
+    cache_ent e = {h, c->keys.n, n, c->cids.n, ids->n - before};
     tok_buf_put(&c->keys, s, n);
-    for (size_t j = before; j < c->ids.n; j++)
-        if (!tok_ivec_push(&c->cids, c->ids.v[j])) return oom("encode");
+    for (size_t j = before; j < ids->n; j++)
+        if (!tok_ivec_push(&c->cids, ids->v[j])) return oom("encode");
     if (c->keys.oom) return oom("encode");
     c->ents[c->n_ents] = e;
     c->slot[i] = (int32_t)c->n_ents++;
     return ATTN_STATUS_OK;
 }
 
-static attn_status encode_vec(const attn_tok *t, const char *text, size_t len, tok_ivec *out) {
+attn_status tok_encode_ids(const attn_tok *t, tok_memo *memo, const char *text, size_t len,
+                           tok_ivec *out) {
     if (!t) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encode: tokenizer is NULL");
     if (!text && len) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encode: text is NULL");
-    enc_ctx c = {.t = t};
-    attn_status st = len ? tok_pretokenize(t, text, len, enc_piece, &c) : ATTN_STATUS_OK;
-    enc_ctx_free(&c);
-    if (st) {
-        tok_ivec_free(&c.ids);
-        return st;
+    enc_ctx c = {t, memo, out};
+    return len ? tok_pretokenize(t, text, len, enc_piece, &c) : ATTN_STATUS_OK;
+}
+
+/* attn_tok_encode's ids: the model's, then the post-processor's special tokens. */
+static attn_status encode_vec(const attn_tok *t, const char *text, size_t len, tok_ivec *out) {
+    memset(out, 0, sizeof *out);
+    if (!t) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encode: tokenizer is NULL");
+    if (!text && len) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encode: text is NULL");
+    if (t->post == TOK_POST_TEMPLATE || t->post == TOK_POST_BERT) {
+        attn_tok_encoding e;
+        attn_status st = attn_tok_encode_ex(t, text, len, NULL, 0, NULL, &e);
+        if (st) return st;
+        for (size_t i = 0; i < e.n; i++)
+            if (!tok_ivec_push(out, e.ids[i])) {
+                attn_tok_encoding_free(&e);
+                tok_ivec_free(out);
+                return oom("encode");
+            }
+        attn_tok_encoding_free(&e);
+        return ATTN_STATUS_OK;
     }
-    *out = c.ids;
-    return ATTN_STATUS_OK;
+    tok_memo *memo = tok_memo_new(t);
+    attn_status st = tok_encode_ids(t, memo, text, len, out);
+    tok_memo_free(memo);
+    if (st) tok_ivec_free(out);
+    return st;
 }
 
 attn_status attn_tok_encode(const attn_tok *t, const char *text, size_t len, int32_t *ids,
@@ -1066,6 +1211,39 @@ static int byte_token(const char *s, size_t n) {
     return digits ? v : -1;
 }
 
+/* tokenizers' WordPiece decoder on token i: the prefix removed from a continuation, a space
+ * before any other token but the first; then, with cleanup, these replacements in order. */
+static void wordpiece_token(const tok_dec *d, size_t i, const char *s, size_t n, tok_buf *out) {
+    static const char *const from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " do not",
+                                       " 's", " 've", " 're"};
+    static const char *const to[] = {".", "?", "!", ",", "'", "n't", "'m", " don't", "'s", "'ve",
+                                     "'re"};
+    tok_buf a = {0}, b = {0};
+    if (i != 0) {
+        if (n >= d->alen && !memcmp(s, d->a, d->alen)) {
+            tok_buf_put(&a, s + d->alen, n - d->alen);
+        } else {
+            tok_buf_putc(&a, ' ');
+            tok_buf_put(&a, s, n);
+        }
+    } else {
+        tok_buf_put(&a, s, n);
+    }
+    if (d->cleanup) {
+        for (size_t k = 0; k < sizeof from / sizeof from[0]; k++) {
+            b.n = 0;
+            replace_all(&b, a.p ? a.p : "", a.n, from[k], strlen(from[k]), to[k], strlen(to[k]));
+            tok_buf sw = a;
+            a = b;
+            b = sw;
+        }
+    }
+    tok_buf_put(out, a.p ? a.p : "", a.n);
+    if (a.oom || b.oom) out->oom = true;
+    tok_buf_free(&a);
+    tok_buf_free(&b);
+}
+
 static attn_status apply_decoder(const tok_dec *d, const tok_strlist *in, tok_strlist *out) {
     tok_buf tmp = {0};
     tok_strlist_clear(out);
@@ -1103,6 +1281,8 @@ static attn_status apply_decoder(const tok_dec *d, const tok_strlist *in, tok_st
             tmp.n = 0;
             if (d->kind == TOK_DEC_REPLACE) {
                 replace_all(&tmp, s, n, d->a, d->alen, d->b, d->blen);
+            } else if (d->kind == TOK_DEC_WORDPIECE) {
+                wordpiece_token(d, i, s, n, &tmp);
             } else if (d->kind == TOK_DEC_METASPACE) {
                 size_t j = 0;
                 while (j < n) {
@@ -1242,11 +1422,14 @@ const char *attn_tok_model_type(const attn_tok *t) { return t ? t->model->type :
 
 int32_t attn_tok_special_id(const attn_tok *t, attn_tok_special which) {
     /* the conventional names, in order of preference: SentencePiece's, GPT-2's, BERT's */
-    static const char *const names[4][3] = {{"<pad>", "[PAD]", NULL},
+    static const char *const names[7][3] = {{"<pad>", "[PAD]", NULL},
                                             {"<unk>", "[UNK]", NULL},
                                             {"<s>", "<|endoftext|>", "[CLS]"},
-                                            {"</s>", "<|endoftext|>", "[SEP]"}};
-    if ((unsigned)which > ATTN_TOK_EOS) return -1;
+                                            {"</s>", "<|endoftext|>", "[SEP]"},
+                                            {"[MASK]", "<mask>", NULL},
+                                            {"[CLS]", "<s>", NULL},
+                                            {"[SEP]", "</s>", NULL}};
+    if ((unsigned)which > ATTN_TOK_SEP) return -1;
     for (int i = 0; i < 3 && names[which][i]; i++) {
         int32_t id = attn_tok_token_to_id(t, names[which][i]);
         if (id >= 0) return id;

@@ -27,10 +27,34 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int attn_ckpt__crash_after = 0;
 bool attn_ckpt__no_exchange = false;
+
+/* Test hooks for other processes (tests/test_nolostwork.c kills `attn train` with SIGKILL in the
+ * middle of saves): ATTN_CKPT_TEST_PAUSE_US=N sleeps N microseconds after each durable step of a
+ * save, so that random kills land inside saves; ATTN_CKPT_TEST_NO_EXCHANGE=1 takes the rename
+ * fallback path (DIR -> DIR.prev, tmp -> DIR) as attn_ckpt__no_exchange does. Read once. */
+static unsigned test_pause_us;
+static bool test_no_exchange;
+static pthread_once_t test_env_once = PTHREAD_ONCE_INIT;
+
+static void test_env_read(void) {
+    const char *p = getenv("ATTN_CKPT_TEST_PAUSE_US"), *x = getenv("ATTN_CKPT_TEST_NO_EXCHANGE");
+    long v = p ? strtol(p, NULL, 10) : 0;
+    test_pause_us = v > 0 && v < 10000000 ? (unsigned)v : 0;
+    test_no_exchange = x && *x && strcmp(x, "0") != 0;
+}
+
+static void test_pause(void) {
+    if (test_pause_us) {
+        struct timespec ts = {(time_t)(test_pause_us / 1000000), (long)(test_pause_us % 1000000) * 1000};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
+}
 
 static const char *const F_MODEL = "model.safetensors";
 static const char *const F_OPTIM = "optimizer.safetensors";
@@ -70,6 +94,8 @@ uint32_t attn_crc32(uint32_t crc, const void *buf, size_t n) {
 
 /* Size and CRC-32 of a whole file. */
 static attn_status hash_file(const char *path, uint64_t *bytes, uint32_t *crc) {
+    *bytes = 0;
+    *crc = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return attn_fail(ATTN_STATUS_IO, "%s: cannot open: %s", path, strerror(errno));
     size_t cap = (size_t)1 << 20;
@@ -375,6 +401,7 @@ static json_t *build_state(const attn_ckpt_state *st, const attn_optim *opt, jso
 /* One durable step of a save done; under the test hook, "crash" here. */
 #define DURABLE_STEP()                                                                             \
     do {                                                                                           \
+        test_pause();                                                                              \
         if (attn_ckpt__crash_after > 0 && ++steps == attn_ckpt__crash_after) {                     \
             s = attn_fail(ATTN_STATUS_IO, "%s: simulated crash after step %d", clean, steps);      \
             crashed = true;                                                                        \
@@ -386,6 +413,7 @@ attn_status attn_ckpt_save(const char *dir, const attn_ckpt_tensor *tensors, int
                            const attn_optim *opt, const attn_ckpt_state *st) {
     if (!dir || !*dir || !st || ntensors < 0 || (ntensors > 0 && !tensors))
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_ckpt_save: bad arguments");
+    pthread_once(&test_env_once, test_env_read);
     char *clean, *parent, *base;
     attn_status s = split_dir(dir, &clean, &parent, &base);
     if (s) return s;
@@ -420,6 +448,7 @@ attn_status attn_ckpt_save(const char *dir, const attn_ckpt_tensor *tensors, int
         goto done;
     }
     tmp_made = true;
+    test_pause();
     ent = calloc((size_t)ntensors + 2, sizeof *ent);
     path = cat3(tmp, "/", F_MODEL);
     optpath = cat3(tmp, "/", F_OPTIM);
@@ -441,7 +470,7 @@ attn_status attn_ckpt_save(const char *dir, const attn_ckpt_tensor *tensors, int
         memcpy(ent[i].shape, t->shape, sizeof ent[i].shape);
         ent[i].data = t->data;
     }
-    static const char *const model_meta[] = {"format", "attn-checkpoint", NULL};
+    static const char *const model_meta[] = {"format", "pt", NULL};
     if ((s = attn_st_save(path, ent, ntensors, model_meta))) goto done;
     json_t *fe = file_entry(path, &s);
     if (!fe || json_object_set_new(files, F_MODEL, fe)) {
@@ -498,7 +527,7 @@ attn_status attn_ckpt_save(const char *dir, const attn_ckpt_tensor *tensors, int
     /* 3. put it in place */
     bool swapped = false;
 #if defined(__linux__) && defined(RENAME_EXCHANGE)
-    if (!attn_ckpt__no_exchange && old == clean) {
+    if (!attn_ckpt__no_exchange && !test_no_exchange && old == clean) {
         if (renameat2(AT_FDCWD, tmp, AT_FDCWD, clean, RENAME_EXCHANGE) == 0) {
             swapped = true; /* tmp now names the old checkpoint */
             if ((s = fsync_path(parent, true))) goto done;
@@ -608,8 +637,8 @@ static attn_status verify_file(const jctx *j, const char *dir, const char *name)
         s = attn_fail(ATTN_STATUS_FORMAT,
                       "%s: %llu bytes, but %s records %lld (truncated, or from another save)", p,
                       (unsigned long long)bytes, F_STATE, (long long)json_integer_value(jb));
-    char hex[16];
-    snprintf(hex, sizeof hex, "%08" PRIx32, crc);
+    char hex[16] = "";
+    if (!s) snprintf(hex, sizeof hex, "%08" PRIx32, crc);
     if (!s && strcmp(hex, json_string_value(jc)) != 0)
         s = attn_fail(ATTN_STATUS_FORMAT,
                       "%s: CRC-32 %s, but %s records %.16s (corrupt, or from another save)", p,
@@ -702,17 +731,28 @@ static attn_status load_optim(const jctx *j, const char *dir, attn_optim *opt) {
     return s;
 }
 
-/* DIR, or DIR.prev when DIR is missing after a crash in the fallback swap. NULL if neither. */
+/* DIR; or, when a crash in the fallback swap left DIR missing and DIR.prev complete, DIR.prev
+ * renamed back to DIR (the old checkpoint, with its other files: callers such as a trainer that
+ * reads DIR/config.json next find everything where it belongs; a complete but unswapped
+ * DIR.tmp-XXXXXX is left for the next save to remove); DIR.prev itself if that rename fails.
+ * NULL only on a bad name or out of memory. */
 static char *resolve(const char *dir) {
     char *c, *parent, *base;
     if (split_dir(dir, &c, &parent, &base)) return NULL;
-    free(parent);
     free(base);
-    if (path_exists(c)) return c;
+    if (path_exists(c)) {
+        free(parent);
+        return c;
+    }
     char *prev = cat3(c, ".prev", "");
     char *js = prev ? cat3(prev, "/", F_STATE) : NULL;
     bool use_prev = js && path_exists(js);
     free(js);
+    if (use_prev && rename(prev, c) == 0) {
+        (void)fsync_path(parent, true); /* best effort: were it lost, DIR.prev would be back */
+        use_prev = false;
+    }
+    free(parent);
     if (use_prev) {
         free(c);
         return prev;

@@ -4,9 +4,12 @@
 #include "attn_explain.h"
 
 #include "attn_kernels.h"
+#include "attn_viz.h"
 #include "../core/core-impl.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define TRY(expr)                                                                                \
@@ -79,5 +82,41 @@ attn_status attn_explain_compute(int T, int d_model, int d_k, const float *x, co
     attn_status s = run_pass(T, d_model, d_k, x, w_q, w_k, w_v, false, &out->encoder);
     if (!s) s = run_pass(T, d_model, d_k, x, w_q, w_k, w_v, true, &out->decoder);
     if (s) attn_explain_free(out);
+    return s;
+}
+
+attn_status attn_explain_write_png(const attn_explain_result *r, const char *const *tokens,
+                                   const char *path, const char *font) {
+    if (!r || !path || r->T <= 0 || !r->encoder.scores || !r->decoder.weights)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "explain: nothing to draw");
+    const int T = r->T;
+    char(*num)[16] = NULL;
+    const char **lab = NULL;
+    if (!tokens) {
+        num = calloc((size_t)T, sizeof *num);
+        lab = calloc((size_t)T, sizeof *lab);
+        if (!num || !lab) {
+            free(num), free(lab);
+            return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "explain: out of memory");
+        }
+        for (int i = 0; i < T; i++) snprintf(num[i], sizeof num[i], "#%d", i), lab[i] = num[i];
+        tokens = lab;
+    }
+    char t[4][96];
+    snprintf(t[0], sizeof t[0], "encoder: scores q_i · k_j");
+    snprintf(t[1], sizeof t[1], "encoder: weights = softmax(scores / √%d)", r->d_k);
+    snprintf(t[2], sizeof t[2], "decoder: scores / √%d, masked where j > i", r->d_k);
+    snprintf(t[3], sizeof t[3], "decoder: weights (causal softmax)");
+    const attn_viz_panel p[4] = {{t[0], T, T, r->encoder.scores, tokens, tokens, 0, 0},
+                                 {t[1], T, T, r->encoder.weights, tokens, tokens, 0, 1},
+                                 {t[2], T, T, r->decoder.scaled, tokens, tokens, 0, 0},
+                                 {t[3], T, T, r->decoder.weights, tokens, tokens, 0, 1}};
+    attn_viz_png_style st;
+    memset(&st, 0, sizeof st);
+    st.values = true;
+    st.font = font;
+    st.title = "self-attention step by step: rows = queries i, columns = keys j";
+    attn_status s = attn_viz_png_panels(path, p, 4, 2, &st, NULL);
+    free(num), free(lab);
     return s;
 }

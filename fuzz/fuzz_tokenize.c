@@ -1,0 +1,204 @@
+/* fuzz_tokenize.c — tokenizers at work on arbitrary input, with two fixed tokenizers built at
+ * start-up: a SentencePiece-style BPE with byte fallback (attn_tok_train_bpe on a built-in text)
+ * and a GPT-2-style byte-level BPE (attn_tok_load_vocab_merges on a small vocab.json and
+ * merges.txt written here). The first input byte picks the work:
+ *   bit 0     0: encode the rest as text        1: decode the rest as little-endian int32 ids
+ *   bit 1     encode: first into a too-small id buffer (must ask for the size)
+ *   bit 2     which fixed tokenizer
+ *   bit 3     decode flag ATTN_TOK_DECODE_KEEP_SPECIAL
+ * Encode: invalid UTF-8 must be a clean INVALID_ARGUMENT; valid text must encode to ids in range,
+ * and decode back to itself (byte-level always; the byte-fallback BPE when the text has no U+2581
+ * and no special-token string). Decode: succeeds exactly when every id is in range. Training on
+ * arbitrary text is fuzz_toktrain.c. */
+#include "fuzz.h"
+
+#include "attn_tok.h"
+
+static attn_tok *tok[2];
+
+static const char corpus[] =
+    "Knowledge is power.\nThe quick brown fox jumps over the lazy dog.\n"
+    "I think, therefore I am.\nWhere there is a will, there is a way.\n"
+    "知识就是力量。\n我思故我在。\n有志者事竟成。\nthe the the then there these those\n"
+    "Time flies like an arrow; fruit flies like a banana.\n123 4567 89.0 -1e9\n";
+
+/* Strict UTF-8 (no overlongs, surrogates or code points above U+10FFFF); NUL is allowed. */
+static bool valid_utf8(const uint8_t *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k;
+        unsigned lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) k = 1;
+        else if (c == 0xE0) k = 2, lo = 0xA0;
+        else if (c == 0xED) k = 2, hi = 0x9F;
+        else if (c >= 0xE1 && c <= 0xEF) k = 2;
+        else if (c == 0xF0) k = 3, lo = 0x90;
+        else if (c >= 0xF1 && c <= 0xF3) k = 3;
+        else if (c == 0xF4) k = 3, hi = 0x8F;
+        else return false;
+        if (n - i <= k || s[i + 1] < lo || s[i + 1] > hi) return false;
+        for (size_t j = 2; j <= k; j++)
+            if ((s[i + j] & 0xC0) != 0x80) return false;
+        i += k + 1;
+    }
+    return true;
+}
+
+static void put_utf8(char **p, unsigned cp) {
+    unsigned char *o = (unsigned char *)*p;
+    if (cp < 0x80) *o++ = (unsigned char)cp;
+    else if (cp < 0x800) *o++ = (unsigned char)(0xC0 | cp >> 6), *o++ = (unsigned char)(0x80 | (cp & 63));
+    else *o++ = (unsigned char)(0xE0 | cp >> 12), *o++ = (unsigned char)(0x80 | ((cp >> 6) & 63)),
+         *o++ = (unsigned char)(0x80 | (cp & 63));
+    *p = (char *)o;
+}
+
+/* GPT-2's byte -> character table (bytes_to_unicode). */
+static unsigned byte_char(int b) {
+    if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF))
+        return (unsigned)b;
+    int n = 0;
+    for (int x = 0; x < b; x++)
+        if (!((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF))) n++;
+    return 256u + (unsigned)n;
+}
+
+static attn_tok *make_byte_level(void) {
+    static char vocab[16384], merges[512];
+    char *p = vocab;
+    *p++ = '{';
+    int id = 0;
+    for (int b = 0; b < 256; b++) {
+        *p++ = '"';
+        if (b == '"' || b == '\\') *p++ = '\\';
+        put_utf8(&p, byte_char(b));
+        p += sprintf(p, "\": %d, ", id++);
+    }
+    static const char *const merged[] = {"\xC4\xA0t", "he", "\xC4\xA0the", "in", "\xC4\xA0" "a",
+                                         "er", "\xC4\xA0" "an"};
+    for (size_t i = 0; i < sizeof merged / sizeof merged[0]; i++)
+        p += sprintf(p, "\"%s\": %d, ", merged[i], id++);
+    p += sprintf(p, "\"<|endoftext|>\": %d}", id++);
+    snprintf(merges, sizeof merges,
+             "#version: 0.2\n\xC4\xA0 t\nh e\n\xC4\xA0t he\ni n\n\xC4\xA0 a\ne r\n\xC4\xA0" "a n\n");
+    const char *vp = fuzz_file("vocab.json", vocab, strlen(vocab));
+    char vpath[600];
+    snprintf(vpath, sizeof vpath, "%s", vp);
+    const char *mp = fuzz_file("merges.txt", merges, strlen(merges));
+    attn_tok *t;
+    if (attn_tok_load_vocab_merges(vpath, mp, &t)) {
+        fprintf(stderr, "fuzz_tokenize: %s\n", attn_last_error());
+        abort();
+    }
+    return t;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc, (void)argv;
+    const char *lines[64];
+    size_t n = 0;
+    static char buf[sizeof corpus];
+    memcpy(buf, corpus, sizeof corpus);
+    for (char *s = buf, *nl; (nl = strchr(s, '\n')); s = nl + 1) *nl = 0, lines[n++] = s;
+    attn_tok_train_params p = attn_tok_train_default_params();
+    p.vocab_size = 400;
+    p.min_frequency = 1;
+    if (attn_tok_train_bpe(&p, lines, NULL, n, &tok[0])) {
+        fprintf(stderr, "fuzz_tokenize: %s\n", attn_last_error());
+        abort();
+    }
+    tok[1] = make_byte_level();
+    return 0;
+}
+
+static bool contains(const uint8_t *s, size_t n, const char *what) {
+    size_t w = strlen(what);
+    for (size_t i = 0; i + w <= n; i++)
+        if (!memcmp(s + i, what, w)) return true;
+    return false;
+}
+
+static void do_encode(const attn_tok *t, int which, const uint8_t *s, size_t n, unsigned flags,
+                      bool small_first) {
+    bool valid = valid_utf8(s, n);
+    int32_t *ids = NULL;
+    size_t k = 0;
+    if (small_first && valid) {
+        int32_t few[2];
+        size_t need = 0;
+        attn_status st = attn_tok_encode(t, (const char *)s, n, few, 2, &need);
+        if (st && (st != ATTN_STATUS_INVALID_ARGUMENT || need <= 2)) abort();
+        if (!st && need > 2) abort();
+    }
+    attn_status st = attn_tok_encode_alloc(t, (const char *)s, n, &ids, &k);
+    if (!valid) {
+        if (st != ATTN_STATUS_INVALID_ARGUMENT || !strstr(attn_last_error(), "UTF-8")) abort();
+        fuzz_check_message(attn_last_error());
+        return;
+    }
+    if (st) {
+        fprintf(stderr, "fuzz_tokenize: valid text failed to encode: %s\n", attn_last_error());
+        abort();
+    }
+    int32_t V = attn_tok_vocab_size(t);
+    for (size_t i = 0; i < k; i++)
+        if (ids[i] < 0 || ids[i] >= V) abort();
+    char *text;
+    size_t len;
+    if (attn_tok_decode_alloc(t, ids, k, flags, &text, &len)) {
+        fprintf(stderr, "fuzz_tokenize: encoded ids failed to decode: %s\n", attn_last_error());
+        abort();
+    }
+    bool exact = which == 1 ? (flags || !contains(s, n, "<|endoftext|>"))
+                            : !contains(s, n, "\xE2\x96\x81") && !contains(s, n, "<") &&
+                                  !memchr(s, 0, n);
+    if (exact && (len != n || memcmp(text, s, n))) {
+        fprintf(stderr, "fuzz_tokenize: tokenizer %d: decode(encode(x)) != x for %zu bytes\n",
+                which, n);
+        abort();
+    }
+    attn_free(text);
+    attn_free(ids);
+}
+
+static void do_decode(const attn_tok *t, const uint8_t *s, size_t n, unsigned flags) {
+    size_t k = n / 4;
+    int32_t *ids = malloc((k ? k : 1) * sizeof *ids);
+    if (!ids) abort();
+    bool in_range = true;
+    int32_t V = attn_tok_vocab_size(t);
+    for (size_t i = 0; i < k; i++) {
+        uint32_t u = (uint32_t)s[4 * i] | (uint32_t)s[4 * i + 1] << 8 |
+                     (uint32_t)s[4 * i + 2] << 16 | (uint32_t)s[4 * i + 3] << 24;
+        /* mostly small ids, so decoding gets exercised, and now and then anything */
+        ids[i] = (u >> 31) ? (int32_t)u : (int32_t)(u % (uint32_t)(V + 3));
+        if (ids[i] < 0 || ids[i] >= V) in_range = false;
+    }
+    char *text;
+    size_t len;
+    attn_status st = attn_tok_decode_alloc(t, ids, k, flags, &text, &len);
+    if (!st != in_range) abort();
+    if (st) {
+        fuzz_check_message(attn_last_error());
+    } else {
+        if (text[len]) abort();
+        attn_free(text);
+    }
+    free(ids);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    unsigned which = (data[0] >> 2) & 1;
+    unsigned flags = data[0] & 8 ? ATTN_TOK_DECODE_KEEP_SPECIAL : 0;
+    const uint8_t *s = data + 1;
+    size_t n = size - 1;
+    if (data[0] & 1) do_decode(tok[which], s, n, flags);
+    else do_encode(tok[which], (int)which, s, n, flags, (data[0] & 2) != 0);
+    return 0;
+}

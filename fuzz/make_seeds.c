@@ -1,0 +1,486 @@
+/* make_seeds.c — writes the seed corpus fuzz/corpus/<target>/ with the library's own writers
+ * (so the seeds are exactly what attn produces), plus hand-made edge cases. Deterministic: running
+ * it again rewrites the same bytes. `make fuzz-seeds` builds and runs it; the output is committed.
+ *
+ *   build/fuzz/make-seeds fuzz/corpus */
+#include "fuzz.h"
+
+#include "attn_bert.h"
+#include "attn_gpt.h"
+#include "attn_io.h"
+#include "attn_models.h"
+#include "attn_tok.h"
+#include "attn_train.h"
+
+static const char *root;
+
+static void die(const char *what) {
+    fprintf(stderr, "make-seeds: %s: %s\n", what, attn_last_error());
+    exit(1);
+}
+
+static char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "make-seeds: cannot read %s\n", path);
+        exit(1);
+    }
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)sz + 1);
+    if (!b || fread(b, 1, (size_t)sz, f) != (size_t)sz) exit(1);
+    fclose(f);
+    b[sz] = 0;
+    *n = (size_t)sz;
+    return b;
+}
+
+/* fuzz/corpus/target/name = the concatenation of up to 4 pieces (NULL ends; len -1 = strlen) */
+static void seed(const char *target, const char *name, const void *p1, long n1, const void *p2,
+                 long n2, const void *p3, long n3, const void *p4, long n4) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", root, target);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/%s/%s", root, target, name);
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        fprintf(stderr, "make-seeds: cannot write %s\n", path);
+        exit(1);
+    }
+    const void *p[4] = {p1, p2, p3, p4};
+    long n[4] = {n1, n2, n3, n4};
+    for (int i = 0; i < 4 && p[i]; i++)
+        fwrite(p[i], 1, n[i] < 0 ? strlen(p[i]) : (size_t)n[i], f);
+    fclose(f);
+}
+#define SEED1(t, nm, p, n) seed(t, nm, p, n, NULL, 0, NULL, 0, NULL, 0)
+
+static const char *tmp(const char *name) {
+    static char b[4][600];
+    static int k;
+    char *p = b[k++ & 3];
+    snprintf(p, sizeof b[0], "%s/%s", fuzz_scratch(), name);
+    return p;
+}
+
+static void file_seed(const char *target, const char *name, const char *from) {
+    size_t n;
+    char *b = slurp(from, &n);
+    SEED1(target, name, b, (long)n);
+    free(b);
+}
+
+/* ---- safetensors / npy ---- */
+
+static void safetensors_seeds(void) {
+    float a[6] = {1, -2, 3.5f, 0, 1e-40f, 6};
+    uint16_t h[4] = {0x3c00, 0x7c00, 0x0001, 0xfc00};
+    int64_t q[3] = {1, -1, 1LL << 40};
+    int32_t i32[2] = {7, -7};
+    int16_t i16[2] = {300, -300};
+    int8_t i8[2] = {-128, 127};
+    uint8_t u8[2] = {0, 255}, bl[2] = {1, 0};
+    double d[2] = {1e300, -0.5};
+    attn_st_entry e[] = {{"a", ATTN_DTYPE_F32, 2, {2, 3}, a},   {"h", ATTN_DTYPE_BF16, 1, {4}, h},
+                         {"f16", ATTN_DTYPE_F16, 2, {2, 2}, h}, {"q", ATTN_DTYPE_I64, 1, {3}, q},
+                         {"i32", ATTN_DTYPE_I32, 1, {2}, i32},  {"i16", ATTN_DTYPE_I16, 1, {2}, i16},
+                         {"i8", ATTN_DTYPE_I8, 1, {2}, i8},     {"u8", ATTN_DTYPE_U8, 1, {2}, u8},
+                         {"b", ATTN_DTYPE_BOOL, 1, {2}, bl},    {"d", ATTN_DTYPE_F64, 1, {2}, d},
+                         {"scalar", ATTN_DTYPE_F32, 0, {0}, a}, {"empty", ATTN_DTYPE_F16, 2, {0, 5}, h}};
+    const char *meta[] = {"format", "pt", "tokens", "[\"a\", \"b\"]", NULL};
+    if (attn_st_save(tmp("all.safetensors"), e, 12, meta)) die("st_save");
+    file_seed("safetensors", "all-dtypes", tmp("all.safetensors"));
+    if (attn_st_save(tmp("one.safetensors"), e, 1, NULL)) die("st_save");
+    file_seed("safetensors", "one-f32", tmp("one.safetensors"));
+    if (attn_st_save(tmp("none.safetensors"), e, 0, meta)) die("st_save");
+    file_seed("safetensors", "metadata-only", tmp("none.safetensors"));
+    /* hand-made: padded header, offsets out of order, a zero-size tensor at the end */
+    static const char hdr[] = "{\"y\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]},"
+                              "\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                              "\"z\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[8,8]}}    ";
+    unsigned char len[8] = {0};
+    size_t hl = sizeof hdr - 1;
+    for (int i = 0; i < 8; i++) len[i] = (unsigned char)(hl >> (8 * i));
+    seed("safetensors", "hand-padded", len, 8, hdr, (long)hl, "\0\0\x80?\0\0\0@", 8, NULL, 0);
+    /* explain's input: x, w_q, w_k, w_v and a tokens list */
+    float x[3 * 4], w[4 * 2];
+    for (int i = 0; i < 12; i++) x[i] = (float)(i % 5) - 2;
+    for (int i = 0; i < 8; i++) w[i] = 0.25f * (float)(i % 3);
+    attn_st_entry ex[] = {{"x", ATTN_DTYPE_F32, 2, {3, 4}, x},
+                          {"w_q", ATTN_DTYPE_F32, 2, {4, 2}, w},
+                          {"w_k", ATTN_DTYPE_F32, 2, {4, 2}, w},
+                          {"w_v", ATTN_DTYPE_F32, 2, {4, 2}, w}};
+    const char *em[] = {"tokens", "[\"Knowledge\", \"is\", \"power\"]", NULL};
+    if (attn_st_save(tmp("explain.safetensors"), ex, 4, em)) die("st_save");
+    file_seed("safetensors", "explain", tmp("explain.safetensors"));
+
+    int64_t s23[2] = {2, 3}, s5[1] = {5};
+    if (attn_npy_save_f32(tmp("a.npy"), a, 2, s23)) die("npy_save");
+    file_seed("npy", "f4-2x3", tmp("a.npy"));
+    if (attn_npy_save_f32(tmp("s.npy"), a, 0, NULL)) die("npy_save");
+    file_seed("npy", "f4-scalar", tmp("s.npy"));
+    float five[5] = {1, 2, 3, 4, 5};
+    if (attn_npy_save_f32(tmp("v.npy"), five, 1, s5)) die("npy_save");
+    file_seed("npy", "f4-vector", tmp("v.npy"));
+    /* hand-made: version 2.0 '<f8', version 3.0, fortran order, big-endian */
+    static const char h2[] = "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }";
+    char pad[128];
+    size_t l2 = sizeof h2 - 1, total = 12 + l2 + 1;
+    size_t np = (64 - total % 64) % 64;
+    memset(pad, ' ', np);
+    pad[np] = '\n';
+    unsigned char pre2[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0,
+                              (unsigned char)(l2 + np + 1), 0, 0, 0};
+    seed("npy", "f8-v2", pre2, 12, h2, (long)l2, pad, (long)np + 1, d, 16);
+    pre2[6] = 3;
+    seed("npy", "f8-v3", pre2, 12, h2, (long)l2, pad, (long)np + 1, d, 16);
+    static const char hf[] = "{'descr': '>f4', 'fortran_order': True, 'shape': (1, 2), }";
+    size_t lf = sizeof hf - 1, tf = 10 + lf + 1, npf = (64 - tf % 64) % 64;
+    memset(pad, ' ', npf);
+    pad[npf] = '\n';
+    unsigned char pre1[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(lf + npf + 1), 0};
+    seed("npy", "be-fortran", pre1, 10, hf, (long)lf, pad, (long)npf + 1, a, 8);
+}
+
+/* ---- configs and model directories ---- */
+
+static attn_encdec_config tiny(int variant) {
+    attn_encdec_config c = attn_encdec_default_config();
+    c.src_vocab = c.tgt_vocab = 12;
+    c.d_model = 4, c.n_head = 2, c.d_ff = 8;
+    c.n_enc_layers = c.n_dec_layers = 1;
+    c.max_len = 6;
+    c.dropout = 0.1f;
+    if (variant == 1) c.share_embeddings = c.tie_output = true, c.pre_ln = true;
+    if (variant == 2) {
+        c.src_vocab = 10;
+        c.positions = ATTN_ENCDEC_LEARNED, c.activation = ATTN_ENCDEC_GELU;
+        c.n_dec_layers = 2;
+        c.tie_output = true;
+    }
+    return c;
+}
+
+static void model_seeds(void) {
+    for (int v = 0; v < 3; v++) {
+        attn_encdec_config c = tiny(v);
+        attn_encdec_model *m;
+        if (attn_encdec_model_init(&c, 7 + (uint64_t)v, &m)) die("model_init");
+        char dir[600], name[64];
+        snprintf(dir, sizeof dir, "%s", tmp("model"));
+        fuzz_rm_rf(dir, false);
+        if (attn_encdec_save_dir(m, dir)) die("save_dir");
+        size_t cn, mn;
+        char p[700];
+        snprintf(p, sizeof p, "%s/config.json", dir);
+        char *cj = slurp(p, &cn);
+        snprintf(p, sizeof p, "%s/model.safetensors", dir);
+        char *mj = slurp(p, &mn);
+        snprintf(name, sizeof name, "tiny-%d", v);
+        seed("modeldir", name, cj, (long)cn, FUZZ_SEP, -1, mj, (long)mn, NULL, 0);
+        SEED1("config", name, cj, (long)cn);
+        if (v == 0) SEED1("safetensors", "tiny-model", mj, (long)mn);
+        free(cj);
+        free(mj);
+        attn_encdec_model_free(m);
+    }
+    attn_encdec_config d = attn_encdec_default_config();
+    d.src_vocab = d.tgt_vocab = 8000;
+    if (attn_encdec_config_save(tmp("base.json"), &d)) die("config_save");
+    file_seed("config", "paper-base", tmp("base.json"));
+    SEED1("config", "template", "{\"d_model\": 32, \"n_head\": 2, \"d_ff\": 64, \"n_enc_layers\": 1, "
+                                "\"n_dec_layers\": 1, \"max_len\": 48, \"dropout\": 0.1, "
+                                "\"share_embeddings\": true, \"tie_output\": true, \"pre_ln\": false}\n",
+          -1);
+    SEED1("config", "absurd", "{\"src_vocab\": 2000000000, \"tgt_vocab\": 2000000000, "
+                              "\"d_model\": 1048576, \"n_head\": 3, \"dropout\": 1e300, "
+                              "\"layer_norm_eps\": -0.0, \"max_len\": 2147483647}", -1);
+}
+
+/* ---- GPT-2 and BERT model directories ---- */
+
+static void dir_seed(const char *target, const char *name, const char *dir, const char *index) {
+    size_t cn, mn;
+    char p[700];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    char *cj = slurp(p, &cn);
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    char *mj = slurp(p, &mn);
+    if (index) {
+        /* config, shard, index: seed() takes four pieces, the fifth is appended */
+        seed(target, name, cj, (long)cn, FUZZ_SEP, -1, mj, (long)mn, FUZZ_SEP, -1);
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s/%s", root, target, name);
+        FILE *f = fopen(path, "ab");
+        fputs(index, f);
+        fclose(f);
+    } else {
+        seed(target, name, cj, (long)cn, FUZZ_SEP, -1, mj, (long)mn, NULL, 0);
+    }
+    free(cj);
+    free(mj);
+}
+
+static void gpt_bert_seeds(void) {
+    for (int v = 0; v < 2; v++) {
+        attn_gpt_config c = attn_gpt_default_config();
+        c.vocab_size = 16, c.n_positions = 8, c.n_embd = 8, c.n_layer = 1 + v, c.n_head = 2;
+        c.tie_word_embeddings = v == 0;
+        attn_gpt_model *m;
+        if (attn_gpt_model_init(&c, 5, &m)) die("gpt_init");
+        char dir[600], name[32];
+        snprintf(dir, sizeof dir, "%s", tmp("gpt"));
+        fuzz_rm_rf(dir, false);
+        if (attn_gpt_save_dir(m, dir)) die("gpt_save");
+        snprintf(name, sizeof name, "tiny-%d", v);
+        dir_seed("gptdir", name, dir, NULL);
+        if (v == 1) {
+            /* sharded: every tensor in the one shard */
+            char index[8192];
+            size_t n = (size_t)snprintf(index, sizeof index,
+                                        "{\"metadata\": {\"total_size\": 1}, \"weight_map\": {");
+            for (int i = 0; i < m->n_tensors && n < sizeof index - 200; i++)
+                n += (size_t)snprintf(index + n, sizeof index - n,
+                                      "%s\"%s\": \"model-00001-of-00001.safetensors\"",
+                                      i ? ", " : "", m->tensors[i].name);
+            snprintf(index + n, sizeof index - n, "}}");
+            dir_seed("gptdir", "sharded", dir, index);
+        }
+        attn_gpt_model_free(m);
+    }
+    for (int v = 0; v < 2; v++) {
+        attn_bert_config c = attn_bert_default_config();
+        c.vocab_size = 20, c.hidden_size = 8, c.num_hidden_layers = 1, c.num_attention_heads = 2;
+        c.intermediate_size = 16, c.max_position_embeddings = 8, c.type_vocab_size = 2;
+        c.tie_word_embeddings = v == 0;
+        attn_bert_model *m;
+        if (attn_bert_model_init(&c, 9, v == 0, true, &m)) die("bert_init");
+        char dir[600], name[32];
+        snprintf(dir, sizeof dir, "%s", tmp("bert"));
+        fuzz_rm_rf(dir, false);
+        if (attn_bert_save_dir(m, dir)) die("bert_save");
+        snprintf(name, sizeof name, "tiny-%d", v);
+        dir_seed("bertdir", name, dir, NULL);
+        attn_bert_model_free(m);
+    }
+}
+
+/* ---- tokenizers ---- */
+
+static const char *const train_lines[] = {
+    "Knowledge is power.", "知识就是力量。", "I think, therefore I am.", "我思故我在。",
+    "Where there is a will, there is a way.", "有志者事竟成。", "the then there these those",
+    "Time flies like an arrow.", "光阴似箭。", "123 456 7890"};
+
+static void tokenizer_seeds(void) {
+    attn_tok_train_params p = attn_tok_train_default_params();
+    p.vocab_size = 300;
+    p.min_frequency = 1;
+    attn_tok *t;
+    if (attn_tok_train_bpe(&p, train_lines, NULL, 10, &t)) die("train_bpe");
+    if (attn_tok_save(t, tmp("bpe.json"))) die("tok_save");
+    attn_tok_free(t);
+    file_seed("tokenizer", "bpe-byte-fallback", tmp("bpe.json"));
+    p.byte_fallback = false;
+    p.vocab_size = 120;
+    if (attn_tok_train_bpe(&p, train_lines, NULL, 10, &t)) die("train_bpe");
+    if (attn_tok_save(t, tmp("bpe2.json"))) die("tok_save");
+    attn_tok_free(t);
+    file_seed("tokenizer", "bpe-no-fallback", tmp("bpe2.json"));
+    /* GPT-2 style from vocab.json + merges.txt, saved as tokenizer.json */
+    static const char vocab[] =
+        "{\"!\": 0, \"a\": 1, \"b\": 2, \"h\": 3, \"e\": 4, \"t\": 5, \"\\u0120\": 6, "
+        "\"\\u0120t\": 7, \"he\": 8, \"\\u0120the\": 9, \"<|endoftext|>\": 10}";
+    static const char merges[] = "#version: 0.2\n\xC4\xA0 t\nh e\n\xC4\xA0t he\n";
+    SEED1("tokenizer", "tiny-vocab", vocab, -1);
+    FILE *f = fopen(tmp("vocab.json"), "w");
+    fputs(vocab, f);
+    fclose(f);
+    f = fopen(tmp("merges.txt"), "w");
+    fputs(merges, f);
+    fclose(f);
+    if (attn_tok_load_vocab_merges(tmp("vocab.json"), tmp("merges.txt"), &t)) die("vocab_merges");
+    if (attn_tok_save(t, tmp("gpt2.json"))) die("tok_save");
+    attn_tok_free(t);
+    file_seed("tokenizer", "byte-level", tmp("gpt2.json"));
+    SEED1("tokenizer", "minimal",
+          "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \"<unk>\": 3},"
+          " \"merges\": [\"a b\"], \"unk_token\": \"<unk>\"}, \"added_tokens\": [{\"id\": 4, "
+          "\"content\": \"<s>\", \"special\": true, \"single_word\": false, \"lstrip\": false, "
+          "\"rstrip\": false, \"normalized\": false}], \"normalizer\": null, \"pre_tokenizer\": "
+          "{\"type\": \"Whitespace\"}, \"decoder\": null}",
+          -1);
+    SEED1("tokenizer", "wordpiece",
+          "{\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", "
+          "\"continuing_subword_prefix\": \"##\", \"max_input_chars_per_word\": 100, \"vocab\": "
+          "{\"[PAD]\": 0, \"[UNK]\": 1, \"[CLS]\": 2, \"[SEP]\": 3, \"know\": 4, \"##ledge\": 5}}, "
+          "\"normalizer\": {\"type\": \"BertNormalizer\", \"clean_text\": true, "
+          "\"handle_chinese_chars\": true, \"strip_accents\": null, \"lowercase\": true}, "
+          "\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}, \"decoder\": {\"type\": "
+          "\"WordPiece\", \"prefix\": \"##\", \"cleanup\": true}}",
+          -1);
+
+    /* tokenize: mode byte + text / ids */
+    static const struct {
+        const char *name;
+        unsigned char mode;
+        const char *text;
+    } tz[] = {{"enc-bpe", 0, "Knowledge is power. 知识就是力量。"},
+              {"enc-bytelevel", 4, "The quick brown fox, the then. 1234 'll 've"},
+              {"enc-special", 8, "<s>hello</s> <pad> <|endoftext|>x"},
+              {"enc-small", 2, "there is a way"},
+              {"enc-invalid", 0, "bad \xC3\x28 utf8 \xED\xA0\x80 \xF4\x90\x80\x80"},
+              {"enc-nul", 4, "a\0b"}};
+    for (size_t i = 0; i < sizeof tz / sizeof tz[0]; i++) {
+        size_t n = strlen(tz[i].text);
+        if (!strcmp(tz[i].name, "enc-nul")) n = 3;
+        seed("tokenize", tz[i].name, &tz[i].mode, 1, tz[i].text, (long)n, NULL, 0, NULL, 0);
+    }
+    /* toktrain: option byte + lines */
+    static const struct {
+        const char *name;
+        unsigned char opt;
+        const char *text;
+    } tt[] = {{"lines", 0, "the cat\nthe hat\n知识就是力量。\nthe cat sat on the mat\n\n"},
+              {"no-fallback", 1 | 8, "aaa bbb aaa\nab ab ab\n"},
+              {"limit-alphabet", 0x40 | 0x80, "知识就是力量。我思故我在。\nhello world\n"},
+              {"invalid", 0, "ok\n\xFF bad\n"},
+              {"specials", 2, "<s> </s> <pad> <unk> \xE2\x96\x81 x\n"}};
+    for (size_t i = 0; i < sizeof tt / sizeof tt[0]; i++)
+        seed("toktrain", tt[i].name, &tt[i].opt, 1, tt[i].text, -1, NULL, 0, NULL, 0);
+    int32_t ids[8] = {0, 1, 2, 3, 200, 299, 45, 67};
+    unsigned char m1 = 1, m9 = 9 | 4;
+    seed("tokenize", "dec-bpe", &m1, 1, ids, sizeof ids, NULL, 0, NULL, 0);
+    seed("tokenize", "dec-bytelevel-keep", &m9, 1, ids, sizeof ids, NULL, 0, NULL, 0);
+}
+
+/* ---- checkpoints ---- */
+
+static void ckpt_seeds(void) {
+    float p[16];
+    for (int i = 0; i < 16; i++) p[i] = 0.5f * (float)i - 3;
+    attn_ckpt_tensor t[3] = {{"a", 2, {2, 3}, p}, {"b", 1, {4}, p + 6}, {"emb.w", 2, {3, 2}, p + 10}};
+    attn_optim_params op = attn_optim_default_params(ATTN_OPTIM_ADAMW);
+    attn_optim *o;
+    if (attn_optim_create(&op, 16, NULL, 0, &o)) die("optim");
+    float g[16];
+    for (int i = 0; i < 16; i++) g[i] = 0.1f * (float)(i % 5) - 0.2f;
+    attn_optim_step(o, p, g, 1e-3);
+    attn_optim_step(o, p, g, 1e-3);
+    attn_ckpt_state st = attn_ckpt_state_init();
+    st.step = 2, st.epoch = 1, st.data_position = 5, st.lr = 1e-3, st.best_valid_loss = 2.5;
+    attn_rng r;
+    attn_rng_init(&r, 42);
+    attn_rng_skip(&r, 1000);
+    attn_ckpt_state_set_rng(&st, "dropout", &r);
+    attn_ckpt_state_set_rng(&st, "shuffle", &r);
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s", tmp("ckpt"));
+    if (attn_ckpt_save(dir, t, 3, o, &st)) die("ckpt_save");
+    size_t jn, mn, on;
+    char pth[700];
+    snprintf(pth, sizeof pth, "%s/training_state.json", dir);
+    char *j = slurp(pth, &jn);
+    snprintf(pth, sizeof pth, "%s/model.safetensors", dir);
+    char *m = slurp(pth, &mn);
+    snprintf(pth, sizeof pth, "%s/optimizer.safetensors", dir);
+    char *ob = slurp(pth, &on);
+    /* flags 0: as saved; 1: CRCs rewritten after mutation; 2: in DIR.prev; 12: no opt, no state */
+    const unsigned char flags[4] = {0, 1, 2, 12};
+    const char *names[4] = {"saved", "fix-crc", "prev-dir", "model-only"};
+    for (int k = 0; k < 4; k++) {
+        char *all = malloc(jn + mn + on + 2 * FUZZ_SEP_LEN + 1);
+        size_t n = 0;
+        all[n++] = (char)flags[k];
+        memcpy(all + n, j, jn), n += jn;
+        memcpy(all + n, FUZZ_SEP, FUZZ_SEP_LEN), n += FUZZ_SEP_LEN;
+        memcpy(all + n, m, mn), n += mn;
+        memcpy(all + n, FUZZ_SEP, FUZZ_SEP_LEN), n += FUZZ_SEP_LEN;
+        memcpy(all + n, ob, on), n += on;
+        SEED1("ckpt", names[k], all, (long)n);
+        free(all);
+    }
+    free(j), free(m), free(ob);
+    attn_optim_destroy(o);
+}
+
+/* ---- command lines and text data ---- */
+
+static void cli_seeds(void) {
+    static const char *const argvs[][12] = {
+        {"--help"},
+        {"--version"},
+        {"--threads", "2", "info"},
+        {"--backend", "ref", "help"},
+        {"--threads", "x", "info"},
+        {"explain", "--json"},
+        {"explain", "missing.safetensors"},
+        {"train", "--data", "x.tsv", "--out", "o", "--max-steps", "3", "--lr", "1e-3"},
+        {"train", "--out", "o", "--resume", "--time-budget", "5"},
+        {"train", "--arch", "gpt", "--data", "y", "--out", "o"},
+        {"translate", "--model", "m", "--beam", "5", "--length-penalty", "0.6", "hello"},
+        {"translate", "--model", "m", "--max-len", "0", "--", "-x"},
+        {"bleu", "h.txt", "r.txt", "--tokenize", "13a", "--lowercase", "--json"},
+        {"bleu", "-", "r0", "r1", "-tok", "none"},
+        {"tokenizer", "encode", "--tokenizer", "t", "hello", "world"},
+        {"tokenizer", "decode", "--tokenizer", "t", "--keep-special", "1,2 3"},
+        {"tokenizer", "train", "--data", "-", "--out", "o", "--vocab-size", "300"},
+        {"tokenizer", "train", "--data", "-", "--out", "o", "--column", "2"},
+        {"tokenizer", "bogus"},
+        {"nonsense", "--x"},
+    };
+    for (size_t i = 0; i < sizeof argvs / sizeof argvs[0]; i++) {
+        char buf[1024];
+        size_t n = 0;
+        for (int k = 0; k < 12 && argvs[i][k]; k++) {
+            if (k) buf[n++] = '\0';
+            size_t l = strlen(argvs[i][k]);
+            memcpy(buf + n, argvs[i][k], l);
+            n += l;
+        }
+        char name[32];
+        snprintf(name, sizeof name, "argv-%02zu", i);
+        SEED1("cli", name, buf, (long)n);
+    }
+}
+
+static void data_seeds(void) {
+    static const char tsv[] = "Hi.\t嗨。\tattr\nRun.\t你用跑的。\nWait!\t等等！\n\nI try.\t我试试。\t\n"
+                              "I won!\t我赢了。\nHe ran.\t他跑了。\nHe ran.\t他跑。\n";
+    unsigned char modes[4] = {0, 3, 8 | 16, 32 | 64 | 4};
+    for (int k = 0; k < 4; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "pairs-%d", k);
+        seed("data", name, &modes[k], 1, tsv, -1, NULL, 0, NULL, 0);
+    }
+    seed("data", "tatoeba", &modes[0], 1,
+         "Hi.\t嗨。\tCC-BY 2.0 (France) Attribution: tatoeba.org #538123 (CM) & #891077 (Martha)\n"
+         "Run.\t你用跑的。\tCC-BY 2.0 (France) Attribution: tatoeba.org #4008918 (JSakuragi)\n"
+         "Wait!\t等等！\tCC-BY 2.0 (France)\nWait!\t等一下！\tCC-BY 2.0 (France)\n"
+         "I try.\t我试试。\tCC-BY 2.0 (France)\nI won!\t我赢了。\tCC-BY 2.0 (France)\n"
+         "Knowledge is power.\t知识就是力量。\n",
+         -1, NULL, 0, NULL, 0);
+    seed("data", "bom-crlf", &modes[0], 1, "\xEF\xBB\xBFOne.\t一。\r\nTwo.\t二。\r\nThree.\t三。\r\n", -1,
+         NULL, 0, NULL, 0);
+    seed("data", "bad", &modes[1], 1, "ok\tok\nno tab here\n\tempty source\nx\t\xC3\x28\n", -1, NULL,
+         0, NULL, 0);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: make-seeds DIR (fuzz/corpus)\n");
+        return 2;
+    }
+    root = argv[1];
+    mkdir(root, 0755);
+    attn_set_num_threads(1);
+    safetensors_seeds();
+    model_seeds();
+    gpt_bert_seeds();
+    tokenizer_seeds();
+    ckpt_seeds();
+    cli_seeds();
+    data_seeds();
+    return 0;
+}

@@ -1,0 +1,338 @@
+/* attn_gpt.h — GPT-2 decoder-only language models (prefix attn_gpt_): configuration with Hugging
+ * Face GPT2Config field names, seeded GPT-2 initialization, training forward/loss/backward, a
+ * KV-cache decoder for generation, and model directories in Hugging Face's own format
+ * (config.json + model.safetensors as GPT2LMHeadModel.save_pretrained writes them), so a
+ * checkpoint from transformers loads as it is and transformers loads what attn saves.
+ *
+ *   attn_gpt_model *m;
+ *   if (attn_gpt_load_dir("models/gpt2", &m)) { puts(attn_last_error()); return 1; }
+ *   attn_gpt_kv *kv;  attn_gpt_kv_init(m, 1, 256, &kv);               // batch 1, 256 positions
+ *   float *logits = malloc(m->cfg.vocab_size * sizeof(float));
+ *   attn_gpt_decode(m, kv, 1, n_prompt, prompt_ids, logits, false);    // whole prompt, one pass
+ *   for (...) {
+ *       int32_t next = argmax(logits);                                 // one token at a time
+ *       attn_gpt_decode(m, kv, 1, 1, &next, logits, false);
+ *   }
+ *
+ *   // training (llm.c style: one flat parameter buffer, one flat gradient buffer)
+ *   attn_gpt_config cfg = attn_gpt_default_config();  cfg.vocab_size = 65; ...
+ *   attn_gpt_model_init(&cfg, seed, &m);                                // params + zeroed grads
+ *   attn_gpt_state *st;  attn_gpt_state_init(m, B, T, &st);
+ *   attn_gpt_set_train(st, true, dropout_seed, step);
+ *   attn_gpt_forward(m, st, B, T, ids, NULL);
+ *   float loss;  attn_gpt_loss(m, st, targets, 1.0f, &loss);
+ *   attn_gpt_zero_grad(m);  attn_gpt_backward(m, st);                    // grads in m->grads
+ *
+ * ---- Architecture (exactly transformers' GPT2LMHeadModel, eval semantics) --------------------
+ * C = n_embd, H = n_head, D = C / H, F = n_inner (0 means 4·C), V = vocab_size, P = n_positions,
+ * L = n_layer. For token ids[b, t] at position t (0-based; t < P):
+ *   x = drop_embd(wte[id] + wpe[t])
+ *   for each block l:  x = x + drop_resid(c_proj(attn(ln_1(x))))
+ *                      x = x + drop_resid(mlp_c_proj(act(c_fc(ln_2(x)))))
+ *   y = ln_f(x);  logits = y · wteᵀ (tie_word_embeddings) or y · lm_headᵀ
+ * attn: qkv = ln_1(x) · c_attn.weight (C, 3C) + c_attn.bias; q, k, v are columns [0, C),
+ *   [C, 2C), [2C, 3C), each split into H heads of D columns (head h = columns h·D..h·D+D-1);
+ *   causal softmax(scale · q kᵀ) v per head, with scale = (scale_attn_weights ? 1/sqrt(D) : 1)
+ *   / (scale_attn_by_inverse_layer_idx ? l + 1 : 1). Heads concatenated, then c_proj.
+ * The Conv1D weights are stored (in, out) as Hugging Face stores them: y = x · W + b.
+ * LayerNorm: biased variance, eps = layer_norm_epsilon. act = activation_function.
+ * Dropout (training mode only): embd_pdrop on the embedding sum, resid_pdrop on each residual
+ * branch's output (after c_proj, before the add). attn_pdrop (dropout on the attention
+ * probabilities) is not supported by the fused attention kernel: training with attn_pdrop > 0 is
+ * ATTN_STATUS_UNSUPPORTED; inference ignores it (as PyTorch's eval mode does).
+ *
+ * ---- Configuration JSON (Hugging Face config.json) -------------------------------------------
+ * attn_gpt_config_load reads an object with these fields (missing ones keep GPT2Config's
+ * defaults, shown after '='):
+ *   "model_type"        must be "gpt2" when present (absent is accepted: a hand-written training
+ *                       config); another value is ATTN_STATUS_UNSUPPORTED naming it
+ *   "vocab_size" = 50257, "n_positions" = 1024, "n_embd" = 768, "n_layer" = 12, "n_head" = 12
+ *                       integers > 0; n_head must divide n_embd
+ *   "n_inner" = null    integer > 0, or null / 0 for 4·n_embd
+ *   "activation_function" = "gelu_new"   "gelu_new", "gelu_pytorch_tanh", "gelu_fast" (tanh
+ *                       form, ATTN_ACT_GELU_TANH), "gelu" (erf form), "relu"; others UNSUPPORTED
+ *   "resid_pdrop" = 0.1, "embd_pdrop" = 0.1, "attn_pdrop" = 0.1    numbers in [0, 1)
+ *   "layer_norm_epsilon" = 1e-5  (> 0),  "initializer_range" = 0.02  (>= 0)
+ *   "tie_word_embeddings" = true
+ *   "bos_token_id" = 50256, "eos_token_id" = 50256   integers, or null (stored as -1); not
+ *                       range-checked (transformers keeps 50256 for small vocabularies too: an
+ *                       id outside [0, vocab_size) never occurs); a list keeps its first id
+ *   "scale_attn_weights" = true, "scale_attn_by_inverse_layer_idx" = false,
+ *   "reorder_and_upcast_attn" = false   (only changes fp16 numerics in transformers; in float32
+ *                       the result is the same, so it is accepted and written back)
+ *   "add_cross_attention" must be false when present (UNSUPPORTED otherwise).
+ * Every other key (architectures, n_ctx, task_specific_params, _name_or_path, summary_*,
+ * transformers_version, use_cache, torch_dtype, pad_token_id, ...) is ignored, as transformers
+ * does. A field of the wrong JSON type is ATTN_STATUS_FORMAT naming the file and the field.
+ * Sizes are checked before anything is allocated: each of vocab_size, n_positions, n_embd,
+ * n_inner above 2^24 (n_layer above 4096, n_head above n_embd), or a total parameter count above
+ * ATTN_MAX_BUFFER_BYTES / 4, is ATTN_STATUS_TOO_LARGE with a message naming the field.
+ * attn_gpt_config_save writes every field above plus "model_type": "gpt2", "architectures":
+ * ["GPT2LMHeadModel"], "n_inner" (null when 0), "use_cache": true, "torch_dtype": "float32":
+ * a config transformers' AutoConfig / GPT2LMHeadModel.from_pretrained loads.
+ *
+ * ---- Tensors (names as GPT2LMHeadModel.save_pretrained writes them) ----------------------------
+ *   transformer.wte.weight            (V, C)      decay
+ *   transformer.wpe.weight            (P, C)      decay
+ *   transformer.h.{l}.ln_1.weight     (C)         ln_1.bias (C)
+ *   transformer.h.{l}.attn.c_attn.weight (C, 3C)  decay;  .attn.c_attn.bias (3C)
+ *   transformer.h.{l}.attn.c_proj.weight (C, C)   decay;  .attn.c_proj.bias (C)
+ *   transformer.h.{l}.ln_2.weight     (C)         ln_2.bias (C)
+ *   transformer.h.{l}.mlp.c_fc.weight (C, F)      decay;  .mlp.c_fc.bias (F)
+ *   transformer.h.{l}.mlp.c_proj.weight (F, C)    decay;  .mlp.c_proj.bias (C)
+ *   transformer.ln_f.weight (C), transformer.ln_f.bias (C)
+ *   lm_head.weight                    (V, C)      decay; only when !tie_word_embeddings
+ * This is also the order of the parameter buffer and of attn_gpt_model.tensors. "decay" marks the
+ * 2-D tensors (nanoGPT puts weight decay on those and not on biases or LayerNorm weights).
+ *
+ * Loading (attn_gpt_load_dir): DIR/config.json + DIR/model.safetensors, or a sharded checkpoint
+ * DIR/model.safetensors.index.json ({"weight_map": {tensor: shard file}}). Names with or without
+ * the "transformer." prefix (files written by GPT2Model) are accepted; the non-parameter buffers
+ * of older checkpoints (h.{l}.attn.bias, h.{l}.attn.masked_bias) are ignored, and so is a stored
+ * lm_head.weight when the embeddings are tied. F32, F16, BF16 and F64 data are converted to
+ * float32. Strict otherwise: a missing tensor, a wrong shape or a tensor the configuration does
+ * not have is ATTN_STATUS_FORMAT naming the file, the tensor and the expected shape. A directory
+ * with only pytorch_model.bin is ATTN_STATUS_UNSUPPORTED (attn reads safetensors only: re-save
+ * with save_pretrained(DIR, safe_serialization=True)).
+ * Saving (attn_gpt_save_dir): DIR/model.safetensors (F32, the names above with the
+ * "transformer." prefix, metadata {"format": "pt"} as transformers requires) and then
+ * DIR/config.json, each written atomically; DIR is created if absent; other files in DIR
+ * (tokenizer.json, ...) are left alone.
+ *
+ * ---- Ownership and threads --------------------------------------------------------------------
+ * The model is read-only during forward and decode; one model may serve several states and KV
+ * caches (each used by one thread at a time). The kernels use attn_get_num_threads() threads.
+ * States and caches must be freed before their model. Every function validates its arguments and
+ * returns a status with a one-line attn_last_error(); nothing prints or exits. */
+#ifndef ATTN_GPT_H
+#define ATTN_GPT_H
+
+#include "attn_core.h"
+#include "attn_kernels.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== configuration ========================================================================== */
+
+typedef struct {
+    int vocab_size;              /* V */
+    int n_positions;             /* P, the longest sequence (context length) */
+    int n_embd;                  /* C */
+    int n_layer;                 /* L */
+    int n_head;                  /* H, divides C */
+    int n_inner;                 /* F, the MLP width; 0 = 4·C (use attn_gpt_inner()) */
+    attn_act activation;         /* ATTN_ACT_GELU_TANH ("gelu_new"), _GELU_ERF ("gelu"), _RELU */
+    float resid_pdrop;           /* dropout on each residual branch, [0, 1) */
+    float embd_pdrop;            /* dropout on the embedding sum, [0, 1) */
+    float attn_pdrop;            /* dropout on attention probabilities: training needs 0 */
+    float layer_norm_epsilon;    /* > 0 */
+    float initializer_range;     /* std of the normal initialization, >= 0 */
+    bool tie_word_embeddings;    /* logits use wte (no lm_head tensor) */
+    int bos_token_id;            /* -1 = none (may lie outside [0, V): then it never occurs) */
+    int eos_token_id;            /* -1 = none; generation's end-of-text token */
+    bool scale_attn_weights;     /* scores divided by sqrt(D) */
+    bool scale_attn_by_inverse_layer_idx; /* scores of block l further divided by l + 1 */
+    bool reorder_and_upcast_attn; /* accepted and kept; no effect in float32 */
+} attn_gpt_config;
+
+/* GPT2Config's defaults (GPT-2 124M): V 50257, P 1024, C 768, L 12, H 12, n_inner 0, gelu_new,
+ * pdrops 0.1, eps 1e-5, initializer_range 0.02, tied, bos = eos = 50256, scale_attn_weights. */
+attn_gpt_config attn_gpt_default_config(void);
+
+/* The MLP width F: n_inner, or 4·n_embd when n_inner is 0. */
+int attn_gpt_inner(const attn_gpt_config *cfg);
+
+/* Validate: positive sizes, n_head divides n_embd, pdrops in [0, 1), eps > 0, a known
+ * activation; TOO_LARGE limits as described above (nothing is allocated). The
+ * message names the field. */
+attn_status attn_gpt_config_check(const attn_gpt_config *cfg);
+
+/* Load a config.json (format above) and check it. Errors name the file and the field. */
+attn_status attn_gpt_config_load(const char *path, attn_gpt_config *cfg);
+/* The same from JSON text in memory; name is used in messages (e.g. "<config>"). */
+attn_status attn_gpt_config_parse(const char *json_text, const char *name, attn_gpt_config *cfg);
+/* Write a Hugging Face config.json atomically (temporary file + rename). */
+attn_status attn_gpt_config_save(const char *path, const attn_gpt_config *cfg);
+/* "gelu_new", "gelu", "relu" for the activation (the name config.json gets). */
+const char *attn_gpt_activation_name(attn_act act);
+
+/* Floats in the parameter buffer (0 if the configuration is invalid). */
+size_t attn_gpt_num_params(const attn_gpt_config *cfg);
+
+/* ==== model ================================================================================== */
+
+/* Views of one block's weights (or gradients). */
+typedef struct {
+    float *ln_1_w, *ln_1_b;       /* (C) */
+    float *attn_w;                /* (C, 3C) c_attn.weight: x · attn_w = [q | k | v] */
+    float *attn_b;                /* (3C)    c_attn.bias */
+    float *attn_proj_w;           /* (C, C)  attn.c_proj.weight */
+    float *attn_proj_b;           /* (C)     attn.c_proj.bias */
+    float *ln_2_w, *ln_2_b;       /* (C) */
+    float *fc_w;                  /* (C, F)  mlp.c_fc.weight */
+    float *fc_b;                  /* (F)     mlp.c_fc.bias */
+    float *mlp_proj_w;            /* (F, C)  mlp.c_proj.weight */
+    float *mlp_proj_b;            /* (C)     mlp.c_proj.bias */
+} attn_gpt_block;
+
+/* Named views into the parameter (or gradient) buffer. lm_head == wte when tied (so the gradients
+ * of both uses add up in one place). */
+typedef struct {
+    float *wte;                   /* (V, C) token embeddings */
+    float *wpe;                   /* (P, C) position embeddings */
+    attn_gpt_block *h;            /* [n_layer] */
+    float *ln_f_w, *ln_f_b;       /* (C) */
+    float *lm_head;               /* (V, C) */
+} attn_gpt_weights;
+
+/* One tensor of the buffer, for checkpoints, optimizers and tests. */
+typedef struct {
+    char name[64];                /* Hugging Face name, e.g. "transformer.h.0.attn.c_attn.weight" */
+    int ndim;                     /* 1 or 2 */
+    int64_t shape[2];             /* shape[1] = 0 when ndim == 1 */
+    size_t offset;                /* in floats, into params and grads */
+    size_t numel;
+    bool decay;                   /* 2-D (matmul or embedding) weight: weight decay applies */
+} attn_gpt_tensor;
+
+typedef struct {
+    attn_gpt_config cfg;
+    size_t num_params;
+    float *params;                /* (num_params) all weights, in tensor-table order */
+    float *grads;                 /* (num_params) same layout, accumulated by attn_gpt_backward;
+                                     NULL after attn_gpt_load_dir until attn_gpt_alloc_grads */
+    attn_gpt_weights w;           /* views into params */
+    attn_gpt_weights g;           /* views into grads (all NULL while grads is NULL) */
+    int n_tensors;
+    attn_gpt_tensor *tensors;     /* [n_tensors] in buffer order */
+} attn_gpt_model;
+
+/* Allocate a model (parameters and zeroed gradients) initialized from seed as GPT-2 / nanoGPT
+ * do: every weight matrix and both embeddings normal(0, initializer_range); the two c_proj
+ * weights of each block normal(0, initializer_range / sqrt(2·n_layer)); biases 0; LayerNorm
+ * weights 1 and biases 0. Deterministic for a seed on any thread count (Philox, attn_rng). */
+attn_status attn_gpt_model_init(const attn_gpt_config *cfg, uint64_t seed, attn_gpt_model **out);
+void attn_gpt_model_free(attn_gpt_model *m);
+/* Re-run the initialization on an existing model. */
+void attn_gpt_init_params(attn_gpt_model *m, uint64_t seed);
+/* Give a loaded model its gradient buffer (zeroed); no-op when it has one. */
+attn_status attn_gpt_alloc_grads(attn_gpt_model *m);
+void attn_gpt_zero_grad(attn_gpt_model *m);
+/* The tensor called name (with or without the "transformer." prefix), or NULL. */
+const attn_gpt_tensor *attn_gpt_find_tensor(const attn_gpt_model *m, const char *name);
+
+/* Model directories, as described above. */
+attn_status attn_gpt_load_dir(const char *dir, attn_gpt_model **out);
+attn_status attn_gpt_save_dir(const attn_gpt_model *m, const char *dir);
+
+/* ==== capture (hidden states, attention probabilities) ======================================= */
+
+/* Optional outputs of a forward (or decode) for a batch of B sequences and T positions (for a
+ * decode: T = n_new and Tk = the cache length after the call; for a forward Tk = T):
+ *   hidden      (L + 1, B, T, C): exactly Hugging Face's output_hidden_states — entry l < L is
+ *               block l's input (entry 0 the embedding sum), entry L is ln_f of the last block's
+ *               output — or NULL.
+ *   attn_probs  [L] array of per-layer buffers (B, H, T, Tk), causal-masked entries 0; the array
+ *               or any entry may be NULL (not captured).
+ * The buffers must stay valid until the capture is cleared with set_capture(..., NULL). */
+typedef struct {
+    float *hidden;
+    float *const *attn_probs;
+} attn_gpt_capture;
+
+/* ==== training: forward, loss, backward ====================================================== */
+
+/* Targets equal to this are ignored by attn_gpt_loss (nanoGPT's convention). */
+#define ATTN_GPT_IGNORE_INDEX (-1)
+
+typedef struct attn_gpt_state attn_gpt_state;
+
+/* Activations for batches of up to B sequences of up to T positions (T <= n_positions).
+ * TOO_LARGE before allocating when the buffers would be absurd. */
+attn_status attn_gpt_state_init(const attn_gpt_model *m, int B, int T, attn_gpt_state **out);
+void attn_gpt_state_free(attn_gpt_state *st);
+
+/* Training mode turns dropout on (embd_pdrop, resid_pdrop > 0) with masks that are a pure
+ * function of (seed, step, site, element) — attn_encdec_dropout's generator, with site 0 the
+ * embeddings and sites 1 + 2l, 2 + 2l the attention and MLP branches of block l — so the same
+ * seed and step give the same masks on any thread count and a resumed run repeats an
+ * uninterrupted one. Evaluation mode (the default) takes exactly the no-dropout path. */
+void attn_gpt_set_train(attn_gpt_state *st, bool training, uint64_t seed, uint64_t step);
+
+/* Capture for the following forwards (NULL clears); shapes as attn_gpt_capture, B and T of
+ * each call. */
+void attn_gpt_set_capture(attn_gpt_state *st, const attn_gpt_capture *cap);
+
+/* Forward pass: ids (B, T) in [0, V), 1 <= B, T within the state's capacity. logits_out (B, T, V)
+ * or NULL; the logits also stay in the state (attn_gpt_logits) until attn_gpt_loss. An id out of
+ * range is ATTN_STATUS_INVALID_ARGUMENT naming the position and the id; training mode with
+ * attn_pdrop > 0 is ATTN_STATUS_UNSUPPORTED. */
+attn_status attn_gpt_forward(const attn_gpt_model *m, attn_gpt_state *st, int B, int T,
+                             const int32_t *ids, float *logits_out);
+
+/* The logits (B, T, V) of the last forward, or NULL (none yet, or consumed by attn_gpt_loss). */
+const float *attn_gpt_logits(const attn_gpt_state *st);
+
+/* Mean cross-entropy of the last forward's logits against targets (B, T) (entries equal to
+ * ATTN_GPT_IGNORE_INDEX count for nothing; others must be in [0, V)), as
+ * F.cross_entropy(logits.view(-1, V), targets.view(-1), ignore_index=-1). The gradient
+ * d(grad_scale · loss)/d logits replaces the logits in the state for attn_gpt_backward:
+ * grad_scale is 1 for a plain step, 1/n when n micro-batches accumulate into one step. */
+attn_status attn_gpt_loss(const attn_gpt_model *m, attn_gpt_state *st, const int32_t *targets,
+                          float grad_scale, float *loss);
+
+/* Gradients of the last attn_gpt_loss with respect to every parameter, accumulated (+=) into
+ * m->grads (which must exist: attn_gpt_model_init, or attn_gpt_alloc_grads after a load). Needs
+ * forward and loss on st since the last backward. */
+attn_status attn_gpt_backward(attn_gpt_model *m, attn_gpt_state *st);
+
+/* The dropout the model applies, exposed for tests and twins: x (n) *= keep / (1 − p), element i
+ * dropped with probability p as a pure function of (seed, step, site, i); identical to
+ * attn_encdec_dropout. */
+void attn_gpt_dropout(uint64_t seed, uint64_t step, uint32_t site, float p, size_t n, float *x);
+
+/* ==== inference with a KV cache ============================================================== */
+
+/* The run state of generation: the keys and values of every layer for B sequences of up to max_T
+ * positions (all sequences share one length), plus scratch for one pass of up to 512 new
+ * positions per sequence (a longer prompt runs in several passes, with the same result).
+ * Mutable; the model is not. */
+typedef struct attn_gpt_kv attn_gpt_kv;
+
+/* 1 <= B, 1 <= max_T <= n_positions. TOO_LARGE before allocating when absurd. */
+attn_status attn_gpt_kv_init(const attn_gpt_model *m, int B, int max_T, attn_gpt_kv **out);
+void attn_gpt_kv_free(attn_gpt_kv *kv);
+/* Forget every cached position (len = 0). */
+void attn_gpt_kv_reset(attn_gpt_kv *kv);
+/* Keep only the first len positions (0 <= len <= current length); INVALID_ARGUMENT otherwise. */
+attn_status attn_gpt_kv_truncate(attn_gpt_kv *kv, int len);
+/* Positions cached so far (the position the next token gets). */
+int attn_gpt_kv_len(const attn_gpt_kv *kv);
+/* Capacity: batch size and positions. */
+int attn_gpt_kv_batch(const attn_gpt_kv *kv);
+int attn_gpt_kv_max_len(const attn_gpt_kv *kv);
+/* Capture for the following decodes (NULL clears); T = n_new, Tk = length after the call. */
+void attn_gpt_kv_set_capture(attn_gpt_kv *kv, const attn_gpt_capture *cap);
+
+/* Run n_new new positions of each of the B sequences (B must equal the cache's batch size) in one
+ * pass, at positions len .. len + n_new − 1 (causal over everything cached), and append their
+ * keys and values to the cache. A prompt is one call with n_new = its length; generation then
+ * calls with n_new = 1. ids (B, n_new) in [0, V); len + n_new must fit the cache (max_T) —
+ * otherwise ATTN_STATUS_INVALID_ARGUMENT and nothing changes.
+ *   logits: all == false: (B, V), the last new position of each sequence;
+ *           all == true:  (B, n_new, V), every new position;  may be NULL (only fill the cache).
+ * Numerically the same as attn_gpt_forward over the whole sequence (eval mode), up to float
+ * rounding order. */
+attn_status attn_gpt_decode(const attn_gpt_model *m, attn_gpt_kv *kv, int B, int n_new,
+                            const int32_t *ids, float *logits, bool all);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

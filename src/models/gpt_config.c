@@ -1,0 +1,366 @@
+/* gpt_config.c — GPT-2 configuration (attn_gpt.h): GPT2Config's defaults, validation with the
+ * sizes checked before anything is allocated, and Hugging Face config.json load/save (jansson). */
+#include "attn_gpt.h"
+
+#include "../core/core-impl.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+attn_gpt_config attn_gpt_default_config(void) {
+    attn_gpt_config c;
+    memset(&c, 0, sizeof c);
+    c.vocab_size = 50257;
+    c.n_positions = 1024;
+    c.n_embd = 768;
+    c.n_layer = 12;
+    c.n_head = 12;
+    c.n_inner = 0;
+    c.activation = ATTN_ACT_GELU_TANH;
+    c.resid_pdrop = 0.1f;
+    c.embd_pdrop = 0.1f;
+    c.attn_pdrop = 0.1f;
+    c.layer_norm_epsilon = 1e-5f;
+    c.initializer_range = 0.02f;
+    c.tie_word_embeddings = true;
+    c.bos_token_id = 50256;
+    c.eos_token_id = 50256;
+    c.scale_attn_weights = true;
+    c.scale_attn_by_inverse_layer_idx = false;
+    c.reorder_and_upcast_attn = false;
+    return c;
+}
+
+int attn_gpt_inner(const attn_gpt_config *cfg) {
+    if (!cfg) return 0;
+    return cfg->n_inner > 0 ? cfg->n_inner : 4 * cfg->n_embd;
+}
+
+const char *attn_gpt_activation_name(attn_act act) {
+    switch (act) {
+    case ATTN_ACT_GELU_TANH: return "gelu_new";
+    case ATTN_ACT_GELU_ERF: return "gelu";
+    case ATTN_ACT_RELU: return "relu";
+    case ATTN_ACT_NONE: break;
+    }
+    return "none";
+}
+
+/* Parameter count in double (exact below 2^53, no overflow), so the TOO_LARGE decision comes
+ * before any size_t arithmetic. */
+static double count_params(const attn_gpt_config *c) {
+    double V = c->vocab_size, P = c->n_positions, C = c->n_embd, L = c->n_layer;
+    double F = c->n_inner > 0 ? c->n_inner : 4.0 * C;
+    double block = 2 * C + (3 * C * C + 3 * C) + (C * C + C) + 2 * C + (C * F + F) + (F * C + C);
+    double n = V * C + P * C + L * block + 2 * C;
+    if (!c->tie_word_embeddings) n += V * C;
+    return n;
+}
+
+/* Per-field limits: far beyond any real model, low enough that no product of two of them
+ * overflows the kernels' int sizes by surprise (rows · cols stays below 2^53 in double). */
+#define LIM_VOCAB (1 << 24)
+#define LIM_POS (1 << 20)
+#define LIM_EMBD (1 << 16)
+#define LIM_INNER (1 << 20)
+#define LIM_LAYER 1024
+
+attn_status attn_gpt_config_check(const attn_gpt_config *c) {
+    if (!c) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt config: NULL config");
+    const struct {
+        const char *name;
+        int v, lim;
+    } pos[] = {{"vocab_size", c->vocab_size, LIM_VOCAB},
+               {"n_positions", c->n_positions, LIM_POS},
+               {"n_embd", c->n_embd, LIM_EMBD},
+               {"n_layer", c->n_layer, LIM_LAYER},
+               {"n_head", c->n_head, LIM_EMBD}};
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++) {
+        if (pos[i].v <= 0)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt config: %s must be > 0 (got %d)",
+                             pos[i].name, pos[i].v);
+        if (pos[i].v > pos[i].lim)
+            return attn_fail(ATTN_STATUS_TOO_LARGE, "gpt config: %s = %d is too large (limit %d)",
+                             pos[i].name, pos[i].v, pos[i].lim);
+    }
+    if (c->n_inner < 0)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt config: n_inner must be > 0, or 0/null for 4*n_embd (got %d)",
+                         c->n_inner);
+    if (c->n_inner > LIM_INNER)
+        return attn_fail(ATTN_STATUS_TOO_LARGE, "gpt config: n_inner = %d is too large (limit %d)",
+                         c->n_inner, LIM_INNER);
+    if (c->n_embd % c->n_head != 0)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt config: n_head (%d) must divide n_embd (%d)", c->n_head, c->n_embd);
+    const struct {
+        const char *name;
+        float v;
+    } drops[] = {{"resid_pdrop", c->resid_pdrop},
+                 {"embd_pdrop", c->embd_pdrop},
+                 {"attn_pdrop", c->attn_pdrop}};
+    for (size_t i = 0; i < 3; i++)
+        if (!(drops[i].v >= 0.0f && drops[i].v < 1.0f))
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "gpt config: %s must be in [0, 1) (got %g)", drops[i].name,
+                             (double)drops[i].v);
+    if (!(c->layer_norm_epsilon > 0.0f) || !isfinite(c->layer_norm_epsilon))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt config: layer_norm_epsilon must be > 0 (got %g)",
+                         (double)c->layer_norm_epsilon);
+    if (!(c->initializer_range >= 0.0f) || !isfinite(c->initializer_range))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt config: initializer_range must be >= 0 (got %g)",
+                         (double)c->initializer_range);
+    if (c->activation != ATTN_ACT_GELU_TANH && c->activation != ATTN_ACT_GELU_ERF &&
+        c->activation != ATTN_ACT_RELU)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt config: activation_function must be gelu_new, gelu or relu");
+    /* bos/eos ids are not range-checked: GPT2Config's defaults (50256) are commonly kept for
+     * small vocabularies, as transformers allows; an id outside [0, V) simply never occurs. */
+    const double lim = (double)(ATTN_MAX_BUFFER_BYTES / sizeof(float));
+    double n = count_params(c);
+    if (n > lim)
+        return attn_fail(ATTN_STATUS_TOO_LARGE,
+                         "gpt config: %.3g parameters (vocab_size %d, n_positions %d, n_embd %d, "
+                         "n_layer %d, n_inner %d) exceed the %zu GiB limit",
+                         n, c->vocab_size, c->n_positions, c->n_embd, c->n_layer, attn_gpt_inner(c),
+                         (size_t)(ATTN_MAX_BUFFER_BYTES >> 30));
+    return ATTN_STATUS_OK;
+}
+
+size_t attn_gpt_num_params(const attn_gpt_config *c) {
+    if (!c || attn_gpt_config_check(c)) return 0;
+    return (size_t)count_params(c);
+}
+
+/* ---- JSON -------------------------------------------------------------------------------- */
+
+enum { F_INT, F_INT_OR_NULL, F_PROB, F_FLOAT, F_BOOL };
+typedef struct {
+    const char *name;
+    int type;
+    size_t off;
+} field;
+
+#define FLD(n, t)                                                                                  \
+    { #n, t, offsetof(attn_gpt_config, n) }
+static const field FIELDS[] = {
+    FLD(vocab_size, F_INT),
+    FLD(n_positions, F_INT),
+    FLD(n_embd, F_INT),
+    FLD(n_layer, F_INT),
+    FLD(n_head, F_INT),
+    FLD(n_inner, F_INT_OR_NULL),
+    FLD(resid_pdrop, F_PROB),
+    FLD(embd_pdrop, F_PROB),
+    FLD(attn_pdrop, F_PROB),
+    FLD(layer_norm_epsilon, F_FLOAT),
+    FLD(initializer_range, F_FLOAT),
+    FLD(tie_word_embeddings, F_BOOL),
+    FLD(bos_token_id, F_INT_OR_NULL),
+    FLD(eos_token_id, F_INT_OR_NULL),
+    FLD(scale_attn_weights, F_BOOL),
+    FLD(scale_attn_by_inverse_layer_idx, F_BOOL),
+    FLD(reorder_and_upcast_attn, F_BOOL),
+};
+#define NFIELDS (sizeof FIELDS / sizeof FIELDS[0])
+
+/* A JSON integer (or a real with an integral value, as some writers emit) within int32. */
+static bool json_int32(const json_t *v, int *out) {
+    double d;
+    if (json_is_integer(v))
+        d = (double)json_integer_value(v);
+    else if (json_is_real(v))
+        d = json_real_value(v);
+    else
+        return false;
+    if (!(d >= INT32_MIN && d <= INT32_MAX) || d != floor(d)) return false;
+    *out = (int)d;
+    return true;
+}
+
+static attn_status parse_object(json_t *root, const char *name, attn_gpt_config *out) {
+    if (!json_is_object(root))
+        return attn_fail(ATTN_STATUS_FORMAT, "%s: model config must be a JSON object", name);
+    attn_gpt_config c = attn_gpt_default_config();
+    json_t *mt = json_object_get(root, "model_type");
+    if (mt) {
+        if (!json_is_string(mt))
+            return attn_fail(ATTN_STATUS_FORMAT, "%s: field \"model_type\" must be a string", name);
+        if (strcmp(json_string_value(mt), "gpt2") != 0)
+            return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                             "%s: model_type \"%s\" is not a GPT-2 model (expected \"gpt2\")", name,
+                             json_string_value(mt));
+    }
+    json_t *xa = json_object_get(root, "add_cross_attention");
+    if (xa && !json_is_false(xa) && !json_is_null(xa))
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "%s: add_cross_attention (GPT-2 with cross-attention layers) is not "
+                         "supported",
+                         name);
+    for (size_t i = 0; i < NFIELDS; i++) {
+        const field *f = &FIELDS[i];
+        json_t *v = json_object_get(root, f->name);
+        if (!v) continue;
+        char *dst = (char *)&c + f->off;
+        switch (f->type) {
+        case F_INT:
+            if (!json_int32(v, (int *)dst))
+                return attn_fail(ATTN_STATUS_FORMAT, "%s: field \"%s\" must be a 32-bit integer",
+                                 name, f->name);
+            break;
+        case F_INT_OR_NULL:
+            if (json_is_null(v)) {
+                /* n_inner: null means 4·n_embd (stored as 0); token ids: null means none. */
+                *(int *)dst = strcmp(f->name, "n_inner") == 0 ? 0 : -1;
+                break;
+            }
+            /* A list of end-of-text ids (some configs): the first one is the one we stop on. */
+            if (json_is_array(v) && json_array_size(v) > 0 && strcmp(f->name, "n_inner") != 0)
+                v = json_array_get(v, 0);
+            if (!json_int32(v, (int *)dst))
+                return attn_fail(ATTN_STATUS_FORMAT,
+                                 "%s: field \"%s\" must be a 32-bit integer or null", name,
+                                 f->name);
+            break;
+        case F_PROB:
+        case F_FLOAT:
+            if (!json_is_number(v))
+                return attn_fail(ATTN_STATUS_FORMAT, "%s: field \"%s\" must be a number", name,
+                                 f->name);
+            *(float *)dst = (float)json_number_value(v);
+            break;
+        case F_BOOL:
+            if (!json_is_boolean(v))
+                return attn_fail(ATTN_STATUS_FORMAT, "%s: field \"%s\" must be true or false", name,
+                                 f->name);
+            *(bool *)dst = json_is_true(v);
+            break;
+        }
+    }
+    json_t *act = json_object_get(root, "activation_function");
+    if (act) {
+        const char *a = json_string_value(act);
+        if (!a)
+            return attn_fail(ATTN_STATUS_FORMAT,
+                             "%s: field \"activation_function\" must be a string", name);
+        /* gelu_new, gelu_pytorch_tanh and gelu_fast are the same tanh formula in transformers. */
+        if (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_fast"))
+            c.activation = ATTN_ACT_GELU_TANH;
+        else if (!strcmp(a, "gelu"))
+            c.activation = ATTN_ACT_GELU_ERF;
+        else if (!strcmp(a, "relu"))
+            c.activation = ATTN_ACT_RELU;
+        else
+            return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                             "%s: activation_function \"%s\" is not supported (expected gelu_new, "
+                             "gelu_pytorch_tanh, gelu_fast, gelu or relu)",
+                             name, a);
+    }
+    attn_status s = attn_gpt_config_check(&c);
+    if (s) {
+        /* Prefix the source's name to the check's message, which names the field. */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", attn_last_error());
+        return attn_fail(s, "%s: %s", name, msg);
+    }
+    *out = c;
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_gpt_config_parse(const char *text, const char *name, attn_gpt_config *out) {
+    if (!text || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt config: NULL argument");
+    if (!name) name = "<config>";
+    json_error_t err;
+    json_t *root = json_loads(text, 0, &err);
+    if (!root)
+        return attn_fail(ATTN_STATUS_FORMAT, "%s:%d:%d: invalid JSON: %s", name, err.line,
+                         err.column, err.text);
+    attn_status s = parse_object(root, name, out);
+    json_decref(root);
+    return s;
+}
+
+attn_status attn_gpt_config_load(const char *path, attn_gpt_config *out) {
+    if (!path || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt config: NULL argument");
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err);
+    if (!root) {
+        /* jansson reports a missing file as a parse error at line -1. */
+        if (err.line < 0)
+            return attn_fail(ATTN_STATUS_IO, "%s: cannot read model config: %s", path, err.text);
+        return attn_fail(ATTN_STATUS_FORMAT, "%s:%d:%d: invalid JSON: %s", path, err.line,
+                         err.column, err.text);
+    }
+    attn_status s = parse_object(root, path, out);
+    json_decref(root);
+    return s;
+}
+
+/* A float as the shortest decimal that reads back to it (0.1f saves as 0.1). */
+static json_t *json_float(float x) {
+    char buf[32];
+    for (int p = 1; p <= 9; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, (double)x);
+        if ((float)strtod(buf, NULL) == x) break;
+    }
+    return json_real(strtod(buf, NULL));
+}
+
+static json_t *json_id(int id) { return id < 0 ? json_null() : json_integer(id); }
+
+attn_status attn_gpt_config_save(const char *path, const attn_gpt_config *c) {
+    if (!path) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt config: NULL path");
+    attn_status s = attn_gpt_config_check(c);
+    if (s) return s;
+    json_t *o = json_object();
+    json_t *arch = json_array();
+    if (!o || !arch) {
+        json_decref(o);
+        json_decref(arch);
+        return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt config: out of memory");
+    }
+    json_array_append_new(arch, json_string("GPT2LMHeadModel"));
+    json_object_set_new(o, "activation_function",
+                        json_string(attn_gpt_activation_name(c->activation)));
+    json_object_set_new(o, "architectures", arch);
+    json_object_set_new(o, "attn_pdrop", json_float(c->attn_pdrop));
+    json_object_set_new(o, "bos_token_id", json_id(c->bos_token_id));
+    json_object_set_new(o, "embd_pdrop", json_float(c->embd_pdrop));
+    json_object_set_new(o, "eos_token_id", json_id(c->eos_token_id));
+    json_object_set_new(o, "initializer_range", json_float(c->initializer_range));
+    json_object_set_new(o, "layer_norm_epsilon", json_float(c->layer_norm_epsilon));
+    json_object_set_new(o, "model_type", json_string("gpt2"));
+    json_object_set_new(o, "n_embd", json_integer(c->n_embd));
+    json_object_set_new(o, "n_head", json_integer(c->n_head));
+    json_object_set_new(o, "n_inner", c->n_inner > 0 ? json_integer(c->n_inner) : json_null());
+    json_object_set_new(o, "n_layer", json_integer(c->n_layer));
+    json_object_set_new(o, "n_positions", json_integer(c->n_positions));
+    json_object_set_new(o, "reorder_and_upcast_attn", json_boolean(c->reorder_and_upcast_attn));
+    json_object_set_new(o, "resid_pdrop", json_float(c->resid_pdrop));
+    json_object_set_new(o, "scale_attn_by_inverse_layer_idx",
+                        json_boolean(c->scale_attn_by_inverse_layer_idx));
+    json_object_set_new(o, "scale_attn_weights", json_boolean(c->scale_attn_weights));
+    json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tie_word_embeddings));
+    json_object_set_new(o, "torch_dtype", json_string("float32"));
+    json_object_set_new(o, "use_cache", json_true());
+    json_object_set_new(o, "vocab_size", json_integer(c->vocab_size));
+    /* Write beside the target and rename, so a reader never sees half a file. */
+    char tmp[4096];
+    int k = snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (k < 0 || (size_t)k >= sizeof tmp) {
+        json_decref(o);
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: path too long", path);
+    }
+    int rc = json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    json_decref(o);
+    if (rc != 0 || rename(tmp, path) != 0) {
+        remove(tmp);
+        return attn_fail(ATTN_STATUS_IO, "%s: cannot write model config", path);
+    }
+    return ATTN_STATUS_OK;
+}

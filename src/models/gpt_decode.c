@@ -1,0 +1,277 @@
+/* gpt_decode.c — GPT-2 inference with a KV cache (attn_gpt.h: attn_gpt_kv_*, attn_gpt_decode).
+ *
+ * The cache holds, per layer, the keys and values of every position so far for each of the B
+ * sequences: k, v (L, B, max_T, C), heads interleaved along C as the attention kernel reads them.
+ * A call runs its new positions in chunks of at most CHUNK positions per sequence (one chunk for
+ * any usual prompt): for each chunk and layer the QKV projection of all B·chunk rows is one GEMM,
+ * the new keys and values are appended to the cache, and each sequence's queries attend over its
+ * cache with causal_offset = the positions before the chunk. Residual adds are GEMMs with
+ * beta = 1 straight into the stream, and the MLP's bias and activation are fused into the GEMM's
+ * epilogue: inference keeps no activations for a backward. For one new token per sequence every
+ * GEMM has M = B rows, which attn_gemm runs as a weight-streaming small-M product. */
+#include "attn_gpt.h"
+
+#include "../core/core-impl.h"
+#include "gpt-impl.h"
+
+#include <math.h>
+#include <string.h>
+
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        attn_status s_ = (expr);                                                                   \
+        if (s_) return s_;                                                                         \
+    } while (0)
+
+/* Positions per sequence processed in one pass: bounds the scratch for long prompts. */
+#define CHUNK 512
+
+struct attn_gpt_kv {
+    const attn_gpt_model *model;
+    int B, max_T, len;
+    int chunk;    /* positions per sequence per pass: min(max_T, CHUNK) */
+    float *k, *v; /* (L, B, max_T, C) */
+    float *x;     /* (B·chunk, C) the residual stream */
+    float *a;     /* (B·chunk, C) LayerNorm output */
+    float *qkv;   /* (B·chunk, 3C) */
+    float *att;   /* (B·chunk, C) */
+    float *h;     /* (B·chunk, F) */
+    float *last;  /* (B, C) ln_f of each sequence's last position */
+    float *probs; /* (H, chunk, max_T) capture scratch, allocated on demand */
+    attn_gpt_capture cap;
+};
+
+void attn_gpt_kv_free(attn_gpt_kv *kv) {
+    if (!kv) return;
+    attn_free(kv->k);
+    attn_free(kv->v);
+    attn_free(kv->x);
+    attn_free(kv->a);
+    attn_free(kv->qkv);
+    attn_free(kv->att);
+    attn_free(kv->h);
+    attn_free(kv->last);
+    attn_free(kv->probs);
+    attn_free(kv);
+}
+
+attn_status attn_gpt_kv_init(const attn_gpt_model *m, int B, int max_T, attn_gpt_kv **out) {
+    if (!m || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt kv: NULL argument");
+    *out = NULL;
+    const attn_gpt_config *c = &m->cfg;
+    if (B < 1 || max_T < 1)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt kv: B and max_T must be > 0 (got %d, %d)", B, max_T);
+    if (max_T > c->n_positions)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt kv: max_T = %d exceeds n_positions %d",
+                         max_T, c->n_positions);
+    const int C = c->n_embd, F = attn_gpt_inner(c), L = c->n_layer;
+    const int chunk = ATTN_MIN(max_T, CHUNK);
+    const double cache = 2.0 * L * B * (double)max_T * C;
+    const double rows = (double)B * chunk;
+    const double scratch = rows * (6.0 * C + F) + (double)B * C;
+    if (cache + scratch > (double)(ATTN_MAX_BUFFER_BYTES / sizeof(float)) ||
+        rows * ATTN_MAX(3.0 * C, F) > INT32_MAX)
+        return attn_fail(ATTN_STATUS_TOO_LARGE,
+                         "gpt kv: B=%d max_T=%d needs %.3g floats of cache, too large", B, max_T,
+                         cache + scratch);
+    attn_gpt_kv *kv = attn_calloc(sizeof *kv);
+    if (!kv) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt kv: out of memory");
+    kv->model = m;
+    kv->B = B, kv->max_T = max_T, kv->chunk = chunk;
+    const size_t ncache = (size_t)L * B * max_T * C, nr = (size_t)B * chunk;
+    kv->k = attn_alloc(ncache * sizeof(float));
+    kv->v = attn_alloc(ncache * sizeof(float));
+    kv->x = attn_alloc(nr * C * sizeof(float));
+    kv->a = attn_alloc(nr * C * sizeof(float));
+    kv->qkv = attn_alloc(nr * 3 * C * sizeof(float));
+    kv->att = attn_alloc(nr * C * sizeof(float));
+    kv->h = attn_alloc(nr * F * sizeof(float));
+    kv->last = attn_alloc((size_t)B * C * sizeof(float));
+    if (!kv->k || !kv->v || !kv->x || !kv->a || !kv->qkv || !kv->att || !kv->h || !kv->last) {
+        attn_gpt_kv_free(kv);
+        return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt kv: out of memory for B=%d max_T=%d", B,
+                         max_T);
+    }
+    *out = kv;
+    return ATTN_STATUS_OK;
+}
+
+void attn_gpt_kv_reset(attn_gpt_kv *kv) {
+    if (kv) kv->len = 0;
+}
+
+attn_status attn_gpt_kv_truncate(attn_gpt_kv *kv, int len) {
+    if (!kv) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt kv: NULL cache");
+    if (len < 0 || len > kv->len)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt kv: cannot truncate to %d positions (the cache holds %d)", len,
+                         kv->len);
+    kv->len = len;
+    return ATTN_STATUS_OK;
+}
+
+int attn_gpt_kv_len(const attn_gpt_kv *kv) { return kv ? kv->len : 0; }
+int attn_gpt_kv_batch(const attn_gpt_kv *kv) { return kv ? kv->B : 0; }
+int attn_gpt_kv_max_len(const attn_gpt_kv *kv) { return kv ? kv->max_T : 0; }
+
+void attn_gpt_kv_set_capture(attn_gpt_kv *kv, const attn_gpt_capture *cap) {
+    if (!kv) return;
+    if (cap)
+        kv->cap = *cap;
+    else
+        memset(&kv->cap, 0, sizeof kv->cap);
+}
+
+/* Copy rows [t0, t0 + tq) of each sequence's (tq rows in rows_src, C) into the capture's
+ * (B, n_new, C) slab at entry `entry`. */
+static void capture_hidden(attn_gpt_kv *kv, int entry, int n_new, int t0, int tq,
+                           const float *src) {
+    const int B = kv->B, C = kv->model->cfg.n_embd;
+    float *slab = kv->cap.hidden + (size_t)entry * B * n_new * C;
+    for (int b = 0; b < B; b++)
+        memcpy(slab + ((size_t)b * n_new + t0) * C, src + (size_t)b * tq * C,
+               (size_t)tq * C * sizeof(float));
+}
+
+/* One chunk: tq new positions per sequence (ids (B, tq) at stride ld_ids), starting at cache
+ * position pos0 = kv->len. Leaves the final stream in kv->x. */
+static attn_status run_chunk(const attn_gpt_model *m, attn_gpt_kv *kv, int tq, const int32_t *ids,
+                             int n_new, int t0) {
+    const attn_gpt_config *c = &m->cfg;
+    const int B = kv->B, C = c->n_embd, F = attn_gpt_inner(c), L = c->n_layer, H = c->n_head;
+    const int M = B * tq, pos0 = kv->len, Tk = pos0 + tq;
+    const float eps = c->layer_norm_epsilon;
+    gpt_embed(m, B, tq, pos0, ids, kv->x);
+    for (int l = 0; l < L; l++) {
+        const attn_gpt_block *W = &m->w.h[l];
+        if (kv->cap.hidden) capture_hidden(kv, l, n_new, t0, tq, kv->x);
+        TRY(attn_layernorm_forward(M, C, kv->x, W->ln_1_w, W->ln_1_b, eps, kv->a, NULL, NULL));
+        TRY(attn_gemm(false, false, M, 3 * C, C, 1.0f, kv->a, C, W->attn_w, 3 * C, 0.0f, kv->qkv,
+                      3 * C, W->attn_b, ATTN_ACT_NONE));
+        float *probs_out = kv->cap.attn_probs ? kv->cap.attn_probs[l] : NULL;
+        for (int b = 0; b < B; b++) {
+            float *kc = kv->k + (((size_t)l * B + b) * kv->max_T) * C;
+            float *vc = kv->v + (((size_t)l * B + b) * kv->max_T) * C;
+            const float *q = kv->qkv + (size_t)b * tq * 3 * C;
+            for (int t = 0; t < tq; t++) {
+                memcpy(kc + (size_t)(pos0 + t) * C, q + (size_t)t * 3 * C + C, C * sizeof(float));
+                memcpy(vc + (size_t)(pos0 + t) * C, q + (size_t)t * 3 * C + 2 * C,
+                       C * sizeof(float));
+            }
+            attn_attention_params p = attn_attention_default_params(1, H, tq, Tk, C / H);
+            p.scale = gpt_attn_scale(c, l);
+            p.causal = true;
+            p.causal_offset = pos0;
+            p.ldq = 3 * C;
+            p.ldk = p.ldv = p.ldo = C;
+            TRY(attn_attention_forward(&p, q, kc, vc, kv->att + (size_t)b * tq * C, NULL,
+                                       probs_out ? kv->probs : NULL));
+            if (probs_out) {
+                /* (H, tq, Tk) of this chunk into (B, H, n_new, Tkf), Tkf = the cache length
+                 * after the whole call; keys past Tk are masked for these queries: 0. */
+                const int Tkf = pos0 - t0 + n_new;
+                for (int hh = 0; hh < H; hh++)
+                    for (int t = 0; t < tq; t++) {
+                        float *dst = probs_out + (((size_t)b * H + hh) * n_new + t0 + t) * Tkf;
+                        const float *src = kv->probs + ((size_t)hh * tq + t) * Tk;
+                        memcpy(dst, src, (size_t)Tk * sizeof(float));
+                        memset(dst + Tk, 0, (size_t)(Tkf - Tk) * sizeof(float));
+                    }
+            }
+        }
+        /* x += att · c_proj + b */
+        TRY(attn_gemm(false, false, M, C, C, 1.0f, kv->att, C, W->attn_proj_w, C, 1.0f, kv->x, C,
+                      W->attn_proj_b, ATTN_ACT_NONE));
+        TRY(attn_layernorm_forward(M, C, kv->x, W->ln_2_w, W->ln_2_b, eps, kv->a, NULL, NULL));
+        TRY(attn_gemm(false, false, M, F, C, 1.0f, kv->a, C, W->fc_w, F, 0.0f, kv->h, F, W->fc_b,
+                      c->activation));
+        TRY(attn_gemm(false, false, M, C, F, 1.0f, kv->h, F, W->mlp_proj_w, C, 1.0f, kv->x, C,
+                      W->mlp_proj_b, ATTN_ACT_NONE));
+    }
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_gpt_decode(const attn_gpt_model *m, attn_gpt_kv *kv, int B, int n_new,
+                            const int32_t *ids, float *logits, bool all) {
+    if (!m || !kv || !ids)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt decode: NULL argument");
+    if (kv->model != m)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt decode: the cache was made for another model");
+    if (B != kv->B)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt decode: B = %d but the cache holds %d sequences", B, kv->B);
+    if (n_new < 1)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt decode: n_new must be >= 1 (got %d)",
+                         n_new);
+    if (n_new > kv->max_T - kv->len)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt decode: %d new positions after %d cached exceed the cache's %d "
+                         "positions",
+                         n_new, kv->len, kv->max_T);
+    const attn_gpt_config *c = &m->cfg;
+    TRY(gpt_check_ids("gpt decode", c, B, n_new, ids));
+    const int C = c->n_embd, V = c->vocab_size, L = c->n_layer, H = c->n_head;
+    const float eps = c->layer_norm_epsilon;
+    if (kv->cap.attn_probs && !kv->probs) {
+        kv->probs = attn_alloc((size_t)H * kv->chunk * kv->max_T * sizeof(float));
+        if (!kv->probs) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt decode: out of memory");
+    }
+    const int start = kv->len;
+    int32_t *chunk_ids = NULL;
+    attn_status s = ATTN_STATUS_OK;
+    for (int t0 = 0; t0 < n_new; t0 += kv->chunk) {
+        const int tq = ATTN_MIN(kv->chunk, n_new - t0);
+        const int32_t *cid = ids;
+        if (tq != n_new) {
+            /* The chunk's ids (B, tq) gathered from ids (B, n_new). */
+            if (!chunk_ids) chunk_ids = attn_alloc((size_t)B * kv->chunk * sizeof(int32_t));
+            if (!chunk_ids) {
+                s = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt decode: out of memory");
+                break;
+            }
+            for (int b = 0; b < B; b++)
+                memcpy(chunk_ids + (size_t)b * tq, ids + (size_t)b * n_new + t0,
+                       (size_t)tq * sizeof(int32_t));
+            cid = chunk_ids;
+        }
+        s = run_chunk(m, kv, tq, cid, n_new, t0);
+        if (s) break;
+        kv->len += tq;
+        const int M = B * tq;
+        const bool last_chunk = t0 + tq == n_new;
+        if (all || kv->cap.hidden) {
+            /* ln_f of every row of the chunk (into kv->a), then all logits of the chunk. */
+            s = attn_layernorm_forward(M, C, kv->x, m->w.ln_f_w, m->w.ln_f_b, eps, kv->a, NULL,
+                                       NULL);
+            if (s) break;
+            if (kv->cap.hidden) capture_hidden(kv, L, n_new, t0, tq, kv->a);
+            if (all && logits) {
+                if (tq == n_new) /* one chunk: the rows (B, n_new) are contiguous */
+                    s = attn_gemm(false, true, M, V, C, 1.0f, kv->a, C, m->w.lm_head, C, 0.0f,
+                                  logits, V, NULL, ATTN_ACT_NONE);
+                for (int b = 0; b < B && !s && tq != n_new; b++)
+                    s = attn_gemm(false, true, tq, V, C, 1.0f, kv->a + (size_t)b * tq * C, C,
+                                  m->w.lm_head, C, 0.0f, logits + ((size_t)b * n_new + t0) * V, V,
+                                  NULL, ATTN_ACT_NONE);
+                if (s) break;
+            }
+        }
+        if (!all && logits && last_chunk) {
+            /* Only each sequence's last position: B rows of ln_f and one (B, V) product. */
+            for (int b = 0; b < B; b++)
+                memcpy(kv->last + (size_t)b * C, kv->x + ((size_t)b * tq + tq - 1) * C,
+                       C * sizeof(float));
+            s = attn_layernorm_forward(B, C, kv->last, m->w.ln_f_w, m->w.ln_f_b, eps, kv->a, NULL,
+                                       NULL);
+            if (!s)
+                s = attn_gemm(false, true, B, V, C, 1.0f, kv->a, C, m->w.lm_head, C, 0.0f, logits,
+                              V, NULL, ATTN_ACT_NONE);
+            if (s) break;
+        }
+    }
+    attn_free(chunk_ids);
+    if (s) kv->len = start; /* nothing of a failed call stays in the cache */
+    return s;
+}
