@@ -28,6 +28,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     if (attn_encdec_config_check(&c) || attn_encdec_num_params(&c) == 0) abort();
+    /* what attn_encdec_model_init relies on once the check passed: its tensor table count
+     * (16 per encoder layer, 26 per decoder layer, in int) and every buffer within the limit */
+    if (16.0 * c.n_enc_layers + 26.0 * c.n_dec_layers + 16 > 1e6) abort();
+    if ((double)attn_encdec_num_params(&c) * 4 > (double)((size_t)1 << 38) ||
+        (double)c.max_len * c.d_model * 4 > (double)((size_t)1 << 38))
+        abort();
     if (!same(&c, &t)) abort(); /* the template parse is the same parse */
     char out[600];
     snprintf(out, sizeof out, "%s/saved.json", fuzz_scratch());

@@ -1,8 +1,9 @@
 /* replay.c — a main() for the fuzz targets without libFuzzer: runs LLVMFuzzerTestOneInput on each
  * file named on the command line and on every file in each directory named (sorted by name, not
- * recursive). A missing path is skipped with a note (a target may have no regressions yet).
- * Prints "replay NAME: N inputs" (on stderr) and exits 0 when every input ran; a crash aborts (under ASan
- * with a report), as in libFuzzer.
+ * recursive). A missing path is skipped (a target may have no regressions yet; noted when
+ * ATTN_REPLAY_VERBOSE is set, which also names each input before it runs).
+ * Prints "replay NAME: N inputs" (on stderr) and exits 0 when every input ran; a crash aborts
+ * (under ASan with a report), as in libFuzzer.
  *
  *   build/fuzz/replay-safetensors fuzz/corpus/safetensors fuzz/regress/safetensors */
 #include "fuzz.h"
@@ -69,7 +70,8 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         struct stat st;
         if (stat(argv[i], &st) != 0) {
-            fprintf(stderr, "replay %s: %s: not there, skipped\n", name, argv[i]);
+            if (getenv("ATTN_REPLAY_VERBOSE"))
+                fprintf(stderr, "replay %s: %s: not there, skipped\n", name, argv[i]);
             continue;
         }
         if (!S_ISDIR(st.st_mode)) {

@@ -1,18 +1,19 @@
-# mk/fuzz.mk — fuzzing (included by the Makefile). Targets are fuzz/fuzz_<name>.c; see fuzz/fuzz.h.
+# mk/fuzz.mk — fuzzing (included by the Makefile). Targets are fuzz/fuzz_<name>.c; see fuzz/fuzz.h
+# and fuzz/README.md.
 #
-#   make fuzz [FUZZ_TIME=60] [FUZZ_TARGETS="safetensors npy"] [-j2]
+#   make fuzz [FUZZ_TIME=60] [FUZZ_TARGETS="safetensors npy"] [-j3]
 #        build every target with clang -fsanitize=fuzzer,address,undefined into build-fuzz/ and run
 #        each for FUZZ_TIME seconds on a copy of its seed corpus fuzz/corpus/<name>/ (plus the
 #        regression inputs fuzz/regress/<name>/), with fuzz/<name>.dict when present; print the
-#        executions per target. A crash, leak or hang (>10 s) fails the run and names the input
-#        to keep in fuzz/regress/<name>/. With -j2 two targets run at once (each still
-#        FUZZ_TIME seconds).
-#   make fuzz-regress
+#        executions per target. A crash, leak, hang (> 10 s) or allocation over 2 GB fails the run
+#        and names the input to keep in fuzz/regress/<name>/. With -jN, N targets run at once
+#        (each still FUZZ_TIME seconds of wall time).
+#   make fuzz-regress [SAN=1]
 #        replay the seed corpus and fuzz/regress/ through the targets built WITHOUT libFuzzer
 #        (fuzz/replay.c drives them), with this build's flags: SAN=1 for ASan + UBSan.
 #        tests/test_fuzz_regress.c does the same inside `make test` / `make san`.
-#   make fuzz-seeds
-#        rewrite the seed corpus with fuzz/make_seeds.c (the library's own writers).
+#   make fuzz-seeds      rewrite the seed corpus with fuzz/make_seeds.c (the library's writers)
+#   make fuzz-clean      remove build-fuzz/
 
 FUZZ_TIME    ?= 60
 FUZZ_BUILD   ?= build-fuzz
@@ -27,7 +28,7 @@ FUZZ_ARGS    ?= -timeout=10 -rss_limit_mb=2048 -max_len=65536
 FUZZ_CLI_OBJS = $(filter-out $(BUILD)/obj/src/cli/main.o,$(CLI_OBJS)) $(BUILD)/obj/fuzz/cli_main.o
 FUZZ_REPLAY   = $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay-%)
 
-.PHONY: fuzz fuzz-build fuzz-bins fuzz-regress fuzz-seeds
+.PHONY: fuzz fuzz-build fuzz-bins fuzz-regress fuzz-seeds fuzz-clean
 
 # The replay programs are part of the test build: tests/test_fuzz_regress.c runs them.
 tests: $(FUZZ_REPLAY)
@@ -105,3 +106,6 @@ fuzz: $(FUZZ_TARGETS:%=fuzz-run-%)
 	@echo "== fuzz: $(FUZZ_TIME) s per target"
 	@cat $(FUZZ_TARGETS:%=$(FUZZ_WORK)/%/summary)
 	@! grep -q FAILED $(FUZZ_TARGETS:%=$(FUZZ_WORK)/%/summary)
+
+fuzz-clean:
+	rm -rf $(FUZZ_BUILD)

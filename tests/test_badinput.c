@@ -15,6 +15,7 @@
  * it, which is checked directly, together with ids out of range. */
 #include "tu.h"
 
+#include "attn_bert.h"
 #include "attn_infer.h"
 #include "attn_io.h"
 #include "attn_models.h"
@@ -408,6 +409,9 @@ static void test_config(void **state) {
         {"cfg_int_range", "\"d_model\": 16", "\"d_model\": 99999999999", "\"d_model\"",
          "32-bit integer"},
         {"cfg_negative", "\"max_len\": 12", "\"max_len\": -5", "max_len must be > 0", NULL},
+        /* tiny layers in numbers that would overflow the tensor table's int count */
+        {"cfg_layers", "\"n_enc_layers\": 1", "\"n_enc_layers\": 268435456", "too large",
+         "n_enc_layers 268435456"},
         {"cfg_zero_heads", "\"n_head\": 2", "\"n_head\": 0", "n_head must be > 0", NULL},
         {"cfg_unknown", "\"d_model\": 16", "\"d_modle\": 16", "unknown field \"d_modle\"", NULL},
         {"cfg_huge_float", "\"dropout\": 0.1", "\"dropout\": 1e300", "\"dropout\"", "float range"},
@@ -753,6 +757,86 @@ static void test_explain(void **state) {
     GROUP_END();
 }
 
+/* ---- GPT-2 and BERT commands: generate, forward, attention, embed, fill-mask ----
+ * (their messages belong to those commands; checked here: exit status, one line, the file or the
+ * option named) */
+
+static void test_model_commands(void **state) {
+    (void)state;
+    GROUP_BEGIN();
+    char args[4096], text[800], g[800], b[800], cfg[800];
+    snprintf(text, sizeof text, "%s", tu_tmp("gpt.txt"));
+    snprintf(cfg, sizeof cfg, "%s", tu_tmp("gpt.json"));
+    snprintf(g, sizeof g, "%s/gpt", tu_dir);
+    snprintf(b, sizeof b, "%s/bert", tu_dir);
+    {
+        FILE *f = fopen(text, "w");
+        assert_non_null(f);
+        for (int i = 0; i < 200; i++) fprintf(f, "%s\n", train_text[i % 10]);
+        fclose(f);
+    }
+    write_str(cfg, "{\"n_embd\": 16, \"n_head\": 2, \"n_layer\": 1, \"n_positions\": 16}");
+    snprintf(args, sizeof args,
+             "train --arch gpt --data '%s' --out '%s' --config '%s' --tokenizer char "
+             "--max-steps 1",
+             text, g, cfg);
+    int rc = run(args, NULL);
+    if (rc) fail_msg("training the GPT-2 directory failed (%d): %s", rc, g_err);
+    {
+        attn_bert_config c = attn_bert_default_config();
+        c.vocab_size = 20, c.hidden_size = 8, c.num_hidden_layers = 1;
+        c.num_attention_heads = 2, c.intermediate_size = 16, c.max_position_embeddings = 8;
+        attn_bert_model *m;
+        assert_int_equal(attn_bert_model_init(&c, 9, true, true, &m), 0);
+        assert_int_equal(attn_bert_save_dir(m, b), 0);
+        attn_bert_model_free(m);
+    }
+    /* ids: negative, not numbers, out of range, more than the positions */
+    snprintf(args, sizeof args, "forward --model '%s' --ids 1,2,-3", g);
+    expect("forward negative id", args, NULL, 2, "--ids", "-3", NULL);
+    snprintf(args, sizeof args, "forward --model '%s' --ids 1,x", g);
+    expect("forward id not a number", args, NULL, 2, "--ids", "'x'", NULL);
+    snprintf(args, sizeof args, "forward --model '%s' --ids 1,2,99999", g);
+    expect("forward id out of range", args, NULL, 1, "--ids", "99999", "vocabulary");
+    snprintf(args, sizeof args, "forward --model '%s' --ids 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1", g);
+    expect("forward over n_positions", args, NULL, 1, "--ids", "17", "n_positions 16");
+    snprintf(args, sizeof args, "attention --model '%s' --ids 1,2,99999", g);
+    expect("attention id out of range", args, NULL, 1, "99999", "vocabulary", NULL);
+    snprintf(args, sizeof args, "forward --model '%s' --ids 1,1,1,1,1,1,1,1,1", b);
+    expect("bert over positions", args, NULL, 1, "--ids", "max_position_embeddings 8", NULL);
+    /* text */
+    snprintf(args, sizeof args, "generate --model '%s' --prompt 'bad \xC3\x28' --max-tokens 2", g);
+    expect("generate invalid UTF-8", args, NULL, 1, "UTF-8", NULL);
+    /* damaged directories */
+    size_t n;
+    char *good = read_file(in_dir(g, "model.safetensors"), &n);
+    write_file(in_dir(g, "model.safetensors"), good, n / 2);
+    snprintf(args, sizeof args, "generate --model '%s' --prompt 'To be' --max-tokens 2", g);
+    expect("generate truncated model", args, NULL, 1, "gpt/model.safetensors", "past the end",
+           NULL);
+    write_file(in_dir(g, "model.safetensors"), "", 0);
+    expect("generate empty model", args, NULL, 1, "gpt/model.safetensors", "too short", NULL);
+    write_file(in_dir(g, "model.safetensors"), good, n);
+    free(good);
+    good = read_file(in_dir(g, "config.json"), &n);
+    write_str(in_dir(g, "config.json"), "{\"n_embd\": 16,");
+    expect("generate config not JSON", args, NULL, 1, "gpt/config.json", "invalid JSON", NULL);
+    write_str(in_dir(g, "config.json"), "{\"n_embd\": 16, \"n_head\": 3}");
+    expect("generate heads", args, NULL, 1, "gpt/config.json", "n_head", NULL);
+    write_file(in_dir(g, "config.json"), good, n);
+    free(good);
+    snprintf(args, sizeof args, "fill-mask --model '%s' 'a [MASK]'", g);
+    expect("fill-mask on a GPT-2", args, NULL, 1, "gpt/config.json", "model_type", NULL);
+    snprintf(args, sizeof args, "embed --model '%s' hello", b);
+    expect("embed without tokenizer", args, NULL, 1, "bert", "tokenizer.json", NULL);
+    write_file(in_dir(b, "model.safetensors"), "", 0);
+    snprintf(args, sizeof args, "forward --model '%s' --ids 1,2", b);
+    expect("bert empty model", args, NULL, 1, "bert/model.safetensors", "too short", NULL);
+    snprintf(args, sizeof args, "generate --model '%s/absent' --prompt x", tu_dir);
+    expect("generate missing model", args, NULL, 1, "absent", NULL);
+    GROUP_END();
+}
+
 /* ---- the library refuses what the CLI cuts or never sends ---- */
 
 static void test_library_limits(void **state) {
@@ -812,6 +896,7 @@ int main(void) {
         cmocka_unit_test(test_config),          cmocka_unit_test(test_tokenizer_file),
         cmocka_unit_test(test_text),            cmocka_unit_test(test_bleu_files),
         cmocka_unit_test(test_train_inputs),    cmocka_unit_test(test_explain),
+        cmocka_unit_test(test_model_commands),
         cmocka_unit_test(test_library_limits),  cmocka_unit_test(test_summary),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define ATTN_ENCDEC_MAX_LAYERS 4096
+
 attn_encdec_config attn_encdec_default_config(void) {
     attn_encdec_config c;
     memset(&c, 0, sizeof c);
@@ -61,6 +63,16 @@ attn_status attn_encdec_config_check(const attn_encdec_config *c) {
         if (pos[i].v <= 0)
             return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec config: %s must be > 0 (got %d)",
                              pos[i].name, pos[i].v);
+    /* Layer counts also size the tensor table (16 entries per encoder layer, 26 per decoder
+     * layer, counted in int): tiny layers could otherwise pass the parameter limit in numbers
+     * that overflow it. */
+    if (c->n_enc_layers > ATTN_ENCDEC_MAX_LAYERS || c->n_dec_layers > ATTN_ENCDEC_MAX_LAYERS)
+        return attn_fail(ATTN_STATUS_TOO_LARGE,
+                         "encdec config: too large: %s %d (at most %d)",
+                         c->n_enc_layers > ATTN_ENCDEC_MAX_LAYERS ? "n_enc_layers" : "n_dec_layers",
+                         c->n_enc_layers > ATTN_ENCDEC_MAX_LAYERS ? c->n_enc_layers
+                                                                  : c->n_dec_layers,
+                         ATTN_ENCDEC_MAX_LAYERS);
     if (c->d_model % c->n_head != 0)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "encdec config: n_head (%d) must divide d_model (%d)", c->n_head,

@@ -435,6 +435,14 @@ attn_status attn_ckpt_save(const char *dir, const attn_ckpt_tensor *tensors, int
     const char *old = is_dir(clean) ? clean : is_dir(prev) ? prev : NULL;
     if (old && (s = carry_over(old, NULL, true))) goto done;
     remove_stale_tmp(parent, base);
+    if (old == clean) {
+        /* DIR holds a complete checkpoint: a DIR.prev that a crash left after the fallback's
+         * second rename is garbage (the exchange path never looks at it, and a load must not
+         * bring it back later) */
+        char *djs = cat3(clean, "/", F_STATE);
+        if (djs && path_exists(djs) && is_dir(prev)) remove_flat_dir(prev);
+        free(djs);
+    }
 
     /* 1. the complete new checkpoint in DIR.tmp-XXXXXX */
     tmp = cat3(clean, ".tmp-XXXXXX", "");
