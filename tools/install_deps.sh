@@ -3,14 +3,15 @@
 # with the PyTorch reference. Idempotent: fast when everything is present.
 #   Debian: gcc clang make libjansson-dev libutf8proc-dev libpcre2-dev libomp-dev libcmocka-dev
 #           libpng-dev libfreetype-dev fonts-noto-cjk (PNG heatmaps with CJK labels), chromium (the
-#           HTML viewer's headless test), valgrind (memcheck in CI), python3-venv
+#           HTML viewer's headless test), valgrind (memcheck in CI), libclang-rt-dev (libFuzzer for
+#           make fuzz), python3-venv
 #           python3-torch (1.13, CPU) python3-numpy — the test reference, light next to PyPI's torch
 #   .venv:  /usr/bin/python3 venv with system site packages (sees Debian's torch and numpy),
 #           plus sacrebleu 2.6.0 (the BLEU reference), tokenizers 0.21.4, transformers 4.49.0 and
 #           sentence-transformers 2.7.0 from PyPI (tokenizer, GPT-2 and BERT references)
 set -e
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PKGS="gcc clang make libjansson-dev libutf8proc-dev libpcre2-dev libomp-dev libcmocka-dev libpng-dev libfreetype-dev fonts-noto-cjk chromium valgrind python3-venv python3-torch python3-numpy"
+PKGS="gcc clang make libjansson-dev libutf8proc-dev libpcre2-dev libomp-dev libcmocka-dev libpng-dev libfreetype-dev fonts-noto-cjk chromium valgrind libclang-rt-dev python3-venv python3-torch python3-numpy"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

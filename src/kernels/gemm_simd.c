@@ -22,6 +22,7 @@
 #include "kernels-impl.h"
 #include "vmath.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #ifdef _OPENMP
@@ -345,12 +346,21 @@ static size_t pack_b_floats(const gemm_args *g) {
  * region never calls attn_gemm), so one buffer per calling thread suffices. */
 static _Thread_local float *tl_pack;
 static _Thread_local size_t tl_pack_n;
+/* A thread-specific key whose destructor frees the buffer when its thread exits (OpenMP workers
+ * that go away, threads of the caller's own): no buffer outlives its thread. */
+static pthread_key_t pack_key;
+static pthread_once_t pack_once = PTHREAD_ONCE_INIT;
+static bool pack_key_ok;
+static void pack_free(void *p) { attn_free(p); }
+static void pack_key_make(void) { pack_key_ok = pthread_key_create(&pack_key, pack_free) == 0; }
 static float *pack_cache(size_t n) {
     if (n <= tl_pack_n) return tl_pack;
+    pthread_once(&pack_once, pack_key_make);
     attn_free(tl_pack);
     tl_pack_n = 0;
     tl_pack = attn_alloc(n * sizeof(float));
     if (tl_pack) tl_pack_n = n;
+    if (pack_key_ok) pthread_setspecific(pack_key, tl_pack);
     return tl_pack;
 }
 
