@@ -300,8 +300,8 @@ attn_tok_train_params attn_tok_train_default_params(void);
 
 /* Train a BPE tokenizer (the configuration above) on n lines of UTF-8 text (line i is
  * lines[i][0..lens[i]); lens may be NULL for NUL-terminated lines). Deterministic: the same
- * lines and params give the same tokenizer. Invalid UTF-8 is ATTN_STATUS_INVALID_ARGUMENT naming
- * the line. */
+ * lines and params give the same tokenizer. Invalid UTF-8 and NUL bytes (which a tokenizer.json
+ * vocabulary cannot hold) are ATTN_STATUS_INVALID_ARGUMENT naming the line. */
 attn_status attn_tok_train_bpe(const attn_tok_train_params *p, const char *const *lines,
                                const size_t *lens, size_t n, attn_tok **out);
 

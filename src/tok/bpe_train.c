@@ -597,6 +597,16 @@ attn_status attn_tok_train_bpe(const attn_tok_train_params *p, const char *const
                            i + 1, (unsigned char)lines[i][bad], bad);
             goto done;
         }
+        const char *nul = len ? memchr(lines[i], 0, len) : NULL;
+        if (nul) {
+            /* U+0000 is valid UTF-8, but a vocabulary key holding it cannot be read back from
+             * tokenizer.json (jansson refuses NUL in object keys): refuse it here. */
+            st = attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                           "train: line %zu has a NUL byte at offset %zu (tokenizer.json cannot "
+                           "hold it in a vocabulary)",
+                           i + 1, (size_t)(nul - lines[i]));
+            goto done;
+        }
         if (len && (st = tok_pretokenize(t, lines[i], len, count_piece, &wm))) goto done;
     }
 
