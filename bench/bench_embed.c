@@ -85,6 +85,7 @@ static char **read_english(size_t *n) {
 int main(void) {
     const int threads = env_int("ATTN_BENCH_THREADS", 2), rounds = env_int("ATTN_BENCH_ROUNDS", 3);
     attn_set_num_threads(threads);
+    (void)attn_set_flush_denormals(true); /* as the attn CLI does */
     const char *dir = getenv("ATTN_BENCH_DIR");
     size_t n_en = 0;
     char **en = read_english(&n_en);

@@ -229,6 +229,7 @@ static int bench_generate(const char *dir) {
 
 int main(void) {
     attn_set_num_threads(env_int("ATTN_BENCH_THREADS", 2));
+    (void)attn_set_flush_denormals(true); /* as the attn CLI does */
     const char *dir = getenv("ATTN_BENCH_DIR");
     if (dir && !*dir) dir = NULL;
     const char *cases = getenv("ATTN_BENCH_GPT_CASES");

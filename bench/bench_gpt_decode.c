@@ -30,6 +30,7 @@ static int env_int(const char *name, int def) {
 
 int main(void) {
     attn_set_num_threads(env_int("ATTN_BENCH_THREADS", 2));
+    (void)attn_set_flush_denormals(true); /* as the attn CLI does */
     const int reps = env_int("ATTN_BENCH_REPEATS", 3);
     const int Tp = 128, NG = 128;
     attn_gpt_config c = attn_gpt_default_config();

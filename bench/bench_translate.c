@@ -547,6 +547,7 @@ static int run_decode(const setup *su, const attn_encdec_model *fresh, const cha
 
 int main(int argc, char **argv) {
     attn_set_num_threads(env_int("ATTN_BENCH_THREADS", 2));
+    (void)attn_set_flush_denormals(true); /* as the attn CLI does */
     const char *dir = getenv("ATTN_BENCH_DIR");
     if (dir && !*dir) dir = NULL;
     long dump_budget = 0;

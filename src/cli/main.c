@@ -157,6 +157,8 @@ int main(int argc, char **argv) {
         fputs(usage_text, stderr);
         return CLI_EXIT_USAGE;
     }
+    /* After --threads, so that the OpenMP workers it starts get the mode too. */
+    (void)attn_set_flush_denormals(true);
     const char *cmd = argv[i];
     int sub_argc = argc - i;
     char **sub_argv = argv + i;

@@ -3,6 +3,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -41,4 +44,32 @@ int attn_get_num_threads(void) {
 #else
     return 1;
 #endif
+}
+
+/* Set or clear the flush-to-zero modes on the calling thread; false where there are none. */
+static bool set_ftz_this_thread(bool on) {
+#if defined(__x86_64__) || defined(__i386__)
+    const unsigned bits = 0x8040u; /* FTZ (bit 15) | DAZ (bit 6) */
+    unsigned csr = _mm_getcsr();
+    _mm_setcsr(on ? (csr | bits) : (csr & ~bits));
+    return true;
+#elif defined(__aarch64__)
+    unsigned long fpcr;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+    fpcr = on ? (fpcr | (1ul << 24)) : (fpcr & ~(1ul << 24));
+    __asm__ volatile("msr fpcr, %0" : : "r"(fpcr));
+    return true;
+#else
+    (void)on;
+    return false;
+#endif
+}
+
+bool attn_set_flush_denormals(bool on) {
+    if (!set_ftz_this_thread(on)) return false;
+#ifdef _OPENMP
+#pragma omp parallel
+    { (void)set_ftz_this_thread(on); }
+#endif
+    return true;
 }
