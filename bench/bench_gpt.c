@@ -6,8 +6,8 @@
  *     6 heads, width 384, context 256; dropout 0.2 as nanoGPT's shakespeare-char, override with
  *     ATTN_BENCH_DROPOUT) on tinyshakespeare characters (65 ids), batch 8: WARMUP (3) then STEPS
  *     (20) optimizer steps exactly as `attn train --arch gpt` runs them (dropout masks, forward,
- *     loss, backward, finiteness check, clipping at 1.0, AdamW(0.9, 0.99, wd 0.1 on 2-D tensors),
- *     lr 1e-3). tokens/s = B·T per step over the timed steps. The initial weights (seed 1337, by
+ *     loss, backward — data-parallel over one replica per thread, attn_gpt_trainer —, finiteness
+ *     check, clipping at 1.0, AdamW(0.9, 0.99, wd 0.1 on 2-D tensors), lr 1e-3). tokens/s = B·T per step over the timed steps. The initial weights (seed 1337, by
  *     Hugging Face tensor name), the batches and the settings go to
  *     $ATTN_BENCH_DIR/gpt_train.safetensors so the PyTorch twin trains the same model from the same
  *     weights on the same batches; check: the loss of batch 0 at the initial weights without
@@ -152,15 +152,16 @@ static int bench_train(const char *dir) {
     op.beta1 = 0.9, op.beta2 = 0.99, op.weight_decay = 0.1;
     attn_optim *opt;
     if (attn_optim_create(&op, m->num_params, ranges, m->n_tensors, &opt)) return fail("optimizer");
+    /* the step as `attn train --arch gpt` runs it: data-parallel, one replica per thread */
+    attn_gpt_trainer *tr;
+    if (attn_gpt_trainer_init(m, B, T, attn_get_num_threads(), &tr)) return fail("trainer");
     double t0 = 0, last = 0;
     for (int s = 0; s < S; s++) {
         if (s == warm) t0 = now();
         const size_t off = (size_t)s * B * T;
         attn_gpt_zero_grad(m);
-        attn_gpt_set_train(st, true, SEED, (uint64_t)s);
         float l;
-        if (attn_gpt_forward(m, st, B, T, x + off, NULL) || attn_gpt_loss(m, st, y + off, 1.0f, &l) ||
-            attn_gpt_backward(m, st))
+        if (attn_gpt_train_step(tr, true, SEED, (uint64_t)s, B, T, x + off, y + off, 1.0f, &l))
             return fail("train step");
         if (attn_optim_check_finite(m->grads, m->num_params, ranges, m->n_tensors, NULL))
             return fail("gradients");
@@ -179,6 +180,7 @@ static int bench_train(const char *dir) {
     attn_optim_destroy(opt);
     free(ranges);
     free(x), free(y);
+    attn_gpt_trainer_free(tr);
     attn_gpt_state_free(st);
     attn_gpt_model_free(m);
     return 0;

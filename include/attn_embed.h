@@ -53,16 +53,23 @@
  * tokenizer.json BertNormalizer when they disagree; attn uses tokenizer.json's normalizer as it
  * is. Real checkpoints have both files agree (all-MiniLM-L6-v2 does).
  *
- * ---- Batching --------------------------------------------------------------------------------
- * attn_embed_encode tokenizes every text, sorts them by token count (longest first, as
- * sentence-transformers does) and runs the model on batches of batch_size sentences. The model
- * computes only each sentence's real tokens (attn_bert.h), so an embedding does not depend on the
- * order of the texts, the batch size or the other texts of the call beyond float rounding: it
- * equals the embedding of the text alone within ~2e-7 (the GEMMs' summation order can change
- * with the number of rows; tests/test_embed.c allows 1e-6). Outputs are in input order.
+ * ---- Batching and speed ----------------------------------------------------------------------
+ * attn_embed_encode tokenizes every text (in parallel), sorts them by token count (longest first,
+ * as sentence-transformers does) and runs the model on batches of at most batch_size sentences.
+ * With attn_set_num_threads(n > 1) and more than one batch, the batches are shared out over the n
+ * threads, each running whole forwards with one-thread kernels on its own run state (batches
+ * shrink to ceil(count / n) sentences when that is smaller, so that every thread gets work); one
+ * text alone runs its kernels on the n threads instead. At load the handle packs the layers'
+ * weights once into the GEMM's panel layout (attn_bert_pack_weights; ~42 MB more for
+ * all-MiniLM-L6-v2). The model computes only each sentence's real tokens (attn_bert.h), each
+ * row's sums in an order that depends on nothing else, so an embedding does not depend on the
+ * order of the texts, the batch size, the thread count or the other texts of the call: it equals
+ * the embedding of the text alone bit for bit (tests/test_embed.c and test_embed_speed.c check
+ * within 1e-6; were the packing to fail for lack of memory, the unpacked path differs by ~2e-7).
+ * Outputs are in input order.
  *
- * A handle holds one model and one run state: use it from one thread at a time (the kernels
- * themselves use attn_set_num_threads threads). Several handles may share nothing but the CPU. */
+ * A handle holds one model and its run states: use it from one thread at a time (it uses
+ * attn_set_num_threads threads itself). Several handles may share nothing but the CPU. */
 #ifndef ATTN_EMBED_H
 #define ATTN_EMBED_H
 

@@ -297,6 +297,43 @@ attn_status attn_gpt_backward(attn_gpt_model *m, attn_gpt_state *st);
  * attn_encdec_dropout. */
 void attn_gpt_dropout(uint64_t seed, uint64_t step, uint32_t site, float p, size_t n, float *x);
 
+/* ==== data-parallel training step ============================================================ */
+
+/* One micro-batch's forward, loss and backward split over n_replicas threads (data parallelism on
+ * one machine, as DDP does across GPUs; attn_encdec_trainer's scheme): the B sequences are cut
+ * into n contiguous runs of ceil/floor(B / n) rows, replica i runs its run through its own state
+ * with single-threaded kernels (no synchronization inside the step), and the gradients are then
+ * summed into m->grads, threaded over chunks of the buffer and in replica order, so a run is
+ * deterministic for a given replica count. Replica 0 accumulates straight into m->grads; the
+ * others into private buffers. Each replica's loss gradient is scaled by its share of the batch's
+ * counted (not ignored) targets, so the result is the gradient of the whole batch's mean loss, as
+ * attn_gpt_forward + attn_gpt_loss + attn_gpt_backward over the whole batch give it (equal up to
+ * float rounding: tests/test_gpt_dp.c). Dropout: replica i's rows draw the very masks those rows
+ * get in the whole-batch run (masks are indexed by the global row), so dropout does not depend on
+ * the replica count either. n_replicas == 1 is exactly the plain path on one state. */
+typedef struct attn_gpt_trainer attn_gpt_trainer;
+
+/* Capacity: micro-batches of up to B sequences of up to T positions; n_replicas 1..256 (more than
+ * B is cut to B). Allocates a state per replica and a gradient buffer per replica but the first;
+ * m must have its gradient buffer. The model must outlive the trainer. */
+attn_status attn_gpt_trainer_init(attn_gpt_model *m, int B, int T, int n_replicas,
+                                  attn_gpt_trainer **out);
+void attn_gpt_trainer_free(attn_gpt_trainer *t);
+int attn_gpt_trainer_replicas(const attn_gpt_trainer *t);
+
+/* One micro-batch: ids and targets (B, T) as attn_gpt_forward / attn_gpt_loss (targets equal to
+ * ATTN_GPT_IGNORE_INDEX ignored). training turns dropout on with (seed, step) as
+ * attn_gpt_set_train. *loss is the batch's mean loss; the gradients of grad_scale · loss are ADDED
+ * to m->grads (zero them first; grad_scale 1/n for n accumulated micro-batches). */
+attn_status attn_gpt_train_step(attn_gpt_trainer *t, bool training, uint64_t seed, uint64_t step,
+                                int B, int T, const int32_t *ids, const int32_t *targets,
+                                float grad_scale, float *loss);
+
+/* Evaluation only (no dropout, no gradients): *loss is the batch's mean loss, the replicas each
+ * running a forward and loss over their rows. */
+attn_status attn_gpt_trainer_eval(attn_gpt_trainer *t, int B, int T, const int32_t *ids,
+                                  const int32_t *targets, float *loss);
+
 /* ==== inference with a KV cache ============================================================== */
 
 /* The run state of generation: the keys and values of every layer for B sequences of up to max_T

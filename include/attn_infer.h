@@ -19,7 +19,8 @@
  *     projection for all hypotheses of all sentences; self-attention appends the new key/value to
  *     the hypothesis's cache (N, Tmax, C) and attends over its first t+1 positions (Tq = 1);
  *     cross-attention treats a sentence's K hypotheses as K queries over its source (Tq = K);
- *   - logits (N, Vt) by one GEMM, log-probabilities by a per-row log-sum-exp.
+ *   - logits (N, Vt) by one GEMM, log-probabilities by a per-row log-sum-exp (the step of the
+ *     first token runs one row per sentence, N = sentences, in batches of 16 or more).
  * Hypotheses of a sentence are contiguous (row = sentence · K + beam). After each beam step the
  * surviving hypotheses' cache rows are gathered into place (only rows whose parent changed, and
  * only the t+1 filled positions); finished sentences are compacted away so the batch shrinks.
@@ -34,9 +35,16 @@
  * Early stop: a sentence's beam search ends when K hypotheses have finished and no live one can
  * still beat the worst of them. With logp ≤ 0 only falling as tokens are added, the best a live
  * hypothesis can reach is logp / max lp(L) over the lengths L it may still end at, which is exact
- * (never stops too early); ATTN_TRANSLATE_STOP_HEURISTIC instead assumes the live hypothesis ends
- * now (logp / lp(current length + 1)), as Hugging Face's early_stopping=False, faster for
- * alpha > 0.
+ * (never stops too early). It also ends, sooner and with the same result, once no live
+ * hypothesis can reach the best finished score (with a 1e-3 margin on logp for rounding): what
+ * would still change is only the K-best list, of which only the best is returned.
+ * ATTN_TRANSLATE_STOP_HEURISTIC instead assumes the live hypothesis ends now
+ * (logp / lp(current length + 1)), as Hugging Face's early_stopping=False, and compares with the
+ * worst of K finished only; faster for alpha > 0, and its results may differ.
+ * Speed: the first step runs one row per sentence (not K copies of <s>; batches of 16 or more
+ * sentences, where that keeps every GEMM on the same kernel path), and the candidate search
+ * looks at a row's value only when a vectorized threshold test says it may be among the row's
+ * best 2K; neither changes a result (tests/test_translate_speed.c).
  * Length limit per sentence: n ≤ min(max_len, floor(max_len_a · src_len + max_len_b),
  * model max_len − 1, session max_tgt − 1) tokens before </s> (terms switched off when <= 0). */
 #ifndef ATTN_INFER_H
@@ -104,7 +112,8 @@ attn_status attn_translate(attn_translate_session *s, const attn_translate_optio
  * sorted by length into batches of up to the session's max_sentences (little padding) and each
  * batch is decoded as attn_translate does. With more than one thread (attn_get_num_threads())
  * and more than one batch, whole batches run concurrently, one per thread, each on its own
- * worker session (made on first use and kept in s) with single-threaded kernels — the
+ * worker session (made on first use and kept in s) with single-threaded kernels, longest batch
+ * first — the
  * inter-batch parallelism of CTranslate2's inter_threads: no synchronization inside a decoding
  * step. Every sentence's result is the same as attn_translate gives it in any batch (each
  * hypothesis's rows are computed independently of the other rows). */

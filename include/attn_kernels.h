@@ -63,6 +63,34 @@ attn_status attn_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alp
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc, const float *bias, attn_act act);
 
+/* Pre-packed B: a matrix multiplied by many GEMMs (a weight at inference) packed ONCE into the
+ * current backend's panel layout, so that attn_gemm_packed skips the per-call packing of B (for
+ * a few dozen rows of A that packing costs as much as the product). The result of
+ * attn_gemm_packed equals attn_gemm's with the same arguments bit for bit whenever attn_gemm
+ * takes its packed path (M > 8 rows on the SIMD backends; always on ATTN_BACKEND_REF); for
+ * M <= 8 attn_gemm streams B instead and the two differ by float rounding (~1e-7 relative).
+ * The layout belongs to the backend current at packing: using it after attn_set_backend changed
+ * the backend is ATTN_STATUS_INVALID_ARGUMENT (pack again). It is a copy: changing B afterwards
+ * does not change it. */
+typedef struct {
+    int K, N;             /* op(B) is (K, N) */
+    attn_backend backend; /* whose layout data holds */
+    size_t n_floats;      /* floats of data */
+    float *data;          /* (n_floats) the panels (attn_alloc'd; attn_gemm_packed_b_free) */
+} attn_gemm_packed_b;
+
+/* Pack op(B) (K, N): B stored (K, N) with row stride ldb if !trans_b, else (N, K). *out is
+ * overwritten (free it with attn_gemm_packed_b_free). */
+attn_status attn_gemm_pack_b(bool trans_b, int K, int N, const float *B, int ldb,
+                             attn_gemm_packed_b *out);
+/* Frees p->data and zeroes *p; NULL or a zeroed struct is fine. */
+void attn_gemm_packed_b_free(attn_gemm_packed_b *p);
+/* C (M, N) = act(alpha · op(A) · op(B) + beta · C + bias), op(B) from B (its K and N must equal
+ * the call's), op(A) and the rest as in attn_gemm. */
+attn_status attn_gemm_packed(bool trans_a, int M, int N, int K, float alpha, const float *A,
+                             int lda, const attn_gemm_packed_b *B, float beta, float *C, int ldc,
+                             const float *bias, attn_act act);
+
 /* ---- elementwise and row-wise kernels ------------------------------------------------------ */
 
 /* y (N, D) = softmax over each row of x (N, D). y may equal x. */

@@ -171,6 +171,13 @@ attn_status attn_tok_encode(const attn_tok *tok, const char *text, size_t len, i
 attn_status attn_tok_encode_alloc(const attn_tok *tok, const char *text, size_t len,
                                   int32_t **ids, size_t *n);
 
+/* Byte offset of the first byte of s[0..n) that does not start a strict UTF-8 sequence (overlong
+ * forms, surrogates, code points above U+10FFFF and truncated sequences are invalid; the offset
+ * is that of the sequence's first byte) or, unless allow_nul, that is a NUL byte; n when all of it
+ * is valid. The rule encode applies to its text, for callers that name the offending line or
+ * argument themselves (s[offset] == 0 tells a NUL byte from invalid UTF-8). */
+size_t attn_tok_utf8_check(const char *s, size_t n, bool allow_nul);
+
 /* ---- encodings: pairs, type ids, attention masks, truncation, padding ---------------------- */
 
 typedef enum {

@@ -16,35 +16,8 @@
 
 static json_t *g_cases;
 
-static const char *attn_bin(void) {
-    static char b[4096];
-    const char *d = getenv("ATTN_BUILD");
-    snprintf(b, sizeof b, "%s/attn", d && *d ? d : "build");
-    return b;
-}
-
 static int run_cli(const char *args, const char *out, const char *err) {
-    char cmd[65536];
-    snprintf(cmd, sizeof cmd, "'%s' --threads 1 %s < /dev/null > '%s' 2> '%s'", attn_bin(), args,
-             out, err);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static const char *sq(const char *s, char *buf, size_t cap) {
-    size_t k = 0;
-    buf[k++] = '\'';
-    for (; *s && k + 6 < cap; s++) {
-        if (*s == '\'') {
-            memcpy(buf + k, "'\\''", 4);
-            k += 4;
-        } else {
-            buf[k++] = *s;
-        }
-    }
-    buf[k++] = '\'';
-    buf[k] = '\0';
-    return buf;
+    return tu_run_cli_files(args, NULL, out, err);
 }
 
 static int setup(void **state) {
@@ -139,7 +112,7 @@ static void test_cli(void **state) {
         const char *text = json_string_value(json_object_get(c, "text"));
         int k = (int)json_integer_value(json_object_get(c, "top_k"));
         snprintf(args, sizeof args, "fill-mask --model %s --top-k %d --jsonl %s",
-                 sq(dir, qd, sizeof qd), k, sq(text, qt, sizeof qt));
+                 tu_shq(dir, qd, sizeof qd), k, tu_shq(text, qt, sizeof qt));
         assert_int_equal(run_cli(args, out, err), 0);
         size_t n;
         char *txt = tu_read_all(out, &n), *line = txt;
@@ -171,8 +144,8 @@ static void test_cli(void **state) {
     /* plain output: rank, probability, token, sequence */
     c = json_array_get(cases(), 0);
     snprintf(args, sizeof args, "fill-mask --model %s %s",
-             sq(json_string_value(json_object_get(c, "dir")), qd, sizeof qd),
-             sq(json_string_value(json_object_get(c, "text")), qt, sizeof qt));
+             tu_shq(json_string_value(json_object_get(c, "dir")), qd, sizeof qd),
+             tu_shq(json_string_value(json_object_get(c, "text")), qt, sizeof qt));
     assert_int_equal(run_cli(args, out, err), 0);
     size_t n;
     char *txt = tu_read_all(out, &n);
@@ -193,24 +166,17 @@ static void expect_error(const char *args, int code, const char *sub) {
     snprintf(out, sizeof out, "%s", tu_tmp("bad.out"));
     snprintf(err, sizeof err, "%s", tu_tmp("bad.err"));
     int rc = run_cli(args, out, err);
-    size_t n;
-    char *e = tu_read_all(err, &n);
-    assert_non_null(e);
-    printf("  exit %d: %s", rc, e ? e : "(no stderr)\n");
+    printf("  exit %d\n", rc);
     assert_int_equal(rc, code);
-    assert_true(!strncmp(e, "attn: error: ", 13));
-    char *nl = strchr(e, '\n');
-    assert_true(nl && nl[1] == '\0');
-    if (sub && !strstr(e, sub)) fail_msg("stderr lacks \"%s\"", sub);
-    free(e);
+    tu_expect_error_file(err, sub);
 }
 
 static void test_bad_inputs(void **state) {
     (void)state;
     char args[8192], qd[2048], qn[2048];
     const char *dir = json_string_value(json_object_get(json_array_get(cases(), 0), "dir"));
-    sq(dir, qd, sizeof qd);
-    sq(json_string_value(json_object_get(g_cases, "nohead")), qn, sizeof qn);
+    tu_shq(dir, qd, sizeof qd);
+    tu_shq(json_string_value(json_object_get(g_cases, "nohead")), qn, sizeof qn);
     snprintf(args, sizeof args, "fill-mask --model %s 'no mask here.'", qd);
     expect_error(args, 1, "no [MASK]");
     snprintf(args, sizeof args, "fill-mask --model %s 'a [MASK] b'", qn);

@@ -25,22 +25,13 @@
 #include <stdbool.h>
 #include <sys/wait.h>
 
-static char g_ref[4096], g_attn[4200], g_work[4300];
+static char g_ref[4096], g_work[4300];
 static char buf[1 << 20];
 static json_t *g_j;
 
-static const char *attn_bin(void) {
-    const char *b = getenv("ATTN_BUILD");
-    snprintf(g_attn, sizeof g_attn, "%s/attn", b && *b ? b : "build");
-    return g_attn;
-}
-
 static const char *ref(const char *name) {
-    static char p[4][4400];
-    static int k;
-    char *b = p[k++ & 3];
-    snprintf(b, sizeof p[0], "%s/%s", g_ref, name);
-    return b;
+    static tu_path_ring r;
+    return tu_path(&r, g_ref, name);
 }
 
 static int setup(void **state) {
@@ -68,53 +59,20 @@ static int teardown(void **state) {
 /* Run attn with args (stdout only, or stdout+stderr); return the exit status. */
 static int attn_run(const char *args, bool with_stderr) {
     char cmd[20000];
-    snprintf(cmd, sizeof cmd, "'%s' --threads 2 %s %s", attn_bin(), args,
-             with_stderr ? "2>&1" : "2>/dev/null");
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(buf, 1, sizeof buf - 1, p);
-    buf[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    snprintf(cmd, sizeof cmd, "'%s' --threads 2 %s", tu_attn_bin(), args);
+    return tu_sh_capture(cmd, with_stderr, buf, sizeof buf);
 }
 
-/* A single-quoted shell word. */
+/* A single-quoted shell word (2 rotating buffers). */
 static const char *shq(const char *s) {
     static char out[2][8192];
     static int k;
-    char *o = out[k++ & 1];
-    size_t n = 0;
-    o[n++] = '\'';
-    for (; *s && n < sizeof out[0] - 6; s++) {
-        if (*s == '\'') {
-            memcpy(o + n, "'\\''", 4);
-            n += 4;
-        } else
-            o[n++] = *s;
-    }
-    o[n++] = '\'';
-    o[n] = '\0';
-    return o;
+    return tu_shq(s, out[k++ & 1], sizeof out[0]);
 }
 
-/* Valid UTF-8 (no overlongs, surrogates or values above U+10FFFF). */
-static bool utf8_valid(const char *s, size_t n) {
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        unsigned c = u[i];
-        size_t len = c < 0x80 ? 1 : c >= 0xC2 && c < 0xE0 ? 2 : c >= 0xE0 && c < 0xF0 ? 3 : c >= 0xF0 && c < 0xF5 ? 4 : 0;
-        if (!len || i + len > n) return false;
-        uint32_t v = len == 1 ? c : c & (0x7F >> len);
-        for (size_t k = 1; k < len; k++) {
-            if ((u[i + k] & 0xC0) != 0x80) return false;
-            v = v << 6 | (u[i + k] & 0x3F);
-        }
-        if ((len == 3 && (v < 0x800 || (v >= 0xD800 && v < 0xE000))) || (len == 4 && (v < 0x10000 || v > 0x10FFFF)))
-            return false;
-        i += len;
-    }
-    return true;
-}
+/* Valid UTF-8 (no overlongs, surrogates or values above U+10FFFF): the library's rule, which
+ * test_utf8_check holds against utf8proc. */
+static bool utf8_valid(const char *s, size_t n) { return attn_tok_utf8_check(s, n, true) == n; }
 
 /* ---- warpers vs transformers ------------------------------------------------------------------ */
 
@@ -445,13 +403,7 @@ static void test_stream_utf8(void **state) {
 
 static void expect_cli_error(const char *args, int want_rc, const char *needle) {
     int rc = attn_run(args, true);
-    const char *e = strstr(buf, "attn: error: ");
-    const char *eol = e ? strchr(e, '\n') : NULL;
-    printf("  [%d] %.*s\n", rc, e ? (int)(eol ? eol - e : (long)strlen(e)) : 80, e ? e : buf);
-    if (rc != want_rc) fail_msg("exit %d, expected %d: %s\n%s", rc, want_rc, args, buf);
-    if (!e || strstr(e + 1, "attn: error: ")) fail_msg("not one error line: %s", buf);
-    if (needle && (!strstr(e, needle) || (eol && strstr(e, needle) > eol)))
-        fail_msg("error line lacks \"%s\": %s", needle, e);
+    tu_expect_error_output(buf, rc, want_rc, needle, args);
 }
 
 static void test_errors(void **state) {

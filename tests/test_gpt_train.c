@@ -19,46 +19,25 @@
 #include <stdbool.h>
 #include <sys/wait.h>
 
-static char g_ref[4096], g_attn[4200], g_work[4300];
+static char g_ref[4096], g_work[4300];
 static char buf[1 << 20];
 
-static const char *attn_bin(void) {
-    const char *b = getenv("ATTN_BUILD");
-    snprintf(g_attn, sizeof g_attn, "%s/attn", b && *b ? b : "build");
-    return g_attn;
-}
-
 static const char *ref(const char *name) {
-    static char p[4][4400];
-    static int k;
-    char *b = p[k++ & 3];
-    snprintf(b, sizeof p[0], "%s/%s", g_ref, name);
-    return b;
+    static tu_path_ring r;
+    return tu_path(&r, g_ref, name);
 }
 
 static const char *work(const char *name) {
-    static char p[4][4400];
-    static int k;
-    char *b = p[k++ & 3];
-    snprintf(b, sizeof p[0], "%s/%s", g_work, name);
-    return b;
+    static tu_path_ring r;
+    return tu_path(&r, g_work, name);
 }
 
 /* Run a shell command line; capture stdout+stderr into buf; return the exit status. */
-static int sh(const char *cmdline) {
-    char cmd[20000];
-    snprintf(cmd, sizeof cmd, "%s 2>&1", cmdline);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(buf, 1, sizeof buf - 1, p);
-    buf[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+static int sh(const char *cmdline) { return tu_sh_capture(cmdline, 1, buf, sizeof buf); }
 
 static int attn(const char *args) {
     char cmd[16384];
-    snprintf(cmd, sizeof cmd, "'%s' --threads 2 %s", attn_bin(), args);
+    snprintf(cmd, sizeof cmd, "'%s' --threads 2 %s", tu_attn_bin(), args);
     return sh(cmd);
 }
 
@@ -416,36 +395,9 @@ static void test_sigint(void **state) {
     snprintf(cmd, sizeof cmd,
              "exec '%s' --threads 2 train --out '%s' --resume --max-steps 1000000 --log-every 1 "
              "--eval-every 1000000",
-             attn_bin(), dir);
-    int fd[2];
-    assert_int_equal(pipe(fd), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        dup2(fd[1], 2);
-        close(fd[0]);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    FILE *out = fdopen(fd[0], "r");
-    char line[4096];
-    int steps = 0;
-    size_t used = 0;
-    buf[0] = '\0';
-    while (fgets(line, sizeof line, out)) {
-        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s", line);
-        if (strncmp(line, "step ", 5) == 0 && ++steps == 3) {
-            kill(pid, SIGINT);
-            break;
-        }
-    }
-    while (fgets(line, sizeof line, out))
-        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s", line);
-    fclose(out);
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
+             tu_attn_bin(), dir);
+    /* interrupted after the third progress line */
+    int st = tu_sh_interrupt(cmd, "step ", 3, buf, sizeof buf);
     const char *at = strstr(buf, "interrupted: step ");
     printf("  after SIGINT: exit %d, %.60s\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1, at ? at : buf);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
@@ -463,14 +415,7 @@ static void test_sigint(void **state) {
 
 static void expect_error(const char *args, int want_rc, const char *needle) {
     int rc = attn(args);
-    const char *e = strstr(buf, "attn: error: ");
-    const char *eol = e ? strchr(e, '\n') : NULL;
-    printf("  [%d] %.*s\n", rc, e ? (int)(eol ? eol - e : (long)strlen(e)) : 60, e ? e : buf);
-    if (rc != want_rc) fail_msg("exit %d, expected %d, for: %s\n%s", rc, want_rc, args, buf);
-    if (!e) fail_msg("no 'attn: error:' line for: %s\n%s", args, buf);
-    if (strstr(e + 1, "attn: error: ")) fail_msg("more than one error line: %s", buf);
-    if (needle && (!strstr(e, needle) || (eol && strstr(e, needle) > eol)))
-        fail_msg("error line lacks \"%s\": %s", needle, e);
+    tu_expect_error_output(buf, rc, want_rc, needle, args);
 }
 
 static void write_text(const char *path, const char *s) { tu_write_all(path, s, strlen(s)); }

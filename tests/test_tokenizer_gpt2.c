@@ -220,6 +220,15 @@ static void test_corpus(void **state) {
     if (attn_tok_load(tu_ref_path("gpt2_gpt2.json"), &t)) fail_msg("%s", attn_last_error());
     size_t nw, k;
     int32_t *want = json_ids(json_object_get(root, "corpus_ids"), &nw);
+    /* Under valgrind (tu_valgrind): the first ~40 KB, cut after a newline before a letter, where
+     * no piece of GPT-2's pattern crosses: its ids are the first ids of the whole text. */
+    const bool prefix = tu_valgrind() && n > 40000;
+    if (prefix) {
+        size_t cut = 40000;
+        while (cut < n && !(text[cut - 1] == '\n' && ((text[cut] | 0x20) >= 'a' && (text[cut] | 0x20) <= 'z')))
+            cut++;
+        n = cut;
+    }
     double t0 = tu_now();
     int32_t *ids = enc(t, text, n, &k);
     double t1 = tu_now();
@@ -236,8 +245,12 @@ static void test_corpus(void **state) {
     printf("  tiny shakespeare (%zu bytes, one text): %zu ids (hf %zu), encode %.3f s "
            "(%.1f MB/s), decode %.3f s\n",
            n, k, nw, t1 - t0, (double)n / 1e6 / (t1 - t0), t3 - t2);
-    if (k != nw || first_diff != k) printf("    first difference at id %zu\n", first_diff);
-    assert_int_equal(k, nw);
+    if ((prefix ? k > nw : k != nw) || first_diff != k)
+        printf("    first difference at id %zu\n", first_diff);
+    if (prefix)
+        assert_true(k <= nw);
+    else
+        assert_int_equal(k, nw);
     assert_int_equal(first_diff, k);
     assert_int_equal(dl, n);
     assert_memory_equal(d, text, n);

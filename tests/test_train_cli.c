@@ -10,13 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char g_dir[4096], g_data[4200], g_cfg[4200], g_attn[4200];
-
-static const char *attn_bin(void) {
-    const char *b = getenv("ATTN_BUILD");
-    snprintf(g_attn, sizeof g_attn, "%s/attn", b && *b ? b : "build");
-    return g_attn;
-}
+static char g_dir[4096], g_data[4200], g_cfg[4200];
 
 /* A slice of the corpus (first 3000 pairs) and a tiny model configuration. */
 static int setup(void **state) {
@@ -43,13 +37,8 @@ static int setup(void **state) {
 /* Run attn with args; capture stdout+stderr; return the exit status. */
 static int run(const char *args, char *out, size_t cap) {
     char cmd[16384];
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", attn_bin(), args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    snprintf(cmd, sizeof cmd, "'%s' %s", tu_attn_bin(), args);
+    return tu_sh_capture(cmd, 1, out, cap);
 }
 
 static char buf[1 << 20];
@@ -138,37 +127,10 @@ static void test_sigint_saves(void **state) {
     snprintf(dir, sizeof dir, "%s/C", g_dir);
     static char cmd[32768];
     snprintf(cmd, sizeof cmd, "exec '%s' train %s --out '%s' --max-steps 100000 --eval-every 100000",
-             attn_bin(), common(), dir);
-    int fd[2];
-    assert_int_equal(pipe(fd), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        dup2(fd[1], 2);
-        close(fd[0]);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
+             tu_attn_bin(), common(), dir);
     /* Wait for the third progress line, then interrupt. */
-    FILE *out = fdopen(fd[0], "r");
-    char line[4096];
-    int steps = 0;
-    size_t used = 0;
-    buf[0] = '\0';
-    while (fgets(line, sizeof line, out)) {
-        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s", line);
-        if (strncmp(line, "step ", 5) == 0 && ++steps == 3) {
-            kill(pid, SIGINT);
-            break;
-        }
-    }
-    while (fgets(line, sizeof line, out))
-        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s", line);
-    fclose(out);
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
+    int st = tu_sh_interrupt(cmd, "step ", 3, buf, sizeof buf);
+    size_t used = strlen(buf);
     printf("  after SIGINT: exit %d, last line: %s", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
            strrchr(buf, '\n') > buf ? buf + used - 1 - (used > 200 ? 200 : used - 1) : buf);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
@@ -201,10 +163,7 @@ static void test_time_budget(void **state) {
 
 static void expect_error(const char *args, int code, const char *needle) {
     int rc = run(args, buf, sizeof buf);
-    printf("  attn %.60s... -> %d: %s", args, rc, buf);
-    assert_int_equal(rc, code);
-    assert_non_null(strstr(buf, "attn: error: "));
-    if (needle) assert_non_null(strstr(buf, needle));
+    tu_expect_error_output(buf, rc, code, needle, args);
 }
 
 static void test_errors(void **state) {

@@ -19,8 +19,15 @@
 #include "attn_core.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h> /* RUNNING_ON_VALGRIND, for tu_valgrind() */
+#endif
+#endif
 
 /* Number of failed closeness checks in the running test; tests end with TU_END(). */
 static int tu_failures;
@@ -80,6 +87,20 @@ static inline const char *tu_ref_path(const char *name) {
     const char *dir = getenv("ATTN_REF_DIR");
     snprintf(buf, sizeof buf, "%s/%s", dir && *dir ? dir : "build/ref", name);
     return buf;
+}
+
+/* Whether the test runs under valgrind (.ci/valgrind.sh sets ATTN_TEST_VALGRIND=1; a run under
+ * valgrind by hand is detected too): the heavy tests then run their cases at smaller sizes or
+ * fewer repetitions, still through every code path and error path. Full sizes stay in
+ * `make test` and `make san`. */
+static inline int tu_valgrind(void) {
+    const char *e = getenv("ATTN_TEST_VALGRIND");
+    if (e && *e) return strcmp(e, "0") != 0;
+#ifdef RUNNING_ON_VALGRIND
+    return RUNNING_ON_VALGRIND ? 1 : 0;
+#else
+    return 0;
+#endif
 }
 
 /* Whether ATTN_TEST_QUIET is set (print only failures). */
@@ -176,6 +197,147 @@ static inline void tu_rm_tree(const char *dir) {
     }
     closedir(d);
     rmdir(dir);
+}
+
+/* Paths dir/name in 4 rotating buffers: each helper that hands out paths (ref(), work(), ...)
+ * keeps its own ring, and a path must be copied if it has to outlive 3 more calls on it. */
+typedef struct {
+    char b[4][4400];
+    int k;
+} tu_path_ring;
+static inline const char *tu_path(tu_path_ring *r, const char *dir, const char *name) {
+    char *b = r->b[r->k++ & 3];
+    snprintf(b, sizeof r->b[0], "%s/%s", dir, name);
+    return b;
+}
+
+/* ---- running the CLI ---------------------------------------------------------------------------
+ * The end-to-end tests run $ATTN_BUILD/attn (so under `make san` the sanitizer build). */
+
+/* $ATTN_BUILD/attn, default build/attn. */
+static inline const char *tu_attn_bin(void) {
+    static char b[4096];
+    const char *d = getenv("ATTN_BUILD");
+    snprintf(b, sizeof b, "%s/attn", d && *d ? d : "build");
+    return b;
+}
+
+/* s as one single-quoted shell word, into buf (cap bytes; a longer s is cut). */
+static inline const char *tu_shq(const char *s, char *buf, size_t cap) {
+    size_t k = 0;
+    buf[k++] = '\'';
+    for (; *s && k + 6 < cap; s++) {
+        if (*s == '\'') {
+            memcpy(buf + k, "'\\''", 4);
+            k += 4;
+        } else {
+            buf[k++] = *s;
+        }
+    }
+    buf[k++] = '\'';
+    buf[k] = '\0';
+    return buf;
+}
+
+/* Run the shell command line cmd, its stdout (and its stderr too when with_stderr, else it is
+ * dropped) captured into out[0..cap) NUL-terminated; returns the exit status (-1: killed). */
+static inline int tu_sh_capture(const char *cmd, int with_stderr, char *out, size_t cap) {
+    size_t len = strlen(cmd) + 32;
+    char *full = malloc(len);
+    assert_non_null(full);
+    snprintf(full, len, "%s %s", cmd, with_stderr ? "2>&1" : "2>/dev/null");
+    FILE *p = popen(full, "r");
+    free(full);
+    assert_non_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Run `attn --threads 1 ARGS` (ARGS already quoted) with stdin from in (NULL: /dev/null), stdout
+ * into the file out and stderr into the file err; returns the exit status (-1: killed). */
+static inline int tu_run_cli_files(const char *args, const char *in, const char *out,
+                                   const char *err) {
+    size_t len = strlen(args) + strlen(out) + strlen(err) + (in ? strlen(in) : 10) + 4200;
+    char *cmd = malloc(len);
+    assert_non_null(cmd);
+    snprintf(cmd, len, "'%s' --threads 1 %s < '%s' > '%s' 2> '%s'", tu_attn_bin(), args,
+             in ? in : "/dev/null", out, err);
+    int st = system(cmd);
+    free(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A failed CLI run: exit status rc is want_rc and out (its stdout + stderr) holds exactly one
+ * "attn: error: " line, which contains needle (NULL: anything). what (the command line) goes
+ * into the failure messages. */
+static inline void tu_expect_error_output(const char *out, int rc, int want_rc,
+                                          const char *needle, const char *what) {
+    const char *e = strstr(out, "attn: error: ");
+    const char *eol = e ? strchr(e, '\n') : NULL;
+    printf("  [%d] %.*s\n", rc, e ? (int)(eol ? eol - e : (long)strlen(e)) : 80, e ? e : out);
+    if (rc != want_rc) fail_msg("exit %d, expected %d, for: %s\n%s", rc, want_rc, what, out);
+    if (!e) fail_msg("no 'attn: error:' line for: %s\n%s", what, out);
+    if (strstr(e + 1, "attn: error: ")) fail_msg("more than one error line: %s", out);
+    if (needle && (!strstr(e, needle) || (eol && strstr(e, needle) > eol)))
+        fail_msg("error line lacks \"%s\": %s", needle, e);
+}
+
+/* The file err_path (a failed run's stderr) is exactly one line "attn: error: ...", containing
+ * sub (NULL: anything). */
+static inline void tu_expect_error_file(const char *err_path, const char *sub) {
+    size_t n;
+    char *e = tu_read_all(err_path, &n);
+    assert_non_null(e);
+    printf("  stderr: %s", e);
+    assert_true(!strncmp(e, "attn: error: ", 13));
+    char *nl = strchr(e, '\n');
+    assert_non_null(nl);
+    assert_true(nl[1] == '\0');
+    if (sub && !strstr(e, sub)) fail_msg("stderr lacks \"%s\"", sub);
+    free(e);
+}
+
+/* Start the shell command line cmd (`exec` it for the signal to reach the program) with stdout
+ * and stderr into a pipe; read that into out[0..cap) until the nth line that begins with
+ * `prefix`, send it SIGINT, read the rest and wait. Returns the wait status. */
+static inline int tu_sh_interrupt(const char *cmd, const char *prefix, int nth, char *out,
+                                  size_t cap) {
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        dup2(fd[1], 2);
+        close(fd[0]);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    FILE *f = fdopen(fd[0], "r");
+    assert_non_null(f);
+    char line[4096];
+    int seen = 0;
+    size_t used = 0;
+    out[0] = '\0';
+    while (fgets(line, sizeof line, f)) {
+        used += (size_t)snprintf(out + used, cap - used, "%s", line);
+        if (used >= cap) used = cap - 1;
+        if (strncmp(line, prefix, strlen(prefix)) == 0 && ++seen == nth) {
+            kill(pid, SIGINT);
+            break;
+        }
+    }
+    while (fgets(line, sizeof line, f)) {
+        used += (size_t)snprintf(out + used, cap - used, "%s", line);
+        if (used >= cap) used = cap - 1;
+    }
+    fclose(f);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    return st;
 }
 
 #endif

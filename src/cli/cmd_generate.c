@@ -64,16 +64,6 @@ static bool on_token(void *ctx, int32_t id) {
     return true;
 }
 
-static bool parse_real(const char *s, double lo, double hi, double *out) {
-    if (!s || !*s) return false;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || !(v >= lo && v <= hi)) return false;
-    *out = v;
-    return true;
-}
-
 int cmd_generate(int argc, char **argv) {
     const char *dir = NULL, *prompt = NULL;
     int max_tokens = 200;
@@ -108,14 +98,14 @@ int cmd_generate(int argc, char **argv) {
                 return cli_usage_error("generate: --max-tokens needs an integer from 1 to %d, got '%s'",
                                        1 << 24, v);
         } else if (!strcmp(a, "--temperature")) {
-            if (!parse_real(v, 0, 1e6, &d))
+            if (!cli_parse_double(v, 0, 1e6, &d))
                 return cli_usage_error("generate: --temperature needs a number >= 0, got '%s'", v);
             gp.temperature = (float)d;
         } else if (!strcmp(a, "--top-k")) {
             if (!cli_parse_int(v, 0, 1 << 24, &gp.top_k))
                 return cli_usage_error("generate: --top-k needs an integer >= 0, got '%s'", v);
         } else if (!strcmp(a, "--top-p")) {
-            if (!parse_real(v, 0, 1, &d))
+            if (!cli_parse_double(v, 0, 1, &d))
                 return cli_usage_error("generate: --top-p needs a number from 0 to 1, got '%s'", v);
             gp.top_p = (float)d;
         } else if (!strcmp(a, "--seed")) {

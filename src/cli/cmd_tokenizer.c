@@ -74,36 +74,6 @@ static int read_file(const char *path, file_buf *f) {
     return 0;
 }
 
-/* Text the tokenizer takes: strict UTF-8 (no overlong forms, surrogates or code points above
- * U+10FFFF) without NUL bytes (a tokenizer trained on NUL could not be saved and loaded: JSON
- * object keys cannot hold NUL in jansson). Returns NULL, or what is wrong with the byte at *at. */
-static const char *text_problem(const unsigned char *s, size_t n, size_t *at) {
-    for (size_t i = 0; i < n;) {
-        unsigned c = s[i];
-        *at = i;
-        if (c == 0) return "NUL byte";
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t k;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) k = 1;
-        else if (c == 0xE0) k = 2, lo = 0xA0;
-        else if (c == 0xED) k = 2, hi = 0x9F;
-        else if (c >= 0xE1 && c <= 0xEF) k = 2;
-        else if (c == 0xF0) k = 3, lo = 0x90;
-        else if (c >= 0xF1 && c <= 0xF3) k = 3;
-        else if (c == 0xF4) k = 3, hi = 0x8F;
-        else return "invalid UTF-8";
-        if (n - i <= k || s[i + 1] < lo || s[i + 1] > hi) return "invalid UTF-8";
-        for (size_t j = 2; j <= k; j++)
-            if ((s[i + j] & 0xC0) != 0x80) return "invalid UTF-8";
-        i += k + 1;
-    }
-    return NULL;
-}
-
 /* A progress line rewritten in place on a terminal; elsewhere only the summary line is printed. */
 static void progress(void *ctx, int32_t done, int32_t total) {
     if (!isatty(fileno(stderr))) return;
@@ -167,7 +137,7 @@ static int cmd_train(int argc, char **argv) {
         if (len && s[len - 1] == '\r') len--;
         nlines++;
         size_t at;
-        const char *what = text_problem((const unsigned char *)s, len, &at);
+        const char *what = cli_text_problem(s, len, &at);
         if (what) {
             free(lines);
             free(lens);

@@ -15,6 +15,7 @@
  * exactly, given the same thread count (sums over threads are ordered the same way). */
 #include "cli.h"
 #include "cmd_train.h"
+#include "train_common.h"
 #include "cmd_train_bert.h"
 #include "cmd_train_gpt.h"
 
@@ -26,16 +27,11 @@
 #include "attn_tok.h"
 #include "attn_train.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #define ATTN_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define ATTN_MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -109,62 +105,16 @@ static train_opts default_opts(void) {
     return o;
 }
 
-static bool parse_double(const char *s, double lo, double hi, double *out) {
-    if (!s || !*s) return false;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || !(v >= lo && v <= hi)) return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-    if (!s || !*s) return false;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
 /* Returns -1 on success, else the exit code. */
 static int parse_args(int argc, char **argv, train_opts *o) {
+    const char *const usage[] = {train_usage, cmd_train_gpt_usage, cmd_train_bert_usage, NULL};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(train_usage, stdout);
-            fputs(cmd_train_gpt_usage, stdout);
-            fputs(cmd_train_bert_usage, stdout);
-            return CLI_EXIT_OK;
-        }
-        if (!strcmp(a, "--resume")) {
-            o->resume = true;
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0) return cli_usage_error("train: unexpected argument '%s'", a);
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) return cli_usage_error("train: %s needs a value", a);
-        i++;
-        int64_t n;
-        double d;
-#define INT_OPT(name, lo, hi, field)                                                             \
-    if (!strcmp(a, name)) {                                                                      \
-        if (!parse_i64(v, lo, hi, &n))                                                           \
-            return cli_usage_error("train: %s needs an integer from %lld to %lld, got '%s'",    \
-                                   name, (long long)(lo), (long long)(hi), v);                   \
-        o->field = n;                                                                            \
-        continue;                                                                                \
-    }
-#define REAL_OPT(name, lo, hi, field)                                                            \
-    if (!strcmp(a, name)) {                                                                      \
-        if (!parse_double(v, lo, hi, &d))                                                        \
-            return cli_usage_error("train: %s needs a number from %g to %g, got '%s'", name,    \
-                                   (double)(lo), (double)(hi), v);                               \
-        o->field = d;                                                                            \
-        continue;                                                                                \
-    }
+        const char *a, *v;
+        int rc = train_next_arg(argc, argv, &i, usage, NULL, 0, &o->resume, &a, &v);
+        if (rc >= 0) return rc;
+        if (!a) continue; /* --resume */
+#define INT_OPT(name, lo, hi, field) CLI_INT_OPT("train", name, lo, hi, o->field, )
+#define REAL_OPT(name, lo, hi, field) CLI_REAL_OPT("train", name, lo, hi, o->field, )
         if (!strcmp(a, "--arch")) {
             if (strcmp(v, "encdec") != 0)
                 return cli_usage_error("train: --arch must be encdec or gpt, got '%s'", v);
@@ -177,21 +127,11 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         INT_OPT("--vocab-size", 300, 1000000, vocab_size)
         INT_OPT("--valid-size", 1, 100000000, valid_size)
         INT_OPT("--test-size", 1, 100000000, test_size)
-        INT_OPT("--seed", 0, INT64_MAX, seed)
         INT_OPT("--max-tokens", 16, 100000000, max_tokens)
-        REAL_OPT("--lr", 0, 10, lr)
         INT_OPT("--warmup", 1, 100000000, warmup)
         REAL_OPT("--label-smoothing", 0, 1, label_smoothing)
-        REAL_OPT("--clip", 0, 1e9, clip)
-        REAL_OPT("--weight-decay", 0, 10, weight_decay)
-        REAL_OPT("--dropout", 0, 0.99, dropout)
-        INT_OPT("--max-steps", 1, INT64_MAX, max_steps)
-        INT_OPT("--epochs", 1, 1000000, epochs)
-        REAL_OPT("--time-budget", 1, 1e9, time_budget)
-        INT_OPT("--eval-every", 1, 100000000, eval_every)
         INT_OPT("--bleu-sentences", 0, 100000000, bleu_sentences)
-        INT_OPT("--save-every", 1, 100000000, save_every)
-        INT_OPT("--log-every", 1, 100000000, log_every)
+        TRAIN_SHARED_OPTS(o) /* --seed --lr --weight-decay --clip --dropout, stopping, logging */
 #undef INT_OPT
 #undef REAL_OPT
         return cli_usage_error("train: unknown option '%s'", a);
@@ -246,30 +186,6 @@ static attn_status opts_from_json(const json_t *j, const char *dir, train_opts *
         return attn_set_error(ATTN_STATUS_FORMAT,
                               "%s/training_state.json: \"extra\" holds invalid options", dir);
     return ATTN_STATUS_OK;
-}
-
-/* ---- signals and time ------------------------------------------------------------------------ */
-
-static volatile sig_atomic_t g_stop_signal = 0;
-
-static void on_signal(int sig) { g_stop_signal = sig; }
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void fmt_duration(double s, char *buf, size_t cap) {
-    if (!(s >= 0) || s > 1e7) {
-        snprintf(buf, cap, "--:--");
-        return;
-    }
-    long t = (long)(s + 0.5);
-    if (t >= 3600)
-        snprintf(buf, cap, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-    else
-        snprintf(buf, cap, "%02ld:%02ld", t / 60, t % 60);
 }
 
 /* ---- the run ---------------------------------------------------------------------------------- */
@@ -335,19 +251,6 @@ static attn_status ensure_trainer(run *r, int B, int Ts, int Tt) {
                                     &r->tr);
 }
 
-static char *path_in(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-#define TRY(expr)                                                                                \
-    do {                                                                                         \
-        attn_status s_ = (expr);                                                                 \
-        if (s_) return s_;                                                                       \
-    } while (0)
-
 static attn_status default_config(attn_encdec_config *c) {
     *c = attn_encdec_default_config();
     c->d_model = 256, c->n_head = 4, c->d_ff = 1024;
@@ -362,7 +265,7 @@ static attn_status default_config(attn_encdec_config *c) {
 /* Split, tokenizer, configuration, model: from the options (fresh) or from DIR (resume). */
 static attn_status setup(run *r) {
     train_opts *o = &r->o;
-    char *p_cfg = path_in(o->out, "config.json"), *p_tok = path_in(o->out, "tokenizer.json");
+    char *p_cfg = train_path_in(o->out, "config.json"), *p_tok = train_path_in(o->out, "tokenizer.json");
     if (!p_cfg || !p_tok) {
         free(p_cfg), free(p_tok);
         return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -373,31 +276,18 @@ static attn_status setup(run *r) {
             s = attn_set_error(ATTN_STATUS_NOT_FOUND,
                                "--resume: %s holds no checkpoint (training_state.json)", o->out);
         /* Read the run's options first: the state's "extra". */
-        attn_ckpt_state peek = attn_ckpt_state_init();
         if (!s) {
-            char *p_state = path_in(o->out, "training_state.json");
-            json_error_t err;
-            json_t *j = p_state ? json_load_file(p_state, 0, &err) : NULL;
-            if (!j)
-                s = attn_set_error(ATTN_STATUS_FORMAT, "%s: %s (line %d)", p_state, err.text,
-                                   err.line);
-            else
-                s = opts_from_json(json_object_get(j, "extra"), o->out, o);
+            char *p_state = train_path_in(o->out, "training_state.json");
+            json_t *j = NULL;
+            s = train_load_state_json(p_state, &j);
+            if (!s) s = opts_from_json(json_object_get(j, "extra"), o->out, o);
             json_decref(j);
             free(p_state);
         }
-        (void)peek;
         if (!s) s = attn_encdec_config_load(p_cfg, &r->cfg);
         if (!s) s = attn_tok_load(p_tok, &r->tok);
     } else {
-        if (mkdir(o->out, 0777) != 0 && errno != EEXIST)
-            s = attn_set_error(ATTN_STATUS_IO, "%s: cannot create directory: %s", o->out,
-                               strerror(errno));
-        if (!s && attn_ckpt_exists(o->out))
-            s = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
-                               "%s already holds a checkpoint: use --resume to continue it, or "
-                               "another --out",
-                               o->out);
+        s = train_fresh_out(o->out, o->out);
         if (!s)
             s = o->config ? attn_encdec_config_load_template(o->config, &r->cfg)
                           : default_config(&r->cfg);
@@ -420,7 +310,7 @@ static attn_status setup(run *r) {
         const size_t *idx[3] = {r->split.train, r->split.valid, r->split.test};
         size_t n[3] = {r->split.n_train, r->split.n_valid, r->split.n_test};
         for (int k = 0; k < 3 && !s; k++) {
-            char *p = path_in(o->out, names[k]);
+            char *p = train_path_in(o->out, names[k]);
             s = p ? attn_data_write_tsv(&r->corpus, idx[k], n[k], p)
                   : attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
             free(p);
@@ -429,7 +319,7 @@ static attn_status setup(run *r) {
             attn_data_refs tr;
             s = attn_data_refs_make(&r->corpus, r->split.test, r->split.n_test, &tr);
             if (!s) {
-                char *ps = path_in(o->out, "test.src"), *pr = path_in(o->out, "test.ref");
+                char *ps = train_path_in(o->out, "test.src"), *pr = train_path_in(o->out, "test.ref");
                 s = attn_data_refs_write(&tr, ps, pr);
                 free(ps), free(pr);
                 attn_data_refs_free(&tr);
@@ -457,13 +347,13 @@ static attn_status setup(run *r) {
             }
             attn_tok_train_params tp = attn_tok_train_default_params();
             tp.vocab_size = o->vocab_size;
-            double t0 = now_s();
+            double t0 = train_now_s();
             s = attn_tok_train_bpe(&tp, lines, NULL, n2, &r->tok);
             free(lines);
             if (!s)
                 printf("tokenizer: BPE with byte fallback, %d ids, trained on the train split "
                        "in %.1f s\n",
-                       (int)attn_tok_vocab_size(r->tok), now_s() - t0);
+                       (int)attn_tok_vocab_size(r->tok), train_now_s() - t0);
         }
         if (!s) s = attn_tok_save(r->tok, p_tok);
         if (s) goto done;
@@ -495,40 +385,34 @@ static attn_status setup_training(run *r) {
     attn_encdec_model *m = r->model;
     /* Checkpoint tensors and optimizer ranges from the model's tensor table. Vectors (biases,
      * LayerNorm) get no weight decay. */
-    r->tensors = calloc((size_t)m->n_tensors, sizeof *r->tensors);
-    r->ranges = calloc((size_t)m->n_tensors, sizeof *r->ranges);
-    if (!r->tensors || !r->ranges) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+    TRAIN_TRY(train_tables_alloc(m->n_tensors, &r->tensors, &r->ranges));
     for (int i = 0; i < m->n_tensors; i++) {
         const attn_encdec_tensor *t = &m->tensors[i];
-        r->tensors[i].name = t->name;
-        r->tensors[i].ndim = t->ndim;
-        r->tensors[i].shape[0] = t->shape[0];
-        r->tensors[i].shape[1] = t->shape[1];
-        r->tensors[i].data = m->params + t->offset;
-        r->ranges[i] = (attn_optim_range){t->offset, t->numel, t->ndim > 1, t->name};
+        train_table_set(&r->tensors[i], &r->ranges[i], t->name, t->ndim, t->shape, m->params,
+                        t->offset, t->numel, t->ndim > 1);
     }
     r->nranges = m->n_tensors;
     attn_optim_params op = attn_optim_default_params(ATTN_OPTIM_ADAMW);
     op.beta1 = 0.9, op.beta2 = 0.98, op.eps = 1e-9; /* the paper's Adam settings */
     op.weight_decay = o->weight_decay;
-    TRY(attn_optim_create(&op, m->num_params, r->ranges, r->nranges, &r->opt));
+    TRAIN_TRY(attn_optim_create(&op, m->num_params, r->ranges, r->nranges, &r->opt));
 
     attn_data_encode_options eo = attn_data_encode_default_options();
     eo.max_len = r->cfg.max_len;
-    TRY(attn_data_encode(&r->corpus, r->split.train, r->split.n_train, r->tok, &eo, &r->train));
+    TRAIN_TRY(attn_data_encode(&r->corpus, r->split.train, r->split.n_train, r->tok, &eo, &r->train));
     eo.truncate = true; /* validation keeps every pair */
-    TRY(attn_data_encode(&r->corpus, r->split.valid, r->split.n_valid, r->tok, &eo, &r->valid));
-    TRY(attn_data_refs_make(&r->corpus, r->split.valid, r->split.n_valid, &r->valid_refs));
+    TRAIN_TRY(attn_data_encode(&r->corpus, r->split.valid, r->split.n_valid, r->tok, &eo, &r->valid));
+    TRAIN_TRY(attn_data_refs_make(&r->corpus, r->split.valid, r->split.n_valid, &r->valid_refs));
     attn_data_batch_options bo = attn_data_batch_default_options();
     bo.max_tokens = o->max_tokens;
     bo.seed = o->seed;
-    TRY(attn_data_loader_new(r->train, &bo, &r->loader));
+    TRAIN_TRY(attn_data_loader_new(r->train, &bo, &r->loader));
 
     r->cs = attn_ckpt_state_init();
     if (o->resume) {
-        TRY(attn_ckpt_load(o->out, r->tensors, r->nranges, r->opt, &r->cs));
+        TRAIN_TRY(attn_ckpt_load(o->out, r->tensors, r->nranges, r->opt, &r->cs));
         attn_data_pos pos = {(uint64_t)r->cs.epoch, (uint64_t)r->cs.data_position};
-        TRY(attn_data_loader_seek(r->loader, pos));
+        TRAIN_TRY(attn_data_loader_seek(r->loader, pos));
         printf("resumed %s at step %lld (epoch %lld, batch %lld)\n", o->out,
                (long long)r->cs.step, (long long)r->cs.epoch, (long long)r->cs.data_position);
     }
@@ -537,20 +421,15 @@ static attn_status setup_training(run *r) {
 
 static attn_status save(run *r, int64_t step, double lr) {
     attn_data_pos pos = attn_data_loader_tell(r->loader);
-    r->cs.step = step;
-    r->cs.epoch = (int64_t)pos.epoch;
-    r->cs.data_position = (int64_t)pos.batch;
-    r->cs.lr = lr;
-    if (r->cs.extra) json_decref(r->cs.extra);
-    r->cs.extra = opts_to_json(&r->o);
-    return attn_ckpt_save(r->o.out, r->tensors, r->nranges, r->opt, &r->cs);
+    return train_save(r->o.out, r->tensors, r->nranges, r->opt, &r->cs, step, (int64_t)pos.epoch,
+                      (int64_t)pos.batch, lr, opts_to_json(&r->o));
 }
 
 /* Mean cross-entropy (no label smoothing) over the validation set, token-weighted. */
 static attn_status valid_loss(run *r, double *out) {
     attn_data_range *ranges = NULL;
     size_t nr = 0;
-    TRY(attn_data_dataset_plan_fixed(r->valid, 0, r->o.max_tokens, &ranges, &nr));
+    TRAIN_TRY(attn_data_dataset_plan_fixed(r->valid, 0, r->o.max_tokens, &ranges, &nr));
     double sum = 0, tokens = 0;
     attn_status s = ATTN_STATUS_OK;
     size_t *rows = malloc(r->valid->n * sizeof *rows);
@@ -585,7 +464,7 @@ static attn_status valid_bleu(run *r, int n, double *out) {
     size_t ns = ATTN_MIN((size_t)n, vr->n);
     if (ns == 0) return ATTN_STATUS_OK;
     attn_translate_session *sess = NULL;
-    TRY(attn_translate_session_init(r->model, 64, 1, r->cfg.max_len, r->cfg.max_len, &sess));
+    TRAIN_TRY(attn_translate_session_init(r->model, 64, 1, r->cfg.max_len, r->cfg.max_len, &sess));
     attn_translate_options to = attn_translate_default_options();
     to.beam_size = 1;
     to.bos_id = attn_tok_special_id(r->tok, ATTN_TOK_BOS);
@@ -608,15 +487,12 @@ static attn_status valid_bleu(run *r, int n, double *out) {
 }
 
 static void progress(const run *r, int64_t step, double loss, double lr, double tok_s,
-                     double elapsed, double eta, bool final) {
-    char el[32], et[32];
-    fmt_duration(elapsed, el, sizeof el);
-    fmt_duration(eta, et, sizeof et);
+                     double elapsed, double eta) {
     attn_data_pos pos = attn_data_loader_tell(r->loader);
-    printf("step %6lld | epoch %3llu | loss %7.4f | lr %.2e | %8.0f tok/s | %s elapsed | ETA %s%s",
-           (long long)step, (unsigned long long)pos.epoch + 1, loss, lr, tok_s, el, et,
-           final ? "\n" : "\n");
-    fflush(stdout);
+    char where[80];
+    snprintf(where, sizeof where, "step %6lld | epoch %3llu", (long long)step,
+             (unsigned long long)pos.epoch + 1);
+    train_progress(where, loss, lr, tok_s, elapsed, eta);
 }
 
 static int train_loop(run *r) {
@@ -635,24 +511,17 @@ static int train_loop(run *r) {
         int64_t e = o->epochs * (int64_t)per_epoch; /* approximate: batches per epoch vary */
         if (e < end_step) end_step = e;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    train_catch_signals();
 
-    const double t_start = now_s();
+    const double t_start = train_now_s();
     double t_log = t_start, win_loss = 0, win_tok = 0, total_tok = 0, lr = 0;
     double last_loss = NAN;
     attn_status s = ATTN_STATUS_OK;
     const char *why = "done";
     while (step < end_step) {
-        if (g_stop_signal) {
-            why = "interrupted";
-            break;
-        }
-        if (o->time_budget && now_s() - t_start >= o->time_budget) {
-            why = "time budget reached";
+        const char *stop = train_stop_reason(t_start, o->time_budget);
+        if (stop) {
+            why = stop;
             break;
         }
         s = attn_data_loader_next(r->loader, &r->batch);
@@ -679,21 +548,17 @@ static int train_loop(run *r) {
         win_tok += (double)b->n_tokens;
         total_tok += (double)(b->n_tokens + src_tok);
         if (step % o->log_every == 0 || step == end_step) {
-            double t = now_s(), el = t - t_start;
+            double t = train_now_s(), el = t - t_start;
             double rate = total_tok / (el > 0 ? el : 1);
-            double eta = NAN;
-            if (o->time_budget) eta = o->time_budget - el;
-            if (end_step != INT64_MAX) {
-                double e2 = el / (double)(step - r->cs.step) * (double)(end_step - step);
-                eta = isnan(eta) ? e2 : fmin(eta, e2);
-            }
-            progress(r, step, win_loss / (win_tok > 0 ? win_tok : 1), lr, rate, el, eta, false);
+            double eta = train_eta(el / (double)(step - r->cs.step),
+                                   end_step != INT64_MAX ? end_step - step : -1, o->time_budget, el);
+            progress(r, step, win_loss / (win_tok > 0 ? win_tok : 1), lr, rate, el, eta);
             win_loss = win_tok = 0;
             t_log = t;
         }
         if (step % o->eval_every == 0) {
             double vl = 0, bleu = 0;
-            double t0 = now_s();
+            double t0 = train_now_s();
             s = valid_loss(r, &vl);
             if (!s && o->bleu_sentences) s = valid_bleu(r, o->bleu_sentences, &bleu);
             if (s) break;
@@ -701,7 +566,7 @@ static int train_loop(run *r) {
             printf("valid  %6lld | loss %7.4f | ppl %8.2f | BLEU %5.2f (greedy, %d sentences) | "
                    "%.1f s\n",
                    (long long)step, vl, exp(vl), bleu,
-                   (int)ATTN_MIN((size_t)o->bleu_sentences, r->valid_refs.n), now_s() - t0);
+                   (int)ATTN_MIN((size_t)o->bleu_sentences, r->valid_refs.n), train_now_s() - t0);
             fflush(stdout);
         }
         if (step % o->save_every == 0) {
@@ -717,7 +582,7 @@ static int train_loop(run *r) {
     }
     s = save(r, step, lr);
     if (s) return cli_fail(s);
-    double el = now_s() - t_start;
+    double el = train_now_s() - t_start;
     double vl = 0;
     if (valid_loss(r, &vl)) return cli_fail(ATTN_STATUS_IO);
     printf("%s: step %lld, train loss %.4f, valid loss %.4f, %.0f s, tokens/s=%.0f; saved %s\n",

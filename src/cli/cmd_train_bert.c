@@ -25,6 +25,7 @@
  * so a resumed run repeats the uninterrupted run's losses bit for bit (same --threads). */
 #include "cli.h"
 #include "cmd_train_bert.h"
+#include "train_common.h"
 
 #include "attn_bert.h"
 #include "attn_embed.h"
@@ -35,12 +36,10 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 const char cmd_train_bert_usage[] =
@@ -119,26 +118,6 @@ static bopts default_opts(void) {
     return o;
 }
 
-static bool parse_double(const char *s, double lo, double hi, double *out) {
-    if (!s || !*s) return false;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || !(v >= lo && v <= hi)) return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-    if (!s || !*s) return false;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
 /* The value after `--out` in argv, or NULL. */
 static const char *find_opt(int argc, char **argv, const char *name) {
     for (int i = 1; i + 1 < argc; i++)
@@ -167,38 +146,14 @@ bool cmd_train_bert_wanted(int argc, char **argv) {
 
 /* Returns -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, bopts *o) {
+    const char *const usage[] = {cmd_train_bert_usage + 1, NULL};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(cmd_train_bert_usage + 1, stdout);
-            return CLI_EXIT_OK;
-        }
-        if (!strcmp(a, "--resume")) {
-            o->resume = true;
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0) return cli_usage_error("train: unexpected argument '%s'", a);
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) return cli_usage_error("train: %s needs a value", a);
-        i++;
-        int64_t n;
-        double d;
-#define INT_OPT(name, lo, hi, field)                                                             \
-    if (!strcmp(a, name)) {                                                                      \
-        if (!parse_i64(v, lo, hi, &n))                                                           \
-            return cli_usage_error("train: %s needs an integer from %lld to %lld, got '%s'",    \
-                                   name, (long long)(lo), (long long)(hi), v);                   \
-        o->field = n;                                                                            \
-        continue;                                                                                \
-    }
-#define REAL_OPT(name, lo, hi, field)                                                            \
-    if (!strcmp(a, name)) {                                                                      \
-        if (!parse_double(v, lo, hi, &d))                                                        \
-            return cli_usage_error("train: %s needs a number from %g to %g, got '%s'", name,    \
-                                   (double)(lo), (double)(hi), v);                               \
-        o->field = d;                                                                            \
-        continue;                                                                                \
-    }
+        const char *a, *v;
+        int rc = train_next_arg(argc, argv, &i, usage, NULL, 0, &o->resume, &a, &v);
+        if (rc >= 0) return rc;
+        if (!a) continue; /* --resume */
+#define INT_OPT(name, lo, hi, field) CLI_INT_OPT("train", name, lo, hi, o->field, )
+#define REAL_OPT(name, lo, hi, field) CLI_REAL_OPT("train", name, lo, hi, o->field, )
         if (!strcmp(a, "--arch")) {
             if (strcmp(v, "bert") != 0) return cli_usage_error("train: --arch %s here", v);
             continue;
@@ -211,24 +166,14 @@ static int parse_args(int argc, char **argv, bopts *o) {
         INT_OPT("--column", 1, 1000000, column)
         INT_OPT("--max-len", 3, 4096, max_len)
         INT_OPT("--valid-size", 0, 100000000, valid_size)
-        INT_OPT("--seed", 0, INT64_MAX, seed)
         INT_OPT("--batch", 1, 65536, batch)
-        REAL_OPT("--lr", 0, 10, lr)
         INT_OPT("--warmup", 0, 100000000, warmup)
         INT_OPT("--decay-steps", 1, INT64_MAX, decay_steps)
-        REAL_OPT("--weight-decay", 0, 10, weight_decay)
         REAL_OPT("--beta1", 0, 0.999999, beta1)
         REAL_OPT("--beta2", 0, 0.999999999, beta2)
         REAL_OPT("--adam-eps", 1e-30, 1, eps)
-        REAL_OPT("--clip", 0, 1e9, clip)
-        REAL_OPT("--dropout", 0, 0.99, dropout)
         REAL_OPT("--mlm-probability", 0.001, 1, mlm_p)
-        INT_OPT("--max-steps", 1, INT64_MAX, max_steps)
-        INT_OPT("--epochs", 1, 1000000, epochs)
-        REAL_OPT("--time-budget", 1, 1e9, time_budget)
-        INT_OPT("--eval-every", 1, 100000000, eval_every)
-        INT_OPT("--save-every", 1, 100000000, save_every)
-        INT_OPT("--log-every", 1, 100000000, log_every)
+        TRAIN_SHARED_OPTS(o) /* --seed --lr --weight-decay --clip --dropout, stopping, logging */
 #undef INT_OPT
 #undef REAL_OPT
         return cli_usage_error("train: unknown option '%s'", a);
@@ -305,41 +250,7 @@ static attn_status opts_from_json(const json_t *j, const char *path, bopts *o) {
 
 /* ---- small helpers ----------------------------------------------------------------------------- */
 
-static volatile sig_atomic_t g_stop = 0;
-static void on_signal(int sig) { g_stop = sig; }
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void fmt_duration(double s, char *buf, size_t cap) {
-    if (!(s >= 0) || s > 1e7) {
-        snprintf(buf, cap, "--:--");
-        return;
-    }
-    long t = (long)(s + 0.5);
-    if (t >= 3600)
-        snprintf(buf, cap, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-    else
-        snprintf(buf, cap, "%02ld:%02ld", t / 60, t % 60);
-}
-
-static char *path_in(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-/* SplitMix64's finalizer: independent stream keys from (seed, purpose). */
-static uint64_t mix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
+/* Stream keys: train_mix64(seed ^ KEY_...). */
 #define KEY_SHUFFLE 0x73687566666c65ull /* "shuffle" */
 #define KEY_VALID 0x76616c6964ull       /* "valid" */
 #define VALID_EPOCH ((1u << 24) - 1)    /* the validation set's fixed masks */
@@ -544,12 +455,6 @@ static void run_free(run *r) {
     if (r->cs.extra) json_decref(r->cs.extra);
 }
 
-#define TRY(expr)                                                                                \
-    do {                                                                                         \
-        attn_status s_ = (expr);                                                                 \
-        if (s_) return s_;                                                                       \
-    } while (0)
-
 static attn_status ensure_state(run *r, int B, int T) {
     if (r->st && B <= r->capB && T <= r->capT) return ATTN_STATUS_OK;
     attn_bert_state_free(r->st);
@@ -574,7 +479,7 @@ static attn_bert_config small_config(void) {
 
 /* A model with an MLM head and no pooler holding `src`'s tensors where the names agree. */
 static attn_status adopt(const attn_bert_model *src, uint64_t seed, attn_bert_model **out) {
-    TRY(attn_bert_model_init(&src->cfg, seed, false, true, out));
+    TRAIN_TRY(attn_bert_model_init(&src->cfg, seed, false, true, out));
     for (int i = 0; i < (*out)->n_tensors; i++) {
         const attn_bert_tensor *t = &(*out)->tensors[i];
         const attn_bert_tensor *u = attn_bert_find_tensor(src, t->name);
@@ -587,8 +492,8 @@ static attn_status adopt(const attn_bert_model *src, uint64_t seed, attn_bert_mo
 static attn_status setup(run *r) {
     bopts *o = &r->o;
     attn_status s = ATTN_STATUS_OK;
-    char *p_cfg = path_in(o->out, "config.json"), *p_tok = path_in(o->out, "tokenizer.json");
-    r->ckpt_dir = path_in(o->out, "checkpoint");
+    char *p_cfg = train_path_in(o->out, "config.json"), *p_tok = train_path_in(o->out, "tokenizer.json");
+    r->ckpt_dir = train_path_in(o->out, "checkpoint");
     if (!p_cfg || !p_tok || !r->ckpt_dir) {
         s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
         goto done;
@@ -600,14 +505,10 @@ static attn_status setup(run *r) {
                                r->ckpt_dir);
             goto done;
         }
-        char *p_state = path_in(r->ckpt_dir, "training_state.json");
-        json_error_t err;
-        json_t *j = p_state ? json_load_file(p_state, 0, &err) : NULL;
-        if (!j)
-            s = attn_set_error(ATTN_STATUS_FORMAT, "%s: %s (line %d)", p_state ? p_state : "?",
-                               err.text, err.line);
-        else
-            s = opts_from_json(json_object_get(j, "extra"), p_state, o);
+        char *p_state = train_path_in(r->ckpt_dir, "training_state.json");
+        json_t *j = NULL;
+        s = train_load_state_json(p_state, &j);
+        if (!s) s = opts_from_json(json_object_get(j, "extra"), p_state, o);
         json_decref(j);
         free(p_state);
         if (!s) s = attn_bert_config_load(p_cfg, &cfg);
@@ -615,18 +516,7 @@ static attn_status setup(run *r) {
         if (!s) s = attn_bert_model_init(&cfg, o->seed, false, true, &r->model);
         if (s) goto done;
     } else {
-        if (mkdir(o->out, 0777) != 0 && errno != EEXIST) {
-            s = attn_set_error(ATTN_STATUS_IO, "%s: cannot create directory: %s", o->out,
-                               strerror(errno));
-            goto done;
-        }
-        if (attn_ckpt_exists(r->ckpt_dir)) {
-            s = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
-                               "%s already holds a checkpoint: use --resume to continue it, or "
-                               "another --out",
-                               o->out);
-            goto done;
-        }
+        if ((s = train_fresh_out(o->out, r->ckpt_dir))) goto done;
         const char *tok_src = o->tokenizer ? o->tokenizer : o->init;
         if ((s = attn_tok_load(tok_src, &r->tok))) goto done;
         /* copy the tokenizer files */
@@ -636,8 +526,8 @@ static attn_status setup(run *r) {
                                "special_tokens_map.json", "vocab.txt"};
         for (int k = 0; k < 4 && !s; k++) {
             if (!is_dir && k > 0) break;
-            char *src = is_dir ? path_in(tok_src, names[k]) : strdup(tok_src);
-            char *dst = path_in(o->out, names[k]);
+            char *src = is_dir ? train_path_in(tok_src, names[k]) : strdup(tok_src);
+            char *dst = train_path_in(o->out, names[k]);
             s = src && dst ? copy_file(src, dst, k > 0)
                            : attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
             free(src), free(dst);
@@ -705,7 +595,7 @@ done:
 
 static attn_status setup_data(run *r) {
     bopts *o = &r->o;
-    TRY(load_corpus(o, r->tok, &r->data));
+    TRAIN_TRY(load_corpus(o, r->tok, &r->data));
     size_t n = r->data.n;
     size_t nv = o->valid_size >= 0 ? (size_t)o->valid_size : (n / 20 < 500 ? n / 20 : 500);
     if (nv >= n)
@@ -725,7 +615,7 @@ static attn_status setup_data(run *r) {
     }
     for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
     attn_rng rng;
-    attn_rng_init(&rng, mix64(o->seed ^ KEY_VALID));
+    attn_rng_init(&rng, train_mix64(o->seed ^ KEY_VALID));
     if (nv) attn_rng_shuffle(&rng, perm, n);
     for (size_t i = 0; i < nv; i++) is_valid[perm[i]] = 1;
     for (size_t i = 0; i < n; i++) {
@@ -760,7 +650,7 @@ static attn_status make_batch(run *r, const uint32_t *ex, int B, uint64_t epoch,
         const int32_t *ids = r->data.ids + r->data.off[ex[b]];
         int n = (int)(r->data.off[ex[b] + 1] - r->data.off[ex[b]]);
         int32_t *mi = r->b_ids + (size_t)b * (size_t)T, *ml = r->b_labels + (size_t)b * (size_t)T;
-        TRY(attn_embed_mlm_mask(&r->mp, r->o.seed, epoch, ex[b], n, ids, mi, ml));
+        TRAIN_TRY(attn_embed_mlm_mask(&r->mp, r->o.seed, epoch, ex[b], n, ids, mi, ml));
         for (int t = n; t < T; t++) mi[t] = 0, ml[t] = ATTN_BERT_IGNORE_INDEX;
         r->b_len[b] = n;
         *n_tokens += n;
@@ -818,25 +708,19 @@ static attn_status valid_loss(run *r, double *out) {
 
 static attn_status setup_training(run *r) {
     attn_bert_model *m = r->model;
-    r->tensors = calloc((size_t)m->n_tensors, sizeof *r->tensors);
-    r->ranges = calloc((size_t)m->n_tensors, sizeof *r->ranges);
-    if (!r->tensors || !r->ranges) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+    TRAIN_TRY(train_tables_alloc(m->n_tensors, &r->tensors, &r->ranges));
     for (int i = 0; i < m->n_tensors; i++) {
         const attn_bert_tensor *t = &m->tensors[i];
-        r->tensors[i].name = t->name;
-        r->tensors[i].ndim = t->ndim;
-        r->tensors[i].shape[0] = t->shape[0];
-        r->tensors[i].shape[1] = t->shape[1];
-        r->tensors[i].data = m->params + t->offset;
-        r->ranges[i] = (attn_optim_range){t->offset, t->numel, t->ndim > 1, t->name};
+        train_table_set(&r->tensors[i], &r->ranges[i], t->name, t->ndim, t->shape, m->params,
+                        t->offset, t->numel, t->ndim > 1);
     }
     attn_optim_params op = attn_optim_default_params(ATTN_OPTIM_ADAMW);
     op.beta1 = r->o.beta1, op.beta2 = r->o.beta2, op.eps = r->o.eps;
     op.weight_decay = r->o.weight_decay;
-    TRY(attn_optim_create(&op, m->num_params, r->ranges, m->n_tensors, &r->opt));
+    TRAIN_TRY(attn_optim_create(&op, m->num_params, r->ranges, m->n_tensors, &r->opt));
     r->cs = attn_ckpt_state_init();
     if (r->o.resume) {
-        TRY(attn_ckpt_load(r->ckpt_dir, r->tensors, m->n_tensors, r->opt, &r->cs));
+        TRAIN_TRY(attn_ckpt_load(r->ckpt_dir, r->tensors, m->n_tensors, r->opt, &r->cs));
         printf("resumed %s at step %lld (epoch %lld, batch %lld)\n", r->o.out,
                (long long)r->cs.step, (long long)r->cs.epoch + 1, (long long)r->cs.data_position);
     }
@@ -844,13 +728,8 @@ static attn_status setup_training(run *r) {
 }
 
 static attn_status save(run *r, int64_t step, int64_t epoch, int64_t batch, double lr) {
-    r->cs.step = step;
-    r->cs.epoch = epoch;
-    r->cs.data_position = batch;
-    r->cs.lr = lr;
-    if (r->cs.extra) json_decref(r->cs.extra);
-    r->cs.extra = opts_to_json(&r->o);
-    TRY(attn_ckpt_save(r->ckpt_dir, r->tensors, r->model->n_tensors, r->opt, &r->cs));
+    TRAIN_TRY(train_save(r->ckpt_dir, r->tensors, r->model->n_tensors, r->opt, &r->cs, step, epoch,
+                   batch, lr, opts_to_json(&r->o)));
     return attn_bert_save_dir(r->model, r->o.out);
 }
 
@@ -873,24 +752,17 @@ static int train_loop(run *r) {
            c->intermediate_size, c->vocab_size, (double)c->hidden_dropout_prob, 100 * o->mlm_p,
            attn_get_num_threads(), attn_backend_name(attn_get_backend()));
     fflush(stdout);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    train_catch_signals();
 
-    const double t0 = now_s();
+    const double t0 = train_now_s();
     double win_loss = 0, win_n = 0, total_tok = 0, lr = 0, last_loss = NAN;
     const int64_t first_step = step;
     attn_status s = ATTN_STATUS_OK;
     const char *why = "done";
     while (step < end_step) {
-        if (g_stop) {
-            why = "interrupted";
-            break;
-        }
-        if (o->time_budget && now_s() - t0 >= o->time_budget) {
-            why = "time budget reached";
+        const char *stop = train_stop_reason(t0, o->time_budget);
+        if (stop) {
+            why = stop;
             break;
         }
         if ((size_t)batch >= spe) epoch++, batch = 0;
@@ -901,7 +773,7 @@ static int train_loop(run *r) {
         if (r->perm_epoch != epoch) {
             memcpy(r->perm, r->train, r->n_train * sizeof *r->perm);
             attn_rng rng;
-            attn_rng_set_state(&rng, mix64(o->seed ^ KEY_SHUFFLE), (uint64_t)epoch << 32);
+            attn_rng_set_state(&rng, train_mix64(o->seed ^ KEY_SHUFFLE), (uint64_t)epoch << 32);
             attn_rng_shuffle(&rng, r->perm, r->n_train);
             r->perm_epoch = epoch;
         }
@@ -932,36 +804,30 @@ static int train_loop(run *r) {
         win_loss += (double)loss * (double)nl, win_n += (double)nl;
         total_tok += (double)ntok;
         if (step % o->log_every == 0 || step == end_step) {
-            double el = now_s() - t0, eta = NAN;
-            if (o->time_budget) eta = o->time_budget - el;
-            if (end_step != INT64_MAX) {
-                double e2 = el / (double)(step - first_step) * (double)(end_step - step);
-                eta = isnan(eta) ? e2 : fmin(eta, e2);
-            }
-            char a[32], b[32];
-            fmt_duration(el, a, sizeof a);
-            fmt_duration(eta, b, sizeof b);
-            printf("step %6lld | epoch %3lld | loss %7.4f | lr %.2e | %8.0f tok/s | %s elapsed | "
-                   "ETA %s\n",
-                   (long long)step, (long long)epoch + 1, win_n > 0 ? win_loss / win_n : 0.0, lr,
-                   total_tok / (el > 0 ? el : 1), a, b);
-            fflush(stdout);
+            double el = train_now_s() - t0;
+            double eta = train_eta(el / (double)(step - first_step),
+                                   end_step != INT64_MAX ? end_step - step : -1, o->time_budget, el);
+            char where[80];
+            snprintf(where, sizeof where, "step %6lld | epoch %3lld", (long long)step,
+                     (long long)epoch + 1);
+            train_progress(where, win_n > 0 ? win_loss / win_n : 0.0, lr,
+                           total_tok / (el > 0 ? el : 1), el, eta);
             win_loss = win_n = 0;
         }
         if (r->n_valid && step % o->eval_every == 0) {
             double vl;
-            double tv = now_s();
+            double tv = train_now_s();
             if ((s = valid_loss(r, &vl))) break;
             if (vl < r->cs.best_valid_loss) r->cs.best_valid_loss = vl;
             printf("valid  %6lld | loss %7.4f | ppl %8.2f | %.1f s\n", (long long)step, vl, exp(vl),
-                   now_s() - tv);
+                   train_now_s() - tv);
             fflush(stdout);
         }
         if (step % o->save_every == 0 && (s = save(r, step, epoch, batch, lr))) break;
     }
     if (s) return cli_fail(s);
     if ((s = save(r, step, epoch, batch, lr))) return cli_fail(s);
-    double el = now_s() - t0, vl = NAN;
+    double el = train_now_s() - t0, vl = NAN;
     if (r->n_valid && (s = valid_loss(r, &vl))) return cli_fail(s);
     char vbuf[48] = "";
     if (r->n_valid) snprintf(vbuf, sizeof vbuf, ", valid loss %.4f", vl);

@@ -11,14 +11,15 @@
  * once at the start and carried over by every save).
  *
  * Determinism: micro-batch g = step · grad_accum + micro draws its B window offsets from words
- * [g·2^32, ...) of Philox stream mix64(seed ^ "train") (attn_rng_below, nanoGPT's
+ * [g·2^32, ...) of Philox stream train_mix64(seed ^ "train") (attn_rng_below, nanoGPT's
  * torch.randint(len(data) − T, (B,))), dropout masks are a function of (seed, g), validation uses
- * the same K batches every time (batch k from words [k·2^32, ...) of stream mix64(seed ^ "valid")),
+ * the same K batches every time (batch k from words [k·2^32, ...) of stream train_mix64(seed ^ "valid")),
  * and the optimizer state is saved bit for bit — so a resumed run repeats the uninterrupted run's
  * losses exactly, given the same thread count. tools/ref_gpt_train.py re-implements the sampler
  * in Python (the PyTorch twin trains on the very same batches). */
 #include "cli.h"
 #include "cmd_train_gpt.h"
+#include "train_common.h"
 
 #include "attn_gpt.h"
 #include "attn_kernels.h"
@@ -29,12 +30,10 @@
 #include <limits.h>
 #include <jansson.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 const char cmd_train_gpt_usage[] =
     "\n"
@@ -118,72 +117,26 @@ static gopts default_gopts(void) {
     return o;
 }
 
-static bool parse_real(const char *s, double lo, double hi, double *out) {
-    if (!s || !*s) return false;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || !(v >= lo && v <= hi)) return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_int64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-    if (!s || !*s) return false;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
 /* Returns -1 on success, else the exit code. */
 static int parse_gargs(int argc, char **argv, gopts *o) {
+    const char *const usage[] = {cmd_train_gpt_usage + 1, NULL};
+    static const char *const with_value[] = {
+        "--arch", "--data", "--out", "--config", "--tokenizer", "--metrics", "--batch",
+        "--grad-accum", "--seed", "--lr", "--min-lr", "--warmup-steps", "--lr-decay-steps",
+        "--weight-decay", "--beta1", "--beta2", "--grad-clip", "--dropout", "--max-steps",
+        "--time-budget", "--eval-every", "--eval-iters", "--save-every", "--log-every"};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(cmd_train_gpt_usage + 1, stdout);
-            return CLI_EXIT_OK;
-        }
-        if (!strcmp(a, "--resume")) {
-            o->resume = true;
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0) return cli_usage_error("train: unexpected argument '%s'", a);
-        static const char *const with_value[] = {
-            "--arch", "--data", "--out", "--config", "--tokenizer", "--metrics", "--batch",
-            "--grad-accum", "--seed", "--lr", "--min-lr", "--warmup-steps", "--lr-decay-steps",
-            "--weight-decay", "--beta1", "--beta2", "--grad-clip", "--dropout", "--max-steps",
-            "--time-budget", "--eval-every", "--eval-iters", "--save-every", "--log-every"};
-        bool known = false;
-        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
-            known |= !strcmp(a, with_value[k]);
-        if (!known) return cli_usage_error("train: unknown option '%s'", a);
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) return cli_usage_error("train: %s needs a value", a);
-        i++;
+        const char *a, *v;
+        int rc = train_next_arg(argc, argv, &i, usage, with_value,
+                                sizeof with_value / sizeof *with_value, &o->resume, &a, &v);
+        if (rc >= 0) return rc;
+        if (!a) continue; /* --resume */
         int64_t n;
-        double d;
         /* FIXED: the option defines the run (saved in the checkpoint, not changeable on resume) */
 #define INT_OPT(name, lo, hi, field, fixed)                                                      \
-    if (!strcmp(a, name)) {                                                                      \
-        if (!parse_int64(v, lo, hi, &n))                                                         \
-            return cli_usage_error("train: %s needs an integer from %lld to %lld, got '%s'",    \
-                                   name, (long long)(lo), (long long)(hi), v);                   \
-        o->field = n;                                                                            \
-        if (fixed) o->fixed_opt = name;                                                          \
-        continue;                                                                                \
-    }
+    CLI_INT_OPT("train", name, lo, hi, o->field, if (fixed) o->fixed_opt = name)
 #define REAL_OPT(name, lo, hi, field, fixed)                                                     \
-    if (!strcmp(a, name)) {                                                                      \
-        if (!parse_real(v, lo, hi, &d))                                                          \
-            return cli_usage_error("train: %s needs a number from %g to %g, got '%s'", name,    \
-                                   (double)(lo), (double)(hi), v);                               \
-        o->field = d;                                                                            \
-        if (fixed) o->fixed_opt = name;                                                          \
-        continue;                                                                                \
-    }
+    CLI_REAL_OPT("train", name, lo, hi, o->field, if (fixed) o->fixed_opt = name)
 #define STR_OPT(name, field, fixed)                                                              \
     if (!strcmp(a, name)) {                                                                      \
         o->field = v;                                                                            \
@@ -213,7 +166,7 @@ static int parse_gargs(int argc, char **argv, gopts *o) {
         REAL_OPT("--grad-clip", 0, 1e9, grad_clip, true)
         REAL_OPT("--dropout", 0, 0.99, dropout, true)
         if (!strcmp(a, "--max-steps")) {
-            if (!parse_int64(v, 0, 1000000000000LL, &n))
+            if (!cli_parse_i64(v, 0, 1000000000000LL, &n))
                 return cli_usage_error("train: --max-steps needs an integer from 0 to 1e12, got '%s'", v);
             o->max_steps = n;
             o->max_steps_given = true;
@@ -309,47 +262,7 @@ static attn_status gopts_from_json(const json_t *j, const char *dir, gopts *o, u
 
 /* ---- helpers ---------------------------------------------------------------------------------- */
 
-static volatile sig_atomic_t g_stop = 0;
-static void on_signal(int sig) { g_stop = sig; }
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void fmt_duration(double s, char *buf, size_t cap) {
-    if (!(s >= 0) || s > 1e7) {
-        snprintf(buf, cap, "--:--");
-        return;
-    }
-    long t = (long)(s + 0.5);
-    if (t >= 3600)
-        snprintf(buf, cap, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-    else
-        snprintf(buf, cap, "%02ld:%02ld", t / 60, t % 60);
-}
-
-static char *path_in(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-#define TRY(expr)                                                                                \
-    do {                                                                                         \
-        attn_status s_ = (expr);                                                                 \
-        if (s_) return s_;                                                                       \
-    } while (0)
-
-/* splitmix64's finalizer: decorrelates the seed's streams (batches, validation). */
-static uint64_t mix64(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ULL;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
+/* Stream keys train_mix64(seed ^ STREAM_...): decorrelate the seed's streams (batches, validation). */
 #define STREAM_TRAIN 0x747261696EULL /* "train" */
 #define STREAM_VALID 0x76616C6964ULL /* "valid" */
 
@@ -430,7 +343,7 @@ typedef struct {
     size_t n_ids, n_train;
     attn_gpt_config cfg;
     attn_gpt_model *m;
-    attn_gpt_state *st;
+    attn_gpt_trainer *tr; /* the data-parallel step: one replica per thread */
     int B, T;
     int32_t *x, *y; /* (B, T) */
     attn_optim *opt;
@@ -444,7 +357,7 @@ static void grun_free(grun *r) {
     free(r->text);
     attn_tok_free(r->tok);
     attn_free(r->ids);
-    attn_gpt_state_free(r->st);
+    attn_gpt_trainer_free(r->tr);
     attn_gpt_model_free(r->m);
     free(r->x);
     free(r->y);
@@ -504,8 +417,8 @@ static attn_status load_train_config(const gopts *o, const attn_tok *tok, attn_g
 static attn_status setup(grun *r) {
     gopts *o = &r->o;
     attn_status s = ATTN_STATUS_OK;
-    char *p_cfg = path_in(o->out, "config.json"), *p_tok = path_in(o->out, "tokenizer.json");
-    char *p_state = path_in(o->out, "training_state.json");
+    char *p_cfg = train_path_in(o->out, "config.json"), *p_tok = train_path_in(o->out, "tokenizer.json");
+    char *p_state = train_path_in(o->out, "training_state.json");
     uint64_t want_bytes = 0;
     uint32_t want_crc = 0;
     if (!p_cfg || !p_tok || !p_state) {
@@ -530,38 +443,23 @@ static attn_status setup(grun *r) {
             }
             sprintf(prev, "%s.prev", o->out);
             free(p_cfg), free(p_tok), free(p_state);
-            p_cfg = path_in(prev, "config.json"), p_tok = path_in(prev, "tokenizer.json");
-            p_state = path_in(prev, "training_state.json");
+            p_cfg = train_path_in(prev, "config.json"), p_tok = train_path_in(prev, "tokenizer.json");
+            p_state = train_path_in(prev, "training_state.json");
             free(prev);
             if (!p_cfg || !p_tok || !p_state) {
                 s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
                 goto done;
             }
         }
-        json_error_t err;
-        json_t *j = json_load_file(p_state, 0, &err);
-        if (!j) {
-            s = attn_set_error(ATTN_STATUS_FORMAT, "%s: %s (line %d)", p_state, err.text, err.line);
-            goto done;
-        }
+        json_t *j = NULL;
+        if ((s = train_load_state_json(p_state, &j))) goto done;
         s = gopts_from_json(json_object_get(j, "extra"), o->out, o, &want_bytes, &want_crc);
         json_decref(j);
         if (!s) s = attn_gpt_config_load(p_cfg, &r->cfg);
         if (!s) s = attn_tok_load(p_tok, &r->tok);
         if (s) goto done;
     } else {
-        if (mkdir(o->out, 0777) != 0 && errno != EEXIST) {
-            s = attn_set_error(ATTN_STATUS_IO, "%s: cannot create directory: %s", o->out,
-                               strerror(errno));
-            goto done;
-        }
-        if (attn_ckpt_exists(o->out)) {
-            s = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
-                               "%s already holds a checkpoint: use --resume to continue it, or "
-                               "another --out",
-                               o->out);
-            goto done;
-        }
+        if ((s = train_fresh_out(o->out, o->out))) goto done;
     }
 
     /* the text (its absolute path goes into the checkpoint, so --resume works from anywhere) */
@@ -591,7 +489,7 @@ static attn_status setup(grun *r) {
             s = attn_tok_load(o->tokenizer, &r->tok);
         if (s) goto done;
     }
-    double t0 = now_s();
+    double t0 = train_now_s();
     s = attn_tok_encode_alloc(r->tok, r->text, r->text_len, &r->ids, &r->n_ids);
     if (s) {
         char msg[512];
@@ -599,7 +497,7 @@ static attn_status setup(grun *r) {
         s = attn_set_error(s, "%s: %s", o->data, msg);
         goto done;
     }
-    double t_enc = now_s() - t0;
+    double t_enc = train_now_s() - t0;
 
     if (!o->resume) {
         s = load_train_config(o, r->tok, &r->cfg);
@@ -639,29 +537,29 @@ static attn_status setup_training(grun *r) {
     gopts *o = &r->o;
     attn_gpt_model *m = r->m;
     if (o->lr_decay_steps < 0) o->lr_decay_steps = o->max_steps;
-    r->tensors = calloc((size_t)m->n_tensors, sizeof *r->tensors);
-    r->ranges = calloc((size_t)m->n_tensors, sizeof *r->ranges);
+    TRAIN_TRY(train_tables_alloc(m->n_tensors, &r->tensors, &r->ranges));
     r->x = malloc((size_t)r->B * r->T * sizeof *r->x);
     r->y = malloc((size_t)r->B * r->T * sizeof *r->y);
-    if (!r->tensors || !r->ranges || !r->x || !r->y)
-        return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+    if (!r->x || !r->y) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
     for (int i = 0; i < m->n_tensors; i++) {
         const attn_gpt_tensor *t = &m->tensors[i];
-        r->tensors[i].name = t->name;
-        r->tensors[i].ndim = t->ndim;
-        r->tensors[i].shape[0] = t->shape[0];
-        r->tensors[i].shape[1] = t->shape[1];
-        r->tensors[i].data = m->params + t->offset;
-        r->ranges[i] = (attn_optim_range){t->offset, t->numel, t->decay, t->name};
+        train_table_set(&r->tensors[i], &r->ranges[i], t->name, t->ndim, t->shape, m->params,
+                        t->offset, t->numel, t->decay);
     }
     attn_optim_params op = attn_optim_default_params(ATTN_OPTIM_ADAMW);
     op.beta1 = o->beta1, op.beta2 = o->beta2, op.eps = 1e-8;
     op.weight_decay = o->weight_decay;
-    TRY(attn_optim_create(&op, m->num_params, r->ranges, m->n_tensors, &r->opt));
-    TRY(attn_gpt_state_init(m, r->B, r->T, &r->st));
+    TRAIN_TRY(attn_optim_create(&op, m->num_params, r->ranges, m->n_tensors, &r->opt));
+    /* One data-parallel replica per thread, each but the first with its own gradient buffer:
+     * fewer when those buffers would pass 2 GiB (a large model's matrices keep every thread busy
+     * inside the kernels anyway). */
+    int replicas = attn_get_num_threads();
+    const double grad_bytes = (double)m->num_params * sizeof(float);
+    while (replicas > 1 && (replicas - 1) * grad_bytes > 2147483648.0) replicas--;
+    TRAIN_TRY(attn_gpt_trainer_init(m, r->B, r->T, replicas, &r->tr));
     r->cs = attn_ckpt_state_init();
     if (o->resume) {
-        TRY(attn_ckpt_load(o->out, r->tensors, m->n_tensors, r->opt, &r->cs));
+        TRAIN_TRY(attn_ckpt_load(o->out, r->tensors, m->n_tensors, r->opt, &r->cs));
         printf("resumed %s at step %lld\n", o->out, (long long)r->cs.step);
     }
     if (o->metrics) {
@@ -673,13 +571,8 @@ static attn_status setup_training(grun *r) {
 }
 
 static attn_status save(grun *r, int64_t step, double lr) {
-    r->cs.step = step;
-    r->cs.epoch = 0;
-    r->cs.data_position = step;
-    r->cs.lr = lr;
-    if (r->cs.extra) json_decref(r->cs.extra);
-    r->cs.extra = gopts_to_json(&r->o, r->text_len, r->crc);
-    return attn_ckpt_save(r->o.out, r->tensors, r->m->n_tensors, r->opt, &r->cs);
+    return train_save(r->o.out, r->tensors, r->m->n_tensors, r->opt, &r->cs, step, 0, step, lr,
+                      gopts_to_json(&r->o, r->text_len, r->crc));
 }
 
 /* Mean loss over the same eval_iters validation batches every time (evaluation mode). */
@@ -687,14 +580,12 @@ static attn_status valid_loss(grun *r, double *out) {
     const int B = r->B, T = r->T;
     const int32_t *val = r->ids + r->n_train;
     const size_t n_val = r->n_ids - r->n_train;
-    const uint64_t key = mix64(r->o.seed ^ STREAM_VALID);
-    attn_gpt_set_train(r->st, false, 0, 0);
+    const uint64_t key = train_mix64(r->o.seed ^ STREAM_VALID);
     double sum = 0;
     for (int k = 0; k < r->o.eval_iters; k++) {
         sample_batch(val, n_val, B, T, key, (uint64_t)k, r->x, r->y);
         float l = 0;
-        TRY(attn_gpt_forward(r->m, r->st, B, T, r->x, NULL));
-        TRY(attn_gpt_loss(r->m, r->st, r->y, 1.0f, &l));
+        TRAIN_TRY(attn_gpt_trainer_eval(r->tr, B, T, r->x, r->y, &l));
         sum += l;
     }
     *out = sum / r->o.eval_iters;
@@ -705,21 +596,19 @@ static attn_status valid_loss(grun *r, double *out) {
 static attn_status train_step(grun *r, int64_t step, double lr, double *loss, double *norm) {
     attn_gpt_model *m = r->m;
     const int B = r->B, T = r->T, A = r->o.grad_accum;
-    const uint64_t key = mix64(r->o.seed ^ STREAM_TRAIN);
+    const uint64_t key = train_mix64(r->o.seed ^ STREAM_TRAIN);
     attn_gpt_zero_grad(m);
     double sum = 0;
     for (int micro = 0; micro < A; micro++) {
         uint64_t g = (uint64_t)step * (uint64_t)A + (uint64_t)micro;
         sample_batch(r->ids, r->n_train, B, T, key, g, r->x, r->y);
-        attn_gpt_set_train(r->st, true, r->o.seed, g);
         float l = 0;
-        TRY(attn_gpt_forward(m, r->st, B, T, r->x, NULL));
-        TRY(attn_gpt_loss(m, r->st, r->y, 1.0f / (float)A, &l));
-        TRY(attn_gpt_backward(m, r->st));
+        TRAIN_TRY(attn_gpt_train_step(r->tr, true, r->o.seed, g, B, T, r->x, r->y, 1.0f / (float)A,
+                                      &l));
         sum += l;
     }
     *loss = sum / A;
-    TRY(attn_optim_check_finite(m->grads, m->num_params, r->ranges, m->n_tensors, NULL));
+    TRAIN_TRY(attn_optim_check_finite(m->grads, m->num_params, r->ranges, m->n_tensors, NULL));
     *norm = r->o.grad_clip > 0 ? attn_optim_clip_grad_norm(m->grads, m->num_params, r->o.grad_clip)
                                : attn_optim_grad_norm(m->grads, m->num_params);
     return attn_optim_step(r->opt, m->params, m->grads, lr);
@@ -737,32 +626,25 @@ static int train_loop(grun *r) {
            (double)c->resid_pdrop, r->B, o->grad_accum, o->grad_accum > 1 ? " micro-batches" : "",
            attn_get_num_threads(), attn_backend_name(attn_get_backend()));
     fflush(stdout);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    train_catch_signals();
 
-    const double t_start = now_s();
+    const double t_start = train_now_s();
     double t_train = 0, win_loss = 0, lr = 0, last_loss = NAN, vl = NAN;
     int win_n = 0;
     int64_t done_steps = 0;
     attn_status s = ATTN_STATUS_OK;
     const char *why = "done";
     while (step < end) {
-        if (g_stop) {
-            why = "interrupted";
-            break;
-        }
-        if (o->time_budget && now_s() - t_start >= o->time_budget) {
-            why = "time budget reached";
+        const char *stop = train_stop_reason(t_start, o->time_budget);
+        if (stop) {
+            why = stop;
             break;
         }
         lr = attn_lr_cosine(step, o->lr, o->min_lr, o->warmup, o->lr_decay_steps);
-        double loss = 0, norm = 0, t0 = now_s();
+        double loss = 0, norm = 0, t0 = train_now_s();
         s = train_step(r, step, lr, &loss, &norm);
         if (s) break;
-        t_train += now_s() - t0;
+        t_train += train_now_s() - t0;
         step++, done_steps++;
         last_loss = loss;
         win_loss += loss, win_n++;
@@ -771,28 +653,24 @@ static int train_loop(grun *r) {
             fprintf(r->metrics,
                     "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, "
                     "\"tokens\": %.0f, \"seconds\": %.6f}\n",
-                    (long long)step, loss, lr, norm, tokens_per_step * (double)step, now_s() - t_start);
+                    (long long)step, loss, lr, norm, tokens_per_step * (double)step, train_now_s() - t_start);
             fflush(r->metrics);
         }
         if (step % o->log_every == 0 || step == end) {
-            char el[32], et[32];
-            double elapsed = now_s() - t_start;
-            double eta = (double)(end - step) * (t_train / (double)done_steps);
-            if (o->time_budget) eta = fmin(eta, o->time_budget - elapsed);
-            fmt_duration(elapsed, el, sizeof el);
-            fmt_duration(eta, et, sizeof et);
-            printf("step %6lld/%lld | loss %7.4f | lr %.2e | %8.0f tok/s | %s elapsed | ETA %s\n",
-                   (long long)step, (long long)end, win_loss / win_n, lr, tok_s, el, et);
-            fflush(stdout);
+            double elapsed = train_now_s() - t_start;
+            double eta = train_eta(t_train / (double)done_steps, end - step, o->time_budget, elapsed);
+            char where[80];
+            snprintf(where, sizeof where, "step %6lld/%lld", (long long)step, (long long)end);
+            train_progress(where, win_loss / win_n, lr, tok_s, elapsed, eta);
             win_loss = 0, win_n = 0;
         }
         if (step % o->eval_every == 0 && step != end) {
-            double t1 = now_s();
+            double t1 = train_now_s();
             s = valid_loss(r, &vl);
             if (s) break;
             if (vl < r->cs.best_valid_loss) r->cs.best_valid_loss = vl;
             printf("valid  %6lld | loss %7.4f (%d batches) | %.1f s\n", (long long)step, vl,
-                   o->eval_iters, now_s() - t1);
+                   o->eval_iters, train_now_s() - t1);
             if (r->metrics) {
                 fprintf(r->metrics, "{\"step\": %lld, \"val_loss\": %.17g}\n", (long long)step, vl);
                 fflush(r->metrics);
@@ -817,7 +695,7 @@ static int train_loop(grun *r) {
     }
     s = save(r, step, lr);
     if (s) return cli_fail(s);
-    double el = now_s() - t_start;
+    double el = train_now_s() - t_start;
     double tok_s = done_steps ? tokens_per_step * (double)done_steps / (t_train > 0 ? t_train : 1) : 0;
     char tl[32] = "n/a";
     if (!isnan(last_loss)) snprintf(tl, sizeof tl, "%.4f", last_loss);
@@ -838,7 +716,7 @@ bool cmd_train_gpt_wanted(int argc, char **argv) {
         if (i + 1 < argc && !strcmp(argv[i], "--out")) out = argv[i + 1];
     }
     if (!resume || !out) return false;
-    char *p = path_in(out, "config.json");
+    char *p = train_path_in(out, "config.json");
     json_t *j = p ? json_load_file(p, 0, NULL) : NULL;
     if (!j && p) { /* a save interrupted between its renames leaves only DIR.prev */
         free(p);

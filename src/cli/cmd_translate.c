@@ -56,40 +56,10 @@ typedef struct {
     float score;
 } item;
 
-/* Text the tokenizer accepts: strict UTF-8 (no overlong forms, surrogates or code points above
- * U+10FFFF) without NUL bytes (which a C string would silently cut). Returns NULL, or what is
- * wrong with the byte at *at. */
-static const char *text_problem(const unsigned char *s, size_t n, size_t *at) {
-    for (size_t i = 0; i < n;) {
-        unsigned c = s[i];
-        *at = i;
-        if (c == 0) return "NUL byte";
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t k;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) k = 1;
-        else if (c == 0xE0) k = 2, lo = 0xA0;
-        else if (c == 0xED) k = 2, hi = 0x9F;
-        else if (c >= 0xE1 && c <= 0xEF) k = 2;
-        else if (c == 0xF0) k = 3, lo = 0x90;
-        else if (c >= 0xF1 && c <= 0xF3) k = 3;
-        else if (c == 0xF4) k = 3, hi = 0x8F;
-        else return "invalid UTF-8";
-        if (n - i <= k || s[i + 1] < lo || s[i + 1] > hi) return "invalid UTF-8";
-        for (size_t j = 2; j <= k; j++)
-            if ((s[i + j] & 0xC0) != 0x80) return "invalid UTF-8";
-        i += k + 1;
-    }
-    return NULL;
-}
-
 /* A one-line error for a bad input text: "<stdin>:LINE: ..." or "argument N: ...". */
 static attn_status check_text(const char *text, size_t len, const char *where, size_t index) {
     size_t at = 0;
-    const char *what = text_problem((const unsigned char *)text, len, &at);
+    const char *what = cli_text_problem(text, len, &at);
     if (!what) return ATTN_STATUS_OK;
     return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
                           "%s%zu: %s at byte %zu (0x%02X): expected UTF-8 text without NUL bytes",

@@ -67,37 +67,6 @@ static attn_status read_file(const char *path, char **out, size_t *len) {
     return ATTN_STATUS_OK;
 }
 
-/* Strict UTF-8 (no overlong forms, surrogates, code points above U+10FFFF or NUL bytes), the
- * same rule as Python's decoder, so that every string handed to the tokenizer and to BLEU is
- * text both accept. Returns the byte offset of the first bad byte, or n if all is valid. */
-static size_t utf8_check(const unsigned char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        if (c == 0) return i;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t k;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) k = 1;
-        else if (c == 0xE0) k = 2, lo = 0xA0;
-        else if (c == 0xED) k = 2, hi = 0x9F;
-        else if (c >= 0xE1 && c <= 0xEF) k = 2;
-        else if (c == 0xF0) k = 3, lo = 0x90;
-        else if (c >= 0xF1 && c <= 0xF3) k = 3;
-        else if (c == 0xF4) k = 3, hi = 0x8F;
-        else return i;
-        if (n - i <= k) return i;
-        if (s[i + 1] < lo || s[i + 1] > hi) return i;
-        for (size_t j = 2; j <= k; j++)
-            if ((s[i + j] & 0xC0) != 0x80) return i;
-        i += k + 1;
-    }
-    return n;
-}
-
 attn_status attn_data_load_tsv(const char *path, const attn_data_tsv_options *opt,
                                attn_data_corpus *out) {
     if (!out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "data: out is NULL");
@@ -140,7 +109,9 @@ attn_status attn_data_load_tsv(const char *path, const attn_data_tsv_options *op
             s = next;
             continue;
         }
-        size_t bad = utf8_check((const unsigned char *)s, (size_t)(e - s));
+        /* Strict UTF-8 without NUL bytes, the same rule as Python's decoder, so that every
+         * string handed to the tokenizer and to BLEU is text both accept. */
+        size_t bad = attn_tok_utf8_check(s, (size_t)(e - s), false);
         if (bad != (size_t)(e - s)) {
             st = attn_fail(ATTN_STATUS_FORMAT, "%s:%zu: %s at byte %zu of the line", path, line,
                            s[bad] ? "invalid UTF-8" : "NUL byte", bad + 1);

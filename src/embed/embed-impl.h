@@ -16,6 +16,11 @@ struct attn_embed {
     attn_bert_state *st; /* run state for up to st_B sequences of st_T tokens (grown on demand) */
     int st_B, st_T;
     int batch_size;
+    /* attn_embed_encode's extra run states for threads 1 .. n_workers-1 when it runs one batch
+     * per thread (thread 0 uses st); each grown on demand like st. */
+    attn_bert_state **wst; /* [n_workers] (entry 0 unused) */
+    int *wst_B, *wst_T;    /* [n_workers] their capacities */
+    int n_workers;
     char *model_dir; /* the directory holding config.json / model.safetensors / tokenizer.json */
 };
 

@@ -12,6 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 attn_embed_options attn_embed_default_options(void) {
     attn_embed_options o;
     memset(&o, 0, sizeof o);
@@ -181,6 +185,8 @@ done:
 void attn_embed_free(attn_embed *e) {
     if (!e) return;
     attn_bert_state_free(e->st);
+    for (int i = 1; i < e->n_workers; i++) attn_bert_state_free(e->wst[i]);
+    free(e->wst), free(e->wst_B), free(e->wst_T);
     attn_bert_model_free(e->model);
     attn_tok_free(e->tok);
     free(e->model_dir);
@@ -238,6 +244,9 @@ attn_status attn_embed_load(const char *dir, const attn_embed_options *opt_in, a
     }
     if ((s = attn_tok_load(p_tok, &e->tok))) goto done;
     if ((s = attn_bert_load_dir(e->model_dir, &e->model))) goto done;
+    /* The layers' weights in the GEMM's panel layout, once (the handle never changes them).
+     * Without memory for the copy the model simply runs unpacked (equal within ~2e-7). */
+    (void)attn_bert_pack_weights(e->model);
     const attn_bert_config *cfg = &e->model->cfg;
     if (attn_tok_vocab_size(e->tok) > cfg->vocab_size) {
         s = attn_fail(ATTN_STATUS_FORMAT,
@@ -416,6 +425,79 @@ attn_status embed_ensure_state(attn_embed *e, int B, int T) {
     return ATTN_STATUS_OK;
 }
 
+#define TRY(expr)                                                                                \
+    do {                                                                                         \
+        attn_status try_s_ = (expr);                                                             \
+        if (try_s_) return try_s_;                                                               \
+    } while (0)
+
+/* Run states for threads 1 .. nt-1 (thread 0 uses e->st). */
+static attn_status embed_ensure_workers(attn_embed *e, int nt) {
+    if (nt <= e->n_workers) return ATTN_STATUS_OK;
+    attn_bert_state **w = calloc((size_t)nt, sizeof *w);
+    int *wb = calloc((size_t)nt, sizeof *wb), *wt = calloc((size_t)nt, sizeof *wt);
+    if (!w || !wb || !wt) {
+        free(w), free(wb), free(wt);
+        return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    for (int i = 1; i < e->n_workers; i++) w[i] = e->wst[i], wb[i] = e->wst_B[i], wt[i] = e->wst_T[i];
+    free(e->wst), free(e->wst_B), free(e->wst_T);
+    e->wst = w, e->wst_B = wb, e->wst_T = wt, e->n_workers = nt;
+    return ATTN_STATUS_OK;
+}
+
+/* Make worker t's state (e->st for t = 0) hold B sequences of T tokens. */
+static attn_status embed_worker_state(attn_embed *e, int t, int B, int T, attn_bert_state **out) {
+    if (t == 0) {
+        TRY(embed_ensure_state(e, B, T));
+        *out = e->st;
+        return ATTN_STATUS_OK;
+    }
+    if (!e->wst[t] || B > e->wst_B[t] || T > e->wst_T[t]) {
+        attn_bert_state_free(e->wst[t]);
+        e->wst[t] = NULL;
+        const int nB = ATTN_MAX(B, e->wst_B[t]), nT = ATTN_MAX(T, e->wst_T[t]);
+        e->wst_B[t] = e->wst_T[t] = 0;
+        TRY(attn_bert_state_init(e->model, nB, nT, &e->wst[t]));
+        e->wst_B[t] = nB, e->wst_T[t] = nT;
+    }
+    *out = e->wst[t];
+    return ATTN_STATUS_OK;
+}
+
+/* One forward of B sentences (order[0 .. B), the first the longest) on worker t's state, their
+ * embeddings into out's rows. */
+static attn_status embed_run_batch(attn_embed *e, int t, int32_t *const *ids, const size_t *len,
+                                   const size_t *order, int B, float *out) {
+    const int C = e->info.dim, T = (int)len[order[0]];
+    attn_bert_state *st;
+    TRY(embed_worker_state(e, t, B, T, &st));
+    int32_t *batch = malloc((size_t)B * (size_t)T * sizeof *batch);
+    int32_t *blen = malloc((size_t)B * sizeof *blen);
+    float *pooled = malloc((size_t)B * (size_t)C * sizeof *pooled);
+    attn_status s = ATTN_STATUS_OK;
+    if (!batch || !blen || !pooled) {
+        s = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+        goto done;
+    }
+    const int32_t pad = e->info.pad_id >= 0 ? e->info.pad_id : 0;
+    for (int b = 0; b < B; b++) {
+        const size_t k = order[b];
+        memcpy(batch + (size_t)b * (size_t)T, ids[k], len[k] * sizeof *batch);
+        for (size_t i = len[k]; i < (size_t)T; i++) batch[(size_t)b * (size_t)T + i] = pad;
+        blen[b] = (int32_t)len[k];
+    }
+    s = attn_bert_forward(e->model, st, B, T, batch, NULL, blen, NULL);
+    if (!s) s = attn_bert_pool(e->model, st, e->info.pooling, e->info.normalize, pooled);
+    if (!s)
+        for (int b = 0; b < B; b++)
+            memcpy(out + order[b] * (size_t)C, pooled + (size_t)b * (size_t)C,
+                   (size_t)C * sizeof *out);
+done:
+    free(batch), free(blen), free(pooled);
+    return s;
+}
+
 /* (key, index) pairs: qsort has no context argument in C11, so the key travels with the index. */
 typedef struct {
     double key;
@@ -491,37 +573,54 @@ attn_status attn_embed_encode(attn_embed *e, size_t n, const char *const *texts,
         free(key);
         if (s) goto done;
     }
-    const int C = e->info.dim;
-    int32_t *batch = NULL, *blen = NULL;
-    float *pooled = NULL;
-    for (size_t at = 0; at < n && !s;) {
-        int B = (int)ATTN_MIN((size_t)e->batch_size, n - at);
-        int T = (int)len[order[at]];
-        if ((s = embed_ensure_state(e, B, T))) break;
-        if (!batch) {
-            batch = malloc((size_t)e->batch_size * (size_t)e->info.max_seq_length * sizeof *batch);
-            blen = malloc((size_t)e->batch_size * sizeof *blen);
-            pooled = malloc((size_t)e->batch_size * (size_t)C * sizeof *pooled);
-            if (!batch || !blen || !pooled) {
-                s = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
-                break;
+    {
+        /* Batches of at most batch_size sentences, longest first. With several threads and
+         * several batches, each thread runs whole batches on its own run state with one-thread
+         * kernels (no barrier inside a forward, no GEMM split across threads: measured faster
+         * than threading every kernel), and batches shrink so that every thread gets one. The
+         * model computes every sentence's rows alone, so neither changes the results. */
+        int nt = 1;
+#ifdef _OPENMP
+        if (!omp_in_parallel()) nt = attn_get_num_threads();
+#endif
+        size_t bs = (size_t)e->batch_size;
+        if (nt > 1 && n > 1 && bs > (n + (size_t)nt - 1) / (size_t)nt)
+            bs = (n + (size_t)nt - 1) / (size_t)nt;
+        const size_t nb = (n + bs - 1) / bs;
+        if (nt > 1 && nb > 1) {
+            if ((s = embed_ensure_workers(e, nt))) goto done;
+            if (nt > (int)nb) nt = (int)nb;
+            attn_status first = ATTN_STATUS_OK;
+            long long first_at = -1;
+            char msg[512] = "";
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+#endif
+            for (long long bi = 0; bi < (long long)nb; bi++) {
+                int t = 0;
+#ifdef _OPENMP
+                t = omp_get_thread_num();
+#endif
+                const size_t at = (size_t)bi * bs;
+                const int B = (int)ATTN_MIN(bs, n - at);
+                attn_status bs_s = embed_run_batch(e, t, ids, len, order + at, B, out);
+                if (bs_s) {
+#ifdef _OPENMP
+#pragma omp critical(embed_batch_error)
+#endif
+                    if (first_at < 0 || bi < first_at) {
+                        first_at = bi, first = bs_s;
+                        snprintf(msg, sizeof msg, "%s", attn_last_error());
+                    }
+                }
             }
+            /* The message was set on a worker: set it again on this thread. */
+            if (first) s = attn_fail(first, "%s", msg);
+        } else {
+            for (size_t at = 0; at < n && !s; at += bs)
+                s = embed_run_batch(e, 0, ids, len, order + at, (int)ATTN_MIN(bs, n - at), out);
         }
-        for (int b = 0; b < B; b++) {
-            size_t k = order[at + (size_t)b];
-            memcpy(batch + (size_t)b * (size_t)T, ids[k], len[k] * sizeof *batch);
-            for (size_t t = len[k]; t < (size_t)T; t++) batch[(size_t)b * (size_t)T + t] = e->info.pad_id >= 0 ? e->info.pad_id : 0;
-            blen[b] = (int32_t)len[k];
-        }
-        s = attn_bert_forward(e->model, e->st, B, T, batch, NULL, blen, NULL);
-        if (!s) s = attn_bert_pool(e->model, e->st, e->info.pooling, e->info.normalize, pooled);
-        if (s) break;
-        for (int b = 0; b < B; b++)
-            memcpy(out + order[at + (size_t)b] * (size_t)C, pooled + (size_t)b * (size_t)C,
-                   (size_t)C * sizeof *out);
-        at += (size_t)B;
     }
-    free(batch), free(blen), free(pooled);
 done:
     if (ids)
         for (size_t i = 0; i < n; i++) free(ids[i]);

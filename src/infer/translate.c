@@ -24,6 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define TRY(expr)                                                                                \
     do {                                                                                         \
@@ -535,6 +538,12 @@ static double worst_finished(const attn_translate_session *s, int b) {
     return w;
 }
 
+static double best_finished(const attn_translate_session *s, int b) {
+    double w = -INFINITY;
+    for (int i = 0; i < s->n_fin[b]; i++) w = fmax(w, s->fin_score[(size_t)b * s->capK + i]);
+    return w;
+}
+
 static bool banned(const attn_translate_session *s, const attn_translate_options *o, int v) {
     return v == s->m->cfg.pad_id || v == o->bos_id;
 }
@@ -545,51 +554,170 @@ typedef struct {
     int k, v;
 } cand;
 
-/* Beam step for active sentence j: choose up to K live continuations (npar/ntok/nscore at rows
- * j·K ..) and record finished ones; done[j] when the sentence's search is over. */
-static void beam_sentence(attn_translate_session *s, const attn_translate_options *o, int j,
+/* Insert candidate (sc, k, v) into top[0 .. *nt) (at most M, sorted by score descending): it
+ * must beat the current last one when the list is full, and it goes after equal scores, so the
+ * list is the M best under (score descending, then order of consideration). */
+static inline void consider(cand *top, int *nt, int M, double sc, int k, int v) {
+    if (*nt == M && !(sc > top[M - 1].sc)) return;
+    int i = *nt < M ? (*nt)++ : M - 1;
+    while (i > 0 && top[i - 1].sc < sc) {
+        top[i] = top[i - 1];
+        i--;
+    }
+    top[i].sc = sc, top[i].k = k, top[i].v = v;
+}
+
+/* Scan of one logits row r (V): the M-th largest value among the non-banned ids (*kth; -inf when
+ * fewer than M), the row's maximum over all ids (*mx) and an id holding it (*arg). False when the
+ * row holds a NaN or M > 16 (the caller then takes the plain path). Vectorized filter: a block of 16 values
+ * is looked at one by one only when one of them beats the running M-th best. */
+static bool row_scan(const attn_translate_session *s, const attn_translate_options *o,
+                     const float *r, int M, float *kth, float *mx, int *arg) {
+    const int V = s->V;
+    if (M > 16) return false; /* beams over 8: the plain scan */
+    float val[16]; /* M <= 16: sorted descending */
+    int idx[16], nv = 0;
+    float th = -INFINITY;
+    bool nan = false;
+    int v = 0;
+#define TR_TAKE(x_, i_)                                                                          \
+    do {                                                                                         \
+        const float x = (x_);                                                                    \
+        const int id = (i_);                                                                     \
+        if (x != x) nan = true;                                                                  \
+        if ((nv < M || x > th) && !banned(s, o, id)) {                                           \
+            int p = nv < M ? nv++ : M - 1;                                                       \
+            while (p > 0 && val[p - 1] < x) {                                                    \
+                val[p] = val[p - 1], idx[p] = idx[p - 1];                                        \
+                p--;                                                                             \
+            }                                                                                    \
+            val[p] = x, idx[p] = id;                                                             \
+            if (nv == M) th = val[M - 1];                                                        \
+        }                                                                                        \
+    } while (0)
+#if defined(__SSE2__)
+    __m128 un = _mm_setzero_ps();
+    for (; v + 16 <= V; v += 16) {
+        const __m128 a = _mm_loadu_ps(r + v), b = _mm_loadu_ps(r + v + 4),
+                     c = _mm_loadu_ps(r + v + 8), d = _mm_loadu_ps(r + v + 12);
+        const __m128 t = _mm_set1_ps(th);
+        un = _mm_or_ps(un, _mm_or_ps(_mm_cmpunord_ps(a, b), _mm_cmpunord_ps(c, d)));
+        const __m128 gt = _mm_or_ps(_mm_or_ps(_mm_cmpgt_ps(a, t), _mm_cmpgt_ps(b, t)),
+                                    _mm_or_ps(_mm_cmpgt_ps(c, t), _mm_cmpgt_ps(d, t)));
+        if (nv < M || _mm_movemask_ps(gt))
+            for (int u = 0; u < 16; u++) TR_TAKE(r[v + u], v + u);
+    }
+    if (_mm_movemask_ps(un)) nan = true;
+#endif
+    for (; v < V; v++) TR_TAKE(r[v], v);
+#undef TR_TAKE
+    if (nan) return false;
+    *kth = nv == M ? val[M - 1] : -INFINITY;
+    float m = -INFINITY;
+    int a = 0;
+    if (nv) m = val[0], a = idx[0];
+    /* The banned ids count for the maximum (the log-sum-exp is over the whole row). */
+    const int ban[2] = {s->m->cfg.pad_id, o->bos_id};
+    for (int i = 0; i < 2; i++)
+        if (ban[i] >= 0 && ban[i] < V && (r[ban[i]] > m || (r[ban[i]] == m && ban[i] < a)))
+            m = r[ban[i]], a = ban[i];
+    if (m == -INFINITY) { /* all -inf: the plain path's answer (first id) */
+        a = 0;
+        m = r[0];
+    }
+    *mx = m, *arg = a;
+    return true;
+}
+
+/* lse of logits row n from the softmax probabilities (as row_lse), given an id holding the
+ * row's maximum. */
+static void set_lse(attn_translate_session *s, int n, int arg) {
+    const float *r = s->logits + (size_t)n * s->V;
+    s->lse[n] = (float)((double)r[arg] - log((double)s->probs[(size_t)n * s->V + arg]));
+}
+
+static void set_lse_plain(attn_translate_session *s, int n) {
+    const float *r = s->logits + (size_t)n * s->V;
+    int arg = 0;
+    for (int v = 1; v < s->V; v++)
+        if (r[v] > r[arg]) arg = v;
+    set_lse(s, n, arg);
+}
+
+/* Beam step (beam K) for active sentence j, whose hypotheses are rows j·R .. j·R + R − 1
+ * (R = s->R: 1 at the first step, where all K beams would be the same <s>, else K): choose up to
+ * K live continuations (npar/ntok/nscore at slots j·K ..; npar names a current row) and record
+ * finished ones; done[j] when the sentence's search is over. The logits' lse of the live rows is
+ * computed here (the softmax probabilities are already in s->probs). */
+static void beam_sentence(attn_translate_session *s, const attn_translate_options *o, int K, int j,
                           cand *top) {
-    const int K = s->R, V = s->V, t = s->t - 1; /* t: position just computed */
+    const int R = s->R, V = s->V, t = s->t - 1; /* t: position just computed */
     const int b = s->sent[j];
     const int eos = o->eos_id;
-    const int base = j * K;
+    const int base = j * K, row0 = j * R;
     int nlive = 0;
     s->done[j] = 0;
     if (t >= s->lim[b]) {
         /* Length limit: every live hypothesis ends here with </s>. */
-        for (int k = 0; k < K; k++) {
-            int n = base + k;
+        for (int k = 0; k < R; k++) {
+            int n = row0 + k;
             if (!isfinite(s->score[n])) continue;
+            set_lse_plain(s, n);
             double sc = s->score[n] + (double)(s->logits[(size_t)n * V + eos] - s->lse[n]);
             add_finished(s, K, b, s->hist + (size_t)n * s->capT, t, sc / lp(o, t + 1));
         }
         s->done[j] = 1;
         return;
     }
-    /* The best 2K candidates over (k, v), kept sorted by an insertion that needs beating the
-     * current last one (so most of the K·V candidates cost one comparison). Equal scores keep
-     * the earlier (k, v): results never depend on threads. */
+    /* The best 2K candidates over (k, v) under (score descending, then (k, v) ascending): equal
+     * scores keep the earlier (k, v), so results never depend on threads. Only the values of a
+     * row that can be among its own best 2K are considered (the others cannot be among the
+     * sentence's): with sc = off + r[v] non-decreasing in r[v], values below the row's 2K-th
+     * largest minus a slack of many ulps of |off| + |r| can neither outrank nor tie them. */
     const int M = 2 * K;
     int nt = 0;
-    for (int k = 0; k < K; k++) {
-        int n = base + k;
+    for (int k = 0; k < R; k++) {
+        int n = row0 + k;
         if (!isfinite(s->score[n])) continue;
         const float *r = s->logits + (size_t)n * V;
+        float kth = -INFINITY, mx = 0;
+        int arg = 0;
+        const bool fast = row_scan(s, o, r, M, &kth, &mx, &arg);
+        if (fast)
+            set_lse(s, n, arg);
+        else
+            set_lse_plain(s, n);
         const double off = s->score[n] - (double)s->lse[n];
-        for (int v = 0; v < V; v++) {
-            double sc = off + (double)r[v];
-            if (nt == M && !(sc > top[M - 1].sc)) continue;
-            if (banned(s, o, v)) continue;
-            int i = nt < M ? nt++ : M - 1;
-            while (i > 0 && top[i - 1].sc < sc) {
-                top[i] = top[i - 1];
-                i--;
+        if (!fast || !isfinite(off) || !(kth > -INFINITY)) {
+            for (int v = 0; v < V; v++) {
+                if (banned(s, o, v)) continue;
+                consider(top, &nt, M, off + (double)r[v], k, v);
             }
-            top[i].sc = sc, top[i].k = k, top[i].v = v;
+            continue;
         }
+        const double slack = (fabs(off) + fabs((double)kth) + 1.0) * 1e-12;
+        const double td = (double)kth - slack;
+        float tau = (float)td; /* rounded down: tau <= td */
+        if ((double)tau > td) tau = nextafterf(tau, -INFINITY);
+        int v = 0;
+#if defined(__SSE2__)
+        const __m128 tt = _mm_set1_ps(tau);
+        for (; v + 16 <= V; v += 16) {
+            const __m128 ge =
+                _mm_or_ps(_mm_or_ps(_mm_cmpge_ps(_mm_loadu_ps(r + v), tt),
+                                    _mm_cmpge_ps(_mm_loadu_ps(r + v + 4), tt)),
+                          _mm_or_ps(_mm_cmpge_ps(_mm_loadu_ps(r + v + 8), tt),
+                                    _mm_cmpge_ps(_mm_loadu_ps(r + v + 12), tt)));
+            if (!_mm_movemask_ps(ge)) continue;
+            for (int u = v; u < v + 16; u++)
+                if (r[u] >= tau && !banned(s, o, u)) consider(top, &nt, M, off + (double)r[u], k, u);
+        }
+#endif
+        for (; v < V; v++)
+            if (r[v] >= tau && !banned(s, o, v)) consider(top, &nt, M, off + (double)r[v], k, v);
     }
     for (int i = 0; i < nt && nlive < K; i++) {
-        const int n = base + top[i].k;
+        const int n = row0 + top[i].k;
         if (top[i].v == eos) {
             /* As in Hugging Face: an end among the top K candidates finishes a hypothesis; one
              * ranked lower is beaten by K live continuations anyway. */
@@ -605,7 +733,7 @@ static void beam_sentence(attn_translate_session *s, const attn_translate_option
     }
     const double best_live = nlive ? s->nscore[base] : -INFINITY;
     for (int r = nlive; r < K; r++) { /* dead filler rows: never expanded */
-        s->npar[base + r] = base;
+        s->npar[base + r] = row0;
         s->ntok[base + r] = eos;
         s->nscore[base + r] = -INFINITY;
     }
@@ -613,16 +741,23 @@ static void beam_sentence(attn_translate_session *s, const attn_translate_option
         s->done[j] = 1;
         return;
     }
-    if (s->n_fin[b] == K) {
-        /* A live hypothesis (t + 1 tokens now) ends at a length L in [t + 2, lim + 1]; its
-         * log-probability only falls, so its best normalized score is best_live / max lp(L). */
-        double den;
-        if (o->stop == ATTN_TRANSLATE_STOP_HEURISTIC || o->length_penalty < 0.0f)
-            den = lp(o, t + 2);
-        else
-            den = lp(o, s->lim[b] + 1);
-        if (worst_finished(s, b) >= best_live / den) s->done[j] = 1;
+    if (s->n_fin[b] == 0) return;
+    if (o->stop == ATTN_TRANSLATE_STOP_HEURISTIC) {
+        if (s->n_fin[b] == K && worst_finished(s, b) >= best_live / lp(o, t + 2)) s->done[j] = 1;
+        return;
     }
+    /* A live hypothesis (t + 1 tokens now) ends at a length L in [t + 2, lim + 1]; its
+     * log-probability only falls, so its best normalized score is best_live / max lp(L). */
+    const double den = o->length_penalty < 0.0f ? lp(o, t + 2) : lp(o, s->lim[b] + 1);
+    if (s->n_fin[b] == K && worst_finished(s, b) >= best_live / den) {
+        s->done[j] = 1;
+        return;
+    }
+    /* Sooner, with the same result: once no live hypothesis can even reach the BEST finished
+     * score, every later finished hypothesis scores strictly below it, so it stays the answer
+     * (the K-best list would still change, but only its best entry is returned). The 1e-3
+     * margin on logp covers rounding: a token's logit − lse may be a few ulps above 0. */
+    if (best_finished(s, b) > (best_live + 1e-3) / den) s->done[j] = 1;
 }
 
 /* Copy a finished hypothesis to the caller's arrays. */
@@ -688,13 +823,21 @@ static attn_status greedy(attn_translate_session *s, const attn_translate_option
     return ATTN_STATUS_OK;
 }
 
+#define FIRST_ROWS_MIN 16 /* sentences in a batch for a one-row first beam step */
+
 static attn_status beam(attn_translate_session *s, const attn_translate_options *o, int B,
                         int max_out, int32_t *out_ids, int32_t *out_len, float *out_score) {
-    const int K = s->R;
-    for (int n = 0; n < B * K; n++) {
+    /* The first step runs one row per sentence (s->R = 1, as attn_translate began it) when the
+     * batch is large: K copies of <s> would give K equal beams, so only one would be alive
+     * anyway. Each row's values are computed independently of the other rows, so this changes
+     * no result, PROVIDED the GEMMs take the same path for B and B·K rows: the kernel's small-M
+     * path (M <= 8 rows) sums long K dimensions in another order than its general path (bits
+     * differ for the K = 4·C feed-forward GEMM), hence FIRST_ROWS_MIN, twice that. Smaller
+     * batches start with K rows per sentence, K − 1 of them dead (s->R = K). */
+    const int K = o->beam_size;
+    for (int n = 0; n < B * s->R; n++) {
         s->tok[n] = o->bos_id;
-        /* Only beam 0 starts alive: the K copies of <s> would otherwise give K equal beams. */
-        s->score[n] = n % K == 0 ? 0.0 : -INFINITY;
+        s->score[n] = n % s->R == 0 ? 0.0 : -INFINITY;
     }
     for (int b = 0; b < B; b++) s->n_fin[b] = 0;
     cand *tops = attn_alloc((size_t)s->capS * 2 * K * sizeof(cand));
@@ -703,10 +846,13 @@ static attn_status beam(attn_translate_session *s, const attn_translate_options 
     while (s->S > 0) {
         st = attn_translate_step(s, s->tok);
         if (st) break;
-        row_lse(s);
+        /* Probabilities for the lse, which beam_sentence takes with its scan of each row. */
+        st = attn_softmax_forward(s->N, s->V, s->logits, s->probs);
+        if (st) break;
         const int S = s->S, t = s->t - 1;
 #pragma omp parallel for schedule(dynamic, 1) if (S > 1 && (size_t)S * K * s->V > 65536)
-        for (int j = 0; j < S; j++) beam_sentence(s, o, j, tops + (size_t)j * 2 * K);
+        for (int j = 0; j < S; j++) beam_sentence(s, o, K, j, tops + (size_t)j * 2 * K);
+        s->R = K; /* from the second step on: K rows per sentence */
         /* New layout: surviving sentences in order, rows j'·K + r continuing npar. */
         int nk = 0;
         for (int j = 0; j < S; j++)
@@ -761,9 +907,13 @@ attn_status attn_translate(attn_translate_session *s, const attn_translate_optio
     if (!isfinite(o->length_penalty) || max_out < 0)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "translate: bad length penalty or max_out");
-    TRY(attn_translate_begin(s, B, Ts, src, src_len, o->beam_size));
+    /* Greedy runs one row per sentence, and so does the first step of beam search when the
+     * batch has at least FIRST_ROWS_MIN sentences (see beam). */
+    const bool greedy_path = o->beam_size == 1 && !o->always_beam;
+    TRY(attn_translate_begin(s, B, Ts, src, src_len,
+                             greedy_path || B >= FIRST_ROWS_MIN ? 1 : o->beam_size));
     for (int b = 0; b < B; b++) s->lim[b] = length_limit(s, o, src_len[b]);
-    attn_status st = o->beam_size == 1 && !o->always_beam
+    attn_status st = greedy_path
                          ? greedy(s, o, B, max_out, out_ids, out_len, out_score)
                          : beam(s, o, B, max_out, out_ids, out_len, out_score);
     s->begun = false; /* the rows were consumed by the search */
@@ -872,7 +1022,10 @@ attn_status attn_translate_many(attn_translate_session *s, const attn_translate_
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-            for (long b = 0; b < (long)n_batches; b++) {
+            /* Longest batches first (they are sorted by length): the last ones to finish
+             * are then the shortest, so the threads run out of work at about the same time. */
+            for (long bb = 0; bb < (long)n_batches; bb++) {
+                const long b = (long)n_batches - 1 - bb;
                 attn_status seen;
 #ifdef _OPENMP
 #pragma omp atomic read

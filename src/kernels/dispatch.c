@@ -291,3 +291,73 @@ attn_status attn_attention_backward(const attn_attention_params *p, const float 
     attn_kernels_current()->attention_backward(p, q, k, v, o, lse, do_, dq, dk, dv);
     return ATTN_STATUS_OK;
 }
+
+/* ---- pre-packed B (gemm_simd.c, gemm_ref.c) ------------------------------------------------ */
+
+#define PB_DECLARE(sfx)                                                                          \
+    size_t attn_gemm_pb_floats_##sfx(int K, int N);                                              \
+    void attn_gemm_pb_pack_##sfx(bool trans_b, int K, int N, const float *B, int ldb, float *P); \
+    void attn_gemm_pb_run_##sfx(bool trans_a, int M, int N, int K, float alpha, const float *A,  \
+                                int lda, const float *P, float beta, float *C, int ldc,          \
+                                const float *bias, attn_act act);
+PB_DECLARE(ref)
+PB_DECLARE(avx2)
+PB_DECLARE(avx512)
+
+attn_status attn_gemm_pack_b(bool trans_b, int K, int N, const float *B, int ldb,
+                             attn_gemm_packed_b *out) {
+    REQUIRE(out, "gemm pack: NULL output");
+    memset(out, 0, sizeof *out);
+    REQUIRE(K >= 0 && N >= 0, "gemm pack: sizes must be >= 0 (K=%d N=%d)", K, N);
+    REQUIRE(ldb >= ATTN_MAX(1, trans_b ? K : N), "gemm pack: ldb=%d < %d", ldb, trans_b ? K : N);
+    REQUIRE(B || K == 0 || N == 0, "gemm pack: NULL matrix");
+    const attn_backend be = attn_get_backend();
+    const size_t n = be == ATTN_BACKEND_AVX512 ? attn_gemm_pb_floats_avx512(K, N)
+                     : be == ATTN_BACKEND_AVX2 ? attn_gemm_pb_floats_avx2(K, N)
+                                               : attn_gemm_pb_floats_ref(K, N);
+    if (n > ATTN_MAX_BUFFER_BYTES / sizeof(float))
+        return attn_fail(ATTN_STATUS_TOO_LARGE, "gemm pack: K=%d N=%d is too large", K, N);
+    float *p = attn_alloc(n * sizeof(float));
+    if (!p) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gemm pack: out of memory (K=%d N=%d)", K, N);
+    if (K > 0 && N > 0) {
+        if (be == ATTN_BACKEND_AVX512)
+            attn_gemm_pb_pack_avx512(trans_b, K, N, B, ldb, p);
+        else if (be == ATTN_BACKEND_AVX2)
+            attn_gemm_pb_pack_avx2(trans_b, K, N, B, ldb, p);
+        else
+            attn_gemm_pb_pack_ref(trans_b, K, N, B, ldb, p);
+    }
+    out->K = K, out->N = N, out->backend = be, out->n_floats = n, out->data = p;
+    return ATTN_STATUS_OK;
+}
+
+void attn_gemm_packed_b_free(attn_gemm_packed_b *p) {
+    if (!p) return;
+    attn_free(p->data);
+    memset(p, 0, sizeof *p);
+}
+
+attn_status attn_gemm_packed(bool trans_a, int M, int N, int K, float alpha, const float *A,
+                             int lda, const attn_gemm_packed_b *B, float beta, float *C, int ldc,
+                             const float *bias, attn_act act) {
+    REQUIRE(M >= 0 && N >= 0 && K >= 0, "gemm packed: sizes must be >= 0 (M=%d N=%d K=%d)", M, N,
+            K);
+    REQUIRE(valid_act(act), "gemm packed: unknown activation %d", (int)act);
+    REQUIRE(B && B->data, "gemm packed: B is not packed (attn_gemm_pack_b)");
+    REQUIRE(B->K == K && B->N == N, "gemm packed: B was packed as (K=%d, N=%d), the call has K=%d N=%d",
+            B->K, B->N, K, N);
+    const attn_backend be = attn_get_backend();
+    REQUIRE(B->backend == be, "gemm packed: B was packed for backend %s, the current one is %s",
+            attn_backend_name(B->backend), attn_backend_name(be));
+    REQUIRE(lda >= ATTN_MAX(1, trans_a ? M : K), "gemm packed: lda=%d < %d", lda, trans_a ? M : K);
+    REQUIRE(ldc >= ATTN_MAX(1, N), "gemm packed: ldc=%d < N=%d", ldc, N);
+    if (M == 0 || N == 0) return ATTN_STATUS_OK;
+    REQUIRE(C && (K == 0 || A), "gemm packed: NULL matrix");
+    if (be == ATTN_BACKEND_AVX512)
+        attn_gemm_pb_run_avx512(trans_a, M, N, K, alpha, A, lda, B->data, beta, C, ldc, bias, act);
+    else if (be == ATTN_BACKEND_AVX2)
+        attn_gemm_pb_run_avx2(trans_a, M, N, K, alpha, A, lda, B->data, beta, C, ldc, bias, act);
+    else
+        attn_gemm_pb_run_ref(trans_a, M, N, K, alpha, A, lda, B->data, beta, C, ldc, bias, act);
+    return ATTN_STATUS_OK;
+}

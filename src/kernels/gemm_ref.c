@@ -62,3 +62,25 @@ void attn_gemm_ref(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
         }
     }
 }
+
+/* ---- pre-packed B (attn_kernels.h: attn_gemm_pack_b / attn_gemm_packed) -------------------- */
+
+/* The reference layout is simply op(B)ᵀ, (N, K) row-major: the product is then attn_gemm_ref
+ * with trans_b, which sums every element in the same order as the unpacked call. */
+size_t attn_gemm_pb_floats_ref(int K, int N) {
+    size_t n = (size_t)K * (size_t)N;
+    return n ? n : 1;
+}
+
+void attn_gemm_pb_pack_ref(bool trans_b, int K, int N, const float *B, int ldb, float *P) {
+    for (int j = 0; j < N; j++)
+        for (int k = 0; k < K; k++)
+            P[(size_t)j * K + k] = trans_b ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+}
+
+void attn_gemm_pb_run_ref(bool trans_a, int M, int N, int K, float alpha, const float *A, int lda,
+                          const float *P, float beta, float *C, int ldc, const float *bias,
+                          attn_act act) {
+    attn_gemm_ref(trans_a, true, M, N, K, alpha, A, lda, P, K > 0 ? K : 1, beta, C, ldc, bias,
+                  act);
+}

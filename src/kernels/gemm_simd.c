@@ -426,10 +426,12 @@ static void thread_rect(const gemm_args *g, int t, int nt, int *m0, int *m1, int
  * one or a few activations by a whole weight matrix) the packed algorithm would copy all of B
  * into panels just to use it once: three passes over B where one is needed, and B is the
  * megabytes that bound the speed. The small-M path streams B exactly once, straight from its
- * own layout, with the columns (or rows of Bᵀ) split across the threads:
- *   op(B) = B (K, N):  C rows accumulate in L1 as axpys over K, each row of B read as a
- *                      contiguous segment of up to SMALL_NB columns (one row at a time for
- *                      narrow segments, four for wide ones: whichever streamed faster);
+ * own layout, with the work split across the threads:
+ *   op(B) = B (K, N), M·N small (the usual case): split along K, whole rows of B streamed and
+ *                      partial sums reduced in a fixed order (small_ks_*, below);
+ *   op(B) = B (K, N), otherwise: columns split; C rows accumulate in L1 as axpys over K, each row
+ *                      of B read as a contiguous segment of up to SMALL_NB columns (one row at a
+ *                      time for narrow segments, four for wide ones: whichever streamed faster);
  *   op(B) = Bᵀ (B stored (N, K)):  every C element is a dot product of an A row with a B row,
  *                      one B row at a time, so B is read front to back.
  * Each C element sums over k in the same order whatever the thread count. */
@@ -650,27 +652,152 @@ static void small_rows(const small_args *s, int n0, int n1) {
 #undef SMALL_CASE
 }
 
-/* The small-M product; false when out of memory for the copy of a transposed A (the caller then
- * takes the general path). */
+/* op(B) = B (K, N) with few accumulators (M·N <= SMALL_KS_ACC, e.g. generation's QKV, c_proj,
+ * c_fc and MLP c_proj at M = 1): split along K instead of N, so that each thread streams whole
+ * rows of B — one contiguous stretch of memory, front to back. Splitting the columns instead
+ * makes every thread read part of each row and skip the rest, a strided pattern the hardware
+ * prefetchers follow badly. Measured on Zen 4, one thread doing its share of a 2-thread split of
+ * GPT-2-124M's 12 layers: column halves 17.5 GB/s (QKV, c_fc) and 9.5 GB/s (the 768-wide
+ * c_proj and MLP c_proj), K halves 23–30 GB/s; 13.0 ms against 6.5 ms per token.
+ * K is cut into fixed blocks of SMALL_KB rows (independent of the thread count) and threads take
+ * contiguous runs of blocks. A block accumulates in a buffer on the thread's stack (in L1) and is
+ * then copied to its own slot of a shared scratch of partials (~150 KB for GPT-2's shapes: L2);
+ * accumulating in place in the scratch measured ~25% slower. After one barrier each thread sums
+ * the partials of its columns in block order and applies the epilogue. So every C element is the
+ * same sum in the same order whatever the thread count, and the only extra traffic is the
+ * partials (~1.6% of the bytes of B for GPT-2's shapes, from the caches). */
+#ifndef SMALL_KB
+#define SMALL_KB 64 /* rows of B per K block */
+#endif
+#define SMALL_KS_ACC 6144    /* most accumulators M·N (rounded to vectors) per block: 24 KB */
+#define SMALL_KS_COLS 256    /* columns of C summed per reduction step */
+/* Each line of B is prefetched into L1 with the non-temporal hint this many floats (512 bytes)
+ * ahead of its use. Without it the stream of B evicts the partials from L1 once a row is wider
+ * than ~1000 floats (the 12 KB of partials of a 3072-wide row were reloaded from L2 at every
+ * row): one thread streamed 768×3072 at ~14 GB/s plain, ~26 GB/s with the hint (the read-only
+ * sum of the same bytes: ~29 GB/s). 128 floats was the best of 64–256 on Zen 4. */
+#define SMALL_KS_PF 128
+
+/* part (Mc, Np) = A[:, k0 .. k1) · B[k0 .. k1, :]: one row of B at a time, a single stream. */
+static inline __attribute__((always_inline)) void small_ks_block(const small_args *s, int Mc,
+                                                                 int k0, int k1, int Np,
+                                                                 float *part) {
+    const gemm_args *g = s->g;
+    const size_t ldb = (size_t)g->ldb;
+    const int N = g->N, nfull = N / AV_LEN * AV_LEN;
+    const av_mask tm = av_tail(N - nfull);
+    for (int k = k0; k < k1; k++) {
+        const float *b = g->B + (size_t)k * ldb;
+        av_f a[SMALL_M];
+        for (int m = 0; m < Mc; m++) a[m] = av_set1(s->A[(size_t)m * s->lda + k]);
+        if (k == k0) { /* the block's first row sets the partials (no clearing pass) */
+            for (int j = 0; j < nfull; j += AV_LEN) {
+                _mm_prefetch((const char *)(b + j + SMALL_KS_PF), _MM_HINT_NTA);
+                const av_f v = av_load(b + j);
+                for (int m = 0; m < Mc; m++) av_store(part + (size_t)m * Np + j, av_mul(a[m], v));
+            }
+            if (nfull < N) {
+                const av_f v = av_load_mask(b + nfull, tm); /* lanes past N: 0, never stored */
+                for (int m = 0; m < Mc; m++)
+                    av_store(part + (size_t)m * Np + nfull, av_mul(a[m], v));
+            }
+            continue;
+        }
+        for (int j = 0; j < nfull; j += AV_LEN) {
+            _mm_prefetch((const char *)(b + j + SMALL_KS_PF), _MM_HINT_NTA);
+            const av_f v = av_load(b + j);
+            for (int m = 0; m < Mc; m++) {
+                float *p = part + (size_t)m * Np + j;
+                av_store(p, av_fmadd(a[m], v, av_load_aligned(p)));
+            }
+        }
+        if (nfull < N) {
+            const av_f v = av_load_mask(b + nfull, tm);
+            for (int m = 0; m < Mc; m++) {
+                float *p = part + (size_t)m * Np + nfull;
+                av_store(p, av_fmadd(a[m], v, av_load_aligned(p)));
+            }
+        }
+    }
+}
+
+/* Blocks [b0, b1) of K into their slots of parts (nblk, M, Np). */
+static void small_ks_blocks(const small_args *s, int b0, int b1, int Np, float *parts) {
+    const int K = s->g->K;
+    const size_t nacc = (size_t)s->g->M * Np;
+    float part[SMALL_KS_ACC] __attribute__((aligned(64))); /* (M, Np) of the current block */
+    for (int blk = b0; blk < b1; blk++) {
+        const int k0 = blk * SMALL_KB, k1 = ATTN_MIN(K, k0 + SMALL_KB);
+#define KS_CASE(mc)                                                                              \
+    case mc: small_ks_block(s, mc, k0, k1, Np, part); break;
+        switch (s->g->M) {
+            KS_CASE(1)
+            KS_CASE(2)
+            KS_CASE(3)
+            KS_CASE(4)
+            KS_CASE(5)
+            KS_CASE(6)
+            KS_CASE(7)
+            KS_CASE(8)
+        default: break;
+        }
+#undef KS_CASE
+        memcpy(parts + (size_t)blk * nacc, part, nacc * sizeof(float));
+    }
+}
+
+/* C[:, n0 .. n1) = epilogue(Σ_blk parts[blk]), the blocks summed in order. */
+static void small_ks_reduce(const gemm_args *g, int nblk, int Np, const float *parts, int n0,
+                            int n1) {
+    float out[SMALL_KS_COLS] __attribute__((aligned(64)));
+    const size_t bstride = (size_t)g->M * Np;
+    for (int m = 0; m < g->M; m++)
+        for (int j0 = n0; j0 < n1; j0 += SMALL_KS_COLS) {
+            const int n = ATTN_MIN(SMALL_KS_COLS, n1 - j0);
+            const float *p0 = parts + (size_t)m * Np + j0;
+            for (int j = 0; j < n; j += AV_LEN) {
+                av_f v = av_load_aligned(p0 + j);
+                for (int blk = 1; blk < nblk; blk++)
+                    v = av_add(v, av_load_aligned(p0 + (size_t)blk * bstride + j));
+                av_store(out + j, v);
+            }
+            small_store(g, m, j0, n, out);
+        }
+}
+
+/* The small-M product; false when out of memory for the copy of a transposed A or the K-split
+ * partials (the caller then takes the general path). */
 static bool gemm_small_m(const gemm_args *g) {
     small_args s = {g, g->A, g->lda};
+    const int Np = (g->N + AV_LEN - 1) / AV_LEN * AV_LEN;
+    const bool ksplit = !g->trans_b && g->K > 0 && (long)g->M * Np <= SMALL_KS_ACC;
+    const int nblk = ksplit ? (g->K + SMALL_KB - 1) / SMALL_KB : 0;
+    /* Scratch of the calling thread: the copy of A (trans_a), then the K-split partials. */
+    const size_t na = g->trans_a ? ((size_t)g->M * (size_t)g->K + 15) & ~(size_t)15 : 0;
+    const size_t np = ksplit ? (size_t)nblk * g->M * Np : 0;
+    float *scratch = NULL;
+    if (na + np > 0) {
+        scratch = pack_cache(na + np);
+        if (!scratch) return false;
+    }
     if (g->trans_a) {
         /* A is (K, M): gather the M rows (M·K floats) contiguously once. */
-        float *a = pack_cache((size_t)g->M * (size_t)(g->K > 0 ? g->K : 1));
-        if (!a) return false;
+        float *a = scratch;
         for (int k = 0; k < g->K; k++)
             for (int m = 0; m < g->M; m++) a[(size_t)m * g->K + k] = g->A[(size_t)k * g->lda + m];
         s.A = a;
         s.lda = g->K;
     }
+    float *parts = scratch ? scratch + na : NULL; /* (nblk, M, Np) partial products */
     int nt = 1;
 #ifdef _OPENMP
     if (!omp_in_parallel() && (double)g->M * g->N * g->K >= (double)PARALLEL_MIN_MACS)
         nt = omp_get_max_threads();
 #endif
-    /* Column ranges on vector boundaries, at least a few vectors each. */
-    const int units = (g->N + AV_LEN - 1) / AV_LEN;
+    /* Column ranges on vector boundaries, at least a few vectors each; K blocks: at least one. */
+    const int units = Np / AV_LEN;
     if (nt > units / 4) nt = units / 4;
+    if (ksplit && nt > nblk) nt = nblk;
     if (nt < 1) nt = 1;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -683,7 +810,16 @@ static bool gemm_small_m(const gemm_args *g) {
 #endif
         const int n0 = (int)ATTN_MIN((long)units * t / team * AV_LEN, g->N);
         const int n1 = (int)ATTN_MIN((long)units * (t + 1) / team * AV_LEN, g->N);
-        if (n0 < n1) small_rows(&s, n0, n1);
+        if (ksplit) {
+            small_ks_blocks(&s, (int)((long)nblk * t / team), (int)((long)nblk * (t + 1) / team),
+                            Np, parts);
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+            if (n0 < n1) small_ks_reduce(g, nblk, Np, parts, n0, n1);
+        } else if (n0 < n1) {
+            small_rows(&s, n0, n1);
+        }
     }
     return true;
 }
@@ -739,5 +875,190 @@ void ATTN_FN(attn_gemm)(bool trans_a, bool trans_b, int M, int N, int K, float a
         thread_rect(&g, t, team, &m0, &m1, &n0, &n1);
         float *mine = buf + (fa + fb) * (size_t)t;
         if (m0 < m1 && n0 < n1) gemm_rect(&g, m0, m1, n0, n1, mine, mine + fa);
+    }
+}
+
+/* ---- pre-packed B (attn_gemm_pack_b / attn_gemm_packed, attn_kernels.h) --------------------- */
+
+/* The packed layout of op(B) (K, N) for this ISA: K is cut into the blocks of kc_block(K) rows
+ * that attn_gemm uses, N is padded to Np = a multiple of NR, and block pc (its first row) holds
+ * its Np/NR column panels one after the other, each kc×NR as pack_b writes them:
+ *   P[pc·Np + p·kc·NR + k·NR + c] = op(B)(pc + k, p·NR + c), 0 for columns past N.
+ * Same panels and same K blocks as attn_gemm's packed path, so with the same microkernel every
+ * element sums in the same order: the results equal attn_gemm's bit for bit (for M > SMALL_M,
+ * where attn_gemm itself takes the packed path). */
+static size_t pb_padded_n(int N) { return ((size_t)N + NR - 1) / NR * NR; }
+
+size_t ATTN_FN(attn_gemm_pb_floats)(int K, int N) {
+    size_t n = (size_t)K * pb_padded_n(N);
+    return n ? n : 1;
+}
+
+void ATTN_FN(attn_gemm_pb_pack)(bool trans_b, int K, int N, const float *B, int ldb, float *P) {
+    gemm_args g = {false, trans_b, 0, N, K, 1.0f, 0.0f, NULL, B, NULL, NULL, 0, ldb, 0,
+                   ATTN_ACT_NONE};
+    const size_t Np = pb_padded_n(N);
+    const int kc_step = kc_block(K);
+    for (int pc = 0; pc < K; pc += kc_step)
+        pack_b(&g, pc, ATTN_MIN(kc_step, K - pc), 0, N, P + (size_t)pc * Np);
+}
+
+/* The microkernel for a last row panel of at most MR/2 rows (a short sentence's tail): half the
+ * accumulators, so half the multiply-adds of the full kernel, which computes all MR rows
+ * whatever mr is. Each element still sums over k in the same order with the same epilogue, so the
+ * results are those of microkernel, bit for bit. */
+#if ATTN_ISA == 512
+#define MR_HALF 7
+#define FOR_HALF_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6)
+#else
+#define MR_HALF 3
+#define FOR_HALF_ROWS(X) X(0) X(1) X(2)
+#endif
+__attribute__((noinline)) static void microkernel_half(int kc, const float *restrict a,
+                                                       const float *restrict b, float *c, int ldc,
+                                                       int mr, int nr, const epilogue *e,
+                                                       const float *bias) {
+#define DECLARE(r) av_f c##r##_0 = av_zero(), c##r##_1 = av_zero();
+    FOR_HALF_ROWS(DECLARE)
+#pragma GCC unroll 4
+    for (int k = 0; k < kc; k++) {
+        av_f b0 = av_load_aligned(b), b1 = av_load_aligned(b + AV_LEN);
+#define STEP(r)                                                                                  \
+    {                                                                                            \
+        av_f ar = av_set1(a[r]);                                                                 \
+        c##r##_0 = av_fmadd(ar, b0, c##r##_0);                                                   \
+        c##r##_1 = av_fmadd(ar, b1, c##r##_1);                                                   \
+    }
+        FOR_HALF_ROWS(STEP)
+        a += MR; /* the A panel keeps its MR-row layout */
+        b += NR;
+    }
+    bool full = nr == NR;
+    av_mask m0 = av_tail(ATTN_MIN(nr, AV_LEN)), m1 = av_tail(ATTN_MAX(nr - AV_LEN, 0));
+    av_f bias0 = av_zero(), bias1 = av_zero();
+    if (e->last && bias) {
+        bias0 = full ? av_load(bias) : av_load_mask(bias, m0);
+        bias1 = full ? av_load(bias + AV_LEN) : av_load_mask(bias + AV_LEN, m1);
+    }
+#define STORE(r)                                                                                 \
+    if (r < mr) {                                                                                \
+        store_vec(c + (size_t)r * ldc, c##r##_0, e, bias0, m0, full);                            \
+        if (nr > AV_LEN) store_vec(c + (size_t)r * ldc + AV_LEN, c##r##_1, e, bias1, m1, full);  \
+    }
+    FOR_HALF_ROWS(STORE)
+#undef DECLARE
+#undef STEP
+#undef STORE
+    if (e->last && e->act != ATTN_ACT_NONE) {
+        for (int r = 0; r < mr; r++) {
+            float *cr = c + (size_t)r * ldc;
+            for (int j = 0; j < nr; j += AV_LEN) {
+                if (nr - j >= AV_LEN) {
+                    av_store(cr + j, apply_act(av_load(cr + j), e->act));
+                } else {
+                    av_mask m = av_tail(nr - j);
+                    av_store_mask(cr + j, m, apply_act(av_load_mask(cr + j, m), e->act));
+                }
+            }
+        }
+    }
+}
+
+/* Rows [m0, m1) × columns [n0, n1) of C (n0, n1 on NR boundaries or N) from the packed B. */
+static void pb_rect(const gemm_args *g, const float *P, int m0, int m1, int n0, int n1,
+                    float *abuf) {
+    epilogue e = {g->alpha, g->beta, true, false, g->act};
+    const size_t Np = pb_padded_n(g->N);
+    const int kc_step = kc_block(g->K);
+    /* K == 0 still takes one pass: C = act(beta·C + bias). */
+    for (int pc = 0;;) {
+        const int kc = ATTN_MIN(kc_step, g->K - pc);
+        e.first = pc == 0;
+        e.last = pc + kc >= g->K;
+        for (int ic = m0; ic < m1; ic += MC_MAX) {
+            const int mc = ATTN_MIN(MC_MAX, m1 - ic);
+            pack_a(g, ic, mc, pc, kc, abuf);
+            for (int jr = n0; jr < n1; jr += NR) {
+                const float *bp = P + (size_t)pc * Np + (size_t)jr * kc;
+                const float *bias = g->bias ? g->bias + jr : NULL;
+                for (int ir = 0; ir < mc; ir += MR) {
+                    const int mr = ATTN_MIN(MR, mc - ir);
+                    (mr <= MR_HALF ? microkernel_half : microkernel)(
+                        kc, abuf + (size_t)ir * kc, bp, g->C + (size_t)(ic + ir) * g->ldc + jr,
+                        g->ldc, mr, ATTN_MIN(NR, n1 - jr), &e, bias);
+                }
+            }
+        }
+        pc += kc;
+        if (pc >= g->K) break;
+    }
+}
+
+/* Out of memory for the A panels: plain loops over the packed B (slow, never wrong). */
+static void pb_scalar(const gemm_args *g, const float *P) {
+    const size_t Np = pb_padded_n(g->N);
+    const int kc_step = kc_block(g->K);
+    for (int i = 0; i < g->M; i++)
+        for (int j = 0; j < g->N; j++) {
+            float s = 0.0f;
+            for (int k = 0; k < g->K; k++) {
+                const int pc = k / kc_step * kc_step, kc = ATTN_MIN(kc_step, g->K - pc);
+                const float a = g->trans_a ? g->A[(size_t)k * g->lda + i]
+                                           : g->A[(size_t)i * g->lda + k];
+                s += a * P[(size_t)pc * Np + (size_t)(j / NR) * kc * NR + (size_t)(k - pc) * NR +
+                           j % NR];
+            }
+            float *c = g->C + (size_t)i * g->ldc + j;
+            float v = g->alpha * s;
+            if (g->beta != 0.0f) v += g->beta * *c;
+            if (g->bias) v += g->bias[j];
+            av_f x = apply_act(av_set1(v), g->act);
+            float out[AV_LEN];
+            av_store(out, x);
+            *c = out[0];
+        }
+}
+
+void ATTN_FN(attn_gemm_pb_run)(bool trans_a, int M, int N, int K, float alpha,
+                               const float *A, // (M, K), or (K, M) if trans_a; row stride lda
+                               int lda,
+                               const float *P, // attn_gemm_pb_pack of op(B) (K, N)
+                               float beta,
+                               float *C, // (M, N), row stride ldc
+                               int ldc,
+                               const float *bias, // (N) or NULL
+                               attn_act act) {
+    gemm_args g = {trans_a, true, M, N, K, alpha, beta, A, NULL, C, bias, lda, 0, ldc, act};
+    int nt = 1;
+#ifdef _OPENMP
+    if (!omp_in_parallel() && (double)M * N * K >= (double)PARALLEL_MIN_MACS)
+        nt = omp_get_max_threads();
+#endif
+    long tiles = (((long)M + MR - 1) / MR) * (((long)N + NR - 1) / NR);
+    if (nt > tiles) nt = (int)tiles;
+    if (nt < 1) nt = 1;
+    /* Only A is packed per call: one MC×KC block per thread, kept by the calling thread. */
+    const size_t fa = (pack_a_floats(&g) + 15) & ~(size_t)15;
+    float *buf = pack_cache(fa * (size_t)nt);
+    if (!buf && nt > 1) {
+        nt = 1;
+        buf = pack_cache(fa);
+    }
+    if (!buf) {
+        pb_scalar(&g, P);
+        return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+    {
+        int t = 0, team = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+        team = omp_get_num_threads();
+#endif
+        int m0, m1, n0, n1;
+        thread_rect(&g, t, team, &m0, &m1, &n0, &n1);
+        if (m0 < m1 && n0 < n1) pb_rect(&g, P, m0, m1, n0, n1, buf + fa * (size_t)t);
     }
 }

@@ -167,6 +167,7 @@ const attn_bert_tensor *attn_bert_find_tensor(const attn_bert_model *m, const ch
 
 void attn_bert_model_free(attn_bert_model *m) {
     if (!m) return;
+    attn_bert_unpack_weights(m);
     attn_free(m->params);
     attn_free(m->grads);
     attn_free(m->tensors);
@@ -213,6 +214,61 @@ attn_status attn_bert_model_init(const attn_bert_config *cfg, uint64_t seed, boo
     TRY(model_alloc(cfg, with_pooler, with_mlm_head, out));
     attn_bert_init_params(*out, seed);
     return ATTN_STATUS_OK;
+}
+
+/* ---- packed weights ------------------------------------------------------------------------ */
+
+/* One layer's nn.Linear weights as attn_gemm_pack_b panels (op(B) = Wᵀ, (in, out)). */
+typedef struct {
+    attn_gemm_packed_b qkv; /* (C, 3C) */
+    attn_gemm_packed_b o;   /* (C, C) */
+    attn_gemm_packed_b inter; /* (C, F) */
+    attn_gemm_packed_b out; /* (F, C) */
+} packed_layer;
+
+struct attn_bert_packed {
+    attn_backend backend; /* the backend the panels were laid out for */
+    int L;
+    packed_layer *layers; /* [L] */
+};
+
+void attn_bert_unpack_weights(attn_bert_model *m) {
+    if (!m || !m->packed) return;
+    struct attn_bert_packed *p = m->packed;
+    for (int l = 0; p->layers && l < p->L; l++) {
+        attn_gemm_packed_b_free(&p->layers[l].qkv);
+        attn_gemm_packed_b_free(&p->layers[l].o);
+        attn_gemm_packed_b_free(&p->layers[l].inter);
+        attn_gemm_packed_b_free(&p->layers[l].out);
+    }
+    attn_free(p->layers);
+    attn_free(p);
+    m->packed = NULL;
+}
+
+attn_status attn_bert_pack_weights(attn_bert_model *m) {
+    if (!m) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "bert pack: NULL model");
+    attn_bert_unpack_weights(m);
+    const attn_bert_config *c = &m->cfg;
+    const int L = c->num_hidden_layers, C = c->hidden_size, F = c->intermediate_size;
+    struct attn_bert_packed *p = attn_calloc(sizeof *p);
+    if (!p) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "bert pack: out of memory");
+    p->layers = attn_calloc((size_t)L * sizeof *p->layers);
+    p->L = L;
+    p->backend = attn_get_backend();
+    m->packed = p; /* freed by attn_bert_unpack_weights below on failure */
+    attn_status s = p->layers ? ATTN_STATUS_OK
+                              : attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "bert pack: out of memory");
+    for (int l = 0; l < L && !s; l++) {
+        const attn_bert_layer *W = &m->w.layers[l];
+        packed_layer *P = &p->layers[l];
+        s = attn_gemm_pack_b(true, C, 3 * C, W->attn.w_q, C, &P->qkv);
+        if (!s) s = attn_gemm_pack_b(true, C, C, W->attn.w_o, C, &P->o);
+        if (!s) s = attn_gemm_pack_b(true, C, F, W->inter_w, C, &P->inter);
+        if (!s) s = attn_gemm_pack_b(true, F, C, W->out_w, F, &P->out);
+    }
+    if (s) attn_bert_unpack_weights(m);
+    return s;
 }
 
 /* ---- run state ----------------------------------------------------------------------------- */
@@ -573,8 +629,10 @@ static void dense_block(int M, int n0, int n1, int N, int K, const float *x, con
     }
 }
 
-static attn_status dense(int M, int N, int K, const float *x, const float *W, float beta, float *y,
-                         const float *bias, attn_act act) {
+static attn_status dense_p(int M, int N, int K, const float *x, const float *W,
+                           const attn_gemm_packed_b *P, float beta, float *y, const float *bias,
+                           attn_act act) {
+    if (P) return attn_gemm_packed(false, M, N, K, 1.0f, x, K, P, beta, y, N, bias, act);
     if (M > 0 && M <= FEW_ROWS && N > 0 && !omp_in_parallel()) {
         const int blocks = (N + COL_BLOCK - 1) / COL_BLOCK;
         const int nt = ATTN_MIN(attn_get_num_threads(), blocks);
@@ -596,14 +654,19 @@ static attn_status dense(int M, int N, int K, const float *x, const float *W, fl
     return attn_gemm(false, true, M, N, K, 1.0f, x, K, W, K, beta, y, N, bias, act);
 }
 
+static attn_status dense(int M, int N, int K, const float *x, const float *W, float beta, float *y,
+                         const float *bias, attn_act act) {
+    return dense_p(M, N, K, x, W, NULL, beta, y, bias, act);
+}
+
 /* r = x + drop(a · Wᵀ + b) for a (M, K), W (C, K); written into r (M, C). */
 static attn_status dense_residual(attn_bert_state *st, int M, int C, int K, const float *a,
-                                  const float *W, const float *bias, const float *x, float *r,
-                                  uint32_t site) {
+                                  const float *W, const attn_gemm_packed_b *P, const float *bias,
+                                  const float *x, float *r, uint32_t site) {
     if (!dropping(st)) {
         /* The residual enters as the GEMM's C operand (beta = 1): one pass fewer. */
         if (r != x) memcpy(r, x, (size_t)M * C * sizeof(float));
-        return dense(M, C, K, a, W, 1.0f, r, bias, ATTN_ACT_NONE);
+        return dense_p(M, C, K, a, W, P, 1.0f, r, bias, ATTN_ACT_NONE);
     }
     TRY(dense(M, C, K, a, W, 0.0f, r, bias, ATTN_ACT_NONE));
     drop(st, site, (size_t)M * C, r);
@@ -619,10 +682,16 @@ static attn_status layer_forward(const attn_bert_model *m, attn_bert_state *st, 
     const attn_bert_layer *W = &m->w.layers[l];
     const int M = st->M, C = c->hidden_size, F = c->intermediate_size;
     const float eps = c->layer_norm_eps;
+    /* The packed weights (attn_bert_pack_weights) in evaluation mode, under their backend. */
+    const packed_layer *P = !train && m->packed && m->packed->backend == attn_get_backend()
+                                ? &m->packed->layers[l]
+                                : NULL;
     /* Fused QKV projection: W_q, W_k, W_v adjacent form one (3C, C) matrix, biases one (3C). */
-    TRY(dense(M, 3 * C, C, x, W->attn.w_q, 0.0f, A->qkv, W->attn.b_q, ATTN_ACT_NONE));
+    TRY(dense_p(M, 3 * C, C, x, W->attn.w_q, P ? &P->qkv : NULL, 0.0f, A->qkv, W->attn.b_q,
+                ATTN_ACT_NONE));
     TRY(attention(m, st, A, l));
-    TRY(dense_residual(st, M, C, C, A->ctx, W->attn.w_o, W->attn.b_o, x, A->r1, SITE_ATTN(l)));
+    TRY(dense_residual(st, M, C, C, A->ctx, W->attn.w_o, P ? &P->o : NULL, W->attn.b_o, x, A->r1,
+                       SITE_ATTN(l)));
     TRY(attn_layernorm_forward(M, C, A->r1, W->attn_ln_w, W->attn_ln_b, eps, A->x1,
                                train ? A->mean1 : NULL, train ? A->rstd1 : NULL));
     if (train) {
@@ -631,9 +700,11 @@ static attn_status layer_forward(const attn_bert_model *m, attn_bert_state *st, 
         TRY(attn_act_forward(c->hidden_act, (size_t)M * F, A->u, A->h));
     } else {
         /* bias + activation fused into the GEMM epilogue */
-        TRY(dense(M, F, C, A->x1, W->inter_w, 0.0f, A->h, W->inter_b, c->hidden_act));
+        TRY(dense_p(M, F, C, A->x1, W->inter_w, P ? &P->inter : NULL, 0.0f, A->h, W->inter_b,
+                    c->hidden_act));
     }
-    TRY(dense_residual(st, M, C, F, A->h, W->out_w, W->out_b, A->x1, A->r2, SITE_FFN(l)));
+    TRY(dense_residual(st, M, C, F, A->h, W->out_w, P ? &P->out : NULL, W->out_b, A->x1, A->r2,
+                       SITE_FFN(l)));
     return attn_layernorm_forward(M, C, A->r2, W->out_ln_w, W->out_ln_b, eps, A->x2,
                                   train ? A->mean2 : NULL, train ? A->rstd2 : NULL);
 }

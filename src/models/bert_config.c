@@ -3,6 +3,7 @@
 #include "attn_bert.h"
 
 #include "../core/core-impl.h"
+#include "config-impl.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -45,26 +46,15 @@ attn_status attn_bert_config_check(const attn_bert_config *c) {
     if (!c) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "bert: NULL config");
     /* Each size: positive, and below a bound no real model comes near (an absurd value from a
      * corrupt config.json is refused here, naming the field, before any allocation). */
-    const struct {
-        const char *name;
-        int v;
-        int max;
-    } sz[] = {{"vocab_size", c->vocab_size, 1 << 26},
+    const config_size sz[] = {{"vocab_size", c->vocab_size, 1 << 26},
               {"hidden_size", c->hidden_size, 1 << 16},
               {"num_hidden_layers", c->num_hidden_layers, 1 << 12},
               {"num_attention_heads", c->num_attention_heads, 1 << 16},
               {"intermediate_size", c->intermediate_size, 1 << 20},
               {"max_position_embeddings", c->max_position_embeddings, 1 << 20},
               {"type_vocab_size", c->type_vocab_size, 1 << 20}};
-    for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) {
-        if (sz[i].v <= 0)
-            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "bert config: %s must be > 0 (got %d)",
-                             sz[i].name, sz[i].v);
-        if (sz[i].v > sz[i].max)
-            return attn_fail(ATTN_STATUS_TOO_LARGE,
-                             "bert config: %s = %d is absurdly large (limit %d)", sz[i].name,
-                             sz[i].v, sz[i].max);
-    }
+    attn_status s = config_check_sizes("bert", sz, sizeof sz / sizeof sz[0], "absurdly large");
+    if (s) return s;
     if (c->hidden_size % c->num_attention_heads != 0)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "bert config: num_attention_heads (%d) must divide hidden_size (%d)",
@@ -74,22 +64,12 @@ attn_status attn_bert_config_check(const attn_bert_config *c) {
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "bert config: hidden_act must be gelu, gelu_new or relu (got %d)",
                          (int)c->hidden_act);
-    if (!(c->hidden_dropout_prob >= 0.0f && c->hidden_dropout_prob < 1.0f))
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "bert config: hidden_dropout_prob must be in [0, 1) (got %g)",
-                         (double)c->hidden_dropout_prob);
-    if (!(c->attention_probs_dropout_prob >= 0.0f && c->attention_probs_dropout_prob < 1.0f))
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "bert config: attention_probs_dropout_prob must be in [0, 1) (got %g)",
-                         (double)c->attention_probs_dropout_prob);
-    if (!(c->layer_norm_eps > 0.0f) || !isfinite(c->layer_norm_eps))
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "bert config: layer_norm_eps must be > 0 (got %g)",
-                         (double)c->layer_norm_eps);
-    if (!(c->initializer_range >= 0.0f) || !isfinite(c->initializer_range))
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "bert config: initializer_range must be >= 0 (got %g)",
-                         (double)c->initializer_range);
+    if ((s = config_check_prob("bert", "hidden_dropout_prob", c->hidden_dropout_prob)) ||
+        (s = config_check_prob("bert", "attention_probs_dropout_prob",
+                               c->attention_probs_dropout_prob)) ||
+        (s = config_check_positive("bert", "layer_norm_eps", c->layer_norm_eps, false)) ||
+        (s = config_check_positive("bert", "initializer_range", c->initializer_range, true)))
+        return s;
     if (c->pad_token_id < -1 || c->pad_token_id >= c->vocab_size)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "bert config: pad_token_id %d must be in [0, vocab_size %d) or null",
@@ -115,13 +95,9 @@ size_t attn_bert_num_params(const attn_bert_config *c, bool with_pooler, bool wi
 /* ---- JSON -------------------------------------------------------------------------------- */
 
 enum { F_INT, F_FLOAT, F_BOOL, F_ACT, F_PAD };
-typedef struct {
-    const char *name;
-    int type;
-    size_t off;
-} field;
+typedef config_field field;
 
-#define FLD(n, t) {#n, t, offsetof(attn_bert_config, n)}
+#define FLD(n, t) CONFIG_FIELD(attn_bert_config, n, t)
 static const field FIELDS[] = {
     FLD(vocab_size, F_INT),
     FLD(hidden_size, F_INT),
@@ -154,36 +130,14 @@ static attn_status parse_field(const char *path, const field *f, json_t *v, attn
             *(int *)dst = -1;
             return ATTN_STATUS_OK;
         }
-        json_int_t x = json_is_integer(v) ? json_integer_value(v) : 0;
-        if (!json_is_integer(v))
-            return attn_fail(ATTN_STATUS_FORMAT, "%s: field \"%s\" must be an integer", path,
-                             f->name);
-        if (x > INT32_MAX)
-            return attn_fail(ATTN_STATUS_TOO_LARGE, "%s: field \"%s\" = %lld is absurdly large",
-                             path, f->name, (long long)x);
-        if (x < INT32_MIN)
-            return attn_fail(ATTN_STATUS_FORMAT, "%s: field \"%s\" = %lld is out of range", path,
-                             f->name, (long long)x);
-        *(int *)dst = (int)x;
-        return ATTN_STATUS_OK;
+        return config_read_int(path, f->name, v, CONFIG_INT_SIZE, (int *)dst);
     }
-    case F_FLOAT:
-        if (!json_is_number(v))
-            return attn_fail(ATTN_STATUS_FORMAT, "%s: field \"%s\" must be a number", path,
-                             f->name);
-        *(float *)dst = (float)json_number_value(v);
-        return ATTN_STATUS_OK;
-    case F_BOOL:
-        if (!json_is_boolean(v))
-            return attn_fail(ATTN_STATUS_FORMAT, "%s: field \"%s\" must be true or false", path,
-                             f->name);
-        *(bool *)dst = json_is_true(v);
-        return ATTN_STATUS_OK;
+    case F_FLOAT: return config_read_float(path, f->name, v, false, (float *)dst);
+    case F_BOOL: return config_read_bool(path, f->name, v, (bool *)dst);
     case F_ACT: {
-        const char *t = json_string_value(v);
-        if (!t)
-            return attn_fail(ATTN_STATUS_FORMAT, "%s: field \"hidden_act\" must be a string",
-                             path);
+        const char *t;
+        attn_status s = config_read_string(path, f->name, v, &t);
+        if (s) return s;
         /* transformers' ACT2FN names: gelu / gelu_python are the erf form; gelu_new,
          * gelu_pytorch_tanh, gelu_fast and gelu_accurate are all 0.5 x (1 + tanh(sqrt(2/pi)
          * (x + 0.044715 x^3))) written differently. */
@@ -207,20 +161,10 @@ static attn_status parse_field(const char *path, const field *f, json_t *v, attn
 
 attn_status attn_bert_config_load(const char *path, attn_bert_config *out) {
     if (!path || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "bert: NULL argument");
-    json_error_t err;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
-    if (!root) {
-        if (err.line < 0)
-            return attn_fail(ATTN_STATUS_IO, "%s: cannot read model config: %s", path, err.text);
-        return attn_fail(ATTN_STATUS_FORMAT, "%s:%d:%d: invalid JSON: %s", path, err.line,
-                         err.column, err.text);
-    }
-    attn_status s = ATTN_STATUS_OK;
+    json_t *root;
+    attn_status s = config_json_load(path, JSON_REJECT_DUPLICATES, &root);
+    if (s) return s;
     attn_bert_config c = attn_bert_default_config();
-    if (!json_is_object(root)) {
-        s = attn_fail(ATTN_STATUS_FORMAT, "%s: model config must be a JSON object", path);
-        goto done;
-    }
     json_t *mt = json_object_get(root, "model_type");
     if (mt && (!json_is_string(mt) || strcmp(json_string_value(mt), "bert") != 0)) {
         s = attn_fail(ATTN_STATUS_UNSUPPORTED, "%s: model_type %s%.40s%s is not \"bert\"", path,
@@ -257,26 +201,13 @@ attn_status attn_bert_config_load(const char *path, attn_bert_config *out) {
     }
     s = attn_bert_config_check(&c);
     if (s) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", attn_last_error());
-        s = attn_fail(s, "%s: %s", path, msg);
+        s = config_prefix_error(s, path);
         goto done;
     }
     *out = c;
 done:
     json_decref(root);
     return s;
-}
-
-/* A float through its shortest decimal, so 0.1f saves as 0.1 and 1e-12f as 1e-12. */
-static json_t *json_float(float f) {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%.9g", (double)f);
-    for (int p = 1; p <= 9; p++) {
-        snprintf(buf, sizeof buf, "%.*g", p, (double)f);
-        if ((float)strtod(buf, NULL) == f) break;
-    }
-    return json_real(strtod(buf, NULL));
 }
 
 attn_status attn_bert_config_save(const char *path, const attn_bert_config *c,
@@ -298,7 +229,7 @@ attn_status attn_bert_config_save(const char *path, const attn_bert_config *c,
         switch (FIELDS[i].type) {
         case F_INT: v = json_integer(*(const int *)src); break;
         case F_PAD: v = c->pad_token_id < 0 ? json_null() : json_integer(c->pad_token_id); break;
-        case F_FLOAT: v = json_float(*(const float *)src); break;
+        case F_FLOAT: v = config_json_float(*(const float *)src); break;
         case F_BOOL: v = json_boolean(*(const bool *)src); break;
         case F_ACT:
             v = json_string(c->hidden_act == ATTN_ACT_GELU_ERF    ? "gelu"
@@ -309,16 +240,5 @@ attn_status attn_bert_config_save(const char *path, const attn_bert_config *c,
         json_object_set_new(o, FIELDS[i].name, v);
     }
     json_object_set_new(o, "position_embedding_type", json_string("absolute"));
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
-        json_decref(o);
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: path too long", path);
-    }
-    int rc = json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
-    json_decref(o);
-    if (rc != 0 || rename(tmp, path) != 0) {
-        remove(tmp);
-        return attn_fail(ATTN_STATUS_IO, "%s: cannot write model config", path);
-    }
-    return ATTN_STATUS_OK;
+    return config_json_save(o, path);
 }

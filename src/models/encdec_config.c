@@ -3,6 +3,7 @@
 #include "attn_models.h"
 
 #include "../core/core-impl.h"
+#include "config-impl.h"
 
 #include <float.h>
 #include <jansson.h>
@@ -52,17 +53,13 @@ static double count_params(const attn_encdec_config *c) {
 
 attn_status attn_encdec_config_check(const attn_encdec_config *c) {
     if (!c) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec: NULL config");
-    const struct {
-        const char *name;
-        int v;
-    } pos[] = {{"src_vocab", c->src_vocab}, {"tgt_vocab", c->tgt_vocab},
-               {"d_model", c->d_model},     {"n_head", c->n_head},
-               {"d_ff", c->d_ff},           {"n_enc_layers", c->n_enc_layers},
-               {"n_dec_layers", c->n_dec_layers}, {"max_len", c->max_len}};
-    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
-        if (pos[i].v <= 0)
-            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec config: %s must be > 0 (got %d)",
-                             pos[i].name, pos[i].v);
+    /* sizes > 0 (no upper bound of their own: the parameter count below bounds them) */
+    const config_size pos[] = {{"src_vocab", c->src_vocab, 0},       {"tgt_vocab", c->tgt_vocab, 0},
+                               {"d_model", c->d_model, 0},           {"n_head", c->n_head, 0},
+                               {"d_ff", c->d_ff, 0},                 {"n_enc_layers", c->n_enc_layers, 0},
+                               {"n_dec_layers", c->n_dec_layers, 0}, {"max_len", c->max_len, 0}};
+    attn_status s = config_check_sizes("encdec", pos, sizeof pos / sizeof pos[0], NULL);
+    if (s) return s;
     /* Layer counts also size the tensor table (16 entries per encoder layer, 26 per decoder
      * layer, counted in int): tiny layers could otherwise pass the parameter limit in numbers
      * that overflow it. */
@@ -87,13 +84,9 @@ attn_status attn_encdec_config_check(const attn_encdec_config *c) {
                          "encdec config: pad_id %d must be a valid id of both vocabularies "
                          "(src_vocab %d, tgt_vocab %d)",
                          c->pad_id, c->src_vocab, c->tgt_vocab);
-    if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec config: dropout must be in [0, 1) "
-                         "(got %g)", (double)c->dropout);
-    if (!(c->layer_norm_eps > 0.0f) || !isfinite(c->layer_norm_eps))
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "encdec config: layer_norm_eps must be > 0 (got %g)",
-                         (double)c->layer_norm_eps);
+    if ((s = config_check_prob("encdec", "dropout", c->dropout)) ||
+        (s = config_check_positive("encdec", "layer_norm_eps", c->layer_norm_eps, false)))
+        return s;
     if (c->activation != ATTN_ENCDEC_RELU && c->activation != ATTN_ENCDEC_GELU)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec config: unknown activation %d",
                          (int)c->activation);
@@ -131,13 +124,9 @@ size_t attn_encdec_num_params(const attn_encdec_config *c) {
 /* ---- JSON -------------------------------------------------------------------------------- */
 
 enum { F_INT, F_FLOAT, F_BOOL, F_ACT, F_POS };
-typedef struct {
-    const char *name;
-    int type;
-    size_t off;
-} field;
+typedef config_field field;
 
-#define FLD(n, t) {#n, t, offsetof(attn_encdec_config, n)}
+#define FLD(n, t) CONFIG_FIELD(attn_encdec_config, n, t)
 static const field FIELDS[] = {
     FLD(src_vocab, F_INT),        FLD(tgt_vocab, F_INT),      FLD(d_model, F_INT),
     FLD(n_head, F_INT),           FLD(d_ff, F_INT),           FLD(n_enc_layers, F_INT),
@@ -150,21 +139,10 @@ static const field FIELDS[] = {
 
 static attn_status config_load(const char *path, attn_encdec_config *out, bool check) {
     if (!path || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec: NULL argument");
-    json_error_t err;
-    json_t *root = json_load_file(path, 0, &err);
-    if (!root) {
-        /* jansson reports a missing file as a parse error at line -1. */
-        if (err.line < 0)
-            return attn_fail(ATTN_STATUS_IO, "%s: cannot read model config: %s", path, err.text);
-        return attn_fail(ATTN_STATUS_FORMAT, "%s:%d:%d: invalid JSON: %s", path, err.line,
-                         err.column, err.text);
-    }
-    attn_status s = ATTN_STATUS_OK;
+    json_t *root;
+    attn_status s = config_json_load(path, 0, &root);
+    if (s) return s;
     attn_encdec_config c = attn_encdec_default_config();
-    if (!json_is_object(root)) {
-        s = attn_fail(ATTN_STATUS_FORMAT, "%s: model config must be a JSON object", path);
-        goto done;
-    }
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v) {
@@ -178,37 +156,9 @@ static attn_status config_load(const char *path, attn_encdec_config *out, bool c
         }
         char *dst = (char *)&c + f->off;
         switch (f->type) {
-        case F_INT: {
-            json_int_t x = json_is_integer(v) ? json_integer_value(v) : 0;
-            if (!json_is_integer(v) || x < INT32_MIN || x > INT32_MAX) {
-                s = attn_fail(ATTN_STATUS_FORMAT, "%s: field \"%s\" must be a 32-bit integer",
-                              path, key);
-                goto done;
-            }
-            *(int *)dst = (int)x;
-            break;
-        }
-        case F_FLOAT:
-            if (!json_is_number(v)) {
-                s = attn_fail(ATTN_STATUS_FORMAT, "%s: field \"%s\" must be a number", path, key);
-                goto done;
-            }
-            if (!(fabs(json_number_value(v)) <= FLT_MAX)) {
-                s = attn_fail(ATTN_STATUS_FORMAT,
-                              "%s: field \"%s\" must be a number within float range, got %g",
-                              path, key, json_number_value(v));
-                goto done;
-            }
-            *(float *)dst = (float)json_number_value(v);
-            break;
-        case F_BOOL:
-            if (!json_is_boolean(v)) {
-                s = attn_fail(ATTN_STATUS_FORMAT, "%s: field \"%s\" must be true or false", path,
-                              key);
-                goto done;
-            }
-            *(bool *)dst = json_is_true(v);
-            break;
+        case F_INT: s = config_read_int(path, key, v, CONFIG_INT_STRICT, (int *)dst); break;
+        case F_FLOAT: s = config_read_float(path, key, v, true, (float *)dst); break;
+        case F_BOOL: s = config_read_bool(path, key, v, (bool *)dst); break;
         case F_ACT: {
             const char *t = json_string_value(v);
             if (t && strcmp(t, "relu") == 0) c.activation = ATTN_ENCDEC_RELU;
@@ -233,6 +183,7 @@ static attn_status config_load(const char *path, attn_encdec_config *out, bool c
             break;
         }
         }
+        if (s) goto done;
     }
     if (check) {
         s = attn_encdec_config_check(&c);
@@ -248,9 +199,7 @@ static attn_status config_load(const char *path, attn_encdec_config *out, bool c
     }
     if (s) {
         /* Prefix the file name to the check's message, which names the field. */
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", attn_last_error());
-        s = attn_fail(s, "%s: %s", path, msg);
+        s = config_prefix_error(s, path);
         goto done;
     }
     *out = c;
@@ -278,17 +227,7 @@ attn_status attn_encdec_config_save(const char *path, const attn_encdec_config *
         json_t *v = NULL;
         switch (FIELDS[i].type) {
         case F_INT: v = json_integer(*(const int *)src); break;
-        /* Through the float's shortest decimal so 0.1f saves as 0.1, not 0.10000000149. */
-        case F_FLOAT: {
-            char buf[32];
-            snprintf(buf, sizeof buf, "%.9g", (double)*(const float *)src);
-            for (int p = 1; p <= 9; p++) {
-                snprintf(buf, sizeof buf, "%.*g", p, (double)*(const float *)src);
-                if ((float)strtod(buf, NULL) == *(const float *)src) break;
-            }
-            v = json_real(strtod(buf, NULL));
-            break;
-        }
+        case F_FLOAT: v = config_json_float(*(const float *)src); break;
         case F_BOOL: v = json_boolean(*(const bool *)src); break;
         case F_ACT: v = json_string(c->activation == ATTN_ENCDEC_GELU ? "gelu" : "relu"); break;
         case F_POS:
@@ -297,17 +236,5 @@ attn_status attn_encdec_config_save(const char *path, const attn_encdec_config *
         }
         json_object_set_new(o, FIELDS[i].name, v);
     }
-    /* Write beside the target and rename, so a reader never sees half a file. */
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
-        json_decref(o);
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: path too long", path);
-    }
-    int rc = json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
-    json_decref(o);
-    if (rc != 0 || rename(tmp, path) != 0) {
-        remove(tmp);
-        return attn_fail(ATTN_STATUS_IO, "%s: cannot write model config", path);
-    }
-    return ATTN_STATUS_OK;
+    return config_json_save(o, path);
 }

@@ -3,6 +3,7 @@
 #include "attn_gpt.h"
 
 #include "../core/core-impl.h"
+#include "config-impl.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -70,22 +71,13 @@ static double count_params(const attn_gpt_config *c) {
 
 attn_status attn_gpt_config_check(const attn_gpt_config *c) {
     if (!c) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt config: NULL config");
-    const struct {
-        const char *name;
-        int v, lim;
-    } pos[] = {{"vocab_size", c->vocab_size, LIM_VOCAB},
+    const config_size pos[] = {{"vocab_size", c->vocab_size, LIM_VOCAB},
                {"n_positions", c->n_positions, LIM_POS},
                {"n_embd", c->n_embd, LIM_EMBD},
                {"n_layer", c->n_layer, LIM_LAYER},
                {"n_head", c->n_head, LIM_EMBD}};
-    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++) {
-        if (pos[i].v <= 0)
-            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt config: %s must be > 0 (got %d)",
-                             pos[i].name, pos[i].v);
-        if (pos[i].v > pos[i].lim)
-            return attn_fail(ATTN_STATUS_TOO_LARGE, "gpt config: %s = %d is too large (limit %d)",
-                             pos[i].name, pos[i].v, pos[i].lim);
-    }
+    attn_status s = config_check_sizes("gpt", pos, sizeof pos / sizeof pos[0], "too large");
+    if (s) return s;
     if (c->n_inner < 0)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "gpt config: n_inner must be > 0, or 0/null for 4*n_embd (got %d)",
@@ -103,18 +95,10 @@ attn_status attn_gpt_config_check(const attn_gpt_config *c) {
                  {"embd_pdrop", c->embd_pdrop},
                  {"attn_pdrop", c->attn_pdrop}};
     for (size_t i = 0; i < 3; i++)
-        if (!(drops[i].v >= 0.0f && drops[i].v < 1.0f))
-            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                             "gpt config: %s must be in [0, 1) (got %g)", drops[i].name,
-                             (double)drops[i].v);
-    if (!(c->layer_norm_epsilon > 0.0f) || !isfinite(c->layer_norm_epsilon))
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "gpt config: layer_norm_epsilon must be > 0 (got %g)",
-                         (double)c->layer_norm_epsilon);
-    if (!(c->initializer_range >= 0.0f) || !isfinite(c->initializer_range))
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "gpt config: initializer_range must be >= 0 (got %g)",
-                         (double)c->initializer_range);
+        if ((s = config_check_prob("gpt", drops[i].name, drops[i].v))) return s;
+    if ((s = config_check_positive("gpt", "layer_norm_epsilon", c->layer_norm_epsilon, false)) ||
+        (s = config_check_positive("gpt", "initializer_range", c->initializer_range, true)))
+        return s;
     if (c->activation != ATTN_ACT_GELU_TANH && c->activation != ATTN_ACT_GELU_ERF &&
         c->activation != ATTN_ACT_RELU)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
@@ -140,14 +124,9 @@ size_t attn_gpt_num_params(const attn_gpt_config *c) {
 /* ---- JSON -------------------------------------------------------------------------------- */
 
 enum { F_INT, F_INT_OR_NULL, F_PROB, F_FLOAT, F_BOOL };
-typedef struct {
-    const char *name;
-    int type;
-    size_t off;
-} field;
+typedef config_field field;
 
-#define FLD(n, t)                                                                                  \
-    { #n, t, offsetof(attn_gpt_config, n) }
+#define FLD(n, t) CONFIG_FIELD(attn_gpt_config, n, t)
 static const field FIELDS[] = {
     FLD(vocab_size, F_INT),
     FLD(n_positions, F_INT),
@@ -169,32 +148,18 @@ static const field FIELDS[] = {
 };
 #define NFIELDS (sizeof FIELDS / sizeof FIELDS[0])
 
-/* A JSON integer (or a real with an integral value, as some writers emit) within int32. */
-static bool json_int32(const json_t *v, int *out) {
-    double d;
-    if (json_is_integer(v))
-        d = (double)json_integer_value(v);
-    else if (json_is_real(v))
-        d = json_real_value(v);
-    else
-        return false;
-    if (!(d >= INT32_MIN && d <= INT32_MAX) || d != floor(d)) return false;
-    *out = (int)d;
-    return true;
-}
-
+/* root: a JSON object (config_json_load / config_json_loads checked it). */
 static attn_status parse_object(json_t *root, const char *name, attn_gpt_config *out) {
-    if (!json_is_object(root))
-        return attn_fail(ATTN_STATUS_FORMAT, "%s: model config must be a JSON object", name);
     attn_gpt_config c = attn_gpt_default_config();
+    attn_status s;
     json_t *mt = json_object_get(root, "model_type");
     if (mt) {
-        if (!json_is_string(mt))
-            return attn_fail(ATTN_STATUS_FORMAT, "%s: field \"model_type\" must be a string", name);
-        if (strcmp(json_string_value(mt), "gpt2") != 0)
+        const char *t;
+        if ((s = config_read_string(name, "model_type", mt, &t))) return s;
+        if (strcmp(t, "gpt2") != 0)
             return attn_fail(ATTN_STATUS_UNSUPPORTED,
                              "%s: model_type \"%s\" is not a GPT-2 model (expected \"gpt2\")", name,
-                             json_string_value(mt));
+                             t);
     }
     json_t *xa = json_object_get(root, "add_cross_attention");
     if (xa && !json_is_false(xa) && !json_is_null(xa))
@@ -207,12 +172,9 @@ static attn_status parse_object(json_t *root, const char *name, attn_gpt_config 
         json_t *v = json_object_get(root, f->name);
         if (!v) continue;
         char *dst = (char *)&c + f->off;
+        s = ATTN_STATUS_OK;
         switch (f->type) {
-        case F_INT:
-            if (!json_int32(v, (int *)dst))
-                return attn_fail(ATTN_STATUS_FORMAT, "%s: field \"%s\" must be a 32-bit integer",
-                                 name, f->name);
-            break;
+        case F_INT: s = config_read_int(name, f->name, v, CONFIG_INT_INTEGRAL, (int *)dst); break;
         case F_INT_OR_NULL:
             if (json_is_null(v)) {
                 /* n_inner: null means 4·n_embd (stored as 0); token ids: null means none. */
@@ -222,32 +184,18 @@ static attn_status parse_object(json_t *root, const char *name, attn_gpt_config 
             /* A list of end-of-text ids (some configs): the first one is the one we stop on. */
             if (json_is_array(v) && json_array_size(v) > 0 && strcmp(f->name, "n_inner") != 0)
                 v = json_array_get(v, 0);
-            if (!json_int32(v, (int *)dst))
-                return attn_fail(ATTN_STATUS_FORMAT,
-                                 "%s: field \"%s\" must be a 32-bit integer or null", name,
-                                 f->name);
+            s = config_read_int(name, f->name, v, CONFIG_INT_INTEGRAL_OR_NULL, (int *)dst);
             break;
         case F_PROB:
-        case F_FLOAT:
-            if (!json_is_number(v))
-                return attn_fail(ATTN_STATUS_FORMAT, "%s: field \"%s\" must be a number", name,
-                                 f->name);
-            *(float *)dst = (float)json_number_value(v);
-            break;
-        case F_BOOL:
-            if (!json_is_boolean(v))
-                return attn_fail(ATTN_STATUS_FORMAT, "%s: field \"%s\" must be true or false", name,
-                                 f->name);
-            *(bool *)dst = json_is_true(v);
-            break;
+        case F_FLOAT: s = config_read_float(name, f->name, v, false, (float *)dst); break;
+        case F_BOOL: s = config_read_bool(name, f->name, v, (bool *)dst); break;
         }
+        if (s) return s;
     }
     json_t *act = json_object_get(root, "activation_function");
     if (act) {
-        const char *a = json_string_value(act);
-        if (!a)
-            return attn_fail(ATTN_STATUS_FORMAT,
-                             "%s: field \"activation_function\" must be a string", name);
+        const char *a;
+        if ((s = config_read_string(name, "activation_function", act, &a))) return s;
         /* gelu_new, gelu_pytorch_tanh and gelu_fast are the same tanh formula in transformers. */
         if (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_fast"))
             c.activation = ATTN_ACT_GELU_TANH;
@@ -261,13 +209,9 @@ static attn_status parse_object(json_t *root, const char *name, attn_gpt_config 
                              "gelu_pytorch_tanh, gelu_fast, gelu or relu)",
                              name, a);
     }
-    attn_status s = attn_gpt_config_check(&c);
-    if (s) {
-        /* Prefix the source's name to the check's message, which names the field. */
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", attn_last_error());
-        return attn_fail(s, "%s: %s", name, msg);
-    }
+    s = attn_gpt_config_check(&c);
+    /* Prefix the source's name to the check's message, which names the field. */
+    if (s) return config_prefix_error(s, name);
     *out = c;
     return ATTN_STATUS_OK;
 }
@@ -275,40 +219,22 @@ static attn_status parse_object(json_t *root, const char *name, attn_gpt_config 
 attn_status attn_gpt_config_parse(const char *text, const char *name, attn_gpt_config *out) {
     if (!text || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt config: NULL argument");
     if (!name) name = "<config>";
-    json_error_t err;
-    json_t *root = json_loads(text, 0, &err);
-    if (!root)
-        return attn_fail(ATTN_STATUS_FORMAT, "%s:%d:%d: invalid JSON: %s", name, err.line,
-                         err.column, err.text);
-    attn_status s = parse_object(root, name, out);
+    json_t *root;
+    attn_status s = config_json_loads(text, name, &root);
+    if (s) return s;
+    s = parse_object(root, name, out);
     json_decref(root);
     return s;
 }
 
 attn_status attn_gpt_config_load(const char *path, attn_gpt_config *out) {
     if (!path || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt config: NULL argument");
-    json_error_t err;
-    json_t *root = json_load_file(path, 0, &err);
-    if (!root) {
-        /* jansson reports a missing file as a parse error at line -1. */
-        if (err.line < 0)
-            return attn_fail(ATTN_STATUS_IO, "%s: cannot read model config: %s", path, err.text);
-        return attn_fail(ATTN_STATUS_FORMAT, "%s:%d:%d: invalid JSON: %s", path, err.line,
-                         err.column, err.text);
-    }
-    attn_status s = parse_object(root, path, out);
+    json_t *root;
+    attn_status s = config_json_load(path, 0, &root);
+    if (s) return s;
+    s = parse_object(root, path, out);
     json_decref(root);
     return s;
-}
-
-/* A float as the shortest decimal that reads back to it (0.1f saves as 0.1). */
-static json_t *json_float(float x) {
-    char buf[32];
-    for (int p = 1; p <= 9; p++) {
-        snprintf(buf, sizeof buf, "%.*g", p, (double)x);
-        if ((float)strtod(buf, NULL) == x) break;
-    }
-    return json_real(strtod(buf, NULL));
 }
 
 static json_t *json_id(int id) { return id < 0 ? json_null() : json_integer(id); }
@@ -328,12 +254,12 @@ attn_status attn_gpt_config_save(const char *path, const attn_gpt_config *c) {
     json_object_set_new(o, "activation_function",
                         json_string(attn_gpt_activation_name(c->activation)));
     json_object_set_new(o, "architectures", arch);
-    json_object_set_new(o, "attn_pdrop", json_float(c->attn_pdrop));
+    json_object_set_new(o, "attn_pdrop", config_json_float(c->attn_pdrop));
     json_object_set_new(o, "bos_token_id", json_id(c->bos_token_id));
-    json_object_set_new(o, "embd_pdrop", json_float(c->embd_pdrop));
+    json_object_set_new(o, "embd_pdrop", config_json_float(c->embd_pdrop));
     json_object_set_new(o, "eos_token_id", json_id(c->eos_token_id));
-    json_object_set_new(o, "initializer_range", json_float(c->initializer_range));
-    json_object_set_new(o, "layer_norm_epsilon", json_float(c->layer_norm_epsilon));
+    json_object_set_new(o, "initializer_range", config_json_float(c->initializer_range));
+    json_object_set_new(o, "layer_norm_epsilon", config_json_float(c->layer_norm_epsilon));
     json_object_set_new(o, "model_type", json_string("gpt2"));
     json_object_set_new(o, "n_embd", json_integer(c->n_embd));
     json_object_set_new(o, "n_head", json_integer(c->n_head));
@@ -341,7 +267,7 @@ attn_status attn_gpt_config_save(const char *path, const attn_gpt_config *c) {
     json_object_set_new(o, "n_layer", json_integer(c->n_layer));
     json_object_set_new(o, "n_positions", json_integer(c->n_positions));
     json_object_set_new(o, "reorder_and_upcast_attn", json_boolean(c->reorder_and_upcast_attn));
-    json_object_set_new(o, "resid_pdrop", json_float(c->resid_pdrop));
+    json_object_set_new(o, "resid_pdrop", config_json_float(c->resid_pdrop));
     json_object_set_new(o, "scale_attn_by_inverse_layer_idx",
                         json_boolean(c->scale_attn_by_inverse_layer_idx));
     json_object_set_new(o, "scale_attn_weights", json_boolean(c->scale_attn_weights));
@@ -349,18 +275,5 @@ attn_status attn_gpt_config_save(const char *path, const attn_gpt_config *c) {
     json_object_set_new(o, "torch_dtype", json_string("float32"));
     json_object_set_new(o, "use_cache", json_true());
     json_object_set_new(o, "vocab_size", json_integer(c->vocab_size));
-    /* Write beside the target and rename, so a reader never sees half a file. */
-    char tmp[4096];
-    int k = snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (k < 0 || (size_t)k >= sizeof tmp) {
-        json_decref(o);
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: path too long", path);
-    }
-    int rc = json_dump_file(o, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
-    json_decref(o);
-    if (rc != 0 || rename(tmp, path) != 0) {
-        remove(tmp);
-        return attn_fail(ATTN_STATUS_IO, "%s: cannot write model config", path);
-    }
-    return ATTN_STATUS_OK;
+    return config_json_save(o, path);
 }

@@ -104,7 +104,7 @@ attn_status tok_byte_level_prepare(attn_tok *t, const char *name) {
                          "(offset %zu): %s",
                          name, (size_t)off, (const char *)msg);
     }
-    (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* the interpreter works too */
+    tok_regex_jit(re);
     t->byte_re = re;
     return ATTN_STATUS_OK;
 }

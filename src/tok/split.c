@@ -35,6 +35,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h> /* RUNNING_ON_VALGRIND: a no-op instruction sequence natively */
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
 
 /* Unicode White_Space (Oniguruma's \s), as class items, and its complement. */
 static const char WS_ITEMS[] =
@@ -252,6 +260,19 @@ bool tok_onig_to_pcre2(const char *p, size_t n, tok_buf *o, char *err, size_t er
     return !o->oom;
 }
 
+/* JIT-compile a pattern unless running under valgrind or ATTN_NO_JIT is set (non-empty, not
+ * "0"); without JIT, PCRE2's interpreter runs the same pattern with the same matches. Memcheck
+ * cannot check JIT-generated machine code soundly (it has no symbols, and the JIT reads the
+ * subject in whole words past what a match uses, which memcheck may report as uninitialised;
+ * only a PCRE2 configured with --enable-valgrind annotates that, Debian's is not), while the
+ * interpreter is plain C that memcheck follows exactly. */
+void tok_regex_jit(void *re) {
+    if (RUNNING_ON_VALGRIND) return;
+    const char *env = getenv("ATTN_NO_JIT");
+    if (env && *env && strcmp(env, "0") != 0) return;
+    (void)pcre2_jit_compile((pcre2_code *)re, PCRE2_JIT_COMPLETE); /* the interpreter works too */
+}
+
 /* Compile an Oniguruma pattern (raw: already PCRE2 syntax); what names it for messages. */
 static attn_status compile_as(const char *pat, size_t n, bool raw, const char *name,
                               const char *what, void **out) {
@@ -285,7 +306,7 @@ static attn_status compile_as(const char *pat, size_t n, bool raw, const char *n
         return attn_fail(ATTN_STATUS_UNSUPPORTED, "%s: %s: PCRE2 cannot compile the regex: %s",
                          name, what, (const char *)msg);
     }
-    (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* the interpreter works too */
+    tok_regex_jit(re);
     *out = re;
     return ATTN_STATUS_OK;
 }

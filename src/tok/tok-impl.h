@@ -368,6 +368,8 @@ bool tok_split_apply(const tok_pre *p, void **md, const char *s, size_t n, uint8
 /* Translate an Oniguruma (Ruby syntax) pattern to PCRE2 syntax into out; false with a message
  * in err (size errn) when it uses something PCRE2 cannot express. */
 bool tok_onig_to_pcre2(const char *pat, size_t n, tok_buf *out, char *err, size_t errn);
+/* JIT-compile a pcre2_code * (skipped under valgrind and when ATTN_NO_JIT is set). */
+void tok_regex_jit(void *re);
 
 /* ---- post-processing (post.c) ---- */
 

@@ -188,11 +188,12 @@ size_t tok_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
     return k;
 }
 
-size_t tok_utf8_check(const char *s, size_t n) {
+static inline size_t utf8_scan(const char *s, size_t n, bool allow_nul) {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0;
     while (i < n) {
         if (u[i] < 0x80) { /* ASCII fast path */
+            if (!allow_nul && u[i] == 0) return i;
             i++;
             continue;
         }
@@ -202,6 +203,12 @@ size_t tok_utf8_check(const char *s, size_t n) {
         i += k;
     }
     return n;
+}
+
+size_t tok_utf8_check(const char *s, size_t n) { return utf8_scan(s, n, true); }
+
+size_t attn_tok_utf8_check(const char *s, size_t n, bool allow_nul) {
+    return s ? utf8_scan(s, n, allow_nul) : 0;
 }
 
 size_t tok_utf8_encode(uint32_t cp, char *out) {

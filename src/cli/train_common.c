@@ -1,0 +1,169 @@
+/* train_common.c — the pieces the training commands share (train_common.h). */
+#include "train_common.h"
+
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* ---- options ---- */
+
+int train_next_arg(int argc, char **argv, int *i, const char *const *usage,
+                   const char *const *known, size_t nknown, bool *resume, const char **a,
+                   const char **v) {
+    const char *arg = argv[*i];
+    *a = *v = NULL;
+    if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+        for (size_t k = 0; usage[k]; k++) fputs(usage[k], stdout);
+        return CLI_EXIT_OK;
+    }
+    if (!strcmp(arg, "--resume")) {
+        *resume = true;
+        return -1;
+    }
+    if (strncmp(arg, "--", 2) != 0)
+        return cli_usage_error("train: unexpected argument '%s'", arg);
+    if (known) {
+        bool found = false;
+        for (size_t k = 0; k < nknown; k++) found |= !strcmp(arg, known[k]);
+        if (!found) return cli_usage_error("train: unknown option '%s'", arg);
+    }
+    if (*i + 1 >= argc) return cli_usage_error("train: %s needs a value", arg);
+    *a = arg;
+    *v = argv[++*i];
+    return -1;
+}
+
+/* ---- time, signals, progress ---- */
+
+double train_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void train_fmt_duration(double s, char *buf, size_t cap) {
+    if (!(s >= 0) || s > 1e7) {
+        snprintf(buf, cap, "--:--");
+        return;
+    }
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, cap, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+    else
+        snprintf(buf, cap, "%02ld:%02ld", t / 60, t % 60);
+}
+
+static volatile sig_atomic_t g_stop = 0;
+
+static void on_signal(int sig) { g_stop = sig; }
+
+void train_catch_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+const char *train_stop_reason(double t_start, double time_budget) {
+    if (g_stop) return "interrupted";
+    if (time_budget && train_now_s() - t_start >= time_budget) return "time budget reached";
+    return NULL;
+}
+
+double train_eta(double per_step, int64_t steps_left, double time_budget, double elapsed) {
+    double eta = NAN;
+    if (time_budget) eta = time_budget - elapsed;
+    if (steps_left >= 0) {
+        double e2 = per_step * (double)steps_left;
+        eta = isnan(eta) ? e2 : fmin(eta, e2);
+    }
+    return eta;
+}
+
+void train_progress(const char *where, double loss, double lr, double tok_s, double elapsed,
+                    double eta) {
+    char el[32], et[32];
+    train_fmt_duration(elapsed, el, sizeof el);
+    train_fmt_duration(eta, et, sizeof et);
+    printf("%s | loss %7.4f | lr %.2e | %8.0f tok/s | %s elapsed | ETA %s\n", where, loss, lr,
+           tok_s, el, et);
+    fflush(stdout);
+}
+
+/* ---- small helpers ---- */
+
+char *train_path_in(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+uint64_t train_mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* ---- checkpoints ---- */
+
+attn_status train_tables_alloc(int n, attn_ckpt_tensor **tensors, attn_optim_range **ranges) {
+    *tensors = calloc((size_t)n, sizeof **tensors);
+    *ranges = calloc((size_t)n, sizeof **ranges);
+    if (!*tensors || !*ranges) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+    return ATTN_STATUS_OK;
+}
+
+void train_table_set(attn_ckpt_tensor *t, attn_optim_range *r, const char *name, int ndim,
+                     const int64_t shape[2], float *params, size_t offset, size_t numel,
+                     bool decay) {
+    t->name = name;
+    t->ndim = ndim;
+    t->shape[0] = shape[0];
+    t->shape[1] = shape[1];
+    t->data = params + offset;
+    *r = (attn_optim_range){offset, numel, decay, name};
+}
+
+attn_status train_fresh_out(const char *dir, const char *ckpt_dir) {
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return attn_set_error(ATTN_STATUS_IO, "%s: cannot create directory: %s", dir,
+                              strerror(errno));
+    if (attn_ckpt_exists(ckpt_dir))
+        return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                              "%s already holds a checkpoint: use --resume to continue it, or "
+                              "another --out",
+                              dir);
+    return ATTN_STATUS_OK;
+}
+
+attn_status train_load_state_json(const char *state_path, json_t **root) {
+    json_error_t err;
+    *root = state_path ? json_load_file(state_path, 0, &err) : NULL;
+    if (!*root)
+        return state_path ? attn_set_error(ATTN_STATUS_FORMAT, "%s: %s (line %d)", state_path,
+                                           err.text, err.line)
+                          : attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+    return ATTN_STATUS_OK;
+}
+
+attn_status train_save(const char *dir, const attn_ckpt_tensor *tensors, int ntensors,
+                       attn_optim *opt, attn_ckpt_state *cs, int64_t step, int64_t epoch,
+                       int64_t position, double lr, json_t *extra) {
+    cs->step = step;
+    cs->epoch = epoch;
+    cs->data_position = position;
+    cs->lr = lr;
+    if (cs->extra) json_decref(cs->extra);
+    cs->extra = extra;
+    return attn_ckpt_save(dir, tensors, ntensors, opt, cs);
+}

@@ -1,0 +1,95 @@
+/* train_common.h — what the training commands (`attn train` for encdec, --arch bert, --arch gpt)
+ * share: the clock, Ctrl-C, the progress line, the checkpoint tables, the output directory and
+ * the checkpoint save/resume plumbing. Internal to the CLI. */
+#ifndef ATTN_CLI_TRAIN_COMMON_H
+#define ATTN_CLI_TRAIN_COMMON_H
+
+#include "attn_core.h"
+#include "attn_train.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Return the status of EXPR from the calling function when it fails. */
+#define TRAIN_TRY(expr)                                                                          \
+    do {                                                                                         \
+        attn_status s_ = (expr);                                                                 \
+        if (s_) return s_;                                                                       \
+    } while (0)
+
+/* ---- options (cli.h first: the rows are its CLI_INT_OPT / CLI_REAL_OPT) ---- */
+
+/* Rows of an option table (cli.h's CLI_INT_OPT / CLI_REAL_OPT, inside a loop over `a` and `v`)
+ * for the options that `attn train` (encdec) and `attn train --arch bert` spell and bound alike,
+ * stored into o->seed, o->lr, ... (fields of those names). */
+#define TRAIN_SHARED_OPTS(o)                                                                     \
+    CLI_INT_OPT("train", "--seed", 0, INT64_MAX, (o)->seed, )                                    \
+    CLI_REAL_OPT("train", "--lr", 0, 10, (o)->lr, )                                              \
+    CLI_REAL_OPT("train", "--weight-decay", 0, 10, (o)->weight_decay, )                          \
+    CLI_REAL_OPT("train", "--clip", 0, 1e9, (o)->clip, )                                         \
+    CLI_REAL_OPT("train", "--dropout", 0, 0.99, (o)->dropout, )                                  \
+    CLI_INT_OPT("train", "--max-steps", 1, INT64_MAX, (o)->max_steps, )                          \
+    CLI_INT_OPT("train", "--epochs", 1, 1000000, (o)->epochs, )                                  \
+    CLI_REAL_OPT("train", "--time-budget", 1, 1e9, (o)->time_budget, )                           \
+    CLI_INT_OPT("train", "--eval-every", 1, 100000000, (o)->eval_every, )                        \
+    CLI_INT_OPT("train", "--save-every", 1, 100000000, (o)->save_every, )                        \
+    CLI_INT_OPT("train", "--log-every", 1, 100000000, (o)->log_every, )
+
+/* The generic part of a training command's argument loop, at argv[*i]. --help / -h prints the
+ * strings usage[0], usage[1], ... (NULL-terminated) and returns CLI_EXIT_OK; --resume sets
+ * *resume and returns -1 with *a = NULL; an argument that is not an option, one not among
+ * known[0..nknown) (known NULL: any) or one without a value is a usage error (printed; returns
+ * CLI_EXIT_USAGE); else returns -1 with *a the option and *v its value (*i moves onto it). */
+int train_next_arg(int argc, char **argv, int *i, const char *const *usage,
+                   const char *const *known, size_t nknown, bool *resume, const char **a,
+                   const char **v);
+
+/* ---- time, signals, progress ---- */
+
+double train_now_s(void); /* a monotonic clock, in seconds */
+/* "MM:SS", "H:MM:SS", or "--:--" for a negative, NaN or absurd (> 1e7 s) duration. */
+void train_fmt_duration(double s, char *buf, size_t cap);
+/* From now on SIGINT and SIGTERM only set a flag that train_stop_reason() reads. */
+void train_catch_signals(void);
+/* Why a run that started at t_start (train_now_s()) must stop before its next step:
+ * "interrupted" (a signal came), "time budget reached" (time_budget seconds, 0: none, are over),
+ * or NULL to go on. */
+const char *train_stop_reason(double t_start, double time_budget);
+/* Seconds left: the smaller of per_step x steps_left (steps_left < 0: unknown) and
+ * time_budget - elapsed (time_budget 0: none); NaN when neither is known. */
+double train_eta(double per_step, int64_t steps_left, double time_budget, double elapsed);
+/* Prints "WHERE | loss L | lr X | N tok/s | MM:SS elapsed | ETA MM:SS\n" and flushes stdout;
+ * WHERE is the caller's "step ..." head. */
+void train_progress(const char *where, double loss, double lr, double tok_s, double elapsed,
+                    double eta);
+
+/* ---- small helpers ---- */
+
+char *train_path_in(const char *dir, const char *name); /* malloc'ed "dir/name", NULL if OOM */
+/* SplitMix64's finalizer: independent stream keys from (seed ^ purpose). */
+uint64_t train_mix64(uint64_t x);
+
+/* ---- checkpoints ---- */
+
+/* Allocates the checkpoint tensor and optimizer range tables of a model with n tensors. */
+attn_status train_tables_alloc(int n, attn_ckpt_tensor **tensors, attn_optim_range **ranges);
+/* Entry i of both tables for the tensor `name` (ndim 1 or 2, shape (shape[0], shape[1])) at
+ * params + offset, numel floats; decay: AdamW's weight decay applies. name must outlive them. */
+void train_table_set(attn_ckpt_tensor *t, attn_optim_range *r, const char *name, int ndim,
+                     const int64_t shape[2], float *params, size_t offset, size_t numel,
+                     bool decay);
+/* --out for a fresh run: creates DIR (an existing one is fine) and refuses one whose checkpoint
+ * directory ckpt_dir (DIR itself or inside it) already holds a checkpoint. */
+attn_status train_fresh_out(const char *dir, const char *ckpt_dir);
+/* Loads the JSON file state_path (a checkpoint's training_state.json) into *root (the caller
+ * json_decref's it); json_object_get(*root, "extra") holds the run's options. */
+attn_status train_load_state_json(const char *state_path, json_t **root);
+/* Records (step, epoch, position, lr) and the run's options `extra` (the state takes it over)
+ * in cs, then writes the checkpoint to dir (attn_ckpt_save). */
+attn_status train_save(const char *dir, const attn_ckpt_tensor *tensors, int ntensors,
+                       attn_optim *opt, attn_ckpt_state *cs, int64_t step, int64_t epoch,
+                       int64_t position, double lr, json_t *extra);
+
+#endif
