@@ -262,7 +262,6 @@ static void test_train_corpus(void **state) {
     printf("  trained on %zu texts (English and Chinese) in %.2f s: vocabulary %d\n", c.n, secs,
            attn_tok_vocab_size(t));
     assert_int_equal(attn_tok_vocab_size(t), 8000);
-    if (!tu_valgrind()) assert_true(secs < 20); /* valgrind runs it 50x slower */
     assert_string_equal(attn_tok_model_type(t), "BPE");
     assert_int_equal(attn_tok_special_id(t, ATTN_TOK_PAD), 0);
     assert_int_equal(attn_tok_special_id(t, ATTN_TOK_UNK), 1);
