@@ -245,6 +245,22 @@ static inline av_f apply_act(av_f v, attn_act act) {
     return v;
 }
 
+/* The activation in a second sweep over an mr×nr tile of C (still in L1), which keeps the long
+ * GELU code out of the register-hungry kernels. */
+static void act_sweep(float *c, int ldc, int mr, int nr, attn_act act) {
+    for (int r = 0; r < mr; r++) {
+        float *cr = c + (size_t)r * ldc;
+        for (int j = 0; j < nr; j += AV_LEN) {
+            if (nr - j >= AV_LEN) {
+                av_store(cr + j, apply_act(av_load(cr + j), act));
+            } else {
+                av_mask m = av_tail(nr - j);
+                av_store_mask(cr + j, m, apply_act(av_load_mask(cr + j, m), act));
+            }
+        }
+    }
+}
+
 /* One vector of a C row: combine the accumulator with C per the epilogue and store it. */
 /* Always inlined: called 28 times per tile, a call each would cost ~10% at small K. */
 static inline __attribute__((always_inline)) void store_vec(float *c, av_f acc,
@@ -303,20 +319,8 @@ __attribute__((noinline)) static void microkernel(int kc, const float *restrict 
 #undef STEP
 #undef STORE
 
-    /* The activation in a second sweep over the tile (still in L1), which keeps the long GELU
-     * code out of the register-hungry kernel. */
     if (e->last && e->act != ATTN_ACT_NONE) {
-        for (int r = 0; r < mr; r++) {
-            float *cr = c + (size_t)r * ldc;
-            for (int j = 0; j < nr; j += AV_LEN) {
-                if (nr - j >= AV_LEN) {
-                    av_store(cr + j, apply_act(av_load(cr + j), e->act));
-                } else {
-                    av_mask m = av_tail(nr - j);
-                    av_store_mask(cr + j, m, apply_act(av_load_mask(cr + j, m), e->act));
-                }
-            }
-        }
+        act_sweep(c, ldc, mr, nr, e->act);
     }
 }
 
@@ -950,17 +954,7 @@ __attribute__((noinline)) static void microkernel_half(int kc, const float *rest
 #undef STEP
 #undef STORE
     if (e->last && e->act != ATTN_ACT_NONE) {
-        for (int r = 0; r < mr; r++) {
-            float *cr = c + (size_t)r * ldc;
-            for (int j = 0; j < nr; j += AV_LEN) {
-                if (nr - j >= AV_LEN) {
-                    av_store(cr + j, apply_act(av_load(cr + j), e->act));
-                } else {
-                    av_mask m = av_tail(nr - j);
-                    av_store_mask(cr + j, m, apply_act(av_load_mask(cr + j, m), e->act));
-                }
-            }
-        }
+        act_sweep(c, ldc, mr, nr, e->act);
     }
 }
 
