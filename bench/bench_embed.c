@@ -12,12 +12,13 @@
  *   throughput  attn_embed_encode of the 1,000 texts with batch_size 32 (tokenization included,
  *               as SentenceTransformer.encode includes it), best of ATTN_BENCH_ROUNDS (3) passes:
  *               sentences/s
- *   latency     one text per call, texts 0..49 in turn after a warm-up call; the median call
- *               time (reported as calls/s = 1 / median, higher is better; the note line gives
- *               milliseconds)
+ *   latency     one text per call, texts 0..49 in turn after a warm-up call, ATTN_BENCH_LAT_ROUNDS
+ *               (5) passes over the 50; the median of all the calls' times (reported as
+ *               calls/s = 1 / median, higher is better; the note line gives milliseconds)
  * The note line also gives both in process CPU time (all threads together), the number to compare
  * A/B builds by on a busy machine (with ATTN_BENCH_THREADS=1).
- * Environment: ATTN_BENCH_THREADS (2), ATTN_BENCH_DIR, ATTN_BENCH_ROUNDS (3). Run from the
+ * Environment: ATTN_BENCH_THREADS (2), ATTN_BENCH_DIR, ATTN_BENCH_ROUNDS (3),
+ * ATTN_BENCH_LAT_ROUNDS (5). Run from the
  * repository root. */
 #include "attn_core.h"
 #include "attn_embed.h"
@@ -155,17 +156,27 @@ int main(void) {
     }
     float one[1024];
     if (attn_embed_encode(e, 1, texts, NULL, one)) return fail("encode");
-    double lat[N_SINGLE], lat_cpu[N_SINGLE];
-    for (int i = 0; i < N_SINGLE; i++) {
+    int lat_rounds = env_int("ATTN_BENCH_LAT_ROUNDS", 5);
+    if (lat_rounds < 1) lat_rounds = 1;
+    const int n_lat = lat_rounds * N_SINGLE;
+    double *lat = malloc((size_t)n_lat * sizeof *lat);
+    double *lat_cpu = malloc((size_t)n_lat * sizeof *lat_cpu);
+    if (!lat || !lat_cpu) {
+        free(lat), free(lat_cpu);
+        return fail("out of memory");
+    }
+    for (int k = 0; k < n_lat; k++) {
+        const int i = k % N_SINGLE;
         double t = now(), c = cpu_now();
         if (attn_embed_encode(e, 1, texts + i, NULL, one)) return fail("encode");
-        lat[i] = now() - t;
-        lat_cpu[i] = cpu_now() - c;
+        lat[k] = now() - t;
+        lat_cpu[k] = cpu_now() - c;
     }
-    qsort(lat, N_SINGLE, sizeof lat[0], cmp_double);
-    qsort(lat_cpu, N_SINGLE, sizeof lat_cpu[0], cmp_double);
-    double med = 0.5 * (lat[N_SINGLE / 2 - 1] + lat[N_SINGLE / 2]);
-    double med_cpu = 0.5 * (lat_cpu[N_SINGLE / 2 - 1] + lat_cpu[N_SINGLE / 2]);
+    qsort(lat, (size_t)n_lat, sizeof lat[0], cmp_double);
+    qsort(lat_cpu, (size_t)n_lat, sizeof lat_cpu[0], cmp_double);
+    double med = 0.5 * (lat[n_lat / 2 - 1] + lat[n_lat / 2]);
+    double med_cpu = 0.5 * (lat_cpu[n_lat / 2 - 1] + lat_cpu[n_lat / 2]);
+    free(lat), free(lat_cpu);
     printf("all-MiniLM-L6-v2: %d texts of %d-%d tokens (mean %.1f) from Tatoeba English, batch "
            "%d, %d threads, %s kernels; single-text median latency %.2f ms; CPU time (all threads): "
            "%.1f sent per CPU-second in batches, %.2f ms median per single text\n",

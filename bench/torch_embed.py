@@ -6,8 +6,9 @@ written by bench_embed just before).
   throughput  SentenceTransformer.encode(texts, batch_size=32) — its own length sorting, padding
               to the batch's longest, tokenization included — best of ATTN_BENCH_ROUNDS (3)
               passes after a warm-up pass: sentences/s
-  latency     encode([text]) for texts 0..49 in turn after a warm-up call; the median call time,
-              reported as calls/s = 1 / median (the note line gives milliseconds)
+  latency     encode([text]) for texts 0..49 in turn after a warm-up call, ATTN_BENCH_LAT_ROUNDS (5)
+              passes over the 50; the median of all the calls' times, reported as
+              calls/s = 1 / median (the note line gives milliseconds)
 Under torch.inference_mode() (encode sets it itself). The note line also gives the agreement with
 attn's embeddings (embed_attn.npy): the smallest cosine over the 1,000 texts."""
 import json
@@ -22,6 +23,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THREADS = int(os.environ.get("ATTN_BENCH_THREADS", "2"))
 ROUNDS = int(os.environ.get("ATTN_BENCH_ROUNDS", "3"))
+LAT_ROUNDS = max(1, int(os.environ.get("ATTN_BENCH_LAT_ROUNDS", "5")))
 torch.set_num_threads(THREADS)
 
 
@@ -44,10 +46,11 @@ def main():
         best = max(best, len(texts) / (time.perf_counter() - t))
     model.encode([texts[0]], show_progress_bar=False)
     lat = []
-    for i in range(50):
-        t = time.perf_counter()
-        model.encode([texts[i]], show_progress_bar=False, convert_to_numpy=True)
-        lat.append(time.perf_counter() - t)
+    for _ in range(LAT_ROUNDS):
+        for i in range(50):
+            t = time.perf_counter()
+            model.encode([texts[i]], show_progress_bar=False, convert_to_numpy=True)
+            lat.append(time.perf_counter() - t)
     med = statistics.median(lat)
     note = ""
     p = os.path.join(d, "embed_attn.npy")
@@ -58,7 +61,7 @@ def main():
         note = f"; min cosine to attn's embeddings {cos.min():.8f}"
     import sentence_transformers
     print(f"sentence-transformers {sentence_transformers.__version__}, torch {torch.__version__}, "
-          f"{THREADS} threads: single-text median latency {1e3 * med:.2f} ms{note}")
+          f"{THREADS} threads: single-text median latency {1e3 * med:.2f} ms ({len(lat)} calls){note}")
     print(json.dumps({"bench": "embed", "case": "MiniLM 1000 texts, batch 32",
                       "metric": "sent/s", "value": best}))
     print(json.dumps({"bench": "embed", "case": "MiniLM single text (1/median)",

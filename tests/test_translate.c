@@ -46,15 +46,6 @@ static attn_encdec_model *make_model(bool pre_ln, bool gelu, bool learned, bool 
     return m;
 }
 
-/* Random source ids in [4, V) padded with 0, ending with EOS at src_len − 1. */
-static void make_src(tu_rng *r, int B, int Ts, int V, const int32_t *len, int32_t *src) {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < Ts; t++) {
-            int32_t id = 4 + (int32_t)(tu_uniform(r, 0, 1) * (V - 4));
-            if (id >= V) id = V - 1;
-            src[b * Ts + t] = t < len[b] - 1 ? id : t == len[b] - 1 ? EOS : 0;
-        }
-}
 
 /* ---- KV cache ---------------------------------------------------------------------------- */
 
@@ -63,7 +54,7 @@ static void check_kv_cache(bool pre_ln, bool gelu, bool learned, bool shared) {
     attn_encdec_model *m = make_model(pre_ln, gelu, learned, shared, V, pre_ln ? 11 : 12);
     tu_rng r = {99};
     int32_t src_len[B] = {7, 4, 2}, src[B * Ts];
-    make_src(&r, B, Ts, V, src_len, src);
+    tu_make_src(&r, B, Ts, V, src_len, EOS, src);
     /* Two target sequences per sentence (A, B); the full forward runs on all 2B of them. */
     int32_t tgt[2 * B * Tt], tgt_len[2 * B], src2[2 * B * Ts], src_len2[2 * B];
     for (int i = 0; i < 2 * B; i++) {
@@ -172,7 +163,7 @@ static void batch_src(int32_t *src, int32_t *len) {
     tu_rng r = {2024};
     const int32_t l[GB] = {8, 3, 6, 1, 5};
     memcpy(len, l, sizeof l);
-    make_src(&r, GB, GTs, GV, len, src);
+    tu_make_src(&r, GB, GTs, GV, len, EOS, src);
 }
 
 static void test_greedy(void **state) {
@@ -264,7 +255,7 @@ static void brute_force(double alpha) {
     m->w.out_b[EOS] -= 2.0f;
     tu_rng r = {5};
     int32_t len[2] = {5, 3}, src[2 * Ts];
-    make_src(&r, 2, Ts, V, len, src);
+    tu_make_src(&r, 2, Ts, V, len, EOS, src);
     attn_encdec_state *st;
     assert_int_equal(attn_encdec_state_init(m, 1, Ts, L + 1, &st), ATTN_STATUS_OK);
     attn_translate_session *s;
@@ -497,7 +488,7 @@ static void test_many(void **state) {
     const int32_t *srcs[NS];
     for (int i = 0; i < NS; i++) {
         lens[i] = 2 + (i * 5) % (TS - 1);
-        make_src(&r, 1, TS, GV, &lens[i], srcbuf + i * TS);
+        tu_make_src(&r, 1, TS, GV, &lens[i], EOS, srcbuf + i * TS);
         srcs[i] = srcbuf + i * TS;
     }
     attn_translate_session *s;

@@ -51,15 +51,6 @@ static attn_encdec_model *make_model(bool pre_ln, int V, int max_len, uint64_t s
     return m;
 }
 
-/* Random source ids in [4, V) padded with 0, ending with EOS at len − 1. */
-static void make_src(tu_rng *r, int B, int Ts, int V, const int32_t *len, int32_t *src) {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < Ts; t++) {
-            int32_t id = 4 + (int32_t)(tu_uniform(r, 0, 1) * (V - 4));
-            if (id >= V) id = V - 1;
-            src[b * Ts + t] = t < len[b] - 1 ? id : t == len[b] - 1 ? EOS : 0;
-        }
-}
 
 static double lpen(double alpha, int len) {
     return alpha == 0.0 ? 1.0 : pow((5.0 + len) / 6.0, alpha);
@@ -202,7 +193,7 @@ static void test_same_as_plain_beam(void **state) {
         const int B = variant < 4 ? BMAX : 9;
         int32_t src_len[BMAX], src[BMAX * Ts];
         for (int b = 0; b < B; b++) src_len[b] = 1 + (int32_t)(tu_uniform(&r, 0, 1) * (Ts - 0.01f));
-        make_src(&r, B, Ts, V, src_len, src);
+        tu_make_src(&r, B, Ts, V, src_len, EOS, src);
         attn_translate_session *s;
         assert_int_equal(attn_translate_session_init(m, B, 5, Ts, T, &s), ATTN_STATUS_OK);
         for (int ai = vg ? 2 : 0; ai < 4; ai++)
@@ -253,7 +244,7 @@ static void test_first_step_rows(void **state) {
         tu_rng r = {31 + (uint64_t)B};
         int32_t src_len[12], src[12 * Ts], tok[12 * K];
         for (int b = 0; b < B; b++) src_len[b] = 1 + (int32_t)(tu_uniform(&r, 0, 1) * (Ts - 0.01f));
-        make_src(&r, B, Ts, V, src_len, src);
+        tu_make_src(&r, B, Ts, V, src_len, EOS, src);
         for (int n = 0; n < B * K; n++) tok[n] = BOS;
         attn_translate_session *s1, *sk;
         assert_int_equal(attn_translate_session_init(m, B, K, Ts, 24, &s1), ATTN_STATUS_OK);

@@ -340,4 +340,16 @@ static inline int tu_sh_interrupt(const char *cmd, const char *prefix, int nth, 
     return st;
 }
 
+/* Translation test sources: (B, Ts) random ids in [4, V) (0..3 are the special tokens), sentence
+ * b ending with eos at len[b] − 1 and padded with 0 after it. */
+static inline void tu_make_src(tu_rng *r, int B, int Ts, int V, const int32_t *len, int32_t eos,
+                               int32_t *src) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Ts; t++) {
+            int32_t id = 4 + (int32_t)(tu_uniform(r, 0, 1) * (V - 4));
+            if (id >= V) id = V - 1;
+            src[b * Ts + t] = t < len[b] - 1 ? id : t == len[b] - 1 ? eos : 0;
+        }
+}
+
 #endif

@@ -35,6 +35,13 @@ bool attn_size_prod(const int64_t *dims, int n, size_t *out);
  * runs comes near, and an absurd size from a corrupt file must not reach malloc. 256 GiB. */
 #define ATTN_MAX_BUFFER_BYTES ((size_t)1 << 38)
 
+/* Evaluate an attn_status expression and return it from the enclosing function if it failed. */
+#define ATTN_TRY(expr)                                                                           \
+    do {                                                                                         \
+        attn_status attn_try_s_ = (expr);                                                        \
+        if (attn_try_s_) return attn_try_s_;                                                     \
+    } while (0)
+
 #define ATTN_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define ATTN_MAX(a, b) ((a) > (b) ? (a) : (b))
 

@@ -10,12 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#define TRY(expr)                                                                                \
-    do {                                                                                         \
-        attn_status s_ = (expr);                                                                 \
-        if (s_) return s_;                                                                       \
-    } while (0)
-
 /* Above this vocabulary size a caller is confused (GPT-2 has 50257; the biggest models ~256k). */
 #define GEN_MAX_VOCAB (1 << 24)
 
@@ -130,7 +124,7 @@ static void do_top_p(float *x, int V, float p, vid *scratch) {
 }
 
 attn_status attn_gen_temperature(float *logits, int V, float temperature) {
-    TRY(check_logits(logits, V, "attn_gen_temperature"));
+    ATTN_TRY(check_logits(logits, V, "attn_gen_temperature"));
     if (!(temperature > 0.0f) || !isfinite(temperature))
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "attn_gen_temperature: temperature must be > 0, got %g",
@@ -140,7 +134,7 @@ attn_status attn_gen_temperature(float *logits, int V, float temperature) {
 }
 
 attn_status attn_gen_top_k(float *logits, int V, int k) {
-    TRY(check_logits(logits, V, "attn_gen_top_k"));
+    ATTN_TRY(check_logits(logits, V, "attn_gen_top_k"));
     if (k < 0) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen_top_k: k must be >= 0, got %d", k);
     float *scratch = malloc((size_t)V * sizeof *scratch);
     if (!scratch) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attn_gen_top_k: out of memory");
@@ -150,7 +144,7 @@ attn_status attn_gen_top_k(float *logits, int V, int k) {
 }
 
 attn_status attn_gen_top_p(float *logits, int V, float top_p) {
-    TRY(check_logits(logits, V, "attn_gen_top_p"));
+    ATTN_TRY(check_logits(logits, V, "attn_gen_top_p"));
     if (!(top_p >= 0.0f && top_p <= 1.0f))
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen_top_p: top_p must be in [0, 1], got %g",
                          (double)top_p);
@@ -162,7 +156,7 @@ attn_status attn_gen_top_p(float *logits, int V, float top_p) {
 }
 
 attn_status attn_gen_argmax(const float *logits, int V, int32_t *token) {
-    TRY(check_logits(logits, V, "attn_gen_argmax"));
+    ATTN_TRY(check_logits(logits, V, "attn_gen_argmax"));
     if (!token) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen_argmax: token is NULL");
     int best = 0;
     for (int i = 1; i < V; i++)
@@ -184,7 +178,7 @@ struct attn_gen_sampler {
 attn_status attn_gen_sampler_init(const attn_gen_params *p, int V, attn_gen_sampler **out) {
     if (!out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen_sampler_init: out is NULL");
     *out = NULL;
-    TRY(attn_gen_check_params(p));
+    ATTN_TRY(attn_gen_check_params(p));
     if (V < 1 || V > GEN_MAX_VOCAB)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "attn_gen_sampler_init: vocabulary size %d is not in [1, %d]", V,
@@ -231,11 +225,11 @@ static void warp(attn_gen_sampler *s, const float *logits, double *mx) {
 
 attn_status attn_gen_sampler_probs(attn_gen_sampler *s, const float *logits, float *probs) {
     if (!s || !probs) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen_sampler_probs: NULL argument");
-    TRY(check_logits(logits, s->V, "attn_gen_sampler_probs"));
+    ATTN_TRY(check_logits(logits, s->V, "attn_gen_sampler_probs"));
     const int V = s->V;
     if (is_greedy(&s->p)) {
         int32_t t;
-        TRY(attn_gen_argmax(logits, V, &t));
+        ATTN_TRY(attn_gen_argmax(logits, V, &t));
         memset(probs, 0, (size_t)V * sizeof *probs);
         probs[t] = 1.0f;
         return ATTN_STATUS_OK;
@@ -256,7 +250,7 @@ attn_status attn_gen_sampler_next(attn_gen_sampler *s, const float *logits, uint
                                   int32_t *token) {
     if (!s || !token) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen_sampler_next: NULL argument");
     if (is_greedy(&s->p)) return attn_gen_argmax(logits, s->V, token);
-    TRY(check_logits(logits, s->V, "attn_gen_sampler_next"));
+    ATTN_TRY(check_logits(logits, s->V, "attn_gen_sampler_next"));
     const int V = s->V;
     double mx;
     warp(s, logits, &mx);
@@ -303,7 +297,7 @@ attn_status attn_gen_gpt(const attn_gpt_model *m, const attn_gen_params *p, cons
     if (stats) memset(stats, 0, sizeof *stats);
     if (!m || !p || !prompt)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen_gpt: NULL model, params or prompt");
-    TRY(attn_gen_check_params(p));
+    ATTN_TRY(attn_gen_check_params(p));
     const int P = m->cfg.n_positions, V = m->cfg.vocab_size;
     if (n_prompt < 1)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen_gpt: the prompt is empty");
@@ -448,7 +442,7 @@ static size_t stable_len(const char *t, size_t n) {
 static attn_status decode_suffix(attn_gen_stream *s, char **text, size_t *len, size_t *off) {
     const int32_t *ids = s->own ? s->ids + s->n_context : s->ids;
     size_t n = s->own ? s->n - s->n_context : s->n;
-    TRY(attn_tok_decode_alloc(s->tok, ids, n, 0, text, len));
+    ATTN_TRY(attn_tok_decode_alloc(s->tok, ids, n, 0, text, len));
     *off = 0;
     if (!s->own) {
         if (*len >= s->base_len && memcmp(*text, s->base, s->base_len) == 0) {
@@ -466,7 +460,7 @@ static attn_status decode_suffix(attn_gen_stream *s, char **text, size_t *len, s
 static attn_status emit(attn_gen_stream *s, bool all, const char **text, size_t *len) {
     char *full = NULL;
     size_t n = 0, off = 0;
-    TRY(decode_suffix(s, &full, &n, &off));
+    ATTN_TRY(decode_suffix(s, &full, &n, &off));
     const char *t = full + off;
     size_t tn = n - off;
     size_t keep = all ? tn : stable_len(t, tn);
@@ -517,7 +511,7 @@ attn_status attn_gen_stream_finish(attn_gen_stream *s, const char **text, size_t
         if (len) *len = 0;
         return ATTN_STATUS_OK;
     }
-    TRY(emit(s, true, text, len));
+    ATTN_TRY(emit(s, true, text, len));
     s->finished = true;
     return ATTN_STATUS_OK;
 }

@@ -28,12 +28,6 @@
 #include <emmintrin.h>
 #endif
 
-#define TRY(expr)                                                                                \
-    do {                                                                                         \
-        attn_status s_ = (expr);                                                                 \
-        if (s_) return s_;                                                                       \
-    } while (0)
-
 struct attn_translate_session {
     const attn_encdec_model *m;
     int capS, capK, capTs, capT; /* sentences, beam, source length, decoder positions */
@@ -262,13 +256,13 @@ attn_status attn_translate_begin(attn_translate_session *s, int B, int Ts, const
     s->begun = false;
     const attn_encdec_model *m = s->m;
     const int C = s->C;
-    TRY(attn_encdec_encode(m, s->enc, B, Ts, src, src_len, s->mem));
+    ATTN_TRY(attn_encdec_encode(m, s->enc, B, Ts, src, src_len, s->mem));
     /* Each layer's cross-attention K|V for all source positions: one GEMM with the adjacent
      * (w_k; w_v) = (2C, C) weight and (b_k; b_v) bias. */
     for (int l = 0; l < s->L; l++) {
         const attn_mha_weights *w = &m->w.dec[l].cross_attn;
-        TRY(attn_gemm(false, true, B * Ts, 2 * C, C, 1.0f, s->mem, C, w->w_k, C, 0.0f, s->ckv[l],
-                      2 * C, w->b_k, ATTN_ACT_NONE));
+        ATTN_TRY(attn_gemm(false, true, B * Ts, 2 * C, C, 1.0f, s->mem, C, w->w_k, C, 0.0f,
+                           s->ckv[l], 2 * C, w->b_k, ATTN_ACT_NONE));
     }
     memcpy(s->src_len, src_len, (size_t)B * sizeof(int32_t));
     for (int b = 0; b < B; b++) s->sent[b] = b;
@@ -306,9 +300,9 @@ static attn_status self_attention(attn_translate_session *s, int l) {
     const attn_mha_weights *w = &W->self_attn;
     const int N = s->N, C = s->C, t = s->t, T = s->capT;
     const float *in;
-    TRY(sub_input(s, W->ln1_w, W->ln1_b, &in));
+    ATTN_TRY(sub_input(s, W->ln1_w, W->ln1_b, &in));
     /* q|k|v (N, 3C) in one GEMM: w_q, w_k, w_v are adjacent rows of one (3C, C) matrix. */
-    TRY(attn_gemm(false, false, N, 3 * C, C, 1.0f, in, C, s->wt_qkv[l], 3 * C, 0.0f, s->qkv,
+    ATTN_TRY(attn_gemm(false, false, N, 3 * C, C, 1.0f, in, C, s->wt_qkv[l], 3 * C, 0.0f, s->qkv,
                   3 * C, w->b_q, ATTN_ACT_NONE));
     float *kc = s->kc[l], *vc = s->vc[l];
     for (int n = 0; n < N; n++) {
@@ -322,9 +316,9 @@ static attn_status self_attention(attn_translate_session *s, int l) {
     attn_attention_params p = attn_attention_default_params(N, s->H, 1, T, C / s->H);
     p.kv_len = s->kv_len;
     p.ldq = 3 * C, p.ldk = C, p.ldv = C, p.ldo = C;
-    TRY(attn_attention_forward(&p, s->qkv, kc, vc, s->att, NULL, NULL));
-    TRY(attn_gemm(false, false, N, C, C, 1.0f, s->att, C, s->wt_so[l], C, 0.0f, s->y, C, w->b_o,
-                  ATTN_ACT_NONE));
+    ATTN_TRY(attn_attention_forward(&p, s->qkv, kc, vc, s->att, NULL, NULL));
+    ATTN_TRY(attn_gemm(false, false, N, C, C, 1.0f, s->att, C, s->wt_so[l], C, 0.0f, s->y, C,
+                       w->b_o, ATTN_ACT_NONE));
     return residual(s, W->ln1_w, W->ln1_b);
 }
 
@@ -333,16 +327,16 @@ static attn_status cross_attention(attn_translate_session *s, int l) {
     const attn_mha_weights *w = &W->cross_attn;
     const int N = s->N, C = s->C;
     const float *in;
-    TRY(sub_input(s, W->ln2_w, W->ln2_b, &in));
-    TRY(attn_gemm(false, false, N, C, C, 1.0f, in, C, s->wt_cq[l], C, 0.0f, s->qkv, C, w->b_q,
+    ATTN_TRY(sub_input(s, W->ln2_w, W->ln2_b, &in));
+    ATTN_TRY(attn_gemm(false, false, N, C, C, 1.0f, in, C, s->wt_cq[l], C, 0.0f, s->qkv, C, w->b_q,
                   ATTN_ACT_NONE));
     /* A sentence's R hypotheses are R queries (rows j·R .. j·R+R−1) over its own source. */
     attn_attention_params p = attn_attention_default_params(s->S, s->H, s->R, s->Ts, C / s->H);
     p.kv_len = s->src_len;
     p.ldk = 2 * C, p.ldv = 2 * C;
-    TRY(attn_attention_forward(&p, s->qkv, s->ckv[l], s->ckv[l] + C, s->att, NULL, NULL));
-    TRY(attn_gemm(false, false, N, C, C, 1.0f, s->att, C, s->wt_co[l], C, 0.0f, s->y, C, w->b_o,
-                  ATTN_ACT_NONE));
+    ATTN_TRY(attn_attention_forward(&p, s->qkv, s->ckv[l], s->ckv[l] + C, s->att, NULL, NULL));
+    ATTN_TRY(attn_gemm(false, false, N, C, C, 1.0f, s->att, C, s->wt_co[l], C, 0.0f, s->y, C,
+                       w->b_o, ATTN_ACT_NONE));
     return residual(s, W->ln2_w, W->ln2_b);
 }
 
@@ -350,18 +344,18 @@ static attn_status feed_forward(attn_translate_session *s, int l) {
     const attn_encdec_dec_layer *W = &s->m->w.dec[l];
     const int N = s->N, C = s->C, F = s->F;
     const float *in;
-    TRY(sub_input(s, W->ln3_w, W->ln3_b, &in));
+    ATTN_TRY(sub_input(s, W->ln3_w, W->ln3_b, &in));
     if (s->m->cfg.activation == ATTN_ENCDEC_RELU) {
-        TRY(attn_gemm(false, false, N, F, C, 1.0f, in, C, s->wt_f1[l], F, 0.0f, s->ff, F,
+        ATTN_TRY(attn_gemm(false, false, N, F, C, 1.0f, in, C, s->wt_f1[l], F, 0.0f, s->ff, F,
                       W->ff1_b, ATTN_ACT_RELU));
     } else {
         /* As the training forward: bias GEMM, then exact-erf GELU (same rounding). */
-        TRY(attn_gemm(false, false, N, F, C, 1.0f, in, C, s->wt_f1[l], F, 0.0f, s->ff, F,
+        ATTN_TRY(attn_gemm(false, false, N, F, C, 1.0f, in, C, s->wt_f1[l], F, 0.0f, s->ff, F,
                       W->ff1_b, ATTN_ACT_NONE));
-        TRY(attn_act_forward(ATTN_ACT_GELU_ERF, (size_t)N * F, s->ff, s->ff));
+        ATTN_TRY(attn_act_forward(ATTN_ACT_GELU_ERF, (size_t)N * F, s->ff, s->ff));
     }
-    TRY(attn_gemm(false, false, N, C, F, 1.0f, s->ff, F, s->wt_f2[l], C, 0.0f, s->y, C, W->ff2_b,
-                  ATTN_ACT_NONE));
+    ATTN_TRY(attn_gemm(false, false, N, C, F, 1.0f, s->ff, F, s->wt_f2[l], C, 0.0f, s->y, C,
+                       W->ff2_b, ATTN_ACT_NONE));
     return residual(s, W->ln3_w, W->ln3_b);
 }
 
@@ -381,7 +375,7 @@ attn_status attn_translate_step(attn_translate_session *s, const int32_t *tokens
                              "translate step: token %d of hypothesis %d outside [0, %d)",
                              (int)tokens[n], n, V);
     /* x = E_tgt[token] · sqrt(C) + P[t], computed as encdec.c's embed does. */
-    TRY(attn_embedding_forward(N, V, C, tokens, m->w.tgt_emb, s->x));
+    ATTN_TRY(attn_embedding_forward(N, V, C, tokens, m->w.tgt_emb, s->x));
     const float scale = (float)sqrt((double)C);
     const float *pos = (m->w.dec_pos ? m->w.dec_pos : m->pos_table) + (size_t)t * C;
     for (int n = 0; n < N; n++) {
@@ -389,17 +383,17 @@ attn_status attn_translate_step(attn_translate_session *s, const int32_t *tokens
         for (int i = 0; i < C; i++) row[i] = row[i] * scale + pos[i];
     }
     for (int l = 0; l < s->L; l++) {
-        TRY(self_attention(s, l));
-        TRY(cross_attention(s, l));
-        TRY(feed_forward(s, l));
+        ATTN_TRY(self_attention(s, l));
+        ATTN_TRY(cross_attention(s, l));
+        ATTN_TRY(feed_forward(s, l));
     }
     const float *yout = s->x;
     if (m->cfg.pre_ln) {
-        TRY(attn_layernorm_forward(N, C, s->x, m->w.dec_ln_w, m->w.dec_ln_b,
+        ATTN_TRY(attn_layernorm_forward(N, C, s->x, m->w.dec_ln_w, m->w.dec_ln_b,
                                    m->cfg.layer_norm_eps, s->h, NULL, NULL));
         yout = s->h;
     }
-    TRY(attn_gemm(false, false, N, V, C, 1.0f, yout, C, s->wt_out, V, 0.0f, s->logits, V,
+    ATTN_TRY(attn_gemm(false, false, N, V, C, 1.0f, yout, C, s->wt_out, V, 0.0f, s->logits, V,
                   m->w.out_b, ATTN_ACT_NONE));
     s->t = t + 1;
     return ATTN_STATUS_OK;
@@ -781,7 +775,7 @@ static attn_status greedy(attn_translate_session *s, const attn_translate_option
     const int V = s->V, eos = o->eos_id;
     for (int n = 0; n < B; n++) s->tok[n] = o->bos_id, s->score[n] = 0;
     while (s->S > 0) {
-        TRY(attn_translate_step(s, s->tok));
+        ATTN_TRY(attn_translate_step(s, s->tok));
         row_lse(s);
         const int t = s->t - 1, N = s->N;
 #pragma omp parallel for schedule(static) if ((size_t)N * V > 32768)
@@ -801,7 +795,7 @@ static attn_status greedy(attn_translate_session *s, const attn_translate_option
             const int b = s->sent[n];
             int32_t *h = s->hist + (size_t)n * s->capT;
             if (s->tok[n] == eos) {
-                TRY(emit(s, b, h, t, s->score[n] / lp(o, t + 1), max_out, out_ids, out_len,
+                ATTN_TRY(emit(s, b, h, t, s->score[n] / lp(o, t + 1), max_out, out_ids, out_len,
                          out_score));
                 continue;
             }
@@ -875,14 +869,14 @@ static attn_status beam(attn_translate_session *s, const attn_translate_options 
         compact(s, s->keep, nk, s->rows);
     }
     attn_free(tops);
-    TRY(st);
+    ATTN_TRY(st);
     for (int b = 0; b < B; b++) {
         int best = 0;
         for (int i = 1; i < s->n_fin[b]; i++)
             if (s->fin_score[(size_t)b * s->capK + i] > s->fin_score[(size_t)b * s->capK + best])
                 best = i;
         const size_t k = (size_t)b * s->capK + best;
-        TRY(emit(s, b, s->fin_ids + k * s->capT, s->fin_len[k], s->fin_score[k], max_out,
+        ATTN_TRY(emit(s, b, s->fin_ids + k * s->capT, s->fin_len[k], s->fin_score[k], max_out,
                  out_ids, out_len, out_score));
     }
     return ATTN_STATUS_OK;
@@ -910,7 +904,7 @@ attn_status attn_translate(attn_translate_session *s, const attn_translate_optio
     /* Greedy runs one row per sentence, and so does the first step of beam search when the
      * batch has at least FIRST_ROWS_MIN sentences (see beam). */
     const bool greedy_path = o->beam_size == 1 && !o->always_beam;
-    TRY(attn_translate_begin(s, B, Ts, src, src_len,
+    ATTN_TRY(attn_translate_begin(s, B, Ts, src, src_len,
                              greedy_path || B >= FIRST_ROWS_MIN ? 1 : o->beam_size));
     for (int b = 0; b < B; b++) s->lim[b] = length_limit(s, o, src_len[b]);
     attn_status st = greedy_path
@@ -947,7 +941,7 @@ static attn_status many_batch(attn_translate_session *w, const attn_translate_op
         for (int t = 0; t < Ts; t++) src[b * Ts + t] = t < items[b].n ? items[b].ids[t] : pad;
         src_len[b] = items[b].n;
     }
-    TRY(attn_translate(w, o, B, Ts, src, src_len, max_out, ids, len, score));
+    ATTN_TRY(attn_translate(w, o, B, Ts, src, src_len, max_out, ids, len, score));
     for (int b = 0; b < B; b++) {
         const size_t i = items[b].index;
         memcpy(out_ids + i * (size_t)max_out, ids + (size_t)b * max_out,
@@ -956,6 +950,69 @@ static attn_status many_batch(attn_translate_session *w, const attn_translate_op
         if (out_score) out_score[i] = score[b];
     }
     return ATTN_STATUS_OK;
+}
+
+/* attn_translate_many's batches, shared by the threads of its team (or run by the caller alone). */
+typedef struct {
+    attn_translate_session *s;        /* thread 0's session; s->workers[t - 1] for thread t */
+    const attn_translate_options *o;
+    const src_item *items;            /* (n) sorted by source length */
+    size_t n, capS, n_batches, per;   /* per: scratch int32s per thread */
+    int max_out;
+    int32_t *scratch;                 /* (threads, per) */
+    int32_t *out_ids, *out_len;       /* (n, max_out), (n) */
+    float *out_score;                 /* (n) or NULL */
+    attn_status first;                /* the first failure */
+    char err[1024];                   /* its message */
+} many_ctx;
+
+/* Batch number bb (longest first) on session w with the scratch at sc. */
+static void many_item(many_ctx *c, attn_translate_session *w, int32_t *sc, long bb) {
+    int32_t *bs = sc, *bl = bs + c->capS * (size_t)c->s->capTs, *bi = bl + c->capS,
+            *bn = bi + c->capS * (size_t)c->max_out;
+    float *bsc = (float *)(bn + c->capS);
+    const long b = (long)c->n_batches - 1 - bb;
+    attn_status seen;
+#ifdef _OPENMP
+#pragma omp atomic read
+#endif
+    seen = c->first;
+    if (seen) return;
+    const size_t i0 = (size_t)b * c->capS;
+    const int B = (int)ATTN_MIN(c->capS, c->n - i0);
+    attn_status e = many_batch(w, c->o, c->items + i0, B, c->max_out, bs, bl, bi, bn, bsc,
+                               c->out_ids, c->out_len, c->out_score);
+    if (e) {
+#ifdef _OPENMP
+#pragma omp critical(attn_translate_many_error)
+#endif
+        {
+            if (!c->first) {
+                snprintf(c->err, sizeof c->err, "%s", attn_last_error());
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+                c->first = e;
+            }
+        }
+    }
+}
+
+/* Thread t of a team of the session's threads (team), or the caller alone (t = 0, no team: the
+ * loop must not be a worksharing one then, since the caller may be inside a region of its own). */
+static void many_run(many_ctx *c, int t, bool team) {
+    attn_translate_session *w = t == 0 ? c->s : c->s->workers[t - 1];
+    int32_t *sc = c->scratch + (size_t)t * c->per;
+    /* Longest batches first (they are sorted by length): the last ones to finish are then the
+     * shortest, so the threads run out of work at about the same time. */
+    if (team) {
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (long bb = 0; bb < (long)c->n_batches; bb++) many_item(c, w, sc, bb);
+    } else {
+        for (long bb = 0; bb < (long)c->n_batches; bb++) many_item(c, w, sc, bb);
+    }
 }
 
 attn_status attn_translate_many(attn_translate_session *s, const attn_translate_options *o,
@@ -1003,56 +1060,24 @@ attn_status attn_translate_many(attn_translate_session *s, const attn_translate_
     const size_t per = capS * ((size_t)s->capTs + 3 + (size_t)max_out);
     int32_t *scratch = malloc((size_t)nt * per * sizeof(int32_t));
     if (!scratch) st = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "translate many: out of memory");
-    char err[1024] = "";
-    attn_status first = ATTN_STATUS_OK;
     if (!st) {
+        many_ctx c = {.s = s, .o = o, .items = items, .n = n, .capS = capS,
+                      .n_batches = n_batches, .per = per, .max_out = max_out, .scratch = scratch,
+                      .out_ids = out_ids, .out_len = out_len, .out_score = out_score,
+                      .first = ATTN_STATUS_OK, .err = ""};
+        /* One thread runs outside any parallel region: the kernels' regions nested in a
+         * one-thread region would get a fresh team of new threads on every call. */
+        if (nt > 1) {
 #ifdef _OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1)
+#pragma omp parallel num_threads(nt)
+            many_run(&c, omp_get_thread_num(), true);
+#else
+            many_run(&c, 0, false);
 #endif
-        {
-            int t = 0;
-#ifdef _OPENMP
-            t = omp_get_thread_num();
-#endif
-            attn_translate_session *w = t == 0 ? s : s->workers[t - 1];
-            int32_t *sc = scratch + (size_t)t * per;
-            int32_t *bs = sc, *bl = bs + capS * (size_t)s->capTs, *bi = bl + capS,
-                    *bn = bi + capS * (size_t)max_out;
-            float *bsc = (float *)(bn + capS);
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-            /* Longest batches first (they are sorted by length): the last ones to finish
-             * are then the shortest, so the threads run out of work at about the same time. */
-            for (long bb = 0; bb < (long)n_batches; bb++) {
-                const long b = (long)n_batches - 1 - bb;
-                attn_status seen;
-#ifdef _OPENMP
-#pragma omp atomic read
-#endif
-                seen = first;
-                if (seen) continue;
-                const size_t i0 = (size_t)b * capS;
-                const int B = (int)ATTN_MIN(capS, n - i0);
-                attn_status e = many_batch(w, o, items + i0, B, max_out, bs, bl, bi, bn, bsc,
-                                           out_ids, out_len, out_score);
-                if (e) {
-#ifdef _OPENMP
-#pragma omp critical(attn_translate_many_error)
-#endif
-                    {
-                        if (!first) {
-                            snprintf(err, sizeof err, "%s", attn_last_error());
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-                            first = e;
-                        }
-                    }
-                }
-            }
+        } else {
+            many_run(&c, 0, false);
         }
-        if (first) st = attn_fail(first, "%s", err);
+        if (c.first) st = attn_fail(c.first, "%s", c.err);
     }
     free(scratch);
     free(items);

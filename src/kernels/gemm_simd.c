@@ -39,8 +39,6 @@
 #ifndef MC_MAX
 #define MC_MAX 224  /* rows of A per packed block (16 panels, 448 KB: inside the 1 MB L2) */
 #endif
-#define FOR_ROWS(X)                                                                              \
-    X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
 #else
 #define MR 6        /* 6×2 ymm accumulators + 2 B vectors + 1 broadcast = 15 of 16 registers */
 #ifndef KC
@@ -49,7 +47,6 @@
 #ifndef MC_MAX
 #define MC_MAX 144  /* 24 panels, 216 KB */
 #endif
-#define FOR_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #endif
 #define NR (2 * AV_LEN) /* columns of the register tile: two vectors */
 #ifndef NC_MAX
@@ -279,49 +276,114 @@ static inline __attribute__((always_inline)) void store_vec(float *c, av_f acc,
 }
 
 /* C tile (mr, nr) at c (row stride ldc) op= the product of the packed A panel a (kc, MR) and
- * the packed B panel b (kc, NR). bias points at the tile's first column (or is NULL). */
-/* Not inlined: as its own function the 28 accumulators get the whole register file (inlined into
- * the driver, gcc spilled one inside the k loop). */
-__attribute__((noinline)) static void microkernel(int kc, const float *restrict a,
-                                                  const float *restrict b, float *c, int ldc,
-                                                  int mr, int nr, const epilogue *e,
-                                                  const float *bias) {
-#define DECLARE(r) av_f c##r##_0 = av_zero(), c##r##_1 = av_zero();
-    FOR_ROWS(DECLARE)
-#pragma GCC unroll 4
-    for (int k = 0; k < kc; k++) {
-        av_f b0 = av_load_aligned(b), b1 = av_load_aligned(b + AV_LEN);
-#define STEP(r)                                                                                  \
+ * the packed B panel b (kc, NR). bias points at the tile's first column (or is NULL).
+ *
+ * One kernel per row count R = 1..MR (MK_DEFINE below, picked from mk_table by mr): a panel of R
+ * rows costs R rows of multiply-adds instead of MR (a 30-row sentence is 14 + 14 + 2 rows, not
+ * 14 + 14 + 14). The A panel keeps its MR-row layout whatever R is, and every element of C sums
+ * over k in the same order with the same epilogue, so the results do not depend on which kernel
+ * ran: they are those of the MR-row kernel, bit for bit. Each kernel is its own function, not
+ * inlined: the 2·R accumulators get the whole register file (inlined into the driver, gcc spilled
+ * one inside the k loop). */
+typedef void (*microkernel_fn)(int kc, const float *restrict a, const float *restrict b,
+                               const float *pf, float *c, int ldc, int mr, int nr,
+                               const epilogue *e, const float *bias);
+
+#define MK_DECLARE(r) av_f c##r##_0 = av_zero(), c##r##_1 = av_zero();
+#define MK_STEP(r)                                                                               \
     {                                                                                            \
         av_f ar = av_set1(a[r]);                                                                 \
         c##r##_0 = av_fmadd(ar, b0, c##r##_0);                                                   \
         c##r##_1 = av_fmadd(ar, b1, c##r##_1);                                                   \
     }
-        FOR_ROWS(STEP)
-        a += MR;
-        b += NR;
-    }
-
-    bool full = nr == NR;
-    av_mask m0 = av_tail(ATTN_MIN(nr, AV_LEN)), m1 = av_tail(ATTN_MAX(nr - AV_LEN, 0));
-    av_f bias0 = av_zero(), bias1 = av_zero();
-    if (e->last && bias) {
-        bias0 = full ? av_load(bias) : av_load_mask(bias, m0);
-        bias1 = full ? av_load(bias + AV_LEN) : av_load_mask(bias + AV_LEN, m1);
-    }
-#define STORE(r)                                                                                 \
+#define MK_STORE(r)                                                                              \
     if (r < mr) {                                                                                \
         store_vec(c + (size_t)r * ldc, c##r##_0, e, bias0, m0, full);                            \
         if (nr > AV_LEN) store_vec(c + (size_t)r * ldc + AV_LEN, c##r##_1, e, bias1, m1, full);  \
     }
-    FOR_ROWS(STORE)
-#undef DECLARE
-#undef STEP
-#undef STORE
-
-    if (e->last && e->act != ATTN_ACT_NONE) {
-        act_sweep(c, ldc, mr, nr, e->act);
+/* The next B panel, NR floats per k, into L2 while this one is computed (a packed weight matrix
+ * streams from memory once per call); pf = b re-touches the current panel (in L1: no traffic). */
+#if ATTN_ISA == 512
+#define MK_PREFETCH(p)                                                                           \
+    (_mm_prefetch((const char *)(p), _MM_HINT_T1),                                              \
+     _mm_prefetch((const char *)((p) + AV_LEN), _MM_HINT_T1))
+#else
+#define MK_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T1)
+#endif
+#define MK_DEFINE(name, ROWS)                                                                    \
+    __attribute__((noinline)) static void name(int kc, const float *restrict a,                  \
+                                               const float *restrict b, const float *pf,         \
+                                               float *c, int ldc, int mr, int nr,                \
+                                               const epilogue *e, const float *bias) {           \
+        ROWS(MK_DECLARE)                                                                         \
+        _Pragma("GCC unroll 4") for (int k = 0; k < kc; k++) {                                   \
+            av_f b0 = av_load_aligned(b), b1 = av_load_aligned(b + AV_LEN);                      \
+            MK_PREFETCH(pf);                                                                     \
+            ROWS(MK_STEP)                                                                        \
+            a += MR;                                                                             \
+            b += NR;                                                                             \
+            pf += NR;                                                                            \
+        }                                                                                        \
+        bool full = nr == NR;                                                                    \
+        av_mask m0 = av_tail(ATTN_MIN(nr, AV_LEN)), m1 = av_tail(ATTN_MAX(nr - AV_LEN, 0));      \
+        av_f bias0 = av_zero(), bias1 = av_zero();                                               \
+        if (e->last && bias) {                                                                   \
+            bias0 = full ? av_load(bias) : av_load_mask(bias, m0);                               \
+            bias1 = full ? av_load(bias + AV_LEN) : av_load_mask(bias + AV_LEN, m1);             \
+        }                                                                                        \
+        ROWS(MK_STORE)                                                                           \
+        if (e->last && e->act != ATTN_ACT_NONE) act_sweep(c, ldc, mr, nr, e->act);               \
     }
+
+#define MK_R1(X) X(0)
+#define MK_R2(X) MK_R1(X) X(1)
+#define MK_R3(X) MK_R2(X) X(2)
+#define MK_R4(X) MK_R3(X) X(3)
+#define MK_R5(X) MK_R4(X) X(4)
+#define MK_R6(X) MK_R5(X) X(5)
+MK_DEFINE(microkernel_1, MK_R1)
+MK_DEFINE(microkernel_2, MK_R2)
+MK_DEFINE(microkernel_3, MK_R3)
+MK_DEFINE(microkernel_4, MK_R4)
+MK_DEFINE(microkernel_5, MK_R5)
+MK_DEFINE(microkernel_6, MK_R6)
+#if ATTN_ISA == 512
+#define MK_R7(X) MK_R6(X) X(6)
+#define MK_R8(X) MK_R7(X) X(7)
+#define MK_R9(X) MK_R8(X) X(8)
+#define MK_R10(X) MK_R9(X) X(9)
+#define MK_R11(X) MK_R10(X) X(10)
+#define MK_R12(X) MK_R11(X) X(11)
+#define MK_R13(X) MK_R12(X) X(12)
+#define MK_R14(X) MK_R13(X) X(13)
+MK_DEFINE(microkernel_7, MK_R7)
+MK_DEFINE(microkernel_8, MK_R8)
+MK_DEFINE(microkernel_9, MK_R9)
+MK_DEFINE(microkernel_10, MK_R10)
+MK_DEFINE(microkernel_11, MK_R11)
+MK_DEFINE(microkernel_12, MK_R12)
+MK_DEFINE(microkernel_13, MK_R13)
+MK_DEFINE(microkernel_14, MK_R14)
+_Static_assert(MR == 14, "one kernel per row count up to MR");
+static const microkernel_fn mk_table[MR + 1] = {
+    NULL,           microkernel_1,  microkernel_2,  microkernel_3,  microkernel_4,
+    microkernel_5,  microkernel_6,  microkernel_7,  microkernel_8,  microkernel_9,
+    microkernel_10, microkernel_11, microkernel_12, microkernel_13, microkernel_14};
+#else
+_Static_assert(MR == 6, "one kernel per row count up to MR");
+static const microkernel_fn mk_table[MR + 1] = {NULL,          microkernel_1, microkernel_2,
+                                                microkernel_3, microkernel_4, microkernel_5,
+                                                microkernel_6};
+#endif
+#undef MK_DECLARE
+#undef MK_STEP
+#undef MK_STORE
+
+/* The tile's kernel: mr (1..MR) rows. */
+static inline void microkernel(int kc, const float *restrict a, const float *restrict b,
+                               const float *pf, float *c, int ldc, int mr, int nr,
+                               const epilogue *e, const float *bias) {
+    mk_table[mr](kc, a, b, pf, c, ldc, mr, nr, e, bias);
 }
 
 /* ---- blocked driver ------------------------------------------------------------------------ */
@@ -388,7 +450,7 @@ static void gemm_rect(const gemm_args *g, int m0, int m1, int n0, int n1, float 
                     const float *bp = bbuf + (size_t)jr * kc;
                     const float *bias = g->bias ? g->bias + jc + jr : NULL;
                     for (int ir = 0; ir < mc; ir += MR)
-                        microkernel(kc, abuf + (size_t)ir * kc, bp,
+                        microkernel(kc, abuf + (size_t)ir * kc, bp, bp,
                                     g->C + (size_t)(ic + ir) * g->ldc + jc + jr, g->ldc,
                                     ATTN_MIN(MR, mc - ir), ATTN_MIN(NR, nc - jr), &e, bias);
                 }
@@ -907,57 +969,6 @@ void ATTN_FN(attn_gemm_pb_pack)(bool trans_b, int K, int N, const float *B, int 
         pack_b(&g, pc, ATTN_MIN(kc_step, K - pc), 0, N, P + (size_t)pc * Np);
 }
 
-/* The microkernel for a last row panel of at most MR/2 rows (a short sentence's tail): half the
- * accumulators, so half the multiply-adds of the full kernel, which computes all MR rows
- * whatever mr is. Each element still sums over k in the same order with the same epilogue, so the
- * results are those of microkernel, bit for bit. */
-#if ATTN_ISA == 512
-#define MR_HALF 7
-#define FOR_HALF_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6)
-#else
-#define MR_HALF 3
-#define FOR_HALF_ROWS(X) X(0) X(1) X(2)
-#endif
-__attribute__((noinline)) static void microkernel_half(int kc, const float *restrict a,
-                                                       const float *restrict b, float *c, int ldc,
-                                                       int mr, int nr, const epilogue *e,
-                                                       const float *bias) {
-#define DECLARE(r) av_f c##r##_0 = av_zero(), c##r##_1 = av_zero();
-    FOR_HALF_ROWS(DECLARE)
-#pragma GCC unroll 4
-    for (int k = 0; k < kc; k++) {
-        av_f b0 = av_load_aligned(b), b1 = av_load_aligned(b + AV_LEN);
-#define STEP(r)                                                                                  \
-    {                                                                                            \
-        av_f ar = av_set1(a[r]);                                                                 \
-        c##r##_0 = av_fmadd(ar, b0, c##r##_0);                                                   \
-        c##r##_1 = av_fmadd(ar, b1, c##r##_1);                                                   \
-    }
-        FOR_HALF_ROWS(STEP)
-        a += MR; /* the A panel keeps its MR-row layout */
-        b += NR;
-    }
-    bool full = nr == NR;
-    av_mask m0 = av_tail(ATTN_MIN(nr, AV_LEN)), m1 = av_tail(ATTN_MAX(nr - AV_LEN, 0));
-    av_f bias0 = av_zero(), bias1 = av_zero();
-    if (e->last && bias) {
-        bias0 = full ? av_load(bias) : av_load_mask(bias, m0);
-        bias1 = full ? av_load(bias + AV_LEN) : av_load_mask(bias + AV_LEN, m1);
-    }
-#define STORE(r)                                                                                 \
-    if (r < mr) {                                                                                \
-        store_vec(c + (size_t)r * ldc, c##r##_0, e, bias0, m0, full);                            \
-        if (nr > AV_LEN) store_vec(c + (size_t)r * ldc + AV_LEN, c##r##_1, e, bias1, m1, full);  \
-    }
-    FOR_HALF_ROWS(STORE)
-#undef DECLARE
-#undef STEP
-#undef STORE
-    if (e->last && e->act != ATTN_ACT_NONE) {
-        act_sweep(c, ldc, mr, nr, e->act);
-    }
-}
-
 /* Rows [m0, m1) × columns [n0, n1) of C (n0, n1 on NR boundaries or N) from the packed B. */
 static void pb_rect(const gemm_args *g, const float *P, int m0, int m1, int n0, int n1,
                     float *abuf) {
@@ -975,11 +986,14 @@ static void pb_rect(const gemm_args *g, const float *P, int m0, int m1, int n0, 
             for (int jr = n0; jr < n1; jr += NR) {
                 const float *bp = P + (size_t)pc * Np + (size_t)jr * kc;
                 const float *bias = g->bias ? g->bias + jr : NULL;
+                /* The first row panel's kernel prefetches the next B panel of this rectangle
+                 * (they are adjacent in P); the others re-touch their own. */
+                const float *next = jr + NR < n1 ? bp + (size_t)kc * NR : bp;
                 for (int ir = 0; ir < mc; ir += MR) {
                     const int mr = ATTN_MIN(MR, mc - ir);
-                    (mr <= MR_HALF ? microkernel_half : microkernel)(
-                        kc, abuf + (size_t)ir * kc, bp, g->C + (size_t)(ic + ir) * g->ldc + jr,
-                        g->ldc, mr, ATTN_MIN(NR, n1 - jr), &e, bias);
+                    microkernel(kc, abuf + (size_t)ir * kc, bp, ir == 0 ? next : bp,
+                                g->C + (size_t)(ic + ir) * g->ldc + jr, g->ldc, mr,
+                                ATTN_MIN(NR, n1 - jr), &e, bias);
                 }
             }
         }

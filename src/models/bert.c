@@ -28,12 +28,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define TRY(expr)                                                                                \
-    do {                                                                                         \
-        attn_status s_ = (expr);                                                                 \
-        if (s_) return s_;                                                                       \
-    } while (0)
-
 /* ---- parameter layout ---------------------------------------------------------------------- */
 
 typedef struct {
@@ -180,7 +174,7 @@ void attn_bert_model_free(attn_bert_model *m) {
 static attn_status model_alloc(const attn_bert_config *cfg, bool pooler, bool mlm,
                                attn_bert_model **out) {
     *out = NULL;
-    TRY(attn_bert_config_check(cfg));
+    ATTN_TRY(attn_bert_config_check(cfg));
     attn_bert_model *m = attn_calloc(sizeof *m);
     if (!m) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "bert: out of memory");
     m->cfg = *cfg;
@@ -211,7 +205,7 @@ static attn_status model_alloc(const attn_bert_config *cfg, bool pooler, bool ml
 attn_status attn_bert_model_init(const attn_bert_config *cfg, uint64_t seed, bool with_pooler,
                                  bool with_mlm_head, attn_bert_model **out) {
     if (!out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "bert: NULL output");
-    TRY(model_alloc(cfg, with_pooler, with_mlm_head, out));
+    ATTN_TRY(model_alloc(cfg, with_pooler, with_mlm_head, out));
     attn_bert_init_params(*out, seed);
     return ATTN_STATUS_OK;
 }
@@ -555,10 +549,36 @@ static attn_status embed(const attn_bert_model *m, attn_bert_state *st, bool tra
         float *y = sum + (size_t)r * C;
         for (int i = 0; i < C; i++) y[i] = we[i] + pe[i] + te[i];
     }
-    TRY(attn_layernorm_forward(M, C, sum, m->w.emb_ln_w, m->w.emb_ln_b, c->layer_norm_eps,
+    ATTN_TRY(attn_layernorm_forward(M, C, sum, m->w.emb_ln_w, m->w.emb_ln_b, c->layer_norm_eps,
                                st->x0, train ? st->emb_mean : NULL, train ? st->emb_rstd : NULL));
     drop(st, SITE_EMB, (size_t)M * C, st->x0);
     return ATTN_STATUS_OK;
+}
+
+/* Attention of sequence b over its own rows; with probs_out, its probabilities (via tmp (H, n,
+ * n)) go to probs_out (B, H, T, T) with masked entries 0. Returns 1 on failure. */
+static int attend_one(const attn_bert_state *st, const acts *A, int C, int H, int D, int b,
+                      float *probs_out, float *tmp) {
+    const int n = st->len[b];
+    const size_t o = (size_t)st->off[b];
+    attn_attention_params p = attn_attention_default_params(1, H, n, n, D);
+    p.ldq = p.ldk = p.ldv = 3 * C;
+    p.ldo = C;
+    const float *q = A->qkv + o * 3 * C;
+    float *pr = probs_out ? tmp : NULL;
+    if (attn_attention_forward(&p, q, q + C, q + 2 * C, A->ctx + o * C,
+                               A->lse ? A->lse + o * H : NULL, pr))
+        return 1;
+    if (pr) {
+        const int T = st->T;
+        float *dst = probs_out + (size_t)b * H * T * T;
+        memset(dst, 0, (size_t)H * T * T * sizeof(float));
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < n; i++)
+                memcpy(dst + ((size_t)h * T + i) * T, pr + ((size_t)h * n + i) * n,
+                       (size_t)n * sizeof(float));
+    }
+    return 0;
 }
 
 /* Attention of every sequence over its own rows: ctx = softmax(q kᵀ / sqrt(D)) v. */
@@ -576,29 +596,15 @@ static attn_status attention(const attn_bert_model *m, attn_bert_state *st, cons
     (void)attn_get_backend(); /* settle the dispatch before the threads start */
     int bad = 0;
     /* One sequence per thread (the kernel's own threading stays inside one thread here); a
-     * single sequence, or capture, runs the kernel's threads instead. */
-#pragma omp parallel for schedule(dynamic, 1) if (B > 1 && !probs_out) reduction(| : bad)
-    for (int b = 0; b < B; b++) {
-        const int n = st->len[b];
-        const size_t o = (size_t)st->off[b];
-        attn_attention_params p = attn_attention_default_params(1, H, n, n, D);
-        p.ldq = p.ldk = p.ldv = 3 * C;
-        p.ldo = C;
-        const float *q = A->qkv + o * 3 * C;
-        float *pr = probs_out ? st->probs_tmp : NULL;
-        if (attn_attention_forward(&p, q, q + C, q + 2 * C, A->ctx + o * C,
-                                   A->lse ? A->lse + o * H : NULL, pr))
-            bad = 1;
-        if (pr) {
-            /* (H, n, n) -> (b, H, T, T) with masked entries 0 */
-            const int T = st->T;
-            float *dst = probs_out + (size_t)b * H * T * T;
-            memset(dst, 0, (size_t)H * T * T * sizeof(float));
-            for (int h = 0; h < H; h++)
-                for (int i = 0; i < n; i++)
-                    memcpy(dst + ((size_t)h * T + i) * T, pr + ((size_t)h * n + i) * n,
-                           (size_t)n * sizeof(float));
-        }
+     * single sequence, or capture, runs the kernel's threads instead. That case must not be
+     * wrapped in an inactive parallel region (`if` false): the kernel's region nested in it would
+     * get a fresh team of new threads on every call (libgomp does not reuse its pool there),
+     * which oversubscribed the cores and made one short text 3x slower than one thread. */
+    if (B > 1 && !probs_out) {
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad)
+        for (int b = 0; b < B; b++) bad |= attend_one(st, A, C, H, D, b, NULL, NULL);
+    } else {
+        for (int b = 0; b < B; b++) bad |= attend_one(st, A, C, H, D, b, probs_out, st->probs_tmp);
     }
     if (bad) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "bert: attention failed (layer %d)", l);
     return ATTN_STATUS_OK;
@@ -668,7 +674,7 @@ static attn_status dense_residual(attn_bert_state *st, int M, int C, int K, cons
         if (r != x) memcpy(r, x, (size_t)M * C * sizeof(float));
         return dense_p(M, C, K, a, W, P, 1.0f, r, bias, ATTN_ACT_NONE);
     }
-    TRY(dense(M, C, K, a, W, 0.0f, r, bias, ATTN_ACT_NONE));
+    ATTN_TRY(dense(M, C, K, a, W, 0.0f, r, bias, ATTN_ACT_NONE));
     drop(st, site, (size_t)M * C, r);
     const size_t n = (size_t)M * C;
 #pragma omp parallel for schedule(static) if (n > 65536)
@@ -687,23 +693,23 @@ static attn_status layer_forward(const attn_bert_model *m, attn_bert_state *st, 
                                 ? &m->packed->layers[l]
                                 : NULL;
     /* Fused QKV projection: W_q, W_k, W_v adjacent form one (3C, C) matrix, biases one (3C). */
-    TRY(dense_p(M, 3 * C, C, x, W->attn.w_q, P ? &P->qkv : NULL, 0.0f, A->qkv, W->attn.b_q,
+    ATTN_TRY(dense_p(M, 3 * C, C, x, W->attn.w_q, P ? &P->qkv : NULL, 0.0f, A->qkv, W->attn.b_q,
                 ATTN_ACT_NONE));
-    TRY(attention(m, st, A, l));
-    TRY(dense_residual(st, M, C, C, A->ctx, W->attn.w_o, P ? &P->o : NULL, W->attn.b_o, x, A->r1,
-                       SITE_ATTN(l)));
-    TRY(attn_layernorm_forward(M, C, A->r1, W->attn_ln_w, W->attn_ln_b, eps, A->x1,
+    ATTN_TRY(attention(m, st, A, l));
+    ATTN_TRY(dense_residual(st, M, C, C, A->ctx, W->attn.w_o, P ? &P->o : NULL, W->attn.b_o, x,
+                            A->r1, SITE_ATTN(l)));
+    ATTN_TRY(attn_layernorm_forward(M, C, A->r1, W->attn_ln_w, W->attn_ln_b, eps, A->x1,
                                train ? A->mean1 : NULL, train ? A->rstd1 : NULL));
     if (train) {
         /* The activation's derivative needs the pre-activation: keep u. */
-        TRY(dense(M, F, C, A->x1, W->inter_w, 0.0f, A->u, W->inter_b, ATTN_ACT_NONE));
-        TRY(attn_act_forward(c->hidden_act, (size_t)M * F, A->u, A->h));
+        ATTN_TRY(dense(M, F, C, A->x1, W->inter_w, 0.0f, A->u, W->inter_b, ATTN_ACT_NONE));
+        ATTN_TRY(attn_act_forward(c->hidden_act, (size_t)M * F, A->u, A->h));
     } else {
         /* bias + activation fused into the GEMM epilogue */
-        TRY(dense_p(M, F, C, A->x1, W->inter_w, P ? &P->inter : NULL, 0.0f, A->h, W->inter_b,
+        ATTN_TRY(dense_p(M, F, C, A->x1, W->inter_w, P ? &P->inter : NULL, 0.0f, A->h, W->inter_b,
                     c->hidden_act));
     }
-    TRY(dense_residual(st, M, C, F, A->h, W->out_w, P ? &P->out : NULL, W->out_b, A->x1, A->r2,
+    ATTN_TRY(dense_residual(st, M, C, F, A->h, W->out_w, P ? &P->out : NULL, W->out_b, A->x1, A->r2,
                        SITE_FFN(l)));
     return attn_layernorm_forward(M, C, A->r2, W->out_ln_w, W->out_ln_b, eps, A->x2,
                                   train ? A->mean2 : NULL, train ? A->rstd2 : NULL);
@@ -750,7 +756,7 @@ attn_status attn_bert_forward(const attn_bert_model *m, attn_bert_state *st, int
         }
     }
     const bool train = st->training;
-    if (train) TRY(alloc_training(st));
+    if (train) ATTN_TRY(alloc_training(st));
     st->has_fwd = st->has_loss = st->fwd_train = false;
     st->B = B, st->T = T;
     int M = 0;
@@ -769,12 +775,12 @@ attn_status attn_bert_forward(const attn_bert_model *m, attn_bert_state *st, int
     st->M = M;
     const int C = c->hidden_size, L = c->num_hidden_layers;
 
-    TRY(embed(m, st, train));
+    ATTN_TRY(embed(m, st, train));
     if (st->cap.hidden && st->cap.hidden[0]) unpack(st, st->x0, C, st->cap.hidden[0]);
     const float *x = st->x0;
     for (int l = 0; l < L; l++) {
         acts *A = train ? &st->tr[l] : &st->ev;
-        TRY(layer_forward(m, st, l, x, A, train));
+        ATTN_TRY(layer_forward(m, st, l, x, A, train));
         x = A->x2;
         if (st->cap.hidden && st->cap.hidden[l + 1]) unpack(st, x, C, st->cap.hidden[l + 1]);
     }
@@ -803,7 +809,7 @@ attn_status attn_bert_pooler(const attn_bert_model *m, attn_bert_state *st, floa
         memcpy(cls + (size_t)b * C, st->out + (size_t)st->off[b] * C, (size_t)C * sizeof(float));
     attn_status s = dense(B, C, C, cls, m->w.pooler_w, 0.0f, pooled, m->w.pooler_b, ATTN_ACT_NONE);
     attn_free(cls);
-    TRY(s);
+    ATTN_TRY(s);
     for (size_t i = 0; i < (size_t)B * C; i++) pooled[i] = tanhf(pooled[i]);
     return ATTN_STATUS_OK;
 }
@@ -883,13 +889,13 @@ static attn_status mlm_head(const attn_bert_model *m, int n, const float *in, fl
     const attn_bert_config *c = &m->cfg;
     const int C = c->hidden_size, V = c->vocab_size;
     if (u) {
-        TRY(dense(n, C, C, in, m->w.mlm_dense_w, 0.0f, u, m->w.mlm_dense_b, ATTN_ACT_NONE));
-        TRY(attn_act_forward(c->hidden_act, (size_t)n * C, u, a));
+        ATTN_TRY(dense(n, C, C, in, m->w.mlm_dense_w, 0.0f, u, m->w.mlm_dense_b, ATTN_ACT_NONE));
+        ATTN_TRY(attn_act_forward(c->hidden_act, (size_t)n * C, u, a));
     } else {
-        TRY(dense(n, C, C, in, m->w.mlm_dense_w, 0.0f, a, m->w.mlm_dense_b, c->hidden_act));
+        ATTN_TRY(dense(n, C, C, in, m->w.mlm_dense_w, 0.0f, a, m->w.mlm_dense_b, c->hidden_act));
     }
-    TRY(attn_layernorm_forward(n, C, a, m->w.mlm_ln_w, m->w.mlm_ln_b, c->layer_norm_eps, t, mean,
-                               rstd));
+    ATTN_TRY(attn_layernorm_forward(n, C, a, m->w.mlm_ln_w, m->w.mlm_ln_b, c->layer_norm_eps, t,
+                                    mean, rstd));
     return dense(n, V, C, t, m->w.mlm_decoder_w, 0.0f, logits, m->w.mlm_bias, ATTN_ACT_NONE);
 }
 
@@ -992,7 +998,7 @@ attn_status attn_bert_mlm_loss(const attn_bert_model *m, attn_bert_state *st,
             n++;
         }
     st->has_loss = false;
-    TRY(grow_labels(st, n > 0 ? n : 1));
+    ATTN_TRY(grow_labels(st, n > 0 ? n : 1));
     n = 0;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < st->len[b]; t++) {
@@ -1011,9 +1017,9 @@ attn_status attn_bert_mlm_loss(const attn_bert_model *m, attn_bert_state *st,
     for (int i = 0; i < n; i++)
         memcpy(st->mlm_in + (size_t)i * C, st->out + (size_t)st->lab_row[i] * C,
                (size_t)C * sizeof(float));
-    TRY(mlm_head(m, n, st->mlm_in, st->mlm_u, st->mlm_a, st->mlm_t, st->mlm_mean, st->mlm_rstd,
+    ATTN_TRY(mlm_head(m, n, st->mlm_in, st->mlm_u, st->mlm_a, st->mlm_t, st->mlm_mean, st->mlm_rstd,
                  st->dlogits));
-    TRY(attn_cross_entropy(n, V, st->dlogits, st->lab_tgt, ATTN_BERT_IGNORE_INDEX, 0.0f, loss,
+    ATTN_TRY(attn_cross_entropy(n, V, st->dlogits, st->lab_tgt, ATTN_BERT_IGNORE_INDEX, 0.0f, loss,
                            st->dlogits));
     st->has_loss = st->fwd_train;
     return ATTN_STATUS_OK;
@@ -1021,24 +1027,32 @@ attn_status attn_bert_mlm_loss(const attn_bert_model *m, attn_bert_state *st,
 
 /* ---- backward ------------------------------------------------------------------------------ */
 
+/* Backward of attend_one for sequence b. Returns 1 on failure. */
+static int attend_back_one(const attn_bert_state *st, const acts *A, int C, int H, int D, int b,
+                           const float *dctx, float *dqkv) {
+    const int n = st->len[b];
+    const size_t o = (size_t)st->off[b];
+    attn_attention_params p = attn_attention_default_params(1, H, n, n, D);
+    p.ldq = p.ldk = p.ldv = 3 * C;
+    p.ldo = C;
+    const float *q = A->qkv + o * 3 * C;
+    float *dq = dqkv + o * 3 * C;
+    return attn_attention_backward(&p, q, q + C, q + 2 * C, A->ctx + o * C, A->lse + o * H,
+                                   dctx + o * C, dq, dq + C, dq + 2 * C) != ATTN_STATUS_OK;
+}
+
 static attn_status attention_backward(const attn_bert_model *m, attn_bert_state *st,
                                       const acts *A, const float *dctx, float *dqkv) {
     const attn_bert_config *c = &m->cfg;
     const int C = c->hidden_size, H = c->num_attention_heads, D = C / H, B = st->B;
     (void)attn_get_backend();
     int bad = 0;
-#pragma omp parallel for schedule(dynamic, 1) if (B > 1) reduction(| : bad)
-    for (int b = 0; b < B; b++) {
-        const int n = st->len[b];
-        const size_t o = (size_t)st->off[b];
-        attn_attention_params p = attn_attention_default_params(1, H, n, n, D);
-        p.ldq = p.ldk = p.ldv = 3 * C;
-        p.ldo = C;
-        const float *q = A->qkv + o * 3 * C;
-        float *dq = dqkv + o * 3 * C;
-        if (attn_attention_backward(&p, q, q + C, q + 2 * C, A->ctx + o * C, A->lse + o * H,
-                                    dctx + o * C, dq, dq + C, dq + 2 * C))
-            bad = 1;
+    /* B == 1 runs the kernel's own threads, outside any region (see attention()). */
+    if (B > 1) {
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad)
+        for (int b = 0; b < B; b++) bad |= attend_back_one(st, A, C, H, D, b, dctx, dqkv);
+    } else {
+        for (int b = 0; b < B; b++) bad |= attend_back_one(st, A, C, H, D, b, dctx, dqkv);
     }
     if (bad) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "bert: attention backward failed");
     return ATTN_STATUS_OK;
@@ -1056,29 +1070,29 @@ static attn_status layer_backward(attn_bert_model *m, attn_bert_state *st, int l
     float *s1 = st->s1, *s2 = st->s2, *s3 = st->s3, *gh = st->gh;
 
     /* x2 = LN(r2), r2 = x1 + drop(h Woutᵀ + b) */
-    TRY(attn_layernorm_backward(M, C, A->r2, W->out_ln_w, A->mean2, A->rstd2, G, s1, Gw->out_ln_w,
-                                Gw->out_ln_b));
+    ATTN_TRY(attn_layernorm_backward(M, C, A->r2, W->out_ln_w, A->mean2, A->rstd2, G, s1,
+                                     Gw->out_ln_w, Gw->out_ln_b));
     const float *df = s1;
     if (dropping(st)) {
         memcpy(s2, s1, n * sizeof(float));
         drop(st, SITE_FFN(l), n, s2);
         df = s2;
     }
-    TRY(attn_gemm(false, false, M, F, C, 1.0f, df, C, W->out_w, F, 0.0f, gh, F, NULL,
+    ATTN_TRY(attn_gemm(false, false, M, F, C, 1.0f, df, C, W->out_w, F, 0.0f, gh, F, NULL,
                   ATTN_ACT_NONE));
-    TRY(attn_gemm(true, false, C, F, M, 1.0f, df, C, A->h, F, 1.0f, Gw->out_w, F, NULL,
+    ATTN_TRY(attn_gemm(true, false, C, F, M, 1.0f, df, C, A->h, F, 1.0f, Gw->out_w, F, NULL,
                   ATTN_ACT_NONE));
     colsum_add(M, C, df, Gw->out_b);
-    TRY(attn_act_backward(c->hidden_act, (size_t)M * F, A->u, gh, gh));
-    TRY(attn_gemm(true, false, F, C, M, 1.0f, gh, F, A->x1, C, 1.0f, Gw->inter_w, C, NULL,
+    ATTN_TRY(attn_act_backward(c->hidden_act, (size_t)M * F, A->u, gh, gh));
+    ATTN_TRY(attn_gemm(true, false, F, C, M, 1.0f, gh, F, A->x1, C, 1.0f, Gw->inter_w, C, NULL,
                   ATTN_ACT_NONE));
     colsum_add(M, F, gh, Gw->inter_b);
     /* d x1 = s1 (residual) + gh · W_inter */
-    TRY(attn_gemm(false, false, M, C, F, 1.0f, gh, F, W->inter_w, C, 1.0f, s1, C, NULL,
+    ATTN_TRY(attn_gemm(false, false, M, C, F, 1.0f, gh, F, W->inter_w, C, 1.0f, s1, C, NULL,
                   ATTN_ACT_NONE));
 
     /* x1 = LN(r1), r1 = x + drop(ctx Woᵀ + b) */
-    TRY(attn_layernorm_backward(M, C, A->r1, W->attn_ln_w, A->mean1, A->rstd1, s1, s3,
+    ATTN_TRY(attn_layernorm_backward(M, C, A->r1, W->attn_ln_w, A->mean1, A->rstd1, s1, s3,
                                 Gw->attn_ln_w, Gw->attn_ln_b));
     const float *dout = s3;
     if (dropping(st)) {
@@ -1086,13 +1100,13 @@ static attn_status layer_backward(attn_bert_model *m, attn_bert_state *st, int l
         drop(st, SITE_ATTN(l), n, s2);
         dout = s2;
     }
-    TRY(attn_gemm(false, false, M, C, C, 1.0f, dout, C, W->attn.w_o, C, 0.0f, s1, C, NULL,
+    ATTN_TRY(attn_gemm(false, false, M, C, C, 1.0f, dout, C, W->attn.w_o, C, 0.0f, s1, C, NULL,
                   ATTN_ACT_NONE));
-    TRY(attn_gemm(true, false, C, C, M, 1.0f, dout, C, A->ctx, C, 1.0f, Gw->attn.w_o, C, NULL,
+    ATTN_TRY(attn_gemm(true, false, C, C, M, 1.0f, dout, C, A->ctx, C, 1.0f, Gw->attn.w_o, C, NULL,
                   ATTN_ACT_NONE));
     colsum_add(M, C, dout, Gw->attn.b_o);
-    TRY(attention_backward(m, st, A, s1, st->dqkv));
-    TRY(attn_gemm(true, false, 3 * C, C, M, 1.0f, st->dqkv, 3 * C, x, C, 1.0f, Gw->attn.w_q, C,
+    ATTN_TRY(attention_backward(m, st, A, s1, st->dqkv));
+    ATTN_TRY(attn_gemm(true, false, 3 * C, C, M, 1.0f, st->dqkv, 3 * C, x, C, 1.0f, Gw->attn.w_q, C,
                   NULL, ATTN_ACT_NONE));
     colsum_add(M, 3 * C, st->dqkv, Gw->attn.b_q);
     /* d x = s3 (residual) + dqkv · W_qkv */
@@ -1107,12 +1121,13 @@ static attn_status encoder_backward(attn_bert_model *m, attn_bert_state *st) {
     const int M = st->M, C = c->hidden_size, L = c->num_hidden_layers;
     float *G = st->G;
     for (int l = L - 1; l >= 0; l--)
-        TRY(layer_backward(m, st, l, l ? st->tr[l - 1].x2 : st->x0, G));
+        ATTN_TRY(layer_backward(m, st, l, l ? st->tr[l - 1].x2 : st->x0, G));
     drop(st, SITE_EMB, (size_t)M * C, G);
-    TRY(attn_layernorm_backward(M, C, st->emb_sum, m->w.emb_ln_w, st->emb_mean, st->emb_rstd, G,
-                                st->s1, m->g.emb_ln_w, m->g.emb_ln_b));
-    TRY(attn_embedding_backward(M, c->vocab_size, C, st->ids, st->s1, m->g.word_emb));
-    TRY(attn_embedding_backward(M, c->max_position_embeddings, C, st->pos, st->s1, m->g.pos_emb));
+    ATTN_TRY(attn_layernorm_backward(M, C, st->emb_sum, m->w.emb_ln_w, st->emb_mean, st->emb_rstd,
+                                     G, st->s1, m->g.emb_ln_w, m->g.emb_ln_b));
+    ATTN_TRY(attn_embedding_backward(M, c->vocab_size, C, st->ids, st->s1, m->g.word_emb));
+    ATTN_TRY(
+        attn_embedding_backward(M, c->max_position_embeddings, C, st->pos, st->s1, m->g.pos_emb));
     return attn_embedding_backward(M, c->type_vocab_size, C, st->types, st->s1, m->g.type_emb);
 }
 
@@ -1127,7 +1142,7 @@ attn_status attn_bert_backward(attn_bert_model *m, attn_bert_state *st) {
     memset(st->G, 0, (size_t)M * C * sizeof(float));
     if (n > 0) {
         /* logits = t · W_decᵀ + bias */
-        TRY(attn_gemm(true, false, V, C, n, 1.0f, st->dlogits, V, st->mlm_t, C, 1.0f,
+        ATTN_TRY(attn_gemm(true, false, V, C, n, 1.0f, st->dlogits, V, st->mlm_t, C, 1.0f,
                       m->g.mlm_decoder_w, C, NULL, ATTN_ACT_NONE));
         colsum_add(n, V, st->dlogits, m->g.mlm_bias);
         /* d1 (n, C) = dlogits · W_dec; then back through t = LN(a), a = act(u),
@@ -1155,7 +1170,7 @@ attn_status attn_bert_backward(attn_bert_model *m, attn_bert_state *st) {
                 for (int j = 0; j < C; j++) g[j] += d[j];
             }
         attn_free(buf);
-        TRY(s);
+        ATTN_TRY(s);
     }
     st->has_loss = false;
     return encoder_backward(m, st);
@@ -1225,7 +1240,7 @@ attn_status attn_bert_save_dir(const attn_bert_model *m, const char *dir) {
     attn_status s = attn_st_save(path, e, m->n_tensors, meta);
     attn_free(e);
     attn_free(names);
-    TRY(s);
+    ATTN_TRY(s);
     if (!dir_path(path, sizeof path, dir, "config.json", "save"))
         return ATTN_STATUS_INVALID_ARGUMENT;
     return attn_bert_config_save(path, &m->cfg, m->has_mlm ? "BertForMaskedLM" : "BertModel");
@@ -1268,7 +1283,7 @@ attn_status attn_bert_load_dir(const char *dir, attn_bert_model **out) {
     char path[4096];
     if (!dir_path(path, sizeof path, dir, "config.json", "load")) return ATTN_STATUS_INVALID_ARGUMENT;
     attn_bert_config cfg;
-    TRY(attn_bert_config_load(path, &cfg));
+    ATTN_TRY(attn_bert_config_load(path, &cfg));
     if (!dir_path(path, sizeof path, dir, "model.safetensors", "load"))
         return ATTN_STATUS_INVALID_ARGUMENT;
     if (!file_exists(path)) {
@@ -1287,7 +1302,7 @@ attn_status attn_bert_load_dir(const char *dir, attn_bert_model **out) {
                              dir);
     }
     attn_st_file *f;
-    TRY(attn_st_open(path, &f));
+    ATTN_TRY(attn_st_open(path, &f));
     /* Which naming and which parts: "bert."-prefixed (BertForMaskedLM / BertForPreTraining) or
      * bare (BertModel); pooler and MLM head present or not. */
     const char *prefix = has_prefix_tensor(f, "bert.embeddings.") ? "bert." : "";

@@ -28,12 +28,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define TRY(expr)                                                                                \
-    do {                                                                                         \
-        attn_status s_ = (expr);                                                                 \
-        if (s_) return s_;                                                                       \
-    } while (0)
-
 /* ---- counter-based random numbers --------------------------------------------------------- */
 
 /* SplitMix64's finalizer: a bijective 64-bit mixer. Hashing (key, index) instead of stepping a
@@ -299,7 +293,7 @@ attn_status attn_encdec_model_init(const attn_encdec_config *cfg, uint64_t seed,
                                    attn_encdec_model **out) {
     if (!out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec: NULL output");
     *out = NULL;
-    TRY(attn_encdec_config_check(cfg)); /* TOO_LARGE happens here, before any allocation */
+    ATTN_TRY(attn_encdec_config_check(cfg)); /* TOO_LARGE happens here, before any allocation */
     attn_encdec_model *m = attn_calloc(sizeof *m);
     if (!m) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "encdec: out of memory");
     m->cfg = *cfg;
@@ -632,13 +626,13 @@ static attn_status sub_run(const attn_encdec_state *st, const sublayer *S, int B
                                 S->kind == SUB_CROSS ? kv : NULL, &S->mask, y, S->probs);
     if (st->cfg.activation == ATTN_ENCDEC_RELU) {
         /* ReLU fused into the GEMM epilogue: backward recovers relu' from h (h > 0 iff u > 0). */
-        TRY(attn_gemm(false, true, M, F, C, 1.0f, in, C, S->w1, C, 0.0f, S->h, F, S->b1,
+        ATTN_TRY(attn_gemm(false, true, M, F, C, 1.0f, in, C, S->w1, C, 0.0f, S->h, F, S->b1,
                       ATTN_ACT_RELU));
     } else {
         /* GELU's derivative needs the pre-activation, so keep u and activate separately. */
-        TRY(attn_gemm(false, true, M, F, C, 1.0f, in, C, S->w1, C, 0.0f, S->u, F, S->b1,
+        ATTN_TRY(attn_gemm(false, true, M, F, C, 1.0f, in, C, S->w1, C, 0.0f, S->u, F, S->b1,
                       ATTN_ACT_NONE));
-        TRY(attn_act_forward(ATTN_ACT_GELU_ERF, (size_t)M * F, S->u, S->h));
+        ATTN_TRY(attn_act_forward(ATTN_ACT_GELU_ERF, (size_t)M * F, S->u, S->h));
     }
     return attn_gemm(false, true, M, C, F, 1.0f, S->h, F, S->w2, F, 0.0f, y, C, S->b2,
                      ATTN_ACT_NONE);
@@ -652,14 +646,15 @@ static attn_status sub_forward(attn_encdec_state *st, const sublayer *S, int B, 
     sub_acts *A = S->A;
     const float *in = x;
     if (st->cfg.pre_ln) {
-        TRY(attn_layernorm_forward(M, C, x, S->ln_w, S->ln_b, eps, A->ln, A->mean, A->rstd));
+        ATTN_TRY(attn_layernorm_forward(M, C, x, S->ln_w, S->ln_b, eps, A->ln, A->mean, A->rstd));
         in = A->ln;
     }
-    TRY(sub_run(st, S, B, M, in, kv, st->tmp));
+    ATTN_TRY(sub_run(st, S, B, M, in, kv, st->tmp));
     drop(st, S->site, n, st->tmp);
     for (size_t i = 0; i < n; i++) A->res[i] = x[i] + st->tmp[i];
     if (!st->cfg.pre_ln)
-        TRY(attn_layernorm_forward(M, C, A->res, S->ln_w, S->ln_b, eps, A->ln, A->mean, A->rstd));
+        ATTN_TRY(
+            attn_layernorm_forward(M, C, A->res, S->ln_w, S->ln_b, eps, A->ln, A->mean, A->rstd));
     return ATTN_STATUS_OK;
 }
 
@@ -679,24 +674,24 @@ static attn_status sub_grad(attn_encdec_state *st, const sublayer *S, int B, int
         return attn_mha_backward(&st->mc, S->aw, S->ms, B, S->Tq, S->Tk, in, NULL, &S->mask, dy, din,
                                  NULL, S->ag);
     if (S->kind == SUB_CROSS) {
-        TRY(attn_mha_backward(&st->mc, S->aw, S->ms, B, S->Tq, S->Tk, in, kv, &S->mask, dy, din,
-                              st->g_kv, S->ag));
+        ATTN_TRY(attn_mha_backward(&st->mc, S->aw, S->ms, B, S->Tq, S->Tk, in, kv, &S->mask, dy,
+                                   din, st->g_kv, S->ag));
         /* Every decoder layer reads the same encoder output: its gradients add up. */
         const size_t n = (size_t)B * st->Ts * C;
         for (size_t i = 0; i < n; i++) st->g_enc[i] += st->g_kv[i];
         return ATTN_STATUS_OK;
     }
     float *gh = st->gh; /* (M, F) */
-    TRY(attn_gemm(false, false, M, F, C, 1.0f, dy, C, S->w2, F, 0.0f, gh, F, NULL,
+    ATTN_TRY(attn_gemm(false, false, M, F, C, 1.0f, dy, C, S->w2, F, 0.0f, gh, F, NULL,
                   ATTN_ACT_NONE));
-    TRY(attn_gemm(true, false, C, F, M, 1.0f, dy, C, S->h, F, 1.0f, S->gw2, F, NULL,
+    ATTN_TRY(attn_gemm(true, false, C, F, M, 1.0f, dy, C, S->h, F, 1.0f, S->gw2, F, NULL,
                   ATTN_ACT_NONE));
     colsum_add(M, C, dy, S->gb2);
     if (st->cfg.activation == ATTN_ENCDEC_RELU)
-        TRY(attn_act_backward(ATTN_ACT_RELU, (size_t)M * F, S->h, gh, gh));
+        ATTN_TRY(attn_act_backward(ATTN_ACT_RELU, (size_t)M * F, S->h, gh, gh));
     else
-        TRY(attn_act_backward(ATTN_ACT_GELU_ERF, (size_t)M * F, S->u, gh, gh));
-    TRY(attn_gemm(true, false, F, C, M, 1.0f, gh, F, in, C, 1.0f, S->gw1, C, NULL,
+        ATTN_TRY(attn_act_backward(ATTN_ACT_GELU_ERF, (size_t)M * F, S->u, gh, gh));
+    ATTN_TRY(attn_gemm(true, false, F, C, M, 1.0f, gh, F, in, C, 1.0f, S->gw1, C, NULL,
                   ATTN_ACT_NONE));
     colsum_add(M, F, gh, S->gb1);
     return attn_gemm(false, false, M, C, F, 1.0f, gh, F, S->w1, C, 0.0f, din, C, NULL,
@@ -714,7 +709,7 @@ static attn_status sub_backward(attn_encdec_state *st, const sublayer *S, int B,
     const float *in = pre ? A->ln : x;
     float *dres = G;
     if (!pre) {
-        TRY(attn_layernorm_backward(M, C, A->res, S->ln_w, A->mean, A->rstd, G, s1, S->gln_w,
+        ATTN_TRY(attn_layernorm_backward(M, C, A->res, S->ln_w, A->mean, A->rstd, G, s1, S->gln_w,
                                     S->gln_b));
         dres = s1;
     }
@@ -724,11 +719,11 @@ static attn_status sub_backward(attn_encdec_state *st, const sublayer *S, int B,
         drop(st, S->site, n, s2); /* same mask as forward: the generator is a pure function */
         dsub = s2;
     }
-    TRY(sub_grad(st, S, B, M, in, kv, dsub, s3));
+    ATTN_TRY(sub_grad(st, S, B, M, in, kv, dsub, s3));
     if (!pre) {
         for (size_t i = 0; i < n; i++) G[i] = s1[i] + s3[i];
     } else {
-        TRY(attn_layernorm_backward(M, C, x, S->ln_w, A->mean, A->rstd, s3, s1, S->gln_w,
+        ATTN_TRY(attn_layernorm_backward(M, C, x, S->ln_w, A->mean, A->rstd, s3, s1, S->gln_w,
                                     S->gln_b));
         for (size_t i = 0; i < n; i++) G[i] += s1[i];
     }
@@ -751,7 +746,7 @@ static attn_status embed(attn_encdec_state *st, const char *which, const float *
                                  "the vocabulary [0, %d)",
                                  which, (int)id, b, t, V);
         }
-    TRY(attn_embedding_forward(B * T, V, C, ids, table, out));
+    ATTN_TRY(attn_embedding_forward(B * T, V, C, ids, table, out));
     const float scale = (float)sqrt((double)C);
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
@@ -819,15 +814,16 @@ static attn_status check_lens(const char *which, const int32_t *len, int B, int 
 static attn_status run_encoder(const attn_encdec_model *m, attn_encdec_state *st) {
     const attn_encdec_config *c = &m->cfg;
     const int B = st->B, Ts = st->Ts, C = c->d_model, Ms = B * Ts;
-    TRY(embed(st, "source", m->w.src_emb, c->src_vocab, m->w.enc_pos ? m->w.enc_pos : m->pos_table,
-              st->src_ids, B, Ts, SITE_ENC_EMB, st->enc_x0));
+    ATTN_TRY(embed(st, "source", m->w.src_emb, c->src_vocab,
+                   m->w.enc_pos ? m->w.enc_pos : m->pos_table, st->src_ids, B, Ts, SITE_ENC_EMB,
+                   st->enc_x0));
     for (int l = 0; l < c->n_enc_layers; l++)
         for (int k = 0; k < 2; k++) {
             sublayer S = enc_sub(m, st, l, k);
-            TRY(sub_forward(st, &S, B, Ms, enc_input(st, l, k), NULL));
+            ATTN_TRY(sub_forward(st, &S, B, Ms, enc_input(st, l, k), NULL));
         }
     if (c->pre_ln)
-        TRY(attn_layernorm_forward(Ms, C, enc_input(st, c->n_enc_layers, 0), m->w.enc_ln_w,
+        ATTN_TRY(attn_layernorm_forward(Ms, C, enc_input(st, c->n_enc_layers, 0), m->w.enc_ln_w,
                                    m->w.enc_ln_b, c->layer_norm_eps, st->enc_f.ln,
                                    st->enc_f.mean, st->enc_f.rstd));
     return ATTN_STATUS_OK;
@@ -844,13 +840,13 @@ attn_status attn_encdec_encode(const attn_encdec_model *m, attn_encdec_state *st
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "encdec encode: B=%d Ts=%d outside the state's capacity B<=%d Ts<=%d", B,
                          Ts, st->capB, st->capTs);
-    TRY(check_lens("src", src_len, B, Ts));
+    ATTN_TRY(check_lens("src", src_len, B, Ts));
     /* The decoder half of the state no longer matches this encoder output: no loss/backward. */
     st->has_fwd = st->has_loss = false;
     st->B = B, st->Ts = Ts;
     memcpy(st->src_ids, src_ids, (size_t)B * Ts * sizeof(int32_t));
     memcpy(st->src_len, src_len, (size_t)B * sizeof(int32_t));
-    TRY(run_encoder(m, st));
+    ATTN_TRY(run_encoder(m, st));
     memcpy(enc_out, enc_output(st), (size_t)B * Ts * m->cfg.d_model * sizeof(float));
     return ATTN_STATUS_OK;
 }
@@ -874,8 +870,8 @@ attn_status attn_encdec_forward(const attn_encdec_model *m, attn_encdec_state *s
                          "encdec forward: B=%d Ts=%d Tt=%d outside the state's capacity B<=%d "
                          "Ts<=%d Tt<=%d",
                          B, Ts, Tt, st->capB, st->capTs, st->capTt);
-    TRY(check_lens("src", src_len, B, Ts));
-    TRY(check_lens("tgt", tgt_len, B, Tt));
+    ATTN_TRY(check_lens("src", src_len, B, Ts));
+    ATTN_TRY(check_lens("tgt", tgt_len, B, Tt));
     st->has_fwd = st->has_loss = false;
     st->B = B, st->Ts = Ts, st->Tt = Tt;
     memcpy(st->src_ids, src_ids, (size_t)B * Ts * sizeof(int32_t));
@@ -885,25 +881,26 @@ attn_status attn_encdec_forward(const attn_encdec_model *m, attn_encdec_state *s
     const int C = c->d_model, Mt = B * Tt;
     const float eps = c->layer_norm_eps;
 
-    TRY(run_encoder(m, st));
+    ATTN_TRY(run_encoder(m, st));
     const float *memory = enc_output(st);
 
     /* Decoder. */
-    TRY(embed(st, "target", m->w.tgt_emb, c->tgt_vocab, m->w.dec_pos ? m->w.dec_pos : m->pos_table,
-              st->tgt_ids, B, Tt, SITE_DEC_EMB, st->dec_x0));
+    ATTN_TRY(embed(st, "target", m->w.tgt_emb, c->tgt_vocab,
+                   m->w.dec_pos ? m->w.dec_pos : m->pos_table, st->tgt_ids, B, Tt, SITE_DEC_EMB,
+                   st->dec_x0));
     for (int l = 0; l < c->n_dec_layers; l++)
         for (int k = 0; k < 3; k++) {
             sublayer S = dec_sub(m, st, l, k);
-            TRY(sub_forward(st, &S, B, Mt, dec_input(st, l, k), memory));
+            ATTN_TRY(sub_forward(st, &S, B, Mt, dec_input(st, l, k), memory));
         }
     if (c->pre_ln)
-        TRY(attn_layernorm_forward(Mt, C, dec_input(st, c->n_dec_layers, 0), m->w.dec_ln_w,
+        ATTN_TRY(attn_layernorm_forward(Mt, C, dec_input(st, c->n_dec_layers, 0), m->w.dec_ln_w,
                                    m->w.dec_ln_b, eps, st->dec_f.ln, st->dec_f.mean,
                                    st->dec_f.rstd));
 
     /* Output projection (Mt, Vt). */
-    TRY(attn_gemm(false, true, Mt, c->tgt_vocab, C, 1.0f, dec_output(st), C, m->w.out_w, C, 0.0f,
-                  st->logits, c->tgt_vocab, m->w.out_b, ATTN_ACT_NONE));
+    ATTN_TRY(attn_gemm(false, true, Mt, c->tgt_vocab, C, 1.0f, dec_output(st), C, m->w.out_w, C,
+                       0.0f, st->logits, c->tgt_vocab, m->w.out_b, ATTN_ACT_NONE));
     if (logits_out)
         memcpy(logits_out, st->logits, (size_t)Mt * c->tgt_vocab * sizeof(float));
     st->has_fwd = true;
@@ -917,8 +914,8 @@ attn_status attn_encdec_loss(const attn_encdec_model *m, attn_encdec_state *st,
     if (st->model != m || !st->has_fwd)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "encdec loss: no forward pass of this model on this state");
-    TRY(attn_cross_entropy(st->B * st->Tt, m->cfg.tgt_vocab, st->logits, targets, m->cfg.pad_id,
-                           label_smoothing, loss, st->dlogits));
+    ATTN_TRY(attn_cross_entropy(st->B * st->Tt, m->cfg.tgt_vocab, st->logits, targets,
+                                m->cfg.pad_id, label_smoothing, loss, st->dlogits));
     st->has_loss = true;
     return ATTN_STATUS_OK;
 }
@@ -935,13 +932,13 @@ attn_status attn_encdec_backward(attn_encdec_model *m, attn_encdec_state *st) {
 
     /* Output projection: G = dlogits · W_out; dW_out += dlogitsᵀ · y; db_out += colsum. */
     const float *y = dec_output(st);
-    TRY(attn_gemm(false, false, Mt, C, V, 1.0f, st->dlogits, V, m->w.out_w, C, 0.0f, G, C, NULL,
-                  ATTN_ACT_NONE));
-    TRY(attn_gemm(true, false, V, C, Mt, 1.0f, st->dlogits, V, y, C, 1.0f, m->g.out_w, C, NULL,
+    ATTN_TRY(attn_gemm(false, false, Mt, C, V, 1.0f, st->dlogits, V, m->w.out_w, C, 0.0f, G, C,
+                       NULL, ATTN_ACT_NONE));
+    ATTN_TRY(attn_gemm(true, false, V, C, Mt, 1.0f, st->dlogits, V, y, C, 1.0f, m->g.out_w, C, NULL,
                   ATTN_ACT_NONE));
     colsum_add(Mt, V, st->dlogits, m->g.out_b);
     if (c->pre_ln) {
-        TRY(attn_layernorm_backward(Mt, C, dec_input(st, c->n_dec_layers, 0), m->w.dec_ln_w,
+        ATTN_TRY(attn_layernorm_backward(Mt, C, dec_input(st, c->n_dec_layers, 0), m->w.dec_ln_w,
                                     st->dec_f.mean, st->dec_f.rstd, G, st->gbuf[1],
                                     m->g.dec_ln_w, m->g.dec_ln_b));
         memcpy(G, st->gbuf[1], (size_t)Mt * C * sizeof(float));
@@ -953,13 +950,14 @@ attn_status attn_encdec_backward(attn_encdec_model *m, attn_encdec_state *st) {
     for (int l = c->n_dec_layers - 1; l >= 0; l--)
         for (int k = 2; k >= 0; k--) {
             sublayer S = dec_sub(m, st, l, k);
-            TRY(sub_backward(st, &S, B, Mt, dec_input(st, l, k), memory, G));
+            ATTN_TRY(sub_backward(st, &S, B, Mt, dec_input(st, l, k), memory, G));
         }
-    TRY(embed_backward(st, m->g.tgt_emb, V, m->g.dec_pos, st->tgt_ids, B, Tt, SITE_DEC_EMB, G));
+    ATTN_TRY(
+        embed_backward(st, m->g.tgt_emb, V, m->g.dec_pos, st->tgt_ids, B, Tt, SITE_DEC_EMB, G));
 
     /* Encoder. */
     if (c->pre_ln) {
-        TRY(attn_layernorm_backward(Ms, C, enc_input(st, c->n_enc_layers, 0), m->w.enc_ln_w,
+        ATTN_TRY(attn_layernorm_backward(Ms, C, enc_input(st, c->n_enc_layers, 0), m->w.enc_ln_w,
                                     st->enc_f.mean, st->enc_f.rstd, st->g_enc, G, m->g.enc_ln_w,
                                     m->g.enc_ln_b));
     } else {
@@ -968,9 +966,9 @@ attn_status attn_encdec_backward(attn_encdec_model *m, attn_encdec_state *st) {
     for (int l = c->n_enc_layers - 1; l >= 0; l--)
         for (int k = 1; k >= 0; k--) {
             sublayer S = enc_sub(m, st, l, k);
-            TRY(sub_backward(st, &S, B, Ms, enc_input(st, l, k), NULL, G));
+            ATTN_TRY(sub_backward(st, &S, B, Ms, enc_input(st, l, k), NULL, G));
         }
-    TRY(embed_backward(st, m->g.src_emb, c->src_vocab, m->g.enc_pos, st->src_ids, B, Ts,
+    ATTN_TRY(embed_backward(st, m->g.src_emb, c->src_vocab, m->g.enc_pos, st->src_ids, B, Ts,
                        SITE_ENC_EMB, G));
     st->has_loss = false;
     return ATTN_STATUS_OK;
@@ -1014,7 +1012,7 @@ attn_status attn_encdec_save_dir(const attn_encdec_model *m, const char *dir) {
     static const char *const meta[] = {"format", "attn-encdec", NULL};
     attn_status s = attn_st_save(path, e, m->n_tensors, meta);
     attn_free(e);
-    TRY(s);
+    ATTN_TRY(s);
     if (!dir_path(path, sizeof path, dir, "config.json", "save"))
         return ATTN_STATUS_INVALID_ARGUMENT;
     return attn_encdec_config_save(path, &m->cfg);
@@ -1027,9 +1025,9 @@ attn_status attn_encdec_load_dir(const char *dir, attn_encdec_model **out) {
     if (!dir_path(path, sizeof path, dir, "config.json", "load"))
         return ATTN_STATUS_INVALID_ARGUMENT;
     attn_encdec_config cfg;
-    TRY(attn_encdec_config_load(path, &cfg)); /* names the file and field */
+    ATTN_TRY(attn_encdec_config_load(path, &cfg)); /* names the file and field */
     attn_encdec_model *m;
-    TRY(attn_encdec_model_init(&cfg, 0, &m));
+    ATTN_TRY(attn_encdec_model_init(&cfg, 0, &m));
     if (!dir_path(path, sizeof path, dir, "model.safetensors", "load")) {
         attn_encdec_model_free(m);
         return ATTN_STATUS_INVALID_ARGUMENT;
@@ -1211,8 +1209,9 @@ attn_status attn_encdec_train_step(attn_encdec_trainer *t, bool training, uint64
     attn_encdec_model *m = t->m;
     if (t->n == 1) {
         attn_encdec_set_train(t->st1, training, seed, step);
-        TRY(attn_encdec_forward(m, t->st1, B, Ts, Tt, src_ids, src_len, tgt_in, tgt_len, NULL));
-        TRY(attn_encdec_loss(m, t->st1, targets, label_smoothing, loss));
+        ATTN_TRY(
+            attn_encdec_forward(m, t->st1, B, Ts, Tt, src_ids, src_len, tgt_in, tgt_len, NULL));
+        ATTN_TRY(attn_encdec_loss(m, t->st1, targets, label_smoothing, loss));
         return attn_encdec_backward(m, t->st1);
     }
     for (int b = 0; b < B; b++)
@@ -1291,15 +1290,21 @@ attn_status attn_encdec_train_step(attn_encdec_trainer *t, bool training, uint64
         b0 = b1;
     }
     for (int i = n; i < t->n; i++) t->r[i].B = 0;
+    if (n == 1) {
+        /* Not inside a one-thread region: the kernels' own regions nested in one would get a
+         * fresh team of new threads on every call. */
+        replica_step(&t->r[0], training, seed, step, 0, label_smoothing);
+    } else {
 #ifdef _OPENMP
-#pragma omp parallel num_threads(n) if (n > 1)
+#pragma omp parallel num_threads(n)
 #endif
-    {
-        int i = 0;
+        {
+            int i = 0;
 #ifdef _OPENMP
-        i = omp_get_thread_num();
+            i = omp_get_thread_num();
 #endif
-        for (; i < n; i += n) replica_step(&t->r[i], training, seed, step, i, label_smoothing);
+            for (; i < n; i += n) replica_step(&t->r[i], training, seed, step, i, label_smoothing);
+        }
     }
     for (int i = 0; i < n; i++)
         if (t->r[i].status) return attn_fail(t->r[i].status, "%s", t->r[i].err);

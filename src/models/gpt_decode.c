@@ -17,12 +17,6 @@
 #include <math.h>
 #include <string.h>
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        attn_status s_ = (expr);                                                                   \
-        if (s_) return s_;                                                                         \
-    } while (0)
-
 /* Positions per sequence processed in one pass: bounds the scratch for long prompts. */
 #define CHUNK 512
 
@@ -146,9 +140,9 @@ static attn_status run_chunk(const attn_gpt_model *m, attn_gpt_kv *kv, int tq, c
     for (int l = 0; l < L; l++) {
         const attn_gpt_block *W = &m->w.h[l];
         if (kv->cap.hidden) capture_hidden(kv, l, n_new, t0, tq, kv->x);
-        TRY(attn_layernorm_forward(M, C, kv->x, W->ln_1_w, W->ln_1_b, eps, kv->a, NULL, NULL));
-        TRY(attn_gemm(false, false, M, 3 * C, C, 1.0f, kv->a, C, W->attn_w, 3 * C, 0.0f, kv->qkv,
-                      3 * C, W->attn_b, ATTN_ACT_NONE));
+        ATTN_TRY(attn_layernorm_forward(M, C, kv->x, W->ln_1_w, W->ln_1_b, eps, kv->a, NULL, NULL));
+        ATTN_TRY(attn_gemm(false, false, M, 3 * C, C, 1.0f, kv->a, C, W->attn_w, 3 * C, 0.0f,
+                           kv->qkv, 3 * C, W->attn_b, ATTN_ACT_NONE));
         float *probs_out = kv->cap.attn_probs ? kv->cap.attn_probs[l] : NULL;
         for (int b = 0; b < B; b++) {
             float *kc = kv->k + (((size_t)l * B + b) * kv->max_T) * C;
@@ -165,7 +159,7 @@ static attn_status run_chunk(const attn_gpt_model *m, attn_gpt_kv *kv, int tq, c
             p.causal_offset = pos0;
             p.ldq = 3 * C;
             p.ldk = p.ldv = p.ldo = C;
-            TRY(attn_attention_forward(&p, q, kc, vc, kv->att + (size_t)b * tq * C, NULL,
+            ATTN_TRY(attn_attention_forward(&p, q, kc, vc, kv->att + (size_t)b * tq * C, NULL,
                                        probs_out ? kv->probs : NULL));
             if (probs_out) {
                 /* (H, tq, Tk) of this chunk into (B, H, n_new, Tkf), Tkf = the cache length
@@ -181,12 +175,12 @@ static attn_status run_chunk(const attn_gpt_model *m, attn_gpt_kv *kv, int tq, c
             }
         }
         /* x += att · c_proj + b */
-        TRY(attn_gemm(false, false, M, C, C, 1.0f, kv->att, C, W->attn_proj_w, C, 1.0f, kv->x, C,
-                      W->attn_proj_b, ATTN_ACT_NONE));
-        TRY(attn_layernorm_forward(M, C, kv->x, W->ln_2_w, W->ln_2_b, eps, kv->a, NULL, NULL));
-        TRY(attn_gemm(false, false, M, F, C, 1.0f, kv->a, C, W->fc_w, F, 0.0f, kv->h, F, W->fc_b,
-                      c->activation));
-        TRY(attn_gemm(false, false, M, C, F, 1.0f, kv->h, F, W->mlp_proj_w, C, 1.0f, kv->x, C,
+        ATTN_TRY(attn_gemm(false, false, M, C, C, 1.0f, kv->att, C, W->attn_proj_w, C, 1.0f, kv->x,
+                           C, W->attn_proj_b, ATTN_ACT_NONE));
+        ATTN_TRY(attn_layernorm_forward(M, C, kv->x, W->ln_2_w, W->ln_2_b, eps, kv->a, NULL, NULL));
+        ATTN_TRY(attn_gemm(false, false, M, F, C, 1.0f, kv->a, C, W->fc_w, F, 0.0f, kv->h, F,
+                           W->fc_b, c->activation));
+        ATTN_TRY(attn_gemm(false, false, M, C, F, 1.0f, kv->h, F, W->mlp_proj_w, C, 1.0f, kv->x, C,
                       W->mlp_proj_b, ATTN_ACT_NONE));
     }
     return ATTN_STATUS_OK;
@@ -211,7 +205,7 @@ attn_status attn_gpt_decode(const attn_gpt_model *m, attn_gpt_kv *kv, int B, int
                          "positions",
                          n_new, kv->len, kv->max_T);
     const attn_gpt_config *c = &m->cfg;
-    TRY(gpt_check_ids("gpt decode", c, B, n_new, ids));
+    ATTN_TRY(gpt_check_ids("gpt decode", c, B, n_new, ids));
     const int C = c->n_embd, V = c->vocab_size, L = c->n_layer, H = c->n_head;
     const float eps = c->layer_norm_epsilon;
     if (kv->cap.attn_probs && !kv->probs) {

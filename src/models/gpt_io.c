@@ -13,12 +13,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        attn_status s_ = (expr);                                                                   \
-        if (s_) return s_;                                                                         \
-    } while (0)
-
 /* DIR/name into buf; false (with an error recorded) when it does not fit. */
 static bool dir_path(char *buf, size_t n, const char *dir, const char *name) {
     int k = snprintf(buf, n, "%s/%s", dir, name);
@@ -174,7 +168,7 @@ static attn_status load_weights(attn_gpt_model *m, shard_set *s, const char *wha
             snprintf(msg, sizeof msg, "%s", attn_last_error());
             return attn_fail(st, "%s (expected %s for config.json)", msg, shp);
         }
-        TRY(st);
+        ATTN_TRY(st);
     }
     /* Nothing else may be there: a stray tensor means the file belongs to another configuration
      * (more layers, an untied head loaded as tied, ...), which must not pass silently. */
@@ -215,7 +209,7 @@ attn_status attn_gpt_load_dir(const char *dir, attn_gpt_model **out) {
     char path[4096], index[4096];
     if (!dir_path(path, sizeof path, dir, "config.json")) return ATTN_STATUS_INVALID_ARGUMENT;
     attn_gpt_config cfg;
-    TRY(attn_gpt_config_load(path, &cfg)); /* names the file and the field */
+    ATTN_TRY(attn_gpt_config_load(path, &cfg)); /* names the file and the field */
     if (!dir_path(path, sizeof path, dir, "model.safetensors") ||
         !dir_path(index, sizeof index, dir, "model.safetensors.index.json"))
         return ATTN_STATUS_INVALID_ARGUMENT;
@@ -235,7 +229,7 @@ attn_status attn_gpt_load_dir(const char *dir, attn_gpt_model **out) {
                          path);
     }
     attn_gpt_model *m;
-    TRY(gpt_model_alloc(&cfg, false, &m));
+    ATTN_TRY(gpt_model_alloc(&cfg, false, &m));
     shard_set s;
     memset(&s, 0, sizeof s);
     attn_status st = single ? shards_add(&s, path) : open_index(dir, index, &s);
@@ -274,7 +268,7 @@ attn_status attn_gpt_save_dir(const attn_gpt_model *m, const char *dir) {
     static const char *const meta[] = {"format", "pt", NULL};
     attn_status s = attn_st_save(path, e, m->n_tensors, meta);
     attn_free(e);
-    TRY(s);
+    ATTN_TRY(s);
     if (!dir_path(path, sizeof path, dir, "config.json")) return ATTN_STATUS_INVALID_ARGUMENT;
     return attn_gpt_config_save(path, &m->cfg);
 }

@@ -190,12 +190,6 @@ static attn_attention_params attention_params(const attn_mha_config *c, int B, i
     return p;
 }
 
-#define TRY(expr)                                                                                \
-    do {                                                                                         \
-        attn_status s_ = (expr);                                                                 \
-        if (s_) return s_;                                                                       \
-    } while (0)
-
 /* out (rows, n_out, stride ldo) = in (rows, cin) · W (n_out, cin)ᵀ + b */
 static attn_status linear(int rows, int cin, int n_out, const float *in, const float *W,
                           const float *b, float *out, int ldo) {
@@ -206,7 +200,7 @@ static attn_status linear(int rows, int cin, int n_out, const float *in, const f
 attn_status attn_mha_forward(const attn_mha_config *c, const attn_mha_weights *w,
                              attn_mha_state *st, int B, int Tq, int Tk, const float *x,
                              const float *kv, const attn_mha_mask *mask, float *y, float *probs) {
-    TRY(check_call(c, w, st, B, Tq, Tk, x, kv));
+    ATTN_TRY(check_call(c, w, st, B, Tq, Tk, x, kv));
     if (!y) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "mha: NULL output");
     const int C = c->d_model, Ckv = c->d_kv, HD = c->n_head * c->d_head;
     const bool self = kv == NULL;
@@ -216,24 +210,24 @@ attn_status attn_mha_forward(const attn_mha_config *c, const attn_mha_weights *w
         bool fused = adjacent3(w->w_q, w->w_k, w->w_v, (size_t)HD * C) &&
                      (!c->bias || adjacent3(w->b_q, w->b_k, w->b_v, (size_t)HD));
         if (fused) {
-            TRY(linear(B * Tq, C, 3 * HD, x, w->w_q, w->b_q, P, 3 * HD));
+            ATTN_TRY(linear(B * Tq, C, 3 * HD, x, w->w_q, w->b_q, P, 3 * HD));
         } else {
-            TRY(linear(B * Tq, C, HD, x, w->w_q, w->b_q, P + L.q, L.ldq));
-            TRY(linear(B * Tq, C, HD, x, w->w_k, w->b_k, P + L.k, L.ldkv));
-            TRY(linear(B * Tq, C, HD, x, w->w_v, w->b_v, P + L.v, L.ldkv));
+            ATTN_TRY(linear(B * Tq, C, HD, x, w->w_q, w->b_q, P + L.q, L.ldq));
+            ATTN_TRY(linear(B * Tq, C, HD, x, w->w_k, w->b_k, P + L.k, L.ldkv));
+            ATTN_TRY(linear(B * Tq, C, HD, x, w->w_v, w->b_v, P + L.v, L.ldkv));
         }
     } else {
-        TRY(linear(B * Tq, C, HD, x, w->w_q, w->b_q, P + L.q, L.ldq));
+        ATTN_TRY(linear(B * Tq, C, HD, x, w->w_q, w->b_q, P + L.q, L.ldq));
         bool fused = w->w_v == w->w_k + (size_t)HD * Ckv && (!c->bias || w->b_v == w->b_k + HD);
         if (fused) {
-            TRY(linear(B * Tk, Ckv, 2 * HD, kv, w->w_k, w->b_k, P + L.k, L.ldkv));
+            ATTN_TRY(linear(B * Tk, Ckv, 2 * HD, kv, w->w_k, w->b_k, P + L.k, L.ldkv));
         } else {
-            TRY(linear(B * Tk, Ckv, HD, kv, w->w_k, w->b_k, P + L.k, L.ldkv));
-            TRY(linear(B * Tk, Ckv, HD, kv, w->w_v, w->b_v, P + L.v, L.ldkv));
+            ATTN_TRY(linear(B * Tk, Ckv, HD, kv, w->w_k, w->b_k, P + L.k, L.ldkv));
+            ATTN_TRY(linear(B * Tk, Ckv, HD, kv, w->w_v, w->b_v, P + L.v, L.ldkv));
         }
     }
     attn_attention_params p = attention_params(c, B, Tq, Tk, mask, L);
-    TRY(attn_attention_forward(&p, P + L.q, P + L.k, P + L.v, st->ctx, st->lse, probs));
+    ATTN_TRY(attn_attention_forward(&p, P + L.q, P + L.k, P + L.v, st->ctx, st->lse, probs));
     return linear(B * Tq, HD, C, st->ctx, w->w_o, w->b_o, y, C);
 }
 
@@ -248,7 +242,7 @@ static void colsum_add(int rows, int cols, const float *a, int lda, float *out) 
 /* gW (n_out, cin) += d (rows, n_out, stride ldd)ᵀ · in (rows, cin); gb += colsum(d) */
 static attn_status linear_grad_w(int rows, int cin, int n_out, const float *d, int ldd,
                                  const float *in, float *gW, float *gb) {
-    if (gW) TRY(attn_gemm(true, false, n_out, cin, rows, 1.0f, d, ldd, in, cin, 1.0f, gW, cin,
+    if (gW) ATTN_TRY(attn_gemm(true, false, n_out, cin, rows, 1.0f, d, ldd, in, cin, 1.0f, gW, cin,
                           NULL, ATTN_ACT_NONE));
     if (gb) colsum_add(rows, n_out, d, ldd, gb);
     return ATTN_STATUS_OK;
@@ -265,7 +259,7 @@ attn_status attn_mha_backward(const attn_mha_config *c, const attn_mha_weights *
                               attn_mha_state *st, int B, int Tq, int Tk, const float *x,
                               const float *kv, const attn_mha_mask *mask, const float *dy,
                               float *dx, float *dkv, const attn_mha_weights *g) {
-    TRY(check_call(c, w, st, B, Tq, Tk, x, kv));
+    ATTN_TRY(check_call(c, w, st, B, Tq, Tk, x, kv));
     const bool self = kv == NULL;
     if (!dy || !dx || !g || (self && dkv) || (!self && !dkv))
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
@@ -277,12 +271,12 @@ attn_status attn_mha_backward(const attn_mha_config *c, const attn_mha_weights *
     float *dP = st->dproj;
 
     /* Output projection. */
-    TRY(linear_grad_in(Mq, HD, C, dy, C, w->w_o, st->dctx, false));
-    TRY(linear_grad_w(Mq, HD, C, dy, C, st->ctx, g->w_o, c->bias ? g->b_o : NULL));
+    ATTN_TRY(linear_grad_in(Mq, HD, C, dy, C, w->w_o, st->dctx, false));
+    ATTN_TRY(linear_grad_w(Mq, HD, C, dy, C, st->ctx, g->w_o, c->bias ? g->b_o : NULL));
 
     /* Attention. */
     attn_attention_params p = attention_params(c, B, Tq, Tk, mask, L);
-    TRY(attn_attention_backward(&p, P + L.q, P + L.k, P + L.v, st->ctx, st->lse, st->dctx,
+    ATTN_TRY(attn_attention_backward(&p, P + L.q, P + L.k, P + L.v, st->ctx, st->lse, st->dctx,
                                 dP + L.q, dP + L.k, dP + L.v));
 
     /* Input projections. */
@@ -291,36 +285,41 @@ attn_status attn_mha_backward(const attn_mha_config *c, const attn_mha_weights *
         bool gf = adjacent3(g->w_q, g->w_k, g->w_v, (size_t)HD * C) &&
                   (!c->bias || adjacent3(g->b_q, g->b_k, g->b_v, (size_t)HD));
         if (gf) {
-            TRY(linear_grad_w(Mq, C, 3 * HD, dP, 3 * HD, x, g->w_q, c->bias ? g->b_q : NULL));
+            ATTN_TRY(linear_grad_w(Mq, C, 3 * HD, dP, 3 * HD, x, g->w_q, c->bias ? g->b_q : NULL));
         } else {
-            TRY(linear_grad_w(Mq, C, HD, dP + L.q, 3 * HD, x, g->w_q, c->bias ? g->b_q : NULL));
-            TRY(linear_grad_w(Mq, C, HD, dP + L.k, 3 * HD, x, g->w_k, c->bias ? g->b_k : NULL));
-            TRY(linear_grad_w(Mq, C, HD, dP + L.v, 3 * HD, x, g->w_v, c->bias ? g->b_v : NULL));
+            ATTN_TRY(
+                linear_grad_w(Mq, C, HD, dP + L.q, 3 * HD, x, g->w_q, c->bias ? g->b_q : NULL));
+            ATTN_TRY(
+                linear_grad_w(Mq, C, HD, dP + L.k, 3 * HD, x, g->w_k, c->bias ? g->b_k : NULL));
+            ATTN_TRY(
+                linear_grad_w(Mq, C, HD, dP + L.v, 3 * HD, x, g->w_v, c->bias ? g->b_v : NULL));
         }
         if (wf) {
-            TRY(linear_grad_in(Mq, C, 3 * HD, dP, 3 * HD, w->w_q, dx, false));
+            ATTN_TRY(linear_grad_in(Mq, C, 3 * HD, dP, 3 * HD, w->w_q, dx, false));
         } else {
-            TRY(linear_grad_in(Mq, C, HD, dP + L.q, 3 * HD, w->w_q, dx, false));
-            TRY(linear_grad_in(Mq, C, HD, dP + L.k, 3 * HD, w->w_k, dx, true));
-            TRY(linear_grad_in(Mq, C, HD, dP + L.v, 3 * HD, w->w_v, dx, true));
+            ATTN_TRY(linear_grad_in(Mq, C, HD, dP + L.q, 3 * HD, w->w_q, dx, false));
+            ATTN_TRY(linear_grad_in(Mq, C, HD, dP + L.k, 3 * HD, w->w_k, dx, true));
+            ATTN_TRY(linear_grad_in(Mq, C, HD, dP + L.v, 3 * HD, w->w_v, dx, true));
         }
     } else {
-        TRY(linear_grad_w(Mq, C, HD, dP + L.q, HD, x, g->w_q, c->bias ? g->b_q : NULL));
-        TRY(linear_grad_in(Mq, C, HD, dP + L.q, HD, w->w_q, dx, false));
+        ATTN_TRY(linear_grad_w(Mq, C, HD, dP + L.q, HD, x, g->w_q, c->bias ? g->b_q : NULL));
+        ATTN_TRY(linear_grad_in(Mq, C, HD, dP + L.q, HD, w->w_q, dx, false));
         bool wf = w->w_v == w->w_k + (size_t)HD * Ckv;
         bool gf = g->w_v == g->w_k + (size_t)HD * Ckv && (!c->bias || g->b_v == g->b_k + HD);
         if (gf) {
-            TRY(linear_grad_w(Mk, Ckv, 2 * HD, dP + L.k, 2 * HD, kv, g->w_k,
+            ATTN_TRY(linear_grad_w(Mk, Ckv, 2 * HD, dP + L.k, 2 * HD, kv, g->w_k,
                               c->bias ? g->b_k : NULL));
         } else {
-            TRY(linear_grad_w(Mk, Ckv, HD, dP + L.k, 2 * HD, kv, g->w_k, c->bias ? g->b_k : NULL));
-            TRY(linear_grad_w(Mk, Ckv, HD, dP + L.v, 2 * HD, kv, g->w_v, c->bias ? g->b_v : NULL));
+            ATTN_TRY(
+                linear_grad_w(Mk, Ckv, HD, dP + L.k, 2 * HD, kv, g->w_k, c->bias ? g->b_k : NULL));
+            ATTN_TRY(
+                linear_grad_w(Mk, Ckv, HD, dP + L.v, 2 * HD, kv, g->w_v, c->bias ? g->b_v : NULL));
         }
         if (wf) {
-            TRY(linear_grad_in(Mk, Ckv, 2 * HD, dP + L.k, 2 * HD, w->w_k, dkv, false));
+            ATTN_TRY(linear_grad_in(Mk, Ckv, 2 * HD, dP + L.k, 2 * HD, w->w_k, dkv, false));
         } else {
-            TRY(linear_grad_in(Mk, Ckv, HD, dP + L.k, 2 * HD, w->w_k, dkv, false));
-            TRY(linear_grad_in(Mk, Ckv, HD, dP + L.v, 2 * HD, w->w_v, dkv, true));
+            ATTN_TRY(linear_grad_in(Mk, Ckv, HD, dP + L.k, 2 * HD, w->w_k, dkv, false));
+            ATTN_TRY(linear_grad_in(Mk, Ckv, HD, dP + L.v, 2 * HD, w->w_v, dkv, true));
         }
     }
     return ATTN_STATUS_OK;

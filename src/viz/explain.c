@@ -12,12 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(expr)                                                                                \
-    do {                                                                                         \
-        attn_status s_ = (expr);                                                                 \
-        if (s_) return s_;                                                                       \
-    } while (0)
-
 static void pass_free(attn_explain_pass *p) {
     attn_free(p->q);
     attn_free(p->k);
@@ -44,21 +38,21 @@ static attn_status run_pass(int T, int dm, int dk, const float *x, const float *
     if (!p->q || !p->k || !p->v || !p->output || !p->scores || !p->scaled || !p->weights)
         return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "explain: out of memory for T=%d", T);
     /* q = x · W_Q etc.: x (T, dm) · W (dm, dk) */
-    TRY(attn_gemm(false, false, T, dk, dm, 1.0f, x, dm, wq, dk, 0.0f, p->q, dk, NULL,
+    ATTN_TRY(attn_gemm(false, false, T, dk, dm, 1.0f, x, dm, wq, dk, 0.0f, p->q, dk, NULL,
                   ATTN_ACT_NONE));
-    TRY(attn_gemm(false, false, T, dk, dm, 1.0f, x, dm, wk, dk, 0.0f, p->k, dk, NULL,
+    ATTN_TRY(attn_gemm(false, false, T, dk, dm, 1.0f, x, dm, wk, dk, 0.0f, p->k, dk, NULL,
                   ATTN_ACT_NONE));
-    TRY(attn_gemm(false, false, T, dk, dm, 1.0f, x, dm, wv, dk, 0.0f, p->v, dk, NULL,
+    ATTN_TRY(attn_gemm(false, false, T, dk, dm, 1.0f, x, dm, wv, dk, 0.0f, p->v, dk, NULL,
                   ATTN_ACT_NONE));
     /* scores = q · kᵀ (T, T) */
-    TRY(attn_gemm(false, true, T, T, dk, 1.0f, p->q, dk, p->k, dk, 0.0f, p->scores, T, NULL,
+    ATTN_TRY(attn_gemm(false, true, T, T, dk, 1.0f, p->q, dk, p->k, dk, 0.0f, p->scores, T, NULL,
                   ATTN_ACT_NONE));
     const float inv = 1.0f / sqrtf((float)dk);
     for (int i = 0; i < T; i++)
         for (int j = 0; j < T; j++)
             p->scaled[(size_t)i * T + j] =
                 causal && j > i ? -INFINITY : p->scores[(size_t)i * T + j] * inv;
-    TRY(attn_softmax_forward(T, T, p->scaled, p->weights));
+    ATTN_TRY(attn_softmax_forward(T, T, p->scaled, p->weights));
     /* output = weights · v (T, dk) */
     return attn_gemm(false, false, T, dk, T, 1.0f, p->weights, T, p->v, dk, 0.0f, p->output, dk,
                      NULL, ATTN_ACT_NONE);
