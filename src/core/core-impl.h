@@ -35,6 +35,24 @@ bool attn_size_prod(const int64_t *dims, int n, size_t *out);
  * runs comes near, and an absurd size from a corrupt file must not reach malloc. 256 GiB. */
 #define ATTN_MAX_BUFFER_BYTES ((size_t)1 << 38)
 
+/* A set of attn_alloc'ed buffers freed together: the run states of the models (bert.c, gpt.c,
+ * encdec.c) allocate every buffer through one, check oom once after a batch of allocations, and
+ * free them all with attn_arena_free. */
+typedef struct {
+    void **ptr; /* (cap) the live buffers, n of them */
+    int n, cap;
+    bool oom;   /* an allocation failed (set, never cleared, by the arena) */
+} attn_arena;
+
+/* nbytes from attn_alloc (attn_arena_calloc: zeroed), kept in the arena; NULL (and a->oom set)
+ * when out of memory, or when a->oom is already set. */
+void *attn_arena_alloc(attn_arena *a, size_t nbytes);
+void *attn_arena_calloc(attn_arena *a, size_t nbytes);
+/* Frees p (one of the arena's buffers; NULL is fine) before the rest. */
+void attn_arena_release(attn_arena *a, void *p);
+/* Frees every buffer and the arena's own table; the arena is empty afterwards. */
+void attn_arena_free(attn_arena *a);
+
 /* Evaluate an attn_status expression and return it from the enclosing function if it failed. */
 #define ATTN_TRY(expr)                                                                           \
     do {                                                                                         \

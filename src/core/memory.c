@@ -29,6 +29,50 @@ void attn_free(void *p) { free(p); }
 
 static int g_default_threads = 0;
 
+void *attn_arena_alloc(attn_arena *a, size_t nbytes) {
+    if (a->oom) return NULL;
+    if (a->n == a->cap) {
+        const int cap = a->cap ? 2 * a->cap : 64;
+        void **p = attn_alloc((size_t)cap * sizeof(void *));
+        if (!p) {
+            a->oom = true;
+            return NULL;
+        }
+        if (a->ptr) memcpy(p, a->ptr, (size_t)a->n * sizeof(void *));
+        attn_free(a->ptr);
+        a->ptr = p, a->cap = cap;
+    }
+    void *p = attn_alloc(nbytes);
+    if (!p) {
+        a->oom = true;
+        return NULL;
+    }
+    a->ptr[a->n++] = p;
+    return p;
+}
+
+void *attn_arena_calloc(attn_arena *a, size_t nbytes) {
+    void *p = attn_arena_alloc(a, nbytes);
+    if (p) memset(p, 0, nbytes);
+    return p;
+}
+
+void attn_arena_release(attn_arena *a, void *p) {
+    if (!p) return;
+    for (int i = 0; i < a->n; i++)
+        if (a->ptr[i] == p) {
+            attn_free(p);
+            a->ptr[i] = a->ptr[--a->n];
+            return;
+        }
+}
+
+void attn_arena_free(attn_arena *a) {
+    for (int i = 0; i < a->n; i++) attn_free(a->ptr[i]);
+    attn_free(a->ptr);
+    *a = (attn_arena){0};
+}
+
 void attn_set_num_threads(int n) {
 #ifdef _OPENMP
     if (g_default_threads == 0) g_default_threads = omp_get_max_threads();

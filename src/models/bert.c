@@ -311,50 +311,16 @@ struct attn_bert_state {
     float *dqkv;                  /* (capM, 3C) */
     attn_bert_capture cap;
     float *probs_tmp;             /* (H, capT, capT) capture scratch, allocated on demand */
-    void **allocs;
-    int n_allocs, cap_allocs;
-    bool oom;
+    attn_arena arena;             /* every buffer above */
 };
 
-static void *salloc_raw(attn_bert_state *st, size_t nbytes) {
-    if (st->oom) return NULL;
-    if (st->n_allocs == st->cap_allocs) {
-        int cap = st->cap_allocs ? 2 * st->cap_allocs : 64;
-        void **a = attn_alloc((size_t)cap * sizeof(void *));
-        if (!a) {
-            st->oom = true;
-            return NULL;
-        }
-        if (st->allocs) memcpy(a, st->allocs, (size_t)st->n_allocs * sizeof(void *));
-        attn_free(st->allocs);
-        st->allocs = a;
-        st->cap_allocs = cap;
-    }
-    void *p = attn_alloc(nbytes);
-    if (!p) {
-        st->oom = true;
-        return NULL;
-    }
-    st->allocs[st->n_allocs++] = p;
-    return p;
-}
-
-static float *salloc(attn_bert_state *st, size_t n) { return salloc_raw(st, n * sizeof(float)); }
-
-static void sfree(attn_bert_state *st, void *p) {
-    if (!p) return;
-    for (int i = 0; i < st->n_allocs; i++)
-        if (st->allocs[i] == p) {
-            attn_free(p);
-            st->allocs[i] = st->allocs[--st->n_allocs];
-            return;
-        }
+static float *salloc(attn_bert_state *st, size_t n) {
+    return attn_arena_alloc(&st->arena, n * sizeof(float));
 }
 
 void attn_bert_state_free(attn_bert_state *st) {
     if (!st) return;
-    for (int i = 0; i < st->n_allocs; i++) attn_free(st->allocs[i]);
-    attn_free(st->allocs);
+    attn_arena_free(&st->arena);
     attn_free(st);
 }
 
@@ -381,11 +347,11 @@ attn_status attn_bert_state_init(const attn_bert_model *m, int B, int T, attn_be
     st->model = m;
     st->capB = B, st->capT = T, st->capM = B * T;
     const size_t M = (size_t)B * T, Cz = (size_t)c->hidden_size, Fz = (size_t)c->intermediate_size;
-    st->len = salloc_raw(st, (size_t)B * sizeof(int32_t));
-    st->off = salloc_raw(st, ((size_t)B + 1) * sizeof(int32_t));
-    st->ids = salloc_raw(st, M * sizeof(int32_t));
-    st->types = salloc_raw(st, M * sizeof(int32_t));
-    st->pos = salloc_raw(st, M * sizeof(int32_t));
+    st->len = attn_arena_alloc(&st->arena, (size_t)B * sizeof(int32_t));
+    st->off = attn_arena_alloc(&st->arena, ((size_t)B + 1) * sizeof(int32_t));
+    st->ids = attn_arena_alloc(&st->arena, M * sizeof(int32_t));
+    st->types = attn_arena_alloc(&st->arena, M * sizeof(int32_t));
+    st->pos = attn_arena_alloc(&st->arena, M * sizeof(int32_t));
     st->emb_sum = salloc(st, M * Cz);
     st->x0 = salloc(st, M * Cz);
     st->ev.qkv = salloc(st, M * 3 * Cz);
@@ -394,7 +360,7 @@ attn_status attn_bert_state_init(const attn_bert_model *m, int B, int T, attn_be
     st->ev.x1 = salloc(st, M * Cz);
     st->ev.h = salloc(st, M * Fz);
     st->ev.x2 = st->x0;
-    if (st->oom) {
+    if (st->arena.oom) {
         attn_bert_state_free(st);
         return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "bert state: out of memory for B=%d T=%d", B,
                          T);
@@ -416,7 +382,7 @@ static attn_status alloc_training(attn_bert_state *st) {
         return attn_fail(ATTN_STATUS_TOO_LARGE,
                          "bert state: training buffers for B=%d T=%d need %.3g floats", st->capB,
                          st->capT, total);
-    acts *tr = salloc_raw(st, (size_t)L * sizeof(acts));
+    acts *tr = attn_arena_alloc(&st->arena, (size_t)L * sizeof(acts));
     st->emb_mean = salloc(st, M);
     st->emb_rstd = salloc(st, M);
     for (int l = 0; l < L && tr; l++) {
@@ -441,10 +407,10 @@ static attn_status alloc_training(attn_bert_state *st) {
     st->s3 = salloc(st, M * Cz);
     st->gh = salloc(st, M * Fz);
     st->dqkv = salloc(st, M * 3 * Cz);
-    if (st->oom) {
+    if (st->arena.oom) {
         /* Nothing usable was half-made visible: tr stays NULL; the allocations are freed with the
          * state. Clear the flag so evaluation keeps working. */
-        st->oom = false;
+        st->arena.oom = false;
         return attn_fail(ATTN_STATUS_OUT_OF_MEMORY,
                          "bert state: out of memory for the training buffers (B=%d T=%d)",
                          st->capB, st->capT);
@@ -589,7 +555,7 @@ static attn_status attention(const attn_bert_model *m, attn_bert_state *st, cons
     if (probs_out && !st->probs_tmp) {
         st->probs_tmp = salloc(st, (size_t)H * st->capT * st->capT);
         if (!st->probs_tmp) {
-            st->oom = false;
+            st->arena.oom = false;
             return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "bert: out of memory for attention capture");
         }
     }
@@ -942,11 +908,11 @@ static attn_status grow_labels(attn_bert_state *st, int n) {
                          V);
     void *olds[9] = {st->lab_row, st->lab_tgt, st->mlm_in, st->mlm_u, st->mlm_a,
                      st->mlm_t,   st->mlm_mean, st->mlm_rstd, st->dlogits};
-    for (int i = 0; i < 9; i++) sfree(st, olds[i]);
+    for (int i = 0; i < 9; i++) attn_arena_release(&st->arena, olds[i]);
     st->cap_lab = 0;
     const size_t k = (size_t)n;
-    st->lab_row = salloc_raw(st, k * sizeof(int32_t));
-    st->lab_tgt = salloc_raw(st, k * sizeof(int32_t));
+    st->lab_row = attn_arena_alloc(&st->arena, k * sizeof(int32_t));
+    st->lab_tgt = attn_arena_alloc(&st->arena, k * sizeof(int32_t));
     st->mlm_in = salloc(st, k * C);
     st->mlm_u = salloc(st, k * C);
     st->mlm_a = salloc(st, k * C);
@@ -954,11 +920,11 @@ static attn_status grow_labels(attn_bert_state *st, int n) {
     st->mlm_mean = salloc(st, k);
     st->mlm_rstd = salloc(st, k);
     st->dlogits = salloc(st, k * V);
-    if (st->oom) {
-        st->oom = false;
+    if (st->arena.oom) {
+        st->arena.oom = false;
         void *news[9] = {st->lab_row, st->lab_tgt, st->mlm_in, st->mlm_u, st->mlm_a,
                          st->mlm_t,   st->mlm_mean, st->mlm_rstd, st->dlogits};
-        for (int i = 0; i < 9; i++) sfree(st, news[i]);
+        for (int i = 0; i < 9; i++) attn_arena_release(&st->arena, news[i]);
         st->lab_row = st->lab_tgt = NULL;
         st->mlm_in = st->mlm_u = st->mlm_a = st->mlm_t = st->mlm_mean = st->mlm_rstd = NULL;
         st->dlogits = NULL;

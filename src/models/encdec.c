@@ -373,39 +373,16 @@ struct attn_encdec_state {
     float *g_enc;                   /* (B·Ts, C) d loss / d encoder output, summed over layers */
     float *g_kv;                    /* (B·Ts, C) one cross-attention's share of it */
     attn_encdec_capture cap;        /* caller's attention-capture buffers (all NULL: none) */
-    void **allocs;                  /* everything above that was attn_alloc'ed */
-    int n_allocs, cap_allocs;
-    bool oom;
+    attn_arena arena;               /* everything above that was attn_alloc'ed */
 };
 
-/* Allocate n floats owned by st (freed in attn_encdec_state_free). Failure sets st->oom. */
+/* Allocate n floats owned by st (freed in attn_encdec_state_free). Failure sets st->arena.oom. */
 static float *salloc(attn_encdec_state *st, size_t n) {
-    if (st->oom) return NULL;
-    if (st->n_allocs == st->cap_allocs) {
-        int cap = st->cap_allocs ? 2 * st->cap_allocs : 64;
-        void **a = attn_alloc((size_t)cap * sizeof(void *));
-        if (!a) {
-            st->oom = true;
-            return NULL;
-        }
-        if (st->allocs) memcpy(a, st->allocs, (size_t)st->n_allocs * sizeof(void *));
-        attn_free(st->allocs);
-        st->allocs = a;
-        st->cap_allocs = cap;
-    }
-    float *p = attn_alloc(n * sizeof(float));
-    if (!p) {
-        st->oom = true;
-        return NULL;
-    }
-    st->allocs[st->n_allocs++] = p;
-    return p;
+    return attn_arena_alloc(&st->arena, n * sizeof(float));
 }
 
 static void *salloc_bytes(attn_encdec_state *st, size_t nbytes) {
-    float *p = salloc(st, (nbytes + sizeof(float) - 1) / sizeof(float));
-    if (p) memset(p, 0, nbytes);
-    return p;
+    return attn_arena_calloc(&st->arena, nbytes);
 }
 
 void attn_encdec_state_free(attn_encdec_state *st) {
@@ -414,8 +391,7 @@ void attn_encdec_state_free(attn_encdec_state *st) {
     for (int l = 0; st->enc_attn && l < nE; l++) attn_mha_state_free(st->enc_attn[l]);
     for (int l = 0; st->dec_self && l < nD; l++) attn_mha_state_free(st->dec_self[l]);
     for (int l = 0; st->dec_cross && l < nD; l++) attn_mha_state_free(st->dec_cross[l]);
-    for (int i = 0; i < st->n_allocs; i++) attn_free(st->allocs[i]);
-    attn_free(st->allocs);
+    attn_arena_free(&st->arena);
     attn_free(st);
 }
 
@@ -473,7 +449,7 @@ attn_status attn_encdec_state_init(const attn_encdec_model *m, int B, int Ts, in
     st->enc_attn = salloc_bytes(st, (size_t)nE * sizeof(attn_mha_state *));
     st->dec_self = salloc_bytes(st, (size_t)nD * sizeof(attn_mha_state *));
     st->dec_cross = salloc_bytes(st, (size_t)nD * sizeof(attn_mha_state *));
-    if (st->oom) goto oom;
+    if (st->arena.oom) goto oom;
     for (int i = 0; i < 2 * nE; i++) alloc_sub(st, &st->enc_sub[i], ms, Cz, true);
     for (int i = 0; i < 3 * nD; i++) alloc_sub(st, &st->dec_sub[i], mt, Cz, true);
     for (int l = 0; l < nE; l++) {
@@ -495,7 +471,7 @@ attn_status attn_encdec_state_init(const attn_encdec_model *m, int B, int Ts, in
     st->gh = salloc(st, mx * Fz);
     st->g_enc = salloc(st, ms * Cz);
     st->g_kv = salloc(st, ms * Cz);
-    if (st->oom) goto oom;
+    if (st->arena.oom) goto oom;
     memset(&st->mc, 0, sizeof st->mc);
     attn_mha_config mc = attn_mha_default_config(c->d_model, c->n_head);
     st->mc.d_model = mc.d_model, st->mc.d_kv = mc.d_kv, st->mc.n_head = mc.n_head;
