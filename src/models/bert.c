@@ -521,15 +521,21 @@ static attn_status embed(const attn_bert_model *m, attn_bert_state *st, bool tra
     return ATTN_STATUS_OK;
 }
 
+/* The attention kernel's parameters for sequence b's rows of the packed (M, 3C) q|k|v. */
+static attn_attention_params seq_params(const attn_bert_state *st, int C, int H, int D, int b) {
+    attn_attention_params p = attn_attention_default_params(1, H, st->len[b], st->len[b], D);
+    p.ldq = p.ldk = p.ldv = 3 * C;
+    p.ldo = C;
+    return p;
+}
+
 /* Attention of sequence b over its own rows; with probs_out, its probabilities (via tmp (H, n,
  * n)) go to probs_out (B, H, T, T) with masked entries 0. Returns 1 on failure. */
 static int attend_one(const attn_bert_state *st, const acts *A, int C, int H, int D, int b,
                       float *probs_out, float *tmp) {
     const int n = st->len[b];
     const size_t o = (size_t)st->off[b];
-    attn_attention_params p = attn_attention_default_params(1, H, n, n, D);
-    p.ldq = p.ldk = p.ldv = 3 * C;
-    p.ldo = C;
+    const attn_attention_params p = seq_params(st, C, H, D, b);
     const float *q = A->qkv + o * 3 * C;
     float *pr = probs_out ? tmp : NULL;
     if (attn_attention_forward(&p, q, q + C, q + 2 * C, A->ctx + o * C,
@@ -996,11 +1002,8 @@ attn_status attn_bert_mlm_loss(const attn_bert_model *m, attn_bert_state *st,
 /* Backward of attend_one for sequence b. Returns 1 on failure. */
 static int attend_back_one(const attn_bert_state *st, const acts *A, int C, int H, int D, int b,
                            const float *dctx, float *dqkv) {
-    const int n = st->len[b];
     const size_t o = (size_t)st->off[b];
-    attn_attention_params p = attn_attention_default_params(1, H, n, n, D);
-    p.ldq = p.ldk = p.ldv = 3 * C;
-    p.ldo = C;
+    const attn_attention_params p = seq_params(st, C, H, D, b);
     const float *q = A->qkv + o * 3 * C;
     float *dq = dqkv + o * 3 * C;
     return attn_attention_backward(&p, q, q + C, q + 2 * C, A->ctx + o * C, A->lse + o * H,
