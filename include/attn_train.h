@@ -158,6 +158,16 @@ void attn_optim_zero_grad(float *grads, size_t n);
 double attn_optim_grad_norm(const float *grads, size_t n);
 double attn_optim_clip_grad_norm(float *grads, size_t n, double max_norm);
 
+/* The three calls of a training step in one: attn_optim_check_finite(grads, n, ranges,
+ * nranges) (its error is returned, nothing changes), then attn_optim_clip_grad_norm(grads, n,
+ * max_norm), then attn_optim_step(o, params, grads, lr) — with two passes fewer over the
+ * gradients: the clipping factor is applied as the step reads them, so params and the state come
+ * out bit-identical to the three calls while grads (n = the optimizer's size) is left unscaled.
+ * *norm (may be NULL) receives the norm before clipping. max_norm <= 0: no clipping. */
+attn_status attn_optim_clip_step(attn_optim *o, float *params, const float *grads, double max_norm,
+                                 double lr, const attn_optim_range *ranges, int nranges,
+                                 double *norm);
+
 /* ATTN_STATUS_OK if every gradient is finite. Otherwise ATTN_STATUS_INVALID_ARGUMENT with a message
  * naming the first bad index, its value (nan/inf) and, when ranges are given, the range's name and
  * the element within it, e.g. "gradient of 'h.0.attn.w_q'[17] (index 1041) is nan"; *first_bad

@@ -299,6 +299,62 @@ static void test_grad_checks(void **state) {
     assert_true(attn_optim_grad_norm(g, 100) == 0);
 }
 
+/* attn_optim_clip_step = check_finite + clip_grad_norm + step, bit for bit in params and state,
+ * for every optimizer, clipping on (a factor < 1) and off, decay ranges, 1 and 2 threads; a
+ * non-finite gradient is the same error with nothing changed. */
+static void test_clip_step_fused(void **state) {
+    (void)state;
+    const size_t n = 70001; /* several pieces, an odd tail */
+    float *p1 = malloc(n * 4), *p2 = malloc(n * 4), *g = malloc(n * 4), *g1 = malloc(n * 4);
+    assert_true(p1 && p2 && g && g1);
+    attn_optim_range rs[2] = {{100, 5000, false, "ln.w"}, {60000, 10001, false, "bias"}};
+    const attn_optim_kind kinds[3] = {ATTN_OPTIM_ADAMW, ATTN_OPTIM_ADAM, ATTN_OPTIM_SGD};
+    for (int k = 0; k < 3; k++)
+        for (int th = 1; th <= 2; th++)
+            for (int clip = 0; clip < 3; clip++) {
+                const double max_norm = clip == 0 ? 0.0 : clip == 1 ? 1.0 : 1e6; /* off, <1, 1 */
+                attn_optim_params op = attn_optim_default_params(kinds[k]);
+                op.weight_decay = 0.1;
+                if (kinds[k] == ATTN_OPTIM_SGD) op.momentum = 0.9;
+                attn_optim *a, *b;
+                assert_int_equal(attn_optim_create(&op, n, rs, 2, &a), 0);
+                assert_int_equal(attn_optim_create(&op, n, rs, 2, &b), 0);
+                tu_rng r = {5 + (uint64_t)k};
+                tu_fill(&r, p1, n, -1, 1);
+                memcpy(p2, p1, n * 4);
+                attn_set_num_threads(th);
+                for (int t = 0; t < 3; t++) {
+                    tu_fill(&r, g, n, -0.05f, 0.05f);
+                    memcpy(g1, g, n * 4);
+                    assert_int_equal(attn_optim_check_finite(g1, n, rs, 2, NULL), 0);
+                    const double n1 = attn_optim_clip_grad_norm(g1, n, max_norm);
+                    assert_int_equal(attn_optim_step(a, p1, g1, 1e-3 * (t + 1)), 0);
+                    double n2 = -1;
+                    assert_int_equal(attn_optim_clip_step(b, p2, g, max_norm, 1e-3 * (t + 1), rs,
+                                                          2, &n2),
+                                     0);
+                    assert_true(n1 == n2);
+                    assert_memory_equal(p1, p2, n * 4);
+                }
+                float *m1, *v1, *m2, *v2;
+                attn_optim_state(a, &m1, &v1);
+                attn_optim_state(b, &m2, &v2);
+                if (m1) assert_memory_equal(m1, m2, n * 4);
+                if (v1) assert_memory_equal(v1, v2, n * 4);
+                /* a bad gradient: the check's error, params untouched */
+                g[60007] = NAN;
+                double nb = 0;
+                tu_expect_fail(attn_optim_clip_step(b, p2, g, max_norm, 1e-3, rs, 2, &nb),
+                               ATTN_STATUS_INVALID_ARGUMENT, "'bias'[7]", "nan");
+                assert_true(isnan(nb));
+                assert_memory_equal(p1, p2, n * 4);
+                attn_optim_destroy(a);
+                attn_optim_destroy(b);
+            }
+    attn_set_num_threads(0);
+    free(p1), free(p2), free(g), free(g1);
+}
+
 static void test_optim_threads(void **state) {
     (void)state;
     /* big enough for the parallel path: the result must not depend on the thread count */
@@ -719,6 +775,7 @@ int main(void) {
         cmocka_unit_test(test_schedules),
         cmocka_unit_test(test_rng),
         cmocka_unit_test(test_grad_checks),
+        cmocka_unit_test(test_clip_step_fused),
         cmocka_unit_test(test_optim_threads),
         cmocka_unit_test(test_optim_bad_args),
         cmocka_unit_test(test_ckpt_roundtrip_resume),

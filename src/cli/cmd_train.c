@@ -533,13 +533,13 @@ static int train_loop(run *r) {
         s = attn_encdec_train_step(r->tr, true, o->seed, (uint64_t)step, b->B, b->Ts, b->Tt,
                                    b->src, b->src_len, b->tgt_in, b->tgt_len, b->tgt_out,
                                    (float)o->label_smoothing, &loss);
-        if (!s) s = attn_optim_check_finite(r->model->grads, r->model->num_params, r->ranges,
-                                           r->nranges, NULL);
         if (s) break;
-        if (o->clip > 0) attn_optim_clip_grad_norm(r->model->grads, r->model->num_params, o->clip);
-        lr = attn_lr_inv_sqrt(step, o->lr, o->warmup);
-        s = attn_optim_step(r->opt, r->model->params, r->model->grads, lr);
+        const double step_lr = attn_lr_inv_sqrt(step, o->lr, o->warmup);
+        /* finiteness check, clipping (o->clip > 0) and the update in one */
+        s = attn_optim_clip_step(r->opt, r->model->params, r->model->grads, o->clip, step_lr,
+                                 r->ranges, r->nranges, NULL);
         if (s) break;
+        lr = step_lr;
         step++;
         last_loss = loss;
         int64_t src_tok = 0;

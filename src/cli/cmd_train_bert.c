@@ -790,13 +790,13 @@ static int train_loop(run *r) {
             attn_bert_zero_grad(r->model);
             s = attn_bert_backward(r->model, r->st);
         }
-        if (!s)
-            s = attn_optim_check_finite(r->model->grads, r->model->num_params, r->ranges,
-                                        r->model->n_tensors, NULL);
         if (s) break;
-        if (o->clip > 0) attn_optim_clip_grad_norm(r->model->grads, r->model->num_params, o->clip);
-        lr = attn_lr_linear(step, o->lr, o->warmup, o->decay_steps);
-        if ((s = attn_optim_step(r->opt, r->model->params, r->model->grads, lr))) break;
+        const double step_lr = attn_lr_linear(step, o->lr, o->warmup, o->decay_steps);
+        /* finiteness check, clipping (o->clip > 0) and the update in one */
+        if ((s = attn_optim_clip_step(r->opt, r->model->params, r->model->grads, o->clip,
+                                      step_lr, r->ranges, r->model->n_tensors, NULL)))
+            break;
+        lr = step_lr;
         step++, batch++;
         int64_t nl = 0;
         for (size_t k = 0; k < (size_t)B * (size_t)T; k++) nl += r->b_labels[k] != ATTN_BERT_IGNORE_INDEX;

@@ -200,6 +200,7 @@ typedef struct {
     float wd_l2;                      /* Adam: grad + wd·param */
     float decay_mul;                  /* AdamW: param · (1 − lr·wd) */
     float bc2_sqrt, eps, neg_step_size;
+    float gscale;                     /* the gradients are read as g · gscale (clipping; 1: as is) */
 } adam_consts;
 
 /* sqrtf over a block. sqrtf may set errno, which stops both gcc and clang from vectorizing a loop
@@ -219,7 +220,7 @@ static void adam_piece(float *restrict p, const float *restrict g, float *restri
     const float b1 = c->b1, a1 = c->one_m_b1, b2 = c->b2, a2 = c->one_m_b2;
     const float wd = decay && !adamw ? c->wd_l2 : 0.0f;
     const float dm = decay && adamw ? c->decay_mul : 1.0f; /* x·1 == x exactly */
-    const float bc2 = c->bc2_sqrt, eps = c->eps, nss = c->neg_step_size;
+    const float bc2 = c->bc2_sqrt, eps = c->eps, nss = c->neg_step_size, gs = c->gscale;
     float sq[SQRT_BLOCK];
     for (size_t b0 = i0; b0 < i1; b0 += SQRT_BLOCK) {
         size_t b1e = ATTN_MIN(i1, b0 + SQRT_BLOCK);
@@ -227,7 +228,8 @@ static void adam_piece(float *restrict p, const float *restrict g, float *restri
 #pragma omp simd
         for (size_t i = b0; i < b1e; i++) {
             float pi = p[i] * dm;                         /* param.mul_(1 - lr*wd) */
-            float gi = wd != 0.0f ? g[i] + wd * pi : g[i]; /* grad.add(param, alpha=wd) */
+            float g0 = g[i] * gs;                          /* clip: grad.mul_(coef) (or · 1) */
+            float gi = wd != 0.0f ? g0 + wd * pi : g0;     /* grad.add(param, alpha=wd) */
             float mi = m[i] * b1;                          /* exp_avg.mul_(beta1) */
             m[i] = mi + a1 * gi;                           /*   .add_(grad, alpha=1-beta1) */
             float vi = v[i] * b2;                          /* exp_avg_sq.mul_(beta2) */
@@ -245,16 +247,19 @@ static void adam_piece(float *restrict p, const float *restrict g, float *restri
 
 typedef struct {
     float wd, mom, one_m_damp, neg_lr;
+    float gscale; /* as adam_consts' */
     bool first, nesterov;
 } sgd_consts;
 
 static void sgd_piece(float *restrict p, const float *restrict g, float *restrict b, size_t i0,
                       size_t i1, bool decay, const sgd_consts *c) {
     const float wd = decay ? c->wd : 0.0f, mom = c->mom, omd = c->one_m_damp, nlr = c->neg_lr;
+    const float gs = c->gscale;
     if (!b) {
 #pragma omp simd
         for (size_t i = i0; i < i1; i++) {
-            float gi = wd != 0.0f ? g[i] + wd * p[i] : g[i];
+            float g0 = g[i] * gs;
+            float gi = wd != 0.0f ? g0 + wd * p[i] : g0;
             p[i] = p[i] + nlr * gi;
         }
         return;
@@ -262,7 +267,8 @@ static void sgd_piece(float *restrict p, const float *restrict g, float *restric
     const bool first = c->first, nest = c->nesterov;
 #pragma omp simd
     for (size_t i = i0; i < i1; i++) {
-        float gi = wd != 0.0f ? g[i] + wd * p[i] : g[i];
+        float g0 = g[i] * gs;
+        float gi = wd != 0.0f ? g0 + wd * p[i] : g0;
         float bi = first ? gi : b[i] * mom + omd * gi; /* buf.mul_(momentum).add_(d_p, 1-damp) */
         float d = nest ? gi + mom * bi : bi;           /* d_p.add(buf, alpha=momentum) */
         p[i] = p[i] + nlr * d;
@@ -270,7 +276,8 @@ static void sgd_piece(float *restrict p, const float *restrict g, float *restric
     }
 }
 
-attn_status attn_optim_step(attn_optim *o, float *params, const float *grads, double lr) {
+static attn_status step_scaled(attn_optim *o, float *params, const float *grads, float gscale,
+                               double lr) {
     if (!o) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_optim_step: optimizer is NULL");
     if (o->n && (!params || !grads))
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_optim_step: params or grads is NULL");
@@ -283,7 +290,7 @@ attn_status attn_optim_step(attn_optim *o, float *params, const float *grads, do
     const bool par = o->n >= PAR_MIN;
     if (p->kind == ATTN_OPTIM_SGD) {
         sgd_consts c = {(float)p->weight_decay, (float)p->momentum, (float)(1.0 - p->dampening),
-                        (float)-lr, o->step == 0, p->nesterov};
+                        (float)-lr, gscale, o->step == 0, p->nesterov};
         float *b = o->m;
 #pragma omp parallel for schedule(static) if (par)
         for (long k = 0; k < np; k++)
@@ -302,6 +309,7 @@ attn_status attn_optim_step(attn_optim *o, float *params, const float *grads, do
         c.bc2_sqrt = (float)sqrt(bc2);
         c.eps = (float)p->eps;
         c.neg_step_size = (float)-(lr / bc1);
+        c.gscale = gscale;
         float *m = o->m, *v = o->v;
 #pragma omp parallel for schedule(static) if (par)
         for (long k = 0; k < np; k++)
@@ -309,6 +317,10 @@ attn_status attn_optim_step(attn_optim *o, float *params, const float *grads, do
     }
     o->step++;
     return ATTN_STATUS_OK;
+}
+
+attn_status attn_optim_step(attn_optim *o, float *params, const float *grads, double lr) {
+    return step_scaled(o, params, grads, 1.0f, lr);
 }
 
 /* ---- gradients ---- */
@@ -343,11 +355,16 @@ double attn_optim_grad_norm(const float *grads, size_t n) {
     return sqrt(s);
 }
 
+/* torch: clip_coef = max_norm / (total_norm + 1e-6) in float32, clamped to 1 (1: no scaling). */
+static float clip_coef(double total, double max_norm) {
+    if (!isfinite(total) || !(max_norm > 0)) return 1.0f;
+    const float coef = (float)max_norm / ((float)total + 1e-6f);
+    return coef < 1.0f ? coef : 1.0f;
+}
+
 double attn_optim_clip_grad_norm(float *grads, size_t n, double max_norm) {
     double total = attn_optim_grad_norm(grads, n);
-    if (!isfinite(total) || !(max_norm > 0)) return total;
-    /* torch: clip_coef = max_norm / (total_norm + 1e-6) in float32, clamped to 1 */
-    float coef = (float)max_norm / ((float)total + 1e-6f);
+    const float coef = clip_coef(total, max_norm);
     if (coef < 1.0f) {
 #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
         for (long c = 0; c < (long)((n + PIECE - 1) / PIECE); c++) {
@@ -381,4 +398,19 @@ attn_status attn_optim_check_finite(const float *grads, size_t n, const attn_opt
                              ranges[r].name ? ranges[r].name : "?", bad - ranges[r].offset, bad,
                              what);
     return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gradient at index %zu is %s", bad, what);
+}
+
+attn_status attn_optim_clip_step(attn_optim *o, float *params, const float *grads, double max_norm,
+                                 double lr, const attn_optim_range *ranges, int nranges,
+                                 double *norm) {
+    if (!o) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_optim_step: optimizer is NULL");
+    const double total = attn_optim_grad_norm(grads, o->n);
+    if (norm) *norm = total;
+    /* The norm is finite exactly when every gradient is (squares summed in double cannot
+     * overflow for float inputs): only then is the slower scan that names the bad one needed. */
+    if (!isfinite(total)) {
+        attn_status s = attn_optim_check_finite(grads, o->n, ranges, nranges, NULL);
+        if (s) return s;
+    }
+    return step_scaled(o, params, grads, clip_coef(total, max_norm), lr);
 }
