@@ -41,16 +41,36 @@ int pthread_create(pthread_t *restrict t, const pthread_attr_t *restrict a, void
     return next(t, a, f, arg);
 }
 
-/* Threads created by `calls` more runs of what warm-up ran once. */
-#define COUNT_CREATED(calls, warm_up, body)                                                      \
-    do {                                                                                         \
-        warm_up;                                                                                 \
-        const int before_ = atomic_load(&n_created);                                             \
-        for (int call_ = 0; call_ < (calls); call_++) body;                                      \
-        created = atomic_load(&n_created) - before_;                                             \
-    } while (0)
+/* Runs run(ctx) once (the team is built), then `calls` more times at 2 threads, and requires
+ * that those create no thread. */
+static void expect_no_new_threads(const char *what, int calls, void (*run)(void *), void *ctx) {
+    attn_set_num_threads(2);
+    run(ctx);
+    const int before = atomic_load(&n_created);
+    for (int i = 0; i < calls; i++) run(ctx);
+    const int created = atomic_load(&n_created) - before;
+    attn_set_num_threads(1);
+    printf("  %d %s at 2 threads: %d threads created\n", calls, what, created);
+    assert_int_equal(created, 0);
+    /* The counting itself works: the team's worker was created through it. */
+    assert_true(atomic_load(&n_created) >= 1);
+}
 
-/* One text per call (B = 1: the kernels' own threads) through attn_embed_encode. */
+static int n_calls(int plain) { return tu_valgrind() ? 1 : plain; }
+
+/* ---- one text per call (B = 1: the kernels' own threads) through attn_embed_encode ---- */
+
+typedef struct {
+    attn_embed *e;
+    const char *text[1];
+    float out[1024];
+} embed_case;
+
+static void embed_run(void *ctx) {
+    embed_case *c = ctx;
+    assert_int_equal(attn_embed_encode(c->e, 1, c->text, NULL, c->out), ATTN_STATUS_OK);
+}
+
 static void test_embed_single(void **state) {
     (void)state;
     if (tu_valgrind()) { /* the 90 MB model; test_embed runs the same path under valgrind */
@@ -64,112 +84,100 @@ static void test_embed_single(void **state) {
     const char *model = json_string_value(json_object_get(s, "model_dir"));
     assert_non_null(model);
     attn_embed_options o = attn_embed_default_options();
-    attn_embed *e;
-    assert_int_equal(attn_embed_load(model, &o, &e), ATTN_STATUS_OK);
-    const char *text[1] = {"The quick brown fox jumps over the lazy dog while the cat watches "
-                           "from the warm windowsill in the afternoon sun."};
-    float out[1024];
-    assert_true(attn_embed_get_info(e)->dim <= 1024);
-    attn_set_num_threads(2);
-    int created = 0;
-    COUNT_CREATED(tu_valgrind() ? 2 : 10,
-                  assert_int_equal(attn_embed_encode(e, 1, text, NULL, out), ATTN_STATUS_OK),
-                  assert_int_equal(attn_embed_encode(e, 1, text, NULL, out), ATTN_STATUS_OK));
-    attn_set_num_threads(1);
-    printf("  single texts at 2 threads: %d threads created\n", created);
-    assert_int_equal(created, 0);
-    attn_embed_free(e);
+    embed_case c = {.text = {"The quick brown fox jumps over the lazy dog while the cat watches "
+                             "from the warm windowsill in the afternoon sun."}};
+    assert_int_equal(attn_embed_load(model, &o, &c.e), ATTN_STATUS_OK);
+    assert_true(attn_embed_get_info(c.e)->dim <= 1024);
+    expect_no_new_threads("single texts", 10, embed_run, &c);
+    attn_embed_free(c.e);
     json_decref(s);
 }
 
-/* A BERT training step with one sequence (the attention backward's B = 1 case). */
+/* ---- a BERT training step with one sequence (the attention backward's B = 1 case) ---- */
+
+typedef struct {
+    attn_bert_model *m;
+    attn_bert_state *st;
+    int32_t ids[48], labels[48], len;
+} bert_case;
+
+static void bert_run(void *ctx) {
+    bert_case *c = ctx;
+    float loss;
+    attn_bert_set_train(c->st, true, 1, 0);
+    assert_int_equal(attn_bert_forward(c->m, c->st, 1, 48, c->ids, NULL, &c->len, NULL),
+                     ATTN_STATUS_OK);
+    assert_int_equal(attn_bert_mlm_loss(c->m, c->st, c->labels, &loss), ATTN_STATUS_OK);
+    attn_bert_zero_grad(c->m);
+    assert_int_equal(attn_bert_backward(c->m, c->st), ATTN_STATUS_OK);
+}
+
 static void test_bert_train_single(void **state) {
     (void)state;
-    attn_bert_config c = attn_bert_default_config();
-    c.vocab_size = 100, c.hidden_size = 256, c.num_hidden_layers = 1;
-    c.num_attention_heads = 4, c.intermediate_size = 1024, c.max_position_embeddings = 64;
-    c.hidden_dropout_prob = 0.0f;
-    attn_bert_model *m;
-    assert_int_equal(attn_bert_model_init(&c, 3, false, true, &m), ATTN_STATUS_OK);
-    attn_bert_state *st;
-    assert_int_equal(attn_bert_state_init(m, 1, 48, &st), ATTN_STATUS_OK);
-    int32_t ids[48], labels[48], len = 48;
-    for (int t = 0; t < 48; t++) ids[t] = 5 + t, labels[t] = t % 3 ? ATTN_BERT_IGNORE_INDEX : 7;
-    attn_set_num_threads(2);
-    attn_bert_set_train(st, true, 1, 0);
-    float loss;
-    int created = 0;
-#define STEP                                                                                     \
-    do {                                                                                         \
-        assert_int_equal(attn_bert_forward(m, st, 1, 48, ids, NULL, &len, NULL), ATTN_STATUS_OK); \
-        assert_int_equal(attn_bert_mlm_loss(m, st, labels, &loss), ATTN_STATUS_OK);              \
-        attn_bert_zero_grad(m);                                                                  \
-        assert_int_equal(attn_bert_backward(m, st), ATTN_STATUS_OK);                             \
-    } while (0)
-    COUNT_CREATED(tu_valgrind() ? 1 : 4, STEP, STEP);
-#undef STEP
-    attn_set_num_threads(1);
-    printf("  BERT steps with one sequence at 2 threads: %d threads created\n", created);
-    assert_int_equal(created, 0);
-    attn_bert_state_free(st);
-    attn_bert_model_free(m);
+    attn_bert_config cfg = attn_bert_default_config();
+    cfg.vocab_size = 100, cfg.hidden_size = 256, cfg.num_hidden_layers = 1;
+    cfg.num_attention_heads = 4, cfg.intermediate_size = 1024, cfg.max_position_embeddings = 64;
+    cfg.hidden_dropout_prob = 0.0f;
+    bert_case c = {.len = 48};
+    assert_int_equal(attn_bert_model_init(&cfg, 3, false, true, &c.m), ATTN_STATUS_OK);
+    assert_int_equal(attn_bert_state_init(c.m, 1, 48, &c.st), ATTN_STATUS_OK);
+    for (int t = 0; t < 48; t++)
+        c.ids[t] = 5 + t, c.labels[t] = t % 3 ? ATTN_BERT_IGNORE_INDEX : 7;
+    expect_no_new_threads("BERT steps with one sequence", n_calls(4), bert_run, &c);
+    attn_bert_state_free(c.st);
+    attn_bert_model_free(c.m);
 }
 
-static attn_encdec_model *wide_encdec(void) {
-    attn_encdec_config c = attn_encdec_default_config();
-    c.src_vocab = c.tgt_vocab = 64;
-    c.d_model = 256, c.n_head = 4, c.d_ff = 1024, c.n_enc_layers = 1, c.n_dec_layers = 1;
-    c.max_len = 32, c.dropout = 0.0f;
+/* ---- one sentence through attn_translate_many (one batch: the caller's thread alone, the
+ * kernels' threads inside), and a translation training step with one pair (one replica) ---- */
+
+typedef struct {
     attn_encdec_model *m;
-    assert_int_equal(attn_encdec_model_init(&c, 5, &m), ATTN_STATUS_OK);
-    return m;
+    attn_translate_session *s;
+    attn_translate_options o;
+    attn_encdec_trainer *t;
+    int32_t src[24], tin[24], tout[24], ids[12], len, olen;
+} encdec_case;
+
+static void translate_run(void *ctx) {
+    encdec_case *c = ctx;
+    const int32_t *srcs[1] = {c->src};
+    assert_int_equal(attn_translate_many(c->s, &c->o, 1, srcs, &c->len, 12, c->ids, &c->olen, NULL),
+                     ATTN_STATUS_OK);
 }
 
-/* One sentence through attn_translate_many (one batch: the caller's thread alone, the kernels'
- * threads inside), and a translation training step with one sentence pair (one replica). */
+static void encdec_train_run(void *ctx) {
+    encdec_case *c = ctx;
+    float loss;
+    memset(c->m->grads, 0, c->m->num_params * sizeof(float));
+    assert_int_equal(attn_encdec_train_step(c->t, true, 1, 0, 1, 24, 24, c->src, &c->len, c->tin,
+                                            &c->len, c->tout, 0.0f, &loss),
+                     ATTN_STATUS_OK);
+}
+
 static void test_encdec_single(void **state) {
     (void)state;
-    attn_encdec_model *m = wide_encdec();
-    attn_translate_session *s;
-    assert_int_equal(attn_translate_session_init(m, 4, 4, 24, 24, &s), ATTN_STATUS_OK);
-    int32_t src[24], len = 24;
-    for (int t = 0; t < 24; t++) src[t] = t == 23 ? 3 : 4 + (t * 7) % 60; /* 3 = </s> */
-    const int32_t *srcs[1] = {src};
-    attn_translate_options o = attn_translate_default_options();
-    o.max_len = 12, o.max_len_a = 0;
-    int32_t ids[12], olen;
-    attn_set_num_threads(2);
-    int created = 0;
-#define TRANSLATE                                                                                \
-    assert_int_equal(attn_translate_many(s, &o, 1, srcs, &len, 12, ids, &olen, NULL),            \
-                     ATTN_STATUS_OK)
-    COUNT_CREATED(tu_valgrind() ? 1 : 4, TRANSLATE, TRANSLATE);
-#undef TRANSLATE
-    printf("  one-sentence translations at 2 threads: %d threads created\n", created);
-    assert_int_equal(created, 0);
-
-    attn_encdec_trainer *t;
-    assert_int_equal(attn_encdec_trainer_init(m, 1, 24, 24, 2, &t), ATTN_STATUS_OK);
-    int32_t tin[24], tout[24], tlen = 24;
-    for (int k = 0; k < 24; k++) tin[k] = 4 + (k * 5) % 60, tout[k] = 4 + (k * 11) % 60;
-    float loss;
-#define STEP                                                                                     \
-    do {                                                                                         \
-        memset(m->grads, 0, m->num_params * sizeof(float));                                      \
-        assert_int_equal(attn_encdec_train_step(t, true, 1, 0, 1, 24, 24, src, &len, tin, &tlen, \
-                                                tout, 0.0f, &loss),                              \
-                         ATTN_STATUS_OK);                                                        \
-    } while (0)
-    COUNT_CREATED(tu_valgrind() ? 1 : 4, STEP, STEP);
-#undef STEP
-    attn_set_num_threads(1);
-    printf("  one-pair training steps at 2 threads: %d threads created\n", created);
-    assert_int_equal(created, 0);
-    /* The counting itself works: the team's worker was created through it. */
-    assert_true(atomic_load(&n_created) >= 1);
-    attn_encdec_trainer_free(t);
-    attn_translate_session_free(s);
-    attn_encdec_model_free(m);
+    attn_encdec_config cfg = attn_encdec_default_config();
+    cfg.src_vocab = cfg.tgt_vocab = 64;
+    cfg.d_model = 256, cfg.n_head = 4, cfg.d_ff = 1024, cfg.n_enc_layers = 1;
+    cfg.n_dec_layers = 1, cfg.max_len = 32, cfg.dropout = 0.0f;
+    encdec_case c = {.len = 24, .o = attn_translate_default_options()};
+    c.o.max_len = 12, c.o.max_len_a = 0;
+    assert_int_equal(attn_encdec_model_init(&cfg, 5, &c.m), ATTN_STATUS_OK);
+    assert_int_equal(attn_translate_session_init(c.m, 4, 4, 24, 24, &c.s), ATTN_STATUS_OK);
+    /* Capacity 2 rows, 2 replicas: a 1-row step leaves one replica working (with capacity 1
+     * the trainer has one replica and takes its plain path). */
+    assert_int_equal(attn_encdec_trainer_init(c.m, 2, 24, 24, 2, &c.t), ATTN_STATUS_OK);
+    assert_int_equal(attn_encdec_trainer_replicas(c.t), 2);
+    for (int k = 0; k < 24; k++) {
+        c.src[k] = k == 23 ? 3 : 4 + (k * 7) % 60; /* 3 = </s> */
+        c.tin[k] = 4 + (k * 5) % 60, c.tout[k] = 4 + (k * 11) % 60;
+    }
+    expect_no_new_threads("one-sentence translations", n_calls(4), translate_run, &c);
+    expect_no_new_threads("one-pair training steps", n_calls(4), encdec_train_run, &c);
+    attn_encdec_trainer_free(c.t);
+    attn_translate_session_free(c.s);
+    attn_encdec_model_free(c.m);
 }
 
 int main(void) {
