@@ -303,7 +303,7 @@ static attn_status self_attention(attn_translate_session *s, int l) {
     ATTN_TRY(sub_input(s, W->ln1_w, W->ln1_b, &in));
     /* q|k|v (N, 3C) in one GEMM: w_q, w_k, w_v are adjacent rows of one (3C, C) matrix. */
     ATTN_TRY(attn_gemm(false, false, N, 3 * C, C, 1.0f, in, C, s->wt_qkv[l], 3 * C, 0.0f, s->qkv,
-                  3 * C, w->b_q, ATTN_ACT_NONE));
+                       3 * C, w->b_q, ATTN_ACT_NONE));
     float *kc = s->kc[l], *vc = s->vc[l];
     for (int n = 0; n < N; n++) {
         const float *row = s->qkv + (size_t)n * 3 * C;
@@ -329,7 +329,7 @@ static attn_status cross_attention(attn_translate_session *s, int l) {
     const float *in;
     ATTN_TRY(sub_input(s, W->ln2_w, W->ln2_b, &in));
     ATTN_TRY(attn_gemm(false, false, N, C, C, 1.0f, in, C, s->wt_cq[l], C, 0.0f, s->qkv, C, w->b_q,
-                  ATTN_ACT_NONE));
+                       ATTN_ACT_NONE));
     /* A sentence's R hypotheses are R queries (rows j·R .. j·R+R−1) over its own source. */
     attn_attention_params p = attn_attention_default_params(s->S, s->H, s->R, s->Ts, C / s->H);
     p.kv_len = s->src_len;
@@ -347,11 +347,11 @@ static attn_status feed_forward(attn_translate_session *s, int l) {
     ATTN_TRY(sub_input(s, W->ln3_w, W->ln3_b, &in));
     if (s->m->cfg.activation == ATTN_ENCDEC_RELU) {
         ATTN_TRY(attn_gemm(false, false, N, F, C, 1.0f, in, C, s->wt_f1[l], F, 0.0f, s->ff, F,
-                      W->ff1_b, ATTN_ACT_RELU));
+                           W->ff1_b, ATTN_ACT_RELU));
     } else {
         /* As the training forward: bias GEMM, then exact-erf GELU (same rounding). */
         ATTN_TRY(attn_gemm(false, false, N, F, C, 1.0f, in, C, s->wt_f1[l], F, 0.0f, s->ff, F,
-                      W->ff1_b, ATTN_ACT_NONE));
+                           W->ff1_b, ATTN_ACT_NONE));
         ATTN_TRY(attn_act_forward(ATTN_ACT_GELU_ERF, (size_t)N * F, s->ff, s->ff));
     }
     ATTN_TRY(attn_gemm(false, false, N, C, F, 1.0f, s->ff, F, s->wt_f2[l], C, 0.0f, s->y, C,
@@ -390,11 +390,11 @@ attn_status attn_translate_step(attn_translate_session *s, const int32_t *tokens
     const float *yout = s->x;
     if (m->cfg.pre_ln) {
         ATTN_TRY(attn_layernorm_forward(N, C, s->x, m->w.dec_ln_w, m->w.dec_ln_b,
-                                   m->cfg.layer_norm_eps, s->h, NULL, NULL));
+                                        m->cfg.layer_norm_eps, s->h, NULL, NULL));
         yout = s->h;
     }
     ATTN_TRY(attn_gemm(false, false, N, V, C, 1.0f, yout, C, s->wt_out, V, 0.0f, s->logits, V,
-                  m->w.out_b, ATTN_ACT_NONE));
+                       m->w.out_b, ATTN_ACT_NONE));
     s->t = t + 1;
     return ATTN_STATUS_OK;
 }
@@ -796,7 +796,7 @@ static attn_status greedy(attn_translate_session *s, const attn_translate_option
             int32_t *h = s->hist + (size_t)n * s->capT;
             if (s->tok[n] == eos) {
                 ATTN_TRY(emit(s, b, h, t, s->score[n] / lp(o, t + 1), max_out, out_ids, out_len,
-                         out_score));
+                              out_score));
                 continue;
             }
             h[t] = s->tok[n];
@@ -877,7 +877,7 @@ static attn_status beam(attn_translate_session *s, const attn_translate_options 
                 best = i;
         const size_t k = (size_t)b * s->capK + best;
         ATTN_TRY(emit(s, b, s->fin_ids + k * s->capT, s->fin_len[k], s->fin_score[k], max_out,
-                 out_ids, out_len, out_score));
+                      out_ids, out_len, out_score));
     }
     return ATTN_STATUS_OK;
 }
@@ -905,7 +905,7 @@ attn_status attn_translate(attn_translate_session *s, const attn_translate_optio
      * batch has at least FIRST_ROWS_MIN sentences (see beam). */
     const bool greedy_path = o->beam_size == 1 && !o->always_beam;
     ATTN_TRY(attn_translate_begin(s, B, Ts, src, src_len,
-                             greedy_path || B >= FIRST_ROWS_MIN ? 1 : o->beam_size));
+                                  greedy_path || B >= FIRST_ROWS_MIN ? 1 : o->beam_size));
     for (int b = 0; b < B; b++) s->lim[b] = length_limit(s, o, src_len[b]);
     attn_status st = greedy_path
                          ? greedy(s, o, B, max_out, out_ids, out_len, out_score)

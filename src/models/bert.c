@@ -516,7 +516,8 @@ static attn_status embed(const attn_bert_model *m, attn_bert_state *st, bool tra
         for (int i = 0; i < C; i++) y[i] = we[i] + pe[i] + te[i];
     }
     ATTN_TRY(attn_layernorm_forward(M, C, sum, m->w.emb_ln_w, m->w.emb_ln_b, c->layer_norm_eps,
-                               st->x0, train ? st->emb_mean : NULL, train ? st->emb_rstd : NULL));
+                                    st->x0, train ? st->emb_mean : NULL,
+                                    train ? st->emb_rstd : NULL));
     drop(st, SITE_EMB, (size_t)M * C, st->x0);
     return ATTN_STATUS_OK;
 }
@@ -666,12 +667,12 @@ static attn_status layer_forward(const attn_bert_model *m, attn_bert_state *st, 
                                 : NULL;
     /* Fused QKV projection: W_q, W_k, W_v adjacent form one (3C, C) matrix, biases one (3C). */
     ATTN_TRY(dense_p(M, 3 * C, C, x, W->attn.w_q, P ? &P->qkv : NULL, 0.0f, A->qkv, W->attn.b_q,
-                ATTN_ACT_NONE));
+                     ATTN_ACT_NONE));
     ATTN_TRY(attention(m, st, A, l));
     ATTN_TRY(dense_residual(st, M, C, C, A->ctx, W->attn.w_o, P ? &P->o : NULL, W->attn.b_o, x,
                             A->r1, SITE_ATTN(l)));
     ATTN_TRY(attn_layernorm_forward(M, C, A->r1, W->attn_ln_w, W->attn_ln_b, eps, A->x1,
-                               train ? A->mean1 : NULL, train ? A->rstd1 : NULL));
+                                    train ? A->mean1 : NULL, train ? A->rstd1 : NULL));
     if (train) {
         /* The activation's derivative needs the pre-activation: keep u. */
         ATTN_TRY(dense(M, F, C, A->x1, W->inter_w, 0.0f, A->u, W->inter_b, ATTN_ACT_NONE));
@@ -679,10 +680,10 @@ static attn_status layer_forward(const attn_bert_model *m, attn_bert_state *st, 
     } else {
         /* bias + activation fused into the GEMM epilogue */
         ATTN_TRY(dense_p(M, F, C, A->x1, W->inter_w, P ? &P->inter : NULL, 0.0f, A->h, W->inter_b,
-                    c->hidden_act));
+                         c->hidden_act));
     }
     ATTN_TRY(dense_residual(st, M, C, F, A->h, W->out_w, P ? &P->out : NULL, W->out_b, A->x1, A->r2,
-                       SITE_FFN(l)));
+                            SITE_FFN(l)));
     return attn_layernorm_forward(M, C, A->r2, W->out_ln_w, W->out_ln_b, eps, A->x2,
                                   train ? A->mean2 : NULL, train ? A->rstd2 : NULL);
 }
@@ -990,9 +991,9 @@ attn_status attn_bert_mlm_loss(const attn_bert_model *m, attn_bert_state *st,
         memcpy(st->mlm_in + (size_t)i * C, st->out + (size_t)st->lab_row[i] * C,
                (size_t)C * sizeof(float));
     ATTN_TRY(mlm_head(m, n, st->mlm_in, st->mlm_u, st->mlm_a, st->mlm_t, st->mlm_mean, st->mlm_rstd,
-                 st->dlogits));
+                      st->dlogits));
     ATTN_TRY(attn_cross_entropy(n, V, st->dlogits, st->lab_tgt, ATTN_BERT_IGNORE_INDEX, 0.0f, loss,
-                           st->dlogits));
+                                st->dlogits));
     st->has_loss = st->fwd_train;
     return ATTN_STATUS_OK;
 }
@@ -1048,21 +1049,21 @@ static attn_status layer_backward(attn_bert_model *m, attn_bert_state *st, int l
         df = s2;
     }
     ATTN_TRY(attn_gemm(false, false, M, F, C, 1.0f, df, C, W->out_w, F, 0.0f, gh, F, NULL,
-                  ATTN_ACT_NONE));
+                       ATTN_ACT_NONE));
     ATTN_TRY(attn_gemm(true, false, C, F, M, 1.0f, df, C, A->h, F, 1.0f, Gw->out_w, F, NULL,
-                  ATTN_ACT_NONE));
+                       ATTN_ACT_NONE));
     colsum_add(M, C, df, Gw->out_b);
     ATTN_TRY(attn_act_backward(c->hidden_act, (size_t)M * F, A->u, gh, gh));
     ATTN_TRY(attn_gemm(true, false, F, C, M, 1.0f, gh, F, A->x1, C, 1.0f, Gw->inter_w, C, NULL,
-                  ATTN_ACT_NONE));
+                       ATTN_ACT_NONE));
     colsum_add(M, F, gh, Gw->inter_b);
     /* d x1 = s1 (residual) + gh · W_inter */
     ATTN_TRY(attn_gemm(false, false, M, C, F, 1.0f, gh, F, W->inter_w, C, 1.0f, s1, C, NULL,
-                  ATTN_ACT_NONE));
+                       ATTN_ACT_NONE));
 
     /* x1 = LN(r1), r1 = x + drop(ctx Woᵀ + b) */
     ATTN_TRY(attn_layernorm_backward(M, C, A->r1, W->attn_ln_w, A->mean1, A->rstd1, s1, s3,
-                                Gw->attn_ln_w, Gw->attn_ln_b));
+                                     Gw->attn_ln_w, Gw->attn_ln_b));
     const float *dout = s3;
     if (dropping(st)) {
         memcpy(s2, s3, n * sizeof(float));
@@ -1070,13 +1071,13 @@ static attn_status layer_backward(attn_bert_model *m, attn_bert_state *st, int l
         dout = s2;
     }
     ATTN_TRY(attn_gemm(false, false, M, C, C, 1.0f, dout, C, W->attn.w_o, C, 0.0f, s1, C, NULL,
-                  ATTN_ACT_NONE));
+                       ATTN_ACT_NONE));
     ATTN_TRY(attn_gemm(true, false, C, C, M, 1.0f, dout, C, A->ctx, C, 1.0f, Gw->attn.w_o, C, NULL,
-                  ATTN_ACT_NONE));
+                       ATTN_ACT_NONE));
     colsum_add(M, C, dout, Gw->attn.b_o);
     ATTN_TRY(attention_backward(m, st, A, s1, st->dqkv));
     ATTN_TRY(attn_gemm(true, false, 3 * C, C, M, 1.0f, st->dqkv, 3 * C, x, C, 1.0f, Gw->attn.w_q, C,
-                  NULL, ATTN_ACT_NONE));
+                       NULL, ATTN_ACT_NONE));
     colsum_add(M, 3 * C, st->dqkv, Gw->attn.b_q);
     /* d x = s3 (residual) + dqkv · W_qkv */
     memcpy(G, s3, n * sizeof(float));
@@ -1112,7 +1113,7 @@ attn_status attn_bert_backward(attn_bert_model *m, attn_bert_state *st) {
     if (n > 0) {
         /* logits = t · W_decᵀ + bias */
         ATTN_TRY(attn_gemm(true, false, V, C, n, 1.0f, st->dlogits, V, st->mlm_t, C, 1.0f,
-                      m->g.mlm_decoder_w, C, NULL, ATTN_ACT_NONE));
+                           m->g.mlm_decoder_w, C, NULL, ATTN_ACT_NONE));
         colsum_add(n, V, st->dlogits, m->g.mlm_bias);
         /* d1 (n, C) = dlogits · W_dec; then back through t = LN(a), a = act(u),
          * u = in · W_denseᵀ + b, into the gathered rows of G. */

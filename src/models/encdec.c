@@ -603,11 +603,11 @@ static attn_status sub_run(const attn_encdec_state *st, const sublayer *S, int B
     if (st->cfg.activation == ATTN_ENCDEC_RELU) {
         /* ReLU fused into the GEMM epilogue: backward recovers relu' from h (h > 0 iff u > 0). */
         ATTN_TRY(attn_gemm(false, true, M, F, C, 1.0f, in, C, S->w1, C, 0.0f, S->h, F, S->b1,
-                      ATTN_ACT_RELU));
+                           ATTN_ACT_RELU));
     } else {
         /* GELU's derivative needs the pre-activation, so keep u and activate separately. */
         ATTN_TRY(attn_gemm(false, true, M, F, C, 1.0f, in, C, S->w1, C, 0.0f, S->u, F, S->b1,
-                      ATTN_ACT_NONE));
+                           ATTN_ACT_NONE));
         ATTN_TRY(attn_act_forward(ATTN_ACT_GELU_ERF, (size_t)M * F, S->u, S->h));
     }
     return attn_gemm(false, true, M, C, F, 1.0f, S->h, F, S->w2, F, 0.0f, y, C, S->b2,
@@ -658,17 +658,17 @@ static attn_status sub_grad(attn_encdec_state *st, const sublayer *S, int B, int
         return ATTN_STATUS_OK;
     }
     float *gh = st->gh; /* (M, F) */
-    ATTN_TRY(attn_gemm(false, false, M, F, C, 1.0f, dy, C, S->w2, F, 0.0f, gh, F, NULL,
-                  ATTN_ACT_NONE));
+    ATTN_TRY(
+        attn_gemm(false, false, M, F, C, 1.0f, dy, C, S->w2, F, 0.0f, gh, F, NULL, ATTN_ACT_NONE));
     ATTN_TRY(attn_gemm(true, false, C, F, M, 1.0f, dy, C, S->h, F, 1.0f, S->gw2, F, NULL,
-                  ATTN_ACT_NONE));
+                       ATTN_ACT_NONE));
     colsum_add(M, C, dy, S->gb2);
     if (st->cfg.activation == ATTN_ENCDEC_RELU)
         ATTN_TRY(attn_act_backward(ATTN_ACT_RELU, (size_t)M * F, S->h, gh, gh));
     else
         ATTN_TRY(attn_act_backward(ATTN_ACT_GELU_ERF, (size_t)M * F, S->u, gh, gh));
-    ATTN_TRY(attn_gemm(true, false, F, C, M, 1.0f, gh, F, in, C, 1.0f, S->gw1, C, NULL,
-                  ATTN_ACT_NONE));
+    ATTN_TRY(
+        attn_gemm(true, false, F, C, M, 1.0f, gh, F, in, C, 1.0f, S->gw1, C, NULL, ATTN_ACT_NONE));
     colsum_add(M, F, gh, S->gb1);
     return attn_gemm(false, false, M, C, F, 1.0f, gh, F, S->w1, C, 0.0f, din, C, NULL,
                      ATTN_ACT_NONE);
@@ -686,7 +686,7 @@ static attn_status sub_backward(attn_encdec_state *st, const sublayer *S, int B,
     float *dres = G;
     if (!pre) {
         ATTN_TRY(attn_layernorm_backward(M, C, A->res, S->ln_w, A->mean, A->rstd, G, s1, S->gln_w,
-                                    S->gln_b));
+                                         S->gln_b));
         dres = s1;
     }
     const float *dsub = dres;
@@ -700,7 +700,7 @@ static attn_status sub_backward(attn_encdec_state *st, const sublayer *S, int B,
         for (size_t i = 0; i < n; i++) G[i] = s1[i] + s3[i];
     } else {
         ATTN_TRY(attn_layernorm_backward(M, C, x, S->ln_w, A->mean, A->rstd, s3, s1, S->gln_w,
-                                    S->gln_b));
+                                         S->gln_b));
         for (size_t i = 0; i < n; i++) G[i] += s1[i];
     }
     return ATTN_STATUS_OK;
@@ -800,8 +800,8 @@ static attn_status run_encoder(const attn_encdec_model *m, attn_encdec_state *st
         }
     if (c->pre_ln)
         ATTN_TRY(attn_layernorm_forward(Ms, C, enc_input(st, c->n_enc_layers, 0), m->w.enc_ln_w,
-                                   m->w.enc_ln_b, c->layer_norm_eps, st->enc_f.ln,
-                                   st->enc_f.mean, st->enc_f.rstd));
+                                        m->w.enc_ln_b, c->layer_norm_eps, st->enc_f.ln,
+                                        st->enc_f.mean, st->enc_f.rstd));
     return ATTN_STATUS_OK;
 }
 
@@ -871,8 +871,8 @@ attn_status attn_encdec_forward(const attn_encdec_model *m, attn_encdec_state *s
         }
     if (c->pre_ln)
         ATTN_TRY(attn_layernorm_forward(Mt, C, dec_input(st, c->n_dec_layers, 0), m->w.dec_ln_w,
-                                   m->w.dec_ln_b, eps, st->dec_f.ln, st->dec_f.mean,
-                                   st->dec_f.rstd));
+                                        m->w.dec_ln_b, eps, st->dec_f.ln, st->dec_f.mean,
+                                        st->dec_f.rstd));
 
     /* Output projection (Mt, Vt). */
     ATTN_TRY(attn_gemm(false, true, Mt, c->tgt_vocab, C, 1.0f, dec_output(st), C, m->w.out_w, C,
@@ -911,12 +911,12 @@ attn_status attn_encdec_backward(attn_encdec_model *m, attn_encdec_state *st) {
     ATTN_TRY(attn_gemm(false, false, Mt, C, V, 1.0f, st->dlogits, V, m->w.out_w, C, 0.0f, G, C,
                        NULL, ATTN_ACT_NONE));
     ATTN_TRY(attn_gemm(true, false, V, C, Mt, 1.0f, st->dlogits, V, y, C, 1.0f, m->g.out_w, C, NULL,
-                  ATTN_ACT_NONE));
+                       ATTN_ACT_NONE));
     colsum_add(Mt, V, st->dlogits, m->g.out_b);
     if (c->pre_ln) {
         ATTN_TRY(attn_layernorm_backward(Mt, C, dec_input(st, c->n_dec_layers, 0), m->w.dec_ln_w,
-                                    st->dec_f.mean, st->dec_f.rstd, G, st->gbuf[1],
-                                    m->g.dec_ln_w, m->g.dec_ln_b));
+                                         st->dec_f.mean, st->dec_f.rstd, G, st->gbuf[1],
+                                         m->g.dec_ln_w, m->g.dec_ln_b));
         memcpy(G, st->gbuf[1], (size_t)Mt * C * sizeof(float));
     }
 
@@ -934,8 +934,8 @@ attn_status attn_encdec_backward(attn_encdec_model *m, attn_encdec_state *st) {
     /* Encoder. */
     if (c->pre_ln) {
         ATTN_TRY(attn_layernorm_backward(Ms, C, enc_input(st, c->n_enc_layers, 0), m->w.enc_ln_w,
-                                    st->enc_f.mean, st->enc_f.rstd, st->g_enc, G, m->g.enc_ln_w,
-                                    m->g.enc_ln_b));
+                                         st->enc_f.mean, st->enc_f.rstd, st->g_enc, G,
+                                         m->g.enc_ln_w, m->g.enc_ln_b));
     } else {
         memcpy(G, st->g_enc, (size_t)Ms * C * sizeof(float));
     }
@@ -945,7 +945,7 @@ attn_status attn_encdec_backward(attn_encdec_model *m, attn_encdec_state *st) {
             ATTN_TRY(sub_backward(st, &S, B, Ms, enc_input(st, l, k), NULL, G));
         }
     ATTN_TRY(embed_backward(st, m->g.src_emb, c->src_vocab, m->g.enc_pos, st->src_ids, B, Ts,
-                       SITE_ENC_EMB, G));
+                            SITE_ENC_EMB, G));
     st->has_loss = false;
     return ATTN_STATUS_OK;
 }

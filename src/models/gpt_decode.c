@@ -160,7 +160,7 @@ static attn_status run_chunk(const attn_gpt_model *m, attn_gpt_kv *kv, int tq, c
             p.ldq = 3 * C;
             p.ldk = p.ldv = p.ldo = C;
             ATTN_TRY(attn_attention_forward(&p, q, kc, vc, kv->att + (size_t)b * tq * C, NULL,
-                                       probs_out ? kv->probs : NULL));
+                                            probs_out ? kv->probs : NULL));
             if (probs_out) {
                 /* (H, tq, Tk) of this chunk into (B, H, n_new, Tkf), Tkf = the cache length
                  * after the whole call; keys past Tk are masked for these queries: 0. */
@@ -181,7 +181,7 @@ static attn_status run_chunk(const attn_gpt_model *m, attn_gpt_kv *kv, int tq, c
         ATTN_TRY(attn_gemm(false, false, M, F, C, 1.0f, kv->a, C, W->fc_w, F, 0.0f, kv->h, F,
                            W->fc_b, c->activation));
         ATTN_TRY(attn_gemm(false, false, M, C, F, 1.0f, kv->h, F, W->mlp_proj_w, C, 1.0f, kv->x, C,
-                      W->mlp_proj_b, ATTN_ACT_NONE));
+                           W->mlp_proj_b, ATTN_ACT_NONE));
     }
     return ATTN_STATUS_OK;
 }

@@ -242,8 +242,9 @@ static void colsum_add(int rows, int cols, const float *a, int lda, float *out) 
 /* gW (n_out, cin) += d (rows, n_out, stride ldd)ᵀ · in (rows, cin); gb += colsum(d) */
 static attn_status linear_grad_w(int rows, int cin, int n_out, const float *d, int ldd,
                                  const float *in, float *gW, float *gb) {
-    if (gW) ATTN_TRY(attn_gemm(true, false, n_out, cin, rows, 1.0f, d, ldd, in, cin, 1.0f, gW, cin,
-                          NULL, ATTN_ACT_NONE));
+    if (gW)
+        ATTN_TRY(attn_gemm(true, false, n_out, cin, rows, 1.0f, d, ldd, in, cin, 1.0f, gW, cin,
+                           NULL, ATTN_ACT_NONE));
     if (gb) colsum_add(rows, n_out, d, ldd, gb);
     return ATTN_STATUS_OK;
 }
@@ -277,7 +278,7 @@ attn_status attn_mha_backward(const attn_mha_config *c, const attn_mha_weights *
     /* Attention. */
     attn_attention_params p = attention_params(c, B, Tq, Tk, mask, L);
     ATTN_TRY(attn_attention_backward(&p, P + L.q, P + L.k, P + L.v, st->ctx, st->lse, st->dctx,
-                                dP + L.q, dP + L.k, dP + L.v));
+                                     dP + L.q, dP + L.k, dP + L.v));
 
     /* Input projections. */
     if (self) {
@@ -308,7 +309,7 @@ attn_status attn_mha_backward(const attn_mha_config *c, const attn_mha_weights *
         bool gf = g->w_v == g->w_k + (size_t)HD * Ckv && (!c->bias || g->b_v == g->b_k + HD);
         if (gf) {
             ATTN_TRY(linear_grad_w(Mk, Ckv, 2 * HD, dP + L.k, 2 * HD, kv, g->w_k,
-                              c->bias ? g->b_k : NULL));
+                                   c->bias ? g->b_k : NULL));
         } else {
             ATTN_TRY(
                 linear_grad_w(Mk, Ckv, HD, dP + L.k, 2 * HD, kv, g->w_k, c->bias ? g->b_k : NULL));

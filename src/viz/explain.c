@@ -39,14 +39,14 @@ static attn_status run_pass(int T, int dm, int dk, const float *x, const float *
         return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "explain: out of memory for T=%d", T);
     /* q = x · W_Q etc.: x (T, dm) · W (dm, dk) */
     ATTN_TRY(attn_gemm(false, false, T, dk, dm, 1.0f, x, dm, wq, dk, 0.0f, p->q, dk, NULL,
-                  ATTN_ACT_NONE));
+                       ATTN_ACT_NONE));
     ATTN_TRY(attn_gemm(false, false, T, dk, dm, 1.0f, x, dm, wk, dk, 0.0f, p->k, dk, NULL,
-                  ATTN_ACT_NONE));
+                       ATTN_ACT_NONE));
     ATTN_TRY(attn_gemm(false, false, T, dk, dm, 1.0f, x, dm, wv, dk, 0.0f, p->v, dk, NULL,
-                  ATTN_ACT_NONE));
+                       ATTN_ACT_NONE));
     /* scores = q · kᵀ (T, T) */
     ATTN_TRY(attn_gemm(false, true, T, T, dk, 1.0f, p->q, dk, p->k, dk, 0.0f, p->scores, T, NULL,
-                  ATTN_ACT_NONE));
+                       ATTN_ACT_NONE));
     const float inv = 1.0f / sqrtf((float)dk);
     for (int i = 0; i < T; i++)
         for (int j = 0; j < T; j++)
