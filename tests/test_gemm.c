@@ -175,6 +175,28 @@ static void test_simd_vs_ref_blocked(void **state) {
     TU_END();
 }
 
+/* Every row count of the packed path's last panel: M from 9 to 9 + 2·14 covers remainders 1..14 of
+ * the AVX-512 kernel's 14-row panels and 1..6 of AVX2's 6-row ones (one kernel per row count),
+ * with both thread splits (M over threads, or N), odd N and K, beta, bias and an activation. */
+static void test_simd_vs_ref_every_row_count(void **state) {
+    (void)state;
+    TU_BEGIN();
+    tu_rng rng = {31337};
+    for (int th = 1; th <= 2; th++) {
+        attn_set_num_threads(th);
+        for (int M = 9; M <= 9 + 28; M++) {
+            /* 2 threads: big enough to be split (smaller under valgrind, still split) */
+            const int N = th == 1 ? 70 : tu_valgrind() ? 300 : 1031;
+            const int K = th == 1 ? 37 : tu_valgrind() ? 40 : 260;
+            gshape s = {M, N, K, M % 3 == 0, M % 2 == 0, 1.0f, M % 4 == 0 ? 1.0f : 0.0f,
+                        M % 5 != 0, (attn_act)(M % 4), 0};
+            compare_shape(&s, &rng);
+        }
+    }
+    attn_set_num_threads(1);
+    TU_END();
+}
+
 /* The small-M path (M <= 8: generation's one-token products, which stream B once from its own
  * layout with the columns split across threads): every M from 1 to 9 (9 takes the packed path),
  * both layouts of B, odd and vector-multiple N and K (K tails of the 4-row unroll and of the
@@ -387,6 +409,7 @@ int main(void) {
         cmocka_unit_test(test_simd_vs_ref_small),
         cmocka_unit_test(test_simd_vs_ref_variants),
         cmocka_unit_test(test_simd_vs_ref_blocked),
+        cmocka_unit_test(test_simd_vs_ref_every_row_count),
         cmocka_unit_test(test_simd_vs_ref_small_m),
         cmocka_unit_test(test_against_pytorch),
         cmocka_unit_test(test_bad_arguments),
