@@ -7,6 +7,7 @@
  *     micro-batches (grad_scale 1/2 added into the same buffer);
  *   - evaluation (attn_gpt_trainer_eval) against forward + loss;
  *   - a 6-step AdamW loss trajectory against the plain path;
+ *   - one trainer reused over steps of varying batch size against fresh trainers, bit for bit;
  *   - determinism (two runs bit-identical) and argument errors.
  * Tolerance: every tensor's gradient within 1e-5 of its own largest |entry| (+1e-9 absolute for
  * all-zero tensors), the loss within 1e-6 relative: the two paths differ only in the float32
@@ -252,6 +253,50 @@ static void test_trajectory(void **state) {
     assert_true(a[S - 1] < a[0]); /* it trains */
 }
 
+/* One trainer reused over steps of different batch sizes (replicas idle in some steps, a rejected
+ * step in between) gives, at every step, the gradients of a fresh trainer running that step
+ * alone, bit for bit: nothing of a step (the replicas' private gradients in particular) leaks
+ * into the next. */
+static void test_reuse(void **state) {
+    (void)state;
+    TU_BEGIN();
+    attn_gpt_model *m = small_model(0.1f, ATTN_ACT_GELU_TANH);
+    const int T = 8, V = m->cfg.vocab_size, sizes[] = {4, 1, 3, 2, 4};
+    float *got = malloc(m->num_params * sizeof(float));
+    attn_gpt_trainer *t;
+    assert_int_equal(attn_gpt_trainer_init(m, 4, T, 3, &t), ATTN_STATUS_OK);
+    int32_t x[32], y[32];
+    for (int s = 0; s < 5; s++) {
+        const int B = sizes[s];
+        make_batch(B, T, V, 500 + (uint64_t)s, s, x, y);
+        if (s == 2) { /* a rejected step first: nothing may change */
+            x[3] = V;
+            float l;
+            tu_expect_fail3(attn_gpt_train_step(t, true, 5, (uint64_t)s, B, T, x, y, 1.0f, &l),
+                            ATTN_STATUS_INVALID_ARGUMENT, "token id", NULL, NULL);
+            x[3] = 0;
+        }
+        float l1, l2;
+        attn_gpt_zero_grad(m);
+        assert_int_equal(attn_gpt_train_step(t, true, 5, (uint64_t)s, B, T, x, y, 1.0f, &l1),
+                         ATTN_STATUS_OK);
+        memcpy(got, m->grads, m->num_params * sizeof(float));
+        attn_gpt_trainer *fresh;
+        assert_int_equal(attn_gpt_trainer_init(m, 4, T, 3, &fresh), ATTN_STATUS_OK);
+        attn_gpt_zero_grad(m);
+        assert_int_equal(attn_gpt_train_step(fresh, true, 5, (uint64_t)s, B, T, x, y, 1.0f, &l2),
+                         ATTN_STATUS_OK);
+        attn_gpt_trainer_free(fresh);
+        printf("  step %d, B=%d: loss %.7f, fresh trainer %.7f\n", s, B, (double)l1, (double)l2);
+        assert_true(l1 == l2);
+        assert_memory_equal(got, m->grads, m->num_params * sizeof(float));
+    }
+    attn_gpt_trainer_free(t);
+    free(got);
+    attn_gpt_model_free(m);
+    TU_END();
+}
+
 static void test_errors(void **state) {
     (void)state;
     attn_gpt_model *m = small_model(0.0f, ATTN_ACT_GELU_TANH);
@@ -293,7 +338,7 @@ int main(void) {
         cmocka_unit_test(test_grads_even),     cmocka_unit_test(test_grads_uneven),
         cmocka_unit_test(test_grads_dropout),  cmocka_unit_test(test_grads_accumulation),
         cmocka_unit_test(test_eval),           cmocka_unit_test(test_trajectory),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_reuse),          cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

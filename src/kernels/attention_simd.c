@@ -469,14 +469,22 @@ static void fwd_block(const attn_attention_params *p, const tiling *t, int b, in
         const int jb = ATTN_MIN(t->bc, jend - j0);
         const tile g = make_tile(p, i0, ib, j0, jb);
         score_tile(p, t, &g, kb + (size_t)j0 * p->ldk, w->qt, w->st);
-        /* Online softmax, one vector of query lanes at a time. */
+        /* Online softmax, one vector of query lanes at a time. On a diagonal tile, key rows
+         * hidden from every lane of the vector (all -inf: they change neither the maximum nor
+         * the sum) are skipped, up to whole SUB groups: the PV product below reads a vector's
+         * entries only in groups where some lane of it sees a key, and those are all done. */
         for (int vv = 0; vv < t->nvq; vv++) {
             float *col = w->st + vv * AV_LEN;
+            int jl = jb;
+            if (g.diag) {
+                const long lim = (long)(vv + 1) * AV_LEN - g.hid0; /* rows < lim: some lane sees */
+                jl = lim <= 0 ? 0 : (int)ATTN_MIN((long)jb, (lim + SUB - 1) / SUB * SUB);
+            }
             av_f mold = av_load(w->m + vv * AV_LEN), mx = mold;
-            for (int jj = 0; jj < jb; jj++) mx = av_max(mx, av_load(col + (size_t)jj * br));
+            for (int jj = 0; jj < jl; jj++) mx = av_max(mx, av_load(col + (size_t)jj * br));
             av_f off = zero_if_neginf(mx);
             av_f sum = av_zero();
-            for (int jj = 0; jj < jb; jj++) {
+            for (int jj = 0; jj < jl; jj++) {
                 av_f e = exp2_neg(av_sub(av_load(col + (size_t)jj * br), off));
                 av_store(col + (size_t)jj * br, e);
                 sum = av_add(sum, e);

@@ -344,6 +344,20 @@ void ATTN_FN(attn_layernorm_backward)(int N, int C, const float *x, // (N, C)
 #define GELU_C 0.044715f
 #define INV_SQRT_2PI 0.39894228040143267794f
 
+/* exp(x) for x <= 0 (NaN passes): av_exp's reduction and polynomial, with 2^n applied by one
+ * vscalef on AVX-512 instead of building two powers of two and multiplying twice (the upper
+ * clamp is not needed either). Both round only once, into the subnormals where they must, so the
+ * values are av_exp's bit for bit (checked over the whole GELU input range). About 8 of its ~22
+ * vector operations fewer; the tanh-GELU kernels ran ~15-25% faster with it on Zen 4. */
+static inline vf exp_nonpos(vf x) {
+#if ATTN_ISA == 512
+    vf n, p = av_exp_reduce(v_max(v_set(-104.0f), x), &n);
+    return _mm512_scalef_ps(p, n);
+#else
+    return v_exp(x);
+#endif
+}
+
 /* GELU, tanh form, written through e = exp(-2|u|) (u = sqrt(2/pi)(x + 0.044715 x^3)) instead of
  * tanh itself: with s = 1/(1+e),
  *   0.5 (1 + tanh u) = s (u >= 0) or e s (u < 0),   1 - tanh^2 u = 4 e s^2,
@@ -351,8 +365,9 @@ void ATTN_FN(attn_layernorm_backward)(int N, int C, const float *x, // (N, C)
  * accuracy. u has the sign of x because 1 + 0.044715 x^2 > 0. */
 static inline vf gelu_tanh_parts(vf x, vf *e_out, vf *s_out) {
     vf x2 = v_mul(x, x);
-    vf u = v_mul(v_mul(x, v_set(SQRT_2_OVER_PI)), v_fma(x2, v_set(GELU_C), v_set(1.0f)));
-    vf e = v_exp(v_mul(v_abs(u), v_set(-2.0f)));
+    /* -2|u| = (-2 sqrt(2/pi)) |x| (1 + 0.044715 x^2) */
+    vf a = v_mul(v_abs(x), v_set(-2.0f * SQRT_2_OVER_PI));
+    vf e = exp_nonpos(v_mul(a, v_fma(x2, v_set(GELU_C), v_set(1.0f))));
     vf s = v_div(v_set(1.0f), v_add(v_set(1.0f), e));
     *e_out = e;
     *s_out = s;

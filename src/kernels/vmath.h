@@ -143,10 +143,9 @@ static inline float av_reduce_max(av_f a) {
  * Taylor series to r^7 (truncation < 1.5e-8 relative), times 2^n applied as two halves so that
  * n may run from -150 to 128: results overflow to +inf and underflow through the subnormals to
  * 0 (exp(-inf) = 0, as softmax masking needs) without special cases. NaN stays NaN. */
-static inline av_f av_exp(av_f x) {
-    /* Clamp so n fits the two half-scales; the clamped ends still give 0 and +inf. NaN passes
-     * (max/min return their second operand on NaN). */
-    av_f xc = av_min(av_set1(89.0f), av_max(av_set1(-104.0f), x));
+/* av_exp's core for a clamped xc: n = round(xc / ln2) and exp(r) = p, r = xc − n·ln2, so that
+ * exp(xc) = p · 2^n. */
+static inline av_f av_exp_reduce(av_f xc, av_f *n_out) {
     av_f n = av_round(av_mul(xc, av_set1(1.44269504088896341f)));
     av_f r = av_fnmadd(n, av_set1(0.693145751953125f), xc); /* ln2_hi: 16 significant bits */
     r = av_fnmadd(n, av_set1(1.42860682030941723212e-6f), r);
@@ -158,6 +157,15 @@ static inline av_f av_exp(av_f x) {
     p = av_fmadd(p, r, av_set1(0.5f));
     p = av_fmadd(p, r, av_set1(1.0f));
     p = av_fmadd(p, r, av_set1(1.0f));
+    *n_out = n;
+    return p;
+}
+
+static inline av_f av_exp(av_f x) {
+    /* Clamp so n fits the two half-scales; the clamped ends still give 0 and +inf. NaN passes
+     * (max/min return their second operand on NaN). */
+    av_f xc = av_min(av_set1(89.0f), av_max(av_set1(-104.0f), x));
+    av_f n, p = av_exp_reduce(xc, &n);
     av_f n1 = av_round(av_mul(n, av_set1(0.5f))); /* |n1|, |n - n1| <= 75 */
     return av_mul(av_mul(p, av_pow2i(n1)), av_pow2i(av_sub(n, n1)));
 }
