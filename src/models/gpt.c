@@ -28,12 +28,6 @@
 #include <omp.h>
 #endif
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        attn_status s_ = (expr);                                                                   \
-        if (s_) return s_;                                                                         \
-    } while (0)
-
 /* ---- parameter layout ---------------------------------------------------------------------- */
 
 typedef struct {
@@ -209,7 +203,7 @@ attn_status attn_gpt_alloc_grads(attn_gpt_model *m) {
 attn_status gpt_model_alloc(const attn_gpt_config *cfg, bool grads, attn_gpt_model **out) {
     if (!out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt: NULL output");
     *out = NULL;
-    TRY(attn_gpt_config_check(cfg)); /* TOO_LARGE happens here, before any allocation */
+    ATTN_TRY(attn_gpt_config_check(cfg)); /* TOO_LARGE happens here, before any allocation */
     attn_gpt_model *m = attn_calloc(sizeof *m);
     if (!m) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt: out of memory");
     m->cfg = *cfg;
@@ -241,7 +235,7 @@ attn_status gpt_model_alloc(const attn_gpt_config *cfg, bool grads, attn_gpt_mod
 }
 
 attn_status attn_gpt_model_init(const attn_gpt_config *cfg, uint64_t seed, attn_gpt_model **out) {
-    TRY(gpt_model_alloc(cfg, true, out));
+    ATTN_TRY(gpt_model_alloc(cfg, true, out));
     attn_gpt_init_params(*out, seed);
     return ATTN_STATUS_OK;
 }
@@ -431,40 +425,18 @@ struct attn_gpt_state {
     uint64_t *masks;            /* (2L + 1, mask_words) keep bits of each dropout site */
     size_t mask_words;          /* ceil(M·C / 64) */
     attn_gpt_capture cap;
-    void **allocs;
-    int n_allocs, cap_allocs;
-    bool oom;
+    attn_arena arena;             /* every buffer above */
 };
 
 static void *salloc_bytes(attn_gpt_state *st, size_t nbytes) {
-    if (st->oom) return NULL;
-    if (st->n_allocs == st->cap_allocs) {
-        int cap = st->cap_allocs ? 2 * st->cap_allocs : 64;
-        void **a = attn_alloc((size_t)cap * sizeof(void *));
-        if (!a) {
-            st->oom = true;
-            return NULL;
-        }
-        if (st->allocs) memcpy(a, st->allocs, (size_t)st->n_allocs * sizeof(void *));
-        attn_free(st->allocs);
-        st->allocs = a;
-        st->cap_allocs = cap;
-    }
-    void *p = attn_calloc(nbytes);
-    if (!p) {
-        st->oom = true;
-        return NULL;
-    }
-    st->allocs[st->n_allocs++] = p;
-    return p;
+    return attn_arena_calloc(&st->arena, nbytes);
 }
 
 static float *salloc(attn_gpt_state *st, size_t n) { return salloc_bytes(st, n * sizeof(float)); }
 
 void attn_gpt_state_free(attn_gpt_state *st) {
     if (!st) return;
-    for (int i = 0; i < st->n_allocs; i++) attn_free(st->allocs[i]);
-    attn_free(st->allocs);
+    attn_arena_free(&st->arena);
     attn_free(st);
 }
 
@@ -497,7 +469,7 @@ attn_status attn_gpt_state_init(const attn_gpt_model *m, int B, int T, attn_gpt_
     st->ids = salloc_bytes(st, Mz * sizeof(int32_t));
     st->x = salloc_bytes(st, (size_t)(L + 1) * sizeof(float *));
     st->a = salloc_bytes(st, (size_t)L * sizeof(block_acts));
-    if (st->oom) goto oom;
+    if (st->arena.oom) goto oom;
     for (int l = 0; l <= L; l++) st->x[l] = salloc(st, Mz * Cz);
     for (int l = 0; l < L; l++) {
         block_acts *a = &st->a[l];
@@ -524,7 +496,7 @@ attn_status attn_gpt_state_init(const attn_gpt_model *m, int B, int T, attn_gpt_
     st->gbig = salloc(st, Mz * ATTN_MAX(3 * Cz, Fz));
     st->mask_words = (Mz * Cz + 63) / 64;
     st->masks = salloc_bytes(st, (size_t)(2 * L + 1) * st->mask_words * sizeof(uint64_t));
-    if (st->oom) goto oom;
+    if (st->arena.oom) goto oom;
     *out = st;
     return ATTN_STATUS_OK;
 oom:
@@ -582,8 +554,8 @@ static attn_status branch_out(attn_gpt_state *st, uint32_t site, int M, int K, c
     const size_t n = (size_t)M * C;
     const float p = st->cfg.resid_pdrop;
     if (st->training && p > 0.0f) {
-        TRY(attn_gemm(false, false, M, C, K, 1.0f, A, K, W, C, 0.0f, st->tmp, C, bias,
-                      ATTN_ACT_NONE));
+        ATTN_TRY(attn_gemm(false, false, M, C, K, 1.0f, A, K, W, C, 0.0f, st->tmp, C, bias,
+                           ATTN_ACT_NONE));
         gpt_dropout_fwd(st->seed, st->step, site, p, drop_off(st), n, x, st->tmp, out,
                         site_mask(st, site));
         return ATTN_STATUS_OK;
@@ -610,7 +582,7 @@ attn_status attn_gpt_forward(const attn_gpt_model *m, attn_gpt_state *st, int B,
                          "supported in training by the fused attention kernel; set \"attn_pdrop\": "
                          "0 in config.json",
                          (double)c->attn_pdrop);
-    TRY(gpt_check_ids("gpt forward", c, B, T, ids));
+    ATTN_TRY(gpt_check_ids("gpt forward", c, B, T, ids));
     st->has_fwd = st->has_loss = false;
     st->B = B, st->T = T;
     memcpy(st->ids, ids, (size_t)B * T * sizeof(int32_t));
@@ -626,38 +598,38 @@ attn_status attn_gpt_forward(const attn_gpt_model *m, attn_gpt_state *st, int B,
     for (int l = 0; l < L; l++) {
         const attn_gpt_block *W = &m->w.h[l];
         block_acts *a = &st->a[l];
-        TRY(attn_layernorm_forward(M, C, st->x[l], W->ln_1_w, W->ln_1_b, eps, a->ln1, a->mean1,
-                                   a->rstd1));
-        TRY(attn_gemm(false, false, M, 3 * C, C, 1.0f, a->ln1, C, W->attn_w, 3 * C, 0.0f, a->qkv,
-                      3 * C, W->attn_b, ATTN_ACT_NONE));
+        ATTN_TRY(attn_layernorm_forward(M, C, st->x[l], W->ln_1_w, W->ln_1_b, eps, a->ln1, a->mean1,
+                                        a->rstd1));
+        ATTN_TRY(attn_gemm(false, false, M, 3 * C, C, 1.0f, a->ln1, C, W->attn_w, 3 * C, 0.0f,
+                           a->qkv, 3 * C, W->attn_b, ATTN_ACT_NONE));
         attn_attention_params p = attn_attention_default_params(B, H, T, T, C / H);
         p.scale = gpt_attn_scale(c, l);
         p.causal = true;
         p.ldq = p.ldk = p.ldv = 3 * C;
         p.ldo = C;
-        TRY(attn_attention_forward(&p, a->qkv, a->qkv + C, a->qkv + 2 * C, a->att, a->lse,
-                                   st->cap.attn_probs ? st->cap.attn_probs[l] : NULL));
-        TRY(branch_out(st, SITE_ATTN(l), M, C, a->att, W->attn_proj_w, W->attn_proj_b, st->x[l],
-                       a->res1));
-        TRY(attn_layernorm_forward(M, C, a->res1, W->ln_2_w, W->ln_2_b, eps, a->ln2, a->mean2,
-                                   a->rstd2));
+        ATTN_TRY(attn_attention_forward(&p, a->qkv, a->qkv + C, a->qkv + 2 * C, a->att, a->lse,
+                                        st->cap.attn_probs ? st->cap.attn_probs[l] : NULL));
+        ATTN_TRY(branch_out(st, SITE_ATTN(l), M, C, a->att, W->attn_proj_w, W->attn_proj_b,
+                            st->x[l], a->res1));
+        ATTN_TRY(attn_layernorm_forward(M, C, a->res1, W->ln_2_w, W->ln_2_b, eps, a->ln2, a->mean2,
+                                        a->rstd2));
         if (a->u) {
             /* GELU's derivative needs the pre-activation: keep u, activate separately. */
-            TRY(attn_gemm(false, false, M, F, C, 1.0f, a->ln2, C, W->fc_w, F, 0.0f, a->u, F,
-                          W->fc_b, ATTN_ACT_NONE));
-            TRY(attn_act_forward(c->activation, (size_t)M * F, a->u, a->h));
+            ATTN_TRY(attn_gemm(false, false, M, F, C, 1.0f, a->ln2, C, W->fc_w, F, 0.0f, a->u, F,
+                               W->fc_b, ATTN_ACT_NONE));
+            ATTN_TRY(attn_act_forward(c->activation, (size_t)M * F, a->u, a->h));
         } else {
             /* ReLU fused into the epilogue; backward recovers relu' from h (h > 0 iff u > 0). */
-            TRY(attn_gemm(false, false, M, F, C, 1.0f, a->ln2, C, W->fc_w, F, 0.0f, a->h, F,
-                          W->fc_b, ATTN_ACT_RELU));
+            ATTN_TRY(attn_gemm(false, false, M, F, C, 1.0f, a->ln2, C, W->fc_w, F, 0.0f, a->h, F,
+                               W->fc_b, ATTN_ACT_RELU));
         }
-        TRY(branch_out(st, SITE_MLP(l), M, F, a->h, W->mlp_proj_w, W->mlp_proj_b, a->res1,
-                       st->x[l + 1]));
+        ATTN_TRY(branch_out(st, SITE_MLP(l), M, F, a->h, W->mlp_proj_w, W->mlp_proj_b, a->res1,
+                            st->x[l + 1]));
     }
-    TRY(attn_layernorm_forward(M, C, st->x[L], m->w.ln_f_w, m->w.ln_f_b, eps, st->lnf, st->meanf,
-                               st->rstdf));
-    TRY(attn_gemm(false, true, M, V, C, 1.0f, st->lnf, C, m->w.lm_head, C, 0.0f, st->logits, V,
-                  NULL, ATTN_ACT_NONE));
+    ATTN_TRY(attn_layernorm_forward(M, C, st->x[L], m->w.ln_f_w, m->w.ln_f_b, eps, st->lnf,
+                                    st->meanf, st->rstdf));
+    ATTN_TRY(attn_gemm(false, true, M, V, C, 1.0f, st->lnf, C, m->w.lm_head, C, 0.0f, st->logits, V,
+                       NULL, ATTN_ACT_NONE));
     if (st->cap.hidden) {
         for (int l = 0; l < L; l++)
             memcpy(st->cap.hidden + (size_t)l * n, st->x[l], n * sizeof(float));
@@ -678,8 +650,8 @@ attn_status attn_gpt_loss(const attn_gpt_model *m, attn_gpt_state *st, const int
     if (!isfinite(grad_scale))
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt loss: grad_scale must be finite");
     const int M = st->B * st->T, V = m->cfg.vocab_size;
-    TRY(attn_cross_entropy(M, V, st->logits, targets, ATTN_GPT_IGNORE_INDEX, 0.0f, loss,
-                           st->logits));
+    ATTN_TRY(attn_cross_entropy(M, V, st->logits, targets, ATTN_GPT_IGNORE_INDEX, 0.0f, loss,
+                                st->logits));
     if (grad_scale != 1.0f) {
         const size_t n = (size_t)M * V;
         float *g = st->logits;
@@ -695,7 +667,7 @@ attn_status attn_gpt_loss(const attn_gpt_model *m, attn_gpt_state *st, const int
 static attn_status ln_back_add(int M, int C, const float *x, const float *w, const float *mean,
                                const float *rstd, const float *dy, float *dw, float *db, float *tmp,
                                float *G) {
-    TRY(attn_layernorm_backward(M, C, x, w, mean, rstd, dy, tmp, dw, db));
+    ATTN_TRY(attn_layernorm_backward(M, C, x, w, mean, rstd, dy, tmp, dw, db));
     add_to((size_t)M * C, G, tmp, G);
     return ATTN_STATUS_OK;
 }
@@ -717,12 +689,12 @@ attn_status attn_gpt_backward(attn_gpt_model *m, attn_gpt_state *st) {
     float *G = st->g, *dl = st->logits;
 
     /* Logits = lnf · lm_headᵀ: d lnf = dl · lm_head; d lm_head += dlᵀ · lnf. */
-    TRY(attn_gemm(false, false, M, C, V, 1.0f, dl, V, m->w.lm_head, C, 0.0f, st->tmp, C, NULL,
-                  ATTN_ACT_NONE));
-    TRY(attn_gemm(true, false, V, C, M, 1.0f, dl, V, st->lnf, C, 1.0f, m->g.lm_head, C, NULL,
-                  ATTN_ACT_NONE));
-    TRY(attn_layernorm_backward(M, C, st->x[L], m->w.ln_f_w, st->meanf, st->rstdf, st->tmp, G,
-                                m->g.ln_f_w, m->g.ln_f_b));
+    ATTN_TRY(attn_gemm(false, false, M, C, V, 1.0f, dl, V, m->w.lm_head, C, 0.0f, st->tmp, C, NULL,
+                       ATTN_ACT_NONE));
+    ATTN_TRY(attn_gemm(true, false, V, C, M, 1.0f, dl, V, st->lnf, C, 1.0f, m->g.lm_head, C, NULL,
+                       ATTN_ACT_NONE));
+    ATTN_TRY(attn_layernorm_backward(M, C, st->x[L], m->w.ln_f_w, st->meanf, st->rstdf, st->tmp, G,
+                                     m->g.ln_f_w, m->g.ln_f_b));
 
     for (int l = L - 1; l >= 0; l--) {
         const attn_gpt_block *W = &m->w.h[l];
@@ -735,23 +707,23 @@ attn_status attn_gpt_backward(attn_gpt_model *m, attn_gpt_state *st) {
             dy = st->tmp;
         }
         float *dh = st->gbig; /* (M, F) */
-        TRY(attn_gemm(true, false, F, C, M, 1.0f, a->h, F, dy, C, 1.0f, Gw->mlp_proj_w, C, NULL,
-                      ATTN_ACT_NONE));
+        ATTN_TRY(attn_gemm(true, false, F, C, M, 1.0f, a->h, F, dy, C, 1.0f, Gw->mlp_proj_w, C,
+                           NULL, ATTN_ACT_NONE));
         colsum_add(M, C, dy, Gw->mlp_proj_b);
-        TRY(attn_gemm(false, true, M, F, C, 1.0f, dy, C, W->mlp_proj_w, C, 0.0f, dh, F, NULL,
-                      ATTN_ACT_NONE));
+        ATTN_TRY(attn_gemm(false, true, M, F, C, 1.0f, dy, C, W->mlp_proj_w, C, 0.0f, dh, F, NULL,
+                           ATTN_ACT_NONE));
         if (a->u)
-            TRY(attn_act_backward(c->activation, (size_t)M * F, a->u, dh, dh));
+            ATTN_TRY(attn_act_backward(c->activation, (size_t)M * F, a->u, dh, dh));
         else
-            TRY(attn_act_backward(ATTN_ACT_RELU, (size_t)M * F, a->h, dh, dh));
-        TRY(attn_gemm(true, false, C, F, M, 1.0f, a->ln2, C, dh, F, 1.0f, Gw->fc_w, F, NULL,
-                      ATTN_ACT_NONE));
+            ATTN_TRY(attn_act_backward(ATTN_ACT_RELU, (size_t)M * F, a->h, dh, dh));
+        ATTN_TRY(attn_gemm(true, false, C, F, M, 1.0f, a->ln2, C, dh, F, 1.0f, Gw->fc_w, F, NULL,
+                           ATTN_ACT_NONE));
         colsum_add(M, F, dh, Gw->fc_b);
-        TRY(attn_gemm(false, true, M, C, F, 1.0f, dh, F, W->fc_w, F, 0.0f, st->g2, C, NULL,
-                      ATTN_ACT_NONE));
+        ATTN_TRY(attn_gemm(false, true, M, C, F, 1.0f, dh, F, W->fc_w, F, 0.0f, st->g2, C, NULL,
+                           ATTN_ACT_NONE));
         /* G is now d/d res1: the skip path plus the LN's input gradient. tmp is free again. */
-        TRY(ln_back_add(M, C, a->res1, W->ln_2_w, a->mean2, a->rstd2, st->g2, Gw->ln_2_w,
-                        Gw->ln_2_b, st->tmp, G));
+        ATTN_TRY(ln_back_add(M, C, a->res1, W->ln_2_w, a->mean2, a->rstd2, st->g2, Gw->ln_2_w,
+                             Gw->ln_2_b, st->tmp, G));
 
         /* Attention branch. */
         dy = G;
@@ -759,33 +731,33 @@ attn_status attn_gpt_backward(attn_gpt_model *m, attn_gpt_state *st) {
             gpt_dropout_bwd(pr, n, site_mask(st, SITE_ATTN(l)), G, st->tmp);
             dy = st->tmp;
         }
-        TRY(attn_gemm(true, false, C, C, M, 1.0f, a->att, C, dy, C, 1.0f, Gw->attn_proj_w, C, NULL,
-                      ATTN_ACT_NONE));
+        ATTN_TRY(attn_gemm(true, false, C, C, M, 1.0f, a->att, C, dy, C, 1.0f, Gw->attn_proj_w, C,
+                           NULL, ATTN_ACT_NONE));
         colsum_add(M, C, dy, Gw->attn_proj_b);
         float *datt = st->g2;
-        TRY(attn_gemm(false, true, M, C, C, 1.0f, dy, C, W->attn_proj_w, C, 0.0f, datt, C, NULL,
-                      ATTN_ACT_NONE));
+        ATTN_TRY(attn_gemm(false, true, M, C, C, 1.0f, dy, C, W->attn_proj_w, C, 0.0f, datt, C,
+                           NULL, ATTN_ACT_NONE));
         float *dqkv = st->gbig; /* (M, 3C) */
         attn_attention_params p = attn_attention_default_params(B, H, T, T, C / H);
         p.scale = gpt_attn_scale(c, l);
         p.causal = true;
         p.ldq = p.ldk = p.ldv = 3 * C;
         p.ldo = C;
-        TRY(attn_attention_backward(&p, a->qkv, a->qkv + C, a->qkv + 2 * C, a->att, a->lse, datt,
-                                    dqkv, dqkv + C, dqkv + 2 * C));
-        TRY(attn_gemm(true, false, C, 3 * C, M, 1.0f, a->ln1, C, dqkv, 3 * C, 1.0f, Gw->attn_w,
-                      3 * C, NULL, ATTN_ACT_NONE));
+        ATTN_TRY(attn_attention_backward(&p, a->qkv, a->qkv + C, a->qkv + 2 * C, a->att, a->lse,
+                                         datt, dqkv, dqkv + C, dqkv + 2 * C));
+        ATTN_TRY(attn_gemm(true, false, C, 3 * C, M, 1.0f, a->ln1, C, dqkv, 3 * C, 1.0f, Gw->attn_w,
+                           3 * C, NULL, ATTN_ACT_NONE));
         colsum_add(M, 3 * C, dqkv, Gw->attn_b);
-        TRY(attn_gemm(false, true, M, C, 3 * C, 1.0f, dqkv, 3 * C, W->attn_w, 3 * C, 0.0f, st->g2,
-                      C, NULL, ATTN_ACT_NONE));
-        TRY(ln_back_add(M, C, st->x[l], W->ln_1_w, a->mean1, a->rstd1, st->g2, Gw->ln_1_w,
-                        Gw->ln_1_b, st->tmp, G));
+        ATTN_TRY(attn_gemm(false, true, M, C, 3 * C, 1.0f, dqkv, 3 * C, W->attn_w, 3 * C, 0.0f,
+                           st->g2, C, NULL, ATTN_ACT_NONE));
+        ATTN_TRY(ln_back_add(M, C, st->x[l], W->ln_1_w, a->mean1, a->rstd1, st->g2, Gw->ln_1_w,
+                             Gw->ln_1_b, st->tmp, G));
     }
 
     /* Embeddings: x0 = drop(wte[id] + wpe[t]). */
     if (st->training && c->embd_pdrop > 0.0f)
         gpt_dropout_bwd(c->embd_pdrop, n, site_mask(st, SITE_EMB), G, G);
-    TRY(attn_embedding_backward(M, V, C, st->ids, G, m->g.wte));
+    ATTN_TRY(attn_embedding_backward(M, V, C, st->ids, G, m->g.wte));
     float *gwpe = m->g.wpe;
 #pragma omp parallel for schedule(static) if (n >= 65536)
     for (int t = 0; t < T; t++) {

@@ -25,12 +25,6 @@
 #include <omp.h>
 #endif
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        attn_status s_ = (expr);                                                                   \
-        if (s_) return s_;                                                                         \
-    } while (0)
-
 typedef struct {
     attn_gpt_model view;  /* replica 0: unused (the model itself); others: shallow copy with own grads */
     attn_gpt_model *mdl;  /* the model this replica runs (m, or &view) */
@@ -168,7 +162,7 @@ static attn_status run(attn_gpt_trainer *t, bool training, uint64_t seed, uint64
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt train step: grad_scale must be finite");
     attn_gpt_model *m = t->m;
     /* Check the whole batch here so that messages name global positions, not a replica's. */
-    TRY(gpt_check_ids("gpt train step", &m->cfg, B, T, ids));
+    ATTN_TRY(gpt_check_ids("gpt train step", &m->cfg, B, T, ids));
     for (size_t k = 0; k < (size_t)B * T; k++)
         if (targets[k] != ATTN_GPT_IGNORE_INDEX &&
             (targets[k] < 0 || targets[k] >= m->cfg.vocab_size))
