@@ -425,12 +425,6 @@ attn_status embed_ensure_state(attn_embed *e, int B, int T) {
     return ATTN_STATUS_OK;
 }
 
-#define TRY(expr)                                                                                \
-    do {                                                                                         \
-        attn_status try_s_ = (expr);                                                             \
-        if (try_s_) return try_s_;                                                               \
-    } while (0)
-
 /* Run states for threads 1 .. nt-1 (thread 0 uses e->st). */
 static attn_status embed_ensure_workers(attn_embed *e, int nt) {
     if (nt <= e->n_workers) return ATTN_STATUS_OK;
@@ -449,7 +443,7 @@ static attn_status embed_ensure_workers(attn_embed *e, int nt) {
 /* Make worker t's state (e->st for t = 0) hold B sequences of T tokens. */
 static attn_status embed_worker_state(attn_embed *e, int t, int B, int T, attn_bert_state **out) {
     if (t == 0) {
-        TRY(embed_ensure_state(e, B, T));
+        ATTN_TRY(embed_ensure_state(e, B, T));
         *out = e->st;
         return ATTN_STATUS_OK;
     }
@@ -458,7 +452,7 @@ static attn_status embed_worker_state(attn_embed *e, int t, int B, int T, attn_b
         e->wst[t] = NULL;
         const int nB = ATTN_MAX(B, e->wst_B[t]), nT = ATTN_MAX(T, e->wst_T[t]);
         e->wst_B[t] = e->wst_T[t] = 0;
-        TRY(attn_bert_state_init(e->model, nB, nT, &e->wst[t]));
+        ATTN_TRY(attn_bert_state_init(e->model, nB, nT, &e->wst[t]));
         e->wst_B[t] = nB, e->wst_T[t] = nT;
     }
     *out = e->wst[t];
@@ -471,7 +465,7 @@ static attn_status embed_run_batch(attn_embed *e, int t, int32_t *const *ids, co
                                    const size_t *order, int B, float *out) {
     const int C = e->info.dim, T = (int)len[order[0]];
     attn_bert_state *st;
-    TRY(embed_worker_state(e, t, B, T, &st));
+    ATTN_TRY(embed_worker_state(e, t, B, T, &st));
     int32_t *batch = malloc((size_t)B * (size_t)T * sizeof *batch);
     int32_t *blen = malloc((size_t)B * sizeof *blen);
     float *pooled = malloc((size_t)B * (size_t)C * sizeof *pooled);
