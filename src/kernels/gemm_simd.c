@@ -461,6 +461,38 @@ static void gemm_rect(const gemm_args *g, int m0, int m1, int n0, int n1, float 
     }
 }
 
+/* The team for a blocked GEMM (the caller's threads, or 1 inside a parallel region or below
+ * PARALLEL_MIN_MACS; never more than the MR×NR tiles) in *nt, and the calling thread's pack buffer
+ * for it, per_thread floats for each member: kept between calls (grown when a call needs more),
+ * since allocating and freeing megabytes per call costs page faults and page clearing on every
+ * GEMM. Short of memory the team shrinks to 1; NULL when even that does not fit. */
+static float *team_buffers(const gemm_args *g, size_t per_thread, int *nt_out) {
+    int nt = 1;
+#ifdef _OPENMP
+    if (!omp_in_parallel() && (double)g->M * g->N * g->K >= (double)PARALLEL_MIN_MACS)
+        nt = omp_get_max_threads();
+#endif
+    const long tiles = (((long)g->M + MR - 1) / MR) * (((long)g->N + NR - 1) / NR);
+    if (nt > tiles) nt = (int)tiles;
+    if (nt < 1) nt = 1;
+    float *buf = pack_cache(per_thread * (size_t)nt);
+    if (!buf && nt > 1) {
+        nt = 1;
+        buf = pack_cache(per_thread);
+    }
+    *nt_out = nt;
+    return buf;
+}
+
+/* This thread's number and its team's size (may be fewer than asked for; never more). */
+static void team_member(int *t, int *team) {
+    *t = 0, *team = 1;
+#ifdef _OPENMP
+    *t = omp_get_thread_num();
+    *team = omp_get_num_threads();
+#endif
+}
+
 /* Thread t of nt: its rectangle of C. The team is arranged as tm×tn (tm·tn = nt) so that the
  * busiest thread has the fewest MR×NR tiles; ties go to splitting M only (whole rows per thread,
  * so no thread packs another's rows of A, and B — reused by all rows — is the one packed twice).
@@ -902,26 +934,11 @@ void ATTN_FN(attn_gemm)(bool trans_a, bool trans_b, int M, int N, int K, float a
     gemm_args g = {trans_a, trans_b, M, N, K, alpha, beta, A, B, C, bias, lda, ldb, ldc, act};
     if (M >= 1 && M <= SMALL_M && N > 0 && gemm_small_m(&g)) return;
 
-    int nt = 1;
-#ifdef _OPENMP
-    if (!omp_in_parallel() && (double)M * N * K >= (double)PARALLEL_MIN_MACS)
-        nt = omp_get_max_threads();
-#endif
-    /* No more threads than tiles. */
-    long tiles = (((long)M + MR - 1) / MR) * (((long)N + NR - 1) / NR);
-    if (nt > tiles) nt = (int)tiles;
-    if (nt < 1) nt = 1;
-
-    /* Per-thread A and B buffers, each rounded to a cache line, in one allocation kept by the
-     * calling thread between calls (grown when a call needs more): allocating and freeing megabytes
-     * per call costs page faults and page clearing on every GEMM. */
-    size_t fa = (pack_a_floats(&g) + 15) & ~(size_t)15;
-    size_t fb = (pack_b_floats(&g) + 15) & ~(size_t)15;
-    float *buf = pack_cache((fa + fb) * (size_t)nt);
-    if (!buf && nt > 1) {
-        nt = 1;
-        buf = pack_cache(fa + fb);
-    }
+    /* Per-thread A and B buffers, each rounded to a cache line. */
+    const size_t fa = (pack_a_floats(&g) + 15) & ~(size_t)15;
+    const size_t fb = (pack_b_floats(&g) + 15) & ~(size_t)15;
+    int nt;
+    float *buf = team_buffers(&g, fa + fb, &nt);
     if (!buf) {
         /* Out of memory for the pack buffers: the reference loops need none. */
         attn_gemm_ref(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, act);
@@ -932,11 +949,8 @@ void ATTN_FN(attn_gemm)(bool trans_a, bool trans_b, int M, int N, int K, float a
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
     {
-        int t = 0, team = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-        team = omp_get_num_threads(); /* may be fewer than asked for; never more */
-#endif
+        int t, team;
+        team_member(&t, &team);
         int m0, m1, n0, n1;
         thread_rect(&g, t, team, &m0, &m1, &n0, &n1);
         float *mine = buf + (fa + fb) * (size_t)t;
@@ -1037,21 +1051,10 @@ void ATTN_FN(attn_gemm_pb_run)(bool trans_a, int M, int N, int K, float alpha,
                                const float *bias, // (N) or NULL
                                attn_act act) {
     gemm_args g = {trans_a, true, M, N, K, alpha, beta, A, NULL, C, bias, lda, 0, ldc, act};
-    int nt = 1;
-#ifdef _OPENMP
-    if (!omp_in_parallel() && (double)M * N * K >= (double)PARALLEL_MIN_MACS)
-        nt = omp_get_max_threads();
-#endif
-    long tiles = (((long)M + MR - 1) / MR) * (((long)N + NR - 1) / NR);
-    if (nt > tiles) nt = (int)tiles;
-    if (nt < 1) nt = 1;
-    /* Only A is packed per call: one MC×KC block per thread, kept by the calling thread. */
+    /* Only A is packed per call: one MC×KC block per thread. */
     const size_t fa = (pack_a_floats(&g) + 15) & ~(size_t)15;
-    float *buf = pack_cache(fa * (size_t)nt);
-    if (!buf && nt > 1) {
-        nt = 1;
-        buf = pack_cache(fa);
-    }
+    int nt;
+    float *buf = team_buffers(&g, fa, &nt);
     if (!buf) {
         pb_scalar(&g, P);
         return;
@@ -1060,11 +1063,8 @@ void ATTN_FN(attn_gemm_pb_run)(bool trans_a, int M, int N, int K, float alpha,
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
     {
-        int t = 0, team = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-        team = omp_get_num_threads();
-#endif
+        int t, team;
+        team_member(&t, &team);
         int m0, m1, n0, n1;
         thread_rect(&g, t, team, &m0, &m1, &n0, &n1);
         if (m0 < m1 && n0 < n1) pb_rect(&g, P, m0, m1, n0, n1, buf + fa * (size_t)t);
