@@ -484,15 +484,6 @@ static float *team_buffers(const gemm_args *g, size_t per_thread, int *nt_out) {
     return buf;
 }
 
-/* This thread's number and its team's size (may be fewer than asked for; never more). */
-static void team_member(int *t, int *team) {
-    *t = 0, *team = 1;
-#ifdef _OPENMP
-    *t = omp_get_thread_num();
-    *team = omp_get_num_threads();
-#endif
-}
-
 /* Thread t of nt: its rectangle of C. The team is arranged as tm×tn (tm·tn = nt) so that the
  * busiest thread has the fewest MR×NR tiles; ties go to splitting M only (whole rows per thread,
  * so no thread packs another's rows of A, and B — reused by all rows — is the one packed twice).
@@ -516,6 +507,18 @@ static void thread_rect(const gemm_args *g, int t, int nt, int *m0, int *m1, int
     *m1 = (int)ATTN_MIN(pm * (ti + 1) / tm * MR, g->M);
     *n0 = (int)ATTN_MIN(pn * tj / tn * NR, g->N);
     *n1 = (int)ATTN_MIN(pn * (tj + 1) / tn * NR, g->N);
+}
+
+/* Inside a GEMM's region: the calling thread's rectangle of C (thread_rect over the team that
+ * actually started, which may be smaller than asked for, never larger). Returns its number. */
+static int my_rect(const gemm_args *g, int *m0, int *m1, int *n0, int *n1) {
+    int t = 0, team = 1;
+#ifdef _OPENMP
+    t = omp_get_thread_num();
+    team = omp_get_num_threads();
+#endif
+    thread_rect(g, t, team, m0, m1, n0, n1);
+    return t;
 }
 
 /* ---- small M: weight streaming ---------------------------------------------------------- */
@@ -949,10 +952,8 @@ void ATTN_FN(attn_gemm)(bool trans_a, bool trans_b, int M, int N, int K, float a
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
     {
-        int t, team;
-        team_member(&t, &team);
         int m0, m1, n0, n1;
-        thread_rect(&g, t, team, &m0, &m1, &n0, &n1);
+        const int t = my_rect(&g, &m0, &m1, &n0, &n1);
         float *mine = buf + (fa + fb) * (size_t)t;
         if (m0 < m1 && n0 < n1) gemm_rect(&g, m0, m1, n0, n1, mine, mine + fa);
     }
@@ -1063,10 +1064,8 @@ void ATTN_FN(attn_gemm_pb_run)(bool trans_a, int M, int N, int K, float alpha,
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
     {
-        int t, team;
-        team_member(&t, &team);
         int m0, m1, n0, n1;
-        thread_rect(&g, t, team, &m0, &m1, &n0, &n1);
+        const int t = my_rect(&g, &m0, &m1, &n0, &n1);
         if (m0 < m1 && n0 < n1) pb_rect(&g, P, m0, m1, n0, n1, buf + fa * (size_t)t);
     }
 }
