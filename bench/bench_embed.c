@@ -17,6 +17,11 @@
  *               calls/s = 1 / median, higher is better; the note line gives milliseconds)
  * The note line also gives both in process CPU time (all threads together), the number to compare
  * A/B builds by on a busy machine (with ATTN_BENCH_THREADS=1).
+ * Where the CPU has AVX512-BF16, both are measured again with the opt-in bfloat16 dense layers
+ * (attn embed --precision bf16; attn_bert_pack_weights_precision), reported twice: against
+ * sentence-transformers in float32 (its default, the issue's peer) and in bfloat16
+ * (model.to(torch.bfloat16), the same-precision peer); embed_attn_bf16.npy goes to the PyTorch
+ * side for the agreement line.
  * Environment: ATTN_BENCH_THREADS (2), ATTN_BENCH_DIR, ATTN_BENCH_ROUNDS (3),
  * ATTN_BENCH_LAT_ROUNDS (5). Run from the
  * repository root. */
@@ -92,6 +97,51 @@ static char **read_english(size_t *n) {
     return v;
 }
 
+typedef struct {
+    double best, best_cpu; /* sentences/s over the 1,000 texts: wall, process CPU */
+    double med, med_cpu;   /* median seconds per single-text call: wall, process CPU */
+} perf;
+
+/* The throughput (best of rounds) and single-text latency measurements on e. */
+static int measure(attn_embed *e, const char *const *texts, float *emb, int rounds, perf *out) {
+    memset(out, 0, sizeof *out);
+    if (attn_embed_encode(e, N_SENT, texts, NULL, emb)) return fail("encode"); /* warm-up */
+    for (int r = 0; r < rounds; r++) {
+        double t = now(), c = cpu_now();
+        if (attn_embed_encode(e, N_SENT, texts, NULL, emb)) return fail("encode");
+        t = now() - t, c = cpu_now() - c;
+        if (N_SENT / t > out->best) out->best = N_SENT / t;
+        if (N_SENT / c > out->best_cpu) out->best_cpu = N_SENT / c;
+    }
+    float one[1024];
+    if (attn_embed_encode(e, 1, texts, NULL, one)) return fail("encode");
+    int lat_rounds = env_int("ATTN_BENCH_LAT_ROUNDS", 5);
+    if (lat_rounds < 1) lat_rounds = 1;
+    const int n_lat = lat_rounds * N_SINGLE;
+    double *lat = malloc((size_t)n_lat * sizeof *lat);
+    double *lat_cpu = malloc((size_t)n_lat * sizeof *lat_cpu);
+    if (!lat || !lat_cpu) {
+        free(lat), free(lat_cpu);
+        return fail("out of memory");
+    }
+    for (int k = 0; k < n_lat; k++) {
+        const int i = k % N_SINGLE;
+        double t = now(), c = cpu_now();
+        if (attn_embed_encode(e, 1, texts + i, NULL, one)) {
+            free(lat), free(lat_cpu);
+            return fail("encode");
+        }
+        lat[k] = now() - t;
+        lat_cpu[k] = cpu_now() - c;
+    }
+    qsort(lat, (size_t)n_lat, sizeof lat[0], cmp_double);
+    qsort(lat_cpu, (size_t)n_lat, sizeof lat_cpu[0], cmp_double);
+    out->med = 0.5 * (lat[n_lat / 2 - 1] + lat[n_lat / 2]);
+    out->med_cpu = 0.5 * (lat_cpu[n_lat / 2 - 1] + lat_cpu[n_lat / 2]);
+    free(lat), free(lat_cpu);
+    return 0;
+}
+
 int main(void) {
     const int threads = env_int("ATTN_BENCH_THREADS", 2), rounds = env_int("ATTN_BENCH_ROUNDS", 3);
     attn_set_num_threads(threads);
@@ -145,49 +195,48 @@ int main(void) {
 
     float *emb = malloc((size_t)N_SENT * (size_t)dim * sizeof *emb);
     const char *const *texts = (const char *const *)sent;
-    if (attn_embed_encode(e, N_SENT, texts, NULL, emb)) return fail("encode"); /* warm-up */
-    double best = 0, best_cpu = 0;
-    for (int r = 0; r < rounds; r++) {
-        double t = now(), c = cpu_now();
-        if (attn_embed_encode(e, N_SENT, texts, NULL, emb)) return fail("encode");
-        t = now() - t, c = cpu_now() - c;
-        if (N_SENT / t > best) best = N_SENT / t;
-        if (N_SENT / c > best_cpu) best_cpu = N_SENT / c;
-    }
-    float one[1024];
-    if (attn_embed_encode(e, 1, texts, NULL, one)) return fail("encode");
-    int lat_rounds = env_int("ATTN_BENCH_LAT_ROUNDS", 5);
-    if (lat_rounds < 1) lat_rounds = 1;
-    const int n_lat = lat_rounds * N_SINGLE;
-    double *lat = malloc((size_t)n_lat * sizeof *lat);
-    double *lat_cpu = malloc((size_t)n_lat * sizeof *lat_cpu);
-    if (!lat || !lat_cpu) {
-        free(lat), free(lat_cpu);
-        return fail("out of memory");
-    }
-    for (int k = 0; k < n_lat; k++) {
-        const int i = k % N_SINGLE;
-        double t = now(), c = cpu_now();
-        if (attn_embed_encode(e, 1, texts + i, NULL, one)) return fail("encode");
-        lat[k] = now() - t;
-        lat_cpu[k] = cpu_now() - c;
-    }
-    qsort(lat, (size_t)n_lat, sizeof lat[0], cmp_double);
-    qsort(lat_cpu, (size_t)n_lat, sizeof lat_cpu[0], cmp_double);
-    double med = 0.5 * (lat[n_lat / 2 - 1] + lat[n_lat / 2]);
-    double med_cpu = 0.5 * (lat_cpu[n_lat / 2 - 1] + lat_cpu[n_lat / 2]);
-    free(lat), free(lat_cpu);
+    perf f32;
+    if (measure(e, texts, emb, rounds, &f32)) return 1;
     printf("all-MiniLM-L6-v2: %d texts of %d-%d tokens (mean %.1f) from Tatoeba English, batch "
            "%d, %d threads, %s kernels; single-text median latency %.2f ms; CPU time (all threads): "
            "%.1f sent per CPU-second in batches, %.2f ms median per single text\n",
            N_SENT, MIN_TOK, MAX_TOK, (double)total_tok / N_SENT, BATCH, threads,
-           attn_backend_name(attn_get_backend()), 1e3 * med, best_cpu, 1e3 * med_cpu);
+           attn_backend_name(attn_get_backend()), 1e3 * f32.med, f32.best_cpu, 1e3 * f32.med_cpu);
     printf("{\"bench\":\"embed\",\"case\":\"MiniLM 1000 texts, batch 32\",\"metric\":\"sent/s\","
            "\"value\":%.2f}\n",
-           best);
+           f32.best);
     printf("{\"bench\":\"embed\",\"case\":\"MiniLM single text (1/median)\",\"metric\":\"calls/s\","
            "\"value\":%.2f}\n",
-           1.0 / med);
+           1.0 / f32.med);
+    /* The opt-in bfloat16 dense layers (attn embed --precision bf16), where the CPU has them:
+     * against sentence-transformers in float32 (its default) and in bfloat16. */
+    float *emb16 = NULL;
+    if (attn_precision_available(ATTN_PRECISION_BF16)) {
+        attn_embed *e16 = NULL;
+        eo.precision = ATTN_PRECISION_BF16;
+        if (attn_embed_load(MODEL_DIR, &eo, &e16)) return fail("load bf16");
+        emb16 = malloc((size_t)N_SENT * (size_t)dim * sizeof *emb16);
+        perf b16;
+        if (!emb16 || measure(e16, texts, emb16, rounds, &b16)) return 1;
+        attn_embed_free(e16);
+        double worst = 1.0;
+        for (int i = 0; i < N_SENT; i++) {
+            const float c = attn_embed_cosine(dim, emb + (size_t)i * dim, emb16 + (size_t)i * dim);
+            if (c < worst) worst = c;
+        }
+        printf("bf16: single-text median latency %.2f ms; CPU time: %.1f sent per CPU-second in "
+               "batches, %.2f ms median per single text; min cosine to attn f32 %.6f\n",
+               1e3 * b16.med, b16.best_cpu, 1e3 * b16.med_cpu, worst);
+        static const char *const peers[] = {"ST f32", "ST bf16"};
+        for (int k = 0; k < 2; k++) {
+            printf("{\"bench\":\"embed\",\"case\":\"MiniLM 1000 texts, attn bf16 vs %s\","
+                   "\"metric\":\"sent/s\",\"value\":%.2f}\n",
+                   peers[k], b16.best);
+            printf("{\"bench\":\"embed\",\"case\":\"MiniLM single text, attn bf16 vs %s\","
+                   "\"metric\":\"calls/s\",\"value\":%.2f}\n",
+                   peers[k], 1.0 / b16.med);
+        }
+    }
     if (dir) {
         char p[4096];
         snprintf(p, sizeof p, "%s/embed_sentences.txt", dir);
@@ -198,10 +247,12 @@ int main(void) {
         snprintf(p, sizeof p, "%s/embed_attn.npy", dir);
         int64_t shape[2] = {N_SENT, dim};
         if (attn_npy_save_f32(p, emb, 2, shape)) return fail("embed_attn.npy");
+        snprintf(p, sizeof p, "%s/embed_attn_bf16.npy", dir);
+        if (emb16 && attn_npy_save_f32(p, emb16, 2, shape)) return fail("embed_attn_bf16.npy");
     }
     for (int i = 0; i < N_SENT; i++) free(sent[i]);
     for (size_t i = 0; i < n_en; i++) free(en[i]);
-    free(sent), free(en), free(emb);
+    free(sent), free(en), free(emb), free(emb16);
     attn_embed_free(e);
     return 0;
 }

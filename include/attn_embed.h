@@ -93,6 +93,10 @@ typedef struct {
     int pooling;        /* -1: the directory's (default); else an attn_bert_pooling value */
     int normalize;      /* -1: the directory's (default); 0: off; 1: L2-normalize */
     int batch_size;     /* sentences per forward pass (default 32) */
+    int precision;      /* attn_precision of the dense layers: ATTN_PRECISION_F32 (default:
+                           sentence-transformers' numbers) or ATTN_PRECISION_BF16 (opt-in,
+                           faster, cosine to F32 >= 0.9999; attn_bert_pack_weights_precision);
+                           BF16 on a CPU without AVX512-BF16 is ATTN_STATUS_UNSUPPORTED */
 } attn_embed_options;
 
 attn_embed_options attn_embed_default_options(void);

@@ -72,10 +72,29 @@ attn_status attn_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alp
  * The layout belongs to the backend current at packing: using it after attn_set_backend changed
  * the backend is ATTN_STATUS_INVALID_ARGUMENT (pack again). It is a copy: changing B afterwards
  * does not change it. */
+typedef enum {
+    ATTN_PRECISION_F32 = 0, /* float32 products and sums (the default: PyTorch's numbers) */
+    /* Both operands rounded to bfloat16 (round to nearest even; subnormals to zero), exact
+     * products, float32 sums (AVX512-BF16 VDPBF16PS): twice the multiply-adds per instruction
+     * of F32, half the weight memory, ~3 significant digits per operand. Opt-in; see
+     * attn_gemm_pack_b_precision. */
+    ATTN_PRECISION_BF16
+} attn_precision;
+
+/* Whether GEMMs in precision p can run under the current backend: F32 always; BF16 on the
+ * avx512 backend of a CPU with AVX512-BF16, and on the ref backend (plain loops, for tests). */
+bool attn_precision_available(attn_precision p);
+/* "f32", "bf16". */
+const char *attn_precision_name(attn_precision p);
+/* Parse a name as above ("fp32"/"float32", "bfloat16" too); ATTN_STATUS_INVALID_ARGUMENT if
+ * unknown. */
+attn_status attn_precision_parse(const char *name, attn_precision *out);
+
 typedef struct {
     int K, N;             /* op(B) is (K, N) */
     attn_backend backend; /* whose layout data holds */
-    size_t n_floats;      /* floats of data */
+    attn_precision precision; /* F32: data holds floats; BF16: bfloat16 pairs (see below) */
+    size_t n_floats;      /* 4-byte words of data */
     float *data;          /* (n_floats) the panels (attn_alloc'd; attn_gemm_packed_b_free) */
 } attn_gemm_packed_b;
 
@@ -83,6 +102,19 @@ typedef struct {
  * overwritten (free it with attn_gemm_packed_b_free). */
 attn_status attn_gemm_pack_b(bool trans_b, int K, int N, const float *B, int ldb,
                              attn_gemm_packed_b *out);
+/* The same in a chosen precision. BF16 rounds op(B) to bfloat16 here, once, and every
+ * attn_gemm_packed with it rounds op(A) per call; C, alpha, beta, bias and the activation stay
+ * float32. Results are NOT PyTorch's float32 ones: each element of A·B carries a relative error of
+ * order 2^-9 per operand (measured on all-MiniLM-L6-v2 sentence embeddings: cosine to float32
+ * >= 0.9999). The layout is the same on every backend that runs it:
+ *   K is cut into blocks of kb = ceil(K / ceil(K / 512)) rows (the last may be shorter), each
+ *   block's rows taken in pairs (an odd block's last pair padded with 0), N padded to Np, a
+ *   multiple of 32; block b (rows from pc = b·kb, kp = ceil(rows / 2) pairs) starts at uint16
+ *   b·ceil(kb / 2)·Np·2 and holds its Np/32 panels one after the other, each kp × 32 × 2:
+ *   P16[start + p·kp·64 + q·64 + c·2 + h] = bf16(op(B)(pc + 2q + h, 32p + c)).
+ * ATTN_STATUS_UNSUPPORTED when attn_precision_available(precision) is false. */
+attn_status attn_gemm_pack_b_precision(bool trans_b, int K, int N, const float *B, int ldb,
+                                       attn_precision precision, attn_gemm_packed_b *out);
 /* Frees p->data and zeroes *p; NULL or a zeroed struct is fine. */
 void attn_gemm_packed_b_free(attn_gemm_packed_b *p);
 /* C (M, N) = act(alpha · op(A) · op(B) + beta · C + bias), op(B) from B (its K and N must equal

@@ -13,7 +13,8 @@
 #include <string.h>
 
 static const char embed_usage[] =
-    "usage: attn embed --model DIR [--out FILE.npy | --jsonl] [--batch N] [TEXT...]\n"
+    "usage: attn embed --model DIR [--out FILE.npy | --jsonl] [--batch N] [--precision P]\n"
+    "                  [TEXT...]\n"
     "\n"
     "Sentence embeddings of each TEXT, or of each line of standard input, in input order.\n"
     "DIR is a sentence-transformers model directory (e.g. models/all-MiniLM-L6-v2: pooling and\n"
@@ -29,7 +30,9 @@ static const char embed_usage[] =
     "  --batch N        sentences per forward pass (default 32; results do not depend on it)\n"
     "  --max-seq-length N   override the model's maximum tokens per sentence\n"
     "  --pooling MODE   override: mean, cls, max or mean_sqrt_len\n"
-    "  --normalize / --no-normalize   override the L2 normalization\n";
+    "  --normalize / --no-normalize   override the L2 normalization\n"
+    "  --precision P    f32 (default: sentence-transformers' numbers) or bf16: dense layers in\n"
+    "                   bfloat16 (AVX512-BF16 CPUs; about 1.5-2x faster, cosine to f32 >= 0.9999)\n";
 
 static const char similarity_usage[] =
     "usage: attn similarity --model DIR QUERY [--top-k K] [--jsonl] < CANDIDATES\n"
@@ -41,7 +44,9 @@ static const char similarity_usage[] =
     "options:\n"
     "  --top-k K        print the K best (default 10; 0 = all)\n"
     "  --jsonl          JSON lines {\"rank\", \"index\" (0-based candidate line), \"score\", \"text\"}\n"
-    "  --batch N        sentences per forward pass (default 32)\n";
+    "  --batch N        sentences per forward pass (default 32)\n"
+    "  --precision P    f32 (default: sentence-transformers' numbers) or bf16: dense layers in\n"
+    "                   bfloat16 (AVX512-BF16 CPUs; about 1.5-2x faster, cosine to f32 >= 0.9999)\n";
 
 static const char fill_mask_usage[] =
     "usage: attn fill-mask --model DIR [--top-k K] [--jsonl] TEXT\n"
@@ -54,7 +59,9 @@ static const char fill_mask_usage[] =
     "options:\n"
     "  --top-k K        candidates per mask (default 5)\n"
     "  --jsonl          JSON lines {\"mask\", \"position\", \"rank\", \"score\", \"token\",\n"
-    "                   \"token_str\", \"sequence\"}\n";
+    "                   \"token_str\", \"sequence\"}\n"
+    "  --precision P    f32 (default: transformers' numbers) or bf16: dense layers in\n"
+    "                   bfloat16 (AVX512-BF16 CPUs; about 1.5-2x faster, probabilities differ from f32)\n";
 
 /* ---- input lines ------------------------------------------------------------------------------ */
 
@@ -171,6 +178,11 @@ static int parse(int argc, char **argv, int which, opts_t *o) {
             o->model = v;
         } else if (!strcmp(a, "--out") && which == 0) {
             o->out = v;
+        } else if (!strcmp(a, "--precision")) {
+            attn_precision p;
+            if (attn_precision_parse(v, &p))
+                return cli_usage_error("%s: --precision must be f32 or bf16, got '%s'", cmd, v);
+            o->eo.precision = (int)p;
         } else if (!strcmp(a, "--batch") && which != 2) {
             if (!cli_parse_int(v, 1, 65536, &o->eo.batch_size))
                 return cli_usage_error("%s: --batch needs a number from 1 to 65536, got '%s'", cmd, v);

@@ -23,6 +23,7 @@ attn_embed_options attn_embed_default_options(void) {
     o.pooling = -1;
     o.normalize = -1;
     o.batch_size = 32;
+    o.precision = ATTN_PRECISION_F32;
     return o;
 }
 
@@ -197,6 +198,9 @@ attn_status attn_embed_load(const char *dir, const attn_embed_options *opt_in, a
     if (!dir || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "embed: NULL argument");
     *out = NULL;
     attn_embed_options opt = opt_in ? *opt_in : attn_embed_default_options();
+    if (opt.precision != ATTN_PRECISION_F32 && opt.precision != ATTN_PRECISION_BF16)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "embed: unknown precision %d",
+                         opt.precision);
     if (opt.batch_size < 1 || opt.batch_size > 65536)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "embed: batch_size %d is not in [1, 65536]",
                          opt.batch_size);
@@ -245,8 +249,13 @@ attn_status attn_embed_load(const char *dir, const attn_embed_options *opt_in, a
     if ((s = attn_tok_load(p_tok, &e->tok))) goto done;
     if ((s = attn_bert_load_dir(e->model_dir, &e->model))) goto done;
     /* The layers' weights in the GEMM's panel layout, once (the handle never changes them).
-     * Without memory for the copy the model simply runs unpacked (equal within ~2e-7). */
-    (void)attn_bert_pack_weights(e->model);
+     * F32: without memory for the copy the model simply runs unpacked (equal within ~2e-7).
+     * BF16 was asked for explicitly: failing to provide it is an error. */
+    if (opt.precision == ATTN_PRECISION_BF16) {
+        if ((s = attn_bert_pack_weights_precision(e->model, ATTN_PRECISION_BF16))) goto done;
+    } else {
+        (void)attn_bert_pack_weights(e->model);
+    }
     const attn_bert_config *cfg = &e->model->cfg;
     if (attn_tok_vocab_size(e->tok) > cfg->vocab_size) {
         s = attn_fail(ATTN_STATUS_FORMAT,

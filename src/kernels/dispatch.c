@@ -304,14 +304,70 @@ PB_DECLARE(ref)
 PB_DECLARE(avx2)
 PB_DECLARE(avx512)
 
+bool attn_precision_available(attn_precision p) {
+    switch (p) {
+    case ATTN_PRECISION_F32: return true;
+    case ATTN_PRECISION_BF16: {
+        const attn_backend be = attn_get_backend();
+        return be == ATTN_BACKEND_REF || (be == ATTN_BACKEND_AVX512 && attn_cpu_has_avx512_bf16());
+    }
+    }
+    return false;
+}
+
+const char *attn_precision_name(attn_precision p) {
+    switch (p) {
+    case ATTN_PRECISION_F32: return "f32";
+    case ATTN_PRECISION_BF16: return "bf16";
+    }
+    return "?";
+}
+
+attn_status attn_precision_parse(const char *name, attn_precision *out) {
+    REQUIRE(name && out, "precision: NULL argument");
+    if (!strcmp(name, "f32") || !strcmp(name, "fp32") || !strcmp(name, "float32"))
+        *out = ATTN_PRECISION_F32;
+    else if (!strcmp(name, "bf16") || !strcmp(name, "bfloat16"))
+        *out = ATTN_PRECISION_BF16;
+    else
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "unknown precision '%s' (expected f32 or bf16)", name);
+    return ATTN_STATUS_OK;
+}
+
 attn_status attn_gemm_pack_b(bool trans_b, int K, int N, const float *B, int ldb,
                              attn_gemm_packed_b *out) {
+    return attn_gemm_pack_b_precision(trans_b, K, N, B, ldb, ATTN_PRECISION_F32, out);
+}
+
+attn_status attn_gemm_pack_b_precision(bool trans_b, int K, int N, const float *B, int ldb,
+                                       attn_precision precision, attn_gemm_packed_b *out) {
     REQUIRE(out, "gemm pack: NULL output");
     memset(out, 0, sizeof *out);
     REQUIRE(K >= 0 && N >= 0, "gemm pack: sizes must be >= 0 (K=%d N=%d)", K, N);
     REQUIRE(ldb >= ATTN_MAX(1, trans_b ? K : N), "gemm pack: ldb=%d < %d", ldb, trans_b ? K : N);
     REQUIRE(B || K == 0 || N == 0, "gemm pack: NULL matrix");
+    REQUIRE(precision == ATTN_PRECISION_F32 || precision == ATTN_PRECISION_BF16,
+            "gemm pack: unknown precision %d", (int)precision);
     const attn_backend be = attn_get_backend();
+    if (precision == ATTN_PRECISION_BF16) {
+        if (!attn_precision_available(precision))
+            return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                             "gemm pack: bf16 needs a CPU with AVX512-BF16 (backend %s)",
+                             attn_backend_name(be));
+        const size_t n16 = attn_bf16_elems(K, N);
+        if (n16 > ATTN_MAX_BUFFER_BYTES / sizeof(uint16_t))
+            return attn_fail(ATTN_STATUS_TOO_LARGE, "gemm pack: K=%d N=%d is too large", K, N);
+        const size_t nw = (n16 + 1) / 2;
+        float *p = attn_alloc(nw * sizeof(float));
+        if (!p)
+            return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gemm pack: out of memory (K=%d N=%d)", K,
+                             N);
+        attn_gemm_bf16_pack(trans_b, K, N, B, ldb, (uint16_t *)(void *)p);
+        out->K = K, out->N = N, out->backend = be, out->precision = precision;
+        out->n_floats = nw, out->data = p;
+        return ATTN_STATUS_OK;
+    }
     const size_t n = be == ATTN_BACKEND_AVX512 ? attn_gemm_pb_floats_avx512(K, N)
                      : be == ATTN_BACKEND_AVX2 ? attn_gemm_pb_floats_avx2(K, N)
                                                : attn_gemm_pb_floats_ref(K, N);
@@ -353,6 +409,14 @@ attn_status attn_gemm_packed(bool trans_a, int M, int N, int K, float alpha, con
     REQUIRE(ldc >= ATTN_MAX(1, N), "gemm packed: ldc=%d < N=%d", ldc, N);
     if (M == 0 || N == 0) return ATTN_STATUS_OK;
     REQUIRE(C && (K == 0 || A), "gemm packed: NULL matrix");
+    if (B->precision == ATTN_PRECISION_BF16) {
+        const uint16_t *P = (const uint16_t *)(const void *)B->data;
+        if (be == ATTN_BACKEND_AVX512)
+            attn_gemm_bf16_run_avx512(trans_a, M, N, K, alpha, A, lda, P, beta, C, ldc, bias, act);
+        else
+            attn_gemm_bf16_run_ref(trans_a, M, N, K, alpha, A, lda, P, beta, C, ldc, bias, act);
+        return ATTN_STATUS_OK;
+    }
     if (be == ATTN_BACKEND_AVX512)
         attn_gemm_pb_run_avx512(trans_a, M, N, K, alpha, A, lda, B->data, beta, C, ldc, bias, act);
     else if (be == ATTN_BACKEND_AVX2)

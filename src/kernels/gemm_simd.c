@@ -310,6 +310,17 @@ typedef void (*microkernel_fn)(int kc, const float *restrict a, const float *res
 #else
 #define MK_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T1)
 #endif
+/* The tile's accumulators c<r>_0, c<r>_1 into C: alpha, beta, bias, then the activation. */
+#define MK_EPILOGUE(ROWS)                                                                        \
+    bool full = nr == NR;                                                                        \
+    av_mask m0 = av_tail(ATTN_MIN(nr, AV_LEN)), m1 = av_tail(ATTN_MAX(nr - AV_LEN, 0));          \
+    av_f bias0 = av_zero(), bias1 = av_zero();                                                   \
+    if (e->last && bias) {                                                                       \
+        bias0 = full ? av_load(bias) : av_load_mask(bias, m0);                                   \
+        bias1 = full ? av_load(bias + AV_LEN) : av_load_mask(bias + AV_LEN, m1);                 \
+    }                                                                                            \
+    ROWS(MK_STORE)                                                                               \
+    if (e->last && e->act != ATTN_ACT_NONE) act_sweep(c, ldc, mr, nr, e->act);
 #define MK_DEFINE(name, ROWS)                                                                    \
     __attribute__((noinline)) static void name(int kc, const float *restrict a,                  \
                                                const float *restrict b, const float *pf,         \
@@ -324,15 +335,7 @@ typedef void (*microkernel_fn)(int kc, const float *restrict a, const float *res
             b += NR;                                                                             \
             pf += NR;                                                                            \
         }                                                                                        \
-        bool full = nr == NR;                                                                    \
-        av_mask m0 = av_tail(ATTN_MIN(nr, AV_LEN)), m1 = av_tail(ATTN_MAX(nr - AV_LEN, 0));      \
-        av_f bias0 = av_zero(), bias1 = av_zero();                                               \
-        if (e->last && bias) {                                                                   \
-            bias0 = full ? av_load(bias) : av_load_mask(bias, m0);                               \
-            bias1 = full ? av_load(bias + AV_LEN) : av_load_mask(bias + AV_LEN, m1);             \
-        }                                                                                        \
-        ROWS(MK_STORE)                                                                           \
-        if (e->last && e->act != ATTN_ACT_NONE) act_sweep(c, ldc, mr, nr, e->act);               \
+        MK_EPILOGUE(ROWS)                                                                        \
     }
 
 #define MK_R1(X) X(0)
@@ -374,6 +377,61 @@ _Static_assert(MR == 6, "one kernel per row count up to MR");
 static const microkernel_fn mk_table[MR + 1] = {NULL,          microkernel_1, microkernel_2,
                                                 microkernel_3, microkernel_4, microkernel_5,
                                                 microkernel_6};
+#endif
+
+#if ATTN_ISA == 512
+/* ---- BF16 microkernels (attn_gemm_bf16_run_avx512 below) ---------------------------------- */
+
+/* The same tile as microkernel's, from bfloat16 operands: a holds MR pairs per k pair (one
+ * uint32 per row: the even k in the low half), b 32 columns × 2 per k pair; VDPBF16PS adds both
+ * exact products of a pair to the float32 accumulator. kp k pairs. */
+#define BF16_FN __attribute__((target("avx512bf16")))
+typedef void (*microkernel_bf16_fn)(int kp, const uint32_t *restrict a, const uint16_t *restrict b,
+                                    const uint16_t *pf, float *c, int ldc, int mr, int nr,
+                                    const epilogue *e, const float *bias);
+#define MKB_STEP(r)                                                                              \
+    {                                                                                            \
+        __m512bh ar = (__m512bh)_mm512_set1_epi32((int)a[r]);                                     \
+        c##r##_0 = _mm512_dpbf16_ps(c##r##_0, ar, b0);                                           \
+        c##r##_1 = _mm512_dpbf16_ps(c##r##_1, ar, b1);                                           \
+    }
+#define MKB_DEFINE(name, ROWS)                                                                   \
+    BF16_FN __attribute__((noinline)) static void name(                                          \
+        int kp, const uint32_t *restrict a, const uint16_t *restrict b, const uint16_t *pf,      \
+        float *c, int ldc, int mr, int nr, const epilogue *e, const float *bias) {               \
+        ROWS(MK_DECLARE)                                                                         \
+        _Pragma("GCC unroll 4") for (int q = 0; q < kp; q++) {                                   \
+            __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);                                        \
+            __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + 32);                                   \
+            _mm_prefetch((const char *)pf, _MM_HINT_T1);                                         \
+            _mm_prefetch((const char *)(pf + 32), _MM_HINT_T1);                                  \
+            ROWS(MKB_STEP)                                                                       \
+            a += MR;                                                                             \
+            b += 64;                                                                             \
+            pf += 64;                                                                            \
+        }                                                                                        \
+        MK_EPILOGUE(ROWS)                                                                        \
+    }
+MKB_DEFINE(microkernel_bf16_1, MK_R1)
+MKB_DEFINE(microkernel_bf16_2, MK_R2)
+MKB_DEFINE(microkernel_bf16_3, MK_R3)
+MKB_DEFINE(microkernel_bf16_4, MK_R4)
+MKB_DEFINE(microkernel_bf16_5, MK_R5)
+MKB_DEFINE(microkernel_bf16_6, MK_R6)
+MKB_DEFINE(microkernel_bf16_7, MK_R7)
+MKB_DEFINE(microkernel_bf16_8, MK_R8)
+MKB_DEFINE(microkernel_bf16_9, MK_R9)
+MKB_DEFINE(microkernel_bf16_10, MK_R10)
+MKB_DEFINE(microkernel_bf16_11, MK_R11)
+MKB_DEFINE(microkernel_bf16_12, MK_R12)
+MKB_DEFINE(microkernel_bf16_13, MK_R13)
+MKB_DEFINE(microkernel_bf16_14, MK_R14)
+static const microkernel_bf16_fn mkb_table[MR + 1] = {
+    NULL,                microkernel_bf16_1,  microkernel_bf16_2,  microkernel_bf16_3,
+    microkernel_bf16_4,  microkernel_bf16_5,  microkernel_bf16_6,  microkernel_bf16_7,
+    microkernel_bf16_8,  microkernel_bf16_9,  microkernel_bf16_10, microkernel_bf16_11,
+    microkernel_bf16_12, microkernel_bf16_13, microkernel_bf16_14};
+_Static_assert(NR == ATTN_BF16_NR, "BF16 panels are the kernel's NR columns wide");
 #endif
 #undef MK_DECLARE
 #undef MK_STEP
@@ -1069,3 +1127,107 @@ void ATTN_FN(attn_gemm_pb_run)(bool trans_a, int M, int N, int K, float alpha,
         if (m0 < m1 && n0 < n1) pb_rect(&g, P, m0, m1, n0, n1, buf + fa * (size_t)t);
     }
 }
+
+#if ATTN_ISA == 512
+/* ---- BF16 pre-packed B (attn_gemm_pack_b_precision, attn_kernels.h) ----------------------- */
+
+static inline __mmask16 mask16(int n) {
+    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+
+/* Rows [i0, i0+mc) × columns [k0, k0+kc) of op(A) rounded to bfloat16 (VCVTNE2PS2BF16: round to
+ * nearest even) into MR-tall panels of k pairs: dst[p·kp·MR + q·MR + r] holds
+ * op(A)(i0 + p·MR + r, k0 + 2q) in its low half and column k0 + 2q + 1 (0 past kc) in its high
+ * half; rows past mc are not written (their kernels never read them). */
+BF16_FN static void pack_a_bf16(const gemm_args *g, int i0, int mc, int k0, int kc,
+                                uint32_t *dst) {
+    const int kp = (kc + 1) / 2;
+    const size_t lda = (size_t)g->lda;
+    const __m512i stride = _mm512_mullo_epi32(
+        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(MR));
+    for (int p = 0; p * MR < mc; p++) {
+        uint32_t *d = dst + (size_t)p * kp * MR;
+        const int mr = ATTN_MIN(MR, mc - p * MR);
+        for (int r = 0; r < mr; r++) {
+            const size_t i = (size_t)i0 + (size_t)p * MR + r;
+            if (!g->trans_a) {
+                const float *src = g->A + i * lda + k0;
+                for (int k = 0; k < kc; k += 32) {
+                    const int n = kc - k;
+                    __m512 lo = _mm512_maskz_loadu_ps(mask16(n), src + k);
+                    __m512 hi = _mm512_maskz_loadu_ps(mask16(n - 16), src + k + 16);
+                    __m512i v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+                    _mm512_mask_i32scatter_epi32(d + (size_t)(k / 2) * MR + r,
+                                                 mask16((ATTN_MIN(n, 32) + 1) / 2), stride, v, 4);
+                }
+            } else {
+                for (int q = 0; q < kp; q++) {
+                    const float a0 = g->A[(size_t)(k0 + 2 * q) * lda + i];
+                    const float a1 = 2 * q + 1 < kc ? g->A[(size_t)(k0 + 2 * q + 1) * lda + i] : 0.0f;
+                    d[(size_t)q * MR + r] =
+                        attn_bf16_round(a0) | (uint32_t)attn_bf16_round(a1) << 16;
+                }
+            }
+        }
+    }
+}
+
+/* Rows [m0, m1) × columns [n0, n1) of C (n0, n1 on NR boundaries or N) from the BF16 packing. */
+BF16_FN static void pbb_rect(const gemm_args *g, const uint16_t *P, int m0, int m1, int n0, int n1,
+                             uint32_t *abuf) {
+    epilogue e = {g->alpha, g->beta, true, false, g->act};
+    const size_t Np = pb_padded_n(g->N);
+    const int kb = attn_bf16_kb(g->K);
+    /* K == 0 still takes one pass: C = act(beta·C + bias). */
+    for (int pc = 0, blk = 0;; blk++) {
+        const int kc = ATTN_MIN(kb, g->K - pc), kp = (kc + 1) / 2;
+        e.first = pc == 0;
+        e.last = pc + kc >= g->K;
+        const uint16_t *start = P + (size_t)blk * (((size_t)kb + 1) / 2) * Np * 2;
+        for (int ic = m0; ic < m1; ic += MC_MAX) {
+            const int mc = ATTN_MIN(MC_MAX, m1 - ic);
+            pack_a_bf16(g, ic, mc, pc, kc, abuf);
+            for (int jr = n0; jr < n1; jr += NR) {
+                const uint16_t *bp = start + (size_t)(jr / NR) * kp * 64;
+                const float *bias = g->bias ? g->bias + jr : NULL;
+                const uint16_t *next = jr + NR < n1 ? bp + (size_t)kp * 64 : bp;
+                for (int ir = 0; ir < mc; ir += MR)
+                    mkb_table[ATTN_MIN(MR, mc - ir)](
+                        kp, abuf + (size_t)ir * kp, bp, ir == 0 ? next : bp,
+                        g->C + (size_t)(ic + ir) * g->ldc + jr, g->ldc, ATTN_MIN(MR, mc - ir),
+                        ATTN_MIN(NR, n1 - jr), &e, bias);
+            }
+        }
+        pc += kc;
+        if (pc >= g->K) break;
+    }
+}
+
+void attn_gemm_bf16_run_avx512(bool trans_a, int M, int N, int K, float alpha,
+                               const float *A, // (M, K), or (K, M) if trans_a; row stride lda
+                               int lda,
+                               const uint16_t *P, // attn_gemm_bf16_pack of op(B) (K, N)
+                               float beta,
+                               float *C, // (M, N), row stride ldc
+                               int ldc,
+                               const float *bias, // (N) or NULL
+                               attn_act act) {
+    gemm_args g = {trans_a, true, M, N, K, alpha, beta, A, NULL, C, bias, lda, 0, ldc, act};
+    /* The A panels: MC_MAX×KC floats per thread hold the MC_MAX×KC/2 pairs with room to spare. */
+    const size_t fa = (pack_a_floats(&g) + 15) & ~(size_t)15;
+    int nt;
+    float *buf = team_buffers(&g, fa, &nt);
+    if (!buf) {
+        attn_gemm_bf16_run_ref(trans_a, M, N, K, alpha, A, lda, P, beta, C, ldc, bias, act);
+        return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+    {
+        int m0, m1, n0, n1;
+        const int t = my_rect(&g, &m0, &m1, &n0, &n1);
+        if (m0 < m1 && n0 < n1) pbb_rect(&g, P, m0, m1, n0, n1, (uint32_t *)(buf + fa * (size_t)t));
+    }
+}
+#endif

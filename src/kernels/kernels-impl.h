@@ -14,6 +14,8 @@
 #include "attn_kernels.h"
 #include "../core/core-impl.h"
 
+#include <string.h>
+
 #if defined(ATTN_ISA) && ATTN_ISA == 512
 #define ATTN_FN(name) name##_avx512
 #elif defined(ATTN_ISA) && ATTN_ISA == 2
@@ -97,5 +99,51 @@ const attn_kernel_table *attn_kernels_current(void);
 ATTN_DECLARE_KERNELS(ref)
 ATTN_DECLARE_KERNELS(avx2)
 ATTN_DECLARE_KERNELS(avx512)
+
+/* ---- BF16 pre-packed B (layout in attn_kernels.h, attn_gemm_pack_b_precision) ------------ */
+
+#define ATTN_BF16_NR 32 /* columns per panel */
+
+/* Rows of a K block: equal blocks of at most 512. */
+static inline int attn_bf16_kb(int K) {
+    int nk = (K + 511) / 512;
+    return nk > 1 ? (K + nk - 1) / nk : K;
+}
+/* uint16 elements of the packed matrix (at least 2). */
+static inline size_t attn_bf16_elems(int K, int N) {
+    const int kb = attn_bf16_kb(K);
+    const size_t nblk = kb > 0 ? ((size_t)K + kb - 1) / kb : 0;
+    const size_t Np = ((size_t)N + ATTN_BF16_NR - 1) / ATTN_BF16_NR * ATTN_BF16_NR;
+    const size_t n = nblk * (((size_t)kb + 1) / 2) * Np * 2;
+    return n > 2 ? n : 2;
+}
+/* float32 -> bfloat16 as VCVTNEPS2BF16 does it: round to nearest even, subnormals to signed
+ * zero, NaN kept quiet. */
+static inline uint16_t attn_bf16_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7f800000u) == 0) return (uint16_t)((u >> 16) & 0x8000u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static inline float attn_bf16_float(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* gemm_bf16.c: the portable packer and the reference product (double sums of the rounded
+ * operands); gemm_simd.c (avx512 only): the VDPBF16PS product. */
+void attn_gemm_bf16_pack(bool trans_b, int K, int N, const float *B, int ldb, uint16_t *P);
+void attn_gemm_bf16_run_ref(bool trans_a, int M, int N, int K, float alpha, const float *A,
+                            int lda, const uint16_t *P, float beta, float *C, int ldc,
+                            const float *bias, attn_act act);
+void attn_gemm_bf16_run_avx512(bool trans_a, int M, int N, int K, float alpha, const float *A,
+                               int lda, const uint16_t *P, float beta, float *C, int ldc,
+                               const float *bias, attn_act act);
+/* Whether this CPU executes AVX512-BF16 (CPUID.(7,1):EAX bit 5). */
+bool attn_cpu_has_avx512_bf16(void);
 
 #endif

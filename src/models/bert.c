@@ -222,6 +222,7 @@ typedef struct {
 
 struct attn_bert_packed {
     attn_backend backend; /* the backend the panels were laid out for */
+    attn_precision precision;
     int L;
     packed_layer *layers; /* [L] */
 };
@@ -241,7 +242,18 @@ void attn_bert_unpack_weights(attn_bert_model *m) {
 }
 
 attn_status attn_bert_pack_weights(attn_bert_model *m) {
+    return attn_bert_pack_weights_precision(m, ATTN_PRECISION_F32);
+}
+
+attn_status attn_bert_pack_weights_precision(attn_bert_model *m, attn_precision precision) {
     if (!m) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "bert pack: NULL model");
+    if (precision != ATTN_PRECISION_F32 && precision != ATTN_PRECISION_BF16)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "bert pack: unknown precision %d",
+                         (int)precision);
+    if (!attn_precision_available(precision))
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "bert pack: precision %s needs a CPU with AVX512-BF16 (backend %s)",
+                         attn_precision_name(precision), attn_backend_name(attn_get_backend()));
     attn_bert_unpack_weights(m);
     const attn_bert_config *c = &m->cfg;
     const int L = c->num_hidden_layers, C = c->hidden_size, F = c->intermediate_size;
@@ -250,16 +262,17 @@ attn_status attn_bert_pack_weights(attn_bert_model *m) {
     p->layers = attn_calloc((size_t)L * sizeof *p->layers);
     p->L = L;
     p->backend = attn_get_backend();
+    p->precision = precision;
     m->packed = p; /* freed by attn_bert_unpack_weights below on failure */
     attn_status s = p->layers ? ATTN_STATUS_OK
                               : attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "bert pack: out of memory");
     for (int l = 0; l < L && !s; l++) {
         const attn_bert_layer *W = &m->w.layers[l];
         packed_layer *P = &p->layers[l];
-        s = attn_gemm_pack_b(true, C, 3 * C, W->attn.w_q, C, &P->qkv);
-        if (!s) s = attn_gemm_pack_b(true, C, C, W->attn.w_o, C, &P->o);
-        if (!s) s = attn_gemm_pack_b(true, C, F, W->inter_w, C, &P->inter);
-        if (!s) s = attn_gemm_pack_b(true, F, C, W->out_w, F, &P->out);
+        s = attn_gemm_pack_b_precision(true, C, 3 * C, W->attn.w_q, C, precision, &P->qkv);
+        if (!s) s = attn_gemm_pack_b_precision(true, C, C, W->attn.w_o, C, precision, &P->o);
+        if (!s) s = attn_gemm_pack_b_precision(true, C, F, W->inter_w, C, precision, &P->inter);
+        if (!s) s = attn_gemm_pack_b_precision(true, F, C, W->out_w, F, precision, &P->out);
     }
     if (s) attn_bert_unpack_weights(m);
     return s;
