@@ -51,7 +51,7 @@ static const char usage_text[] =
     "          [--compare-hidden REF.npy]\n"
     "        run a Hugging Face model directory (gpt2, bert) on token ids; write its output\n"
     "        (gpt2: the logits (T, vocab)) as .npy or print a summary (see 'attn forward --help')\n"
-    "  embed --model DIR [--out FILE.npy | --jsonl] [--batch N] [TEXT...]\n"
+    "  embed --model DIR [--out FILE.npy | --jsonl] [--batch N] [--precision f32|bf16] [TEXT...]\n"
     "        sentence embeddings (e.g. all-MiniLM-L6-v2) of each TEXT or stdin line, pooled\n"
     "        and normalized as the sentence-transformers directory says (see 'attn embed --help')\n"
     "  similarity --model DIR QUERY [--top-k K] < CANDIDATES\n"
