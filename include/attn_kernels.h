@@ -115,6 +115,14 @@ attn_status attn_gemm_pack_b(bool trans_b, int K, int N, const float *B, int ldb
  * ATTN_STATUS_UNSUPPORTED when attn_precision_available(precision) is false. */
 attn_status attn_gemm_pack_b_precision(bool trans_b, int K, int N, const float *B, int ldb,
                                        attn_precision precision, attn_gemm_packed_b *out);
+/* attn_gemm in a chosen precision: F32 is attn_gemm itself; BF16 rounds op(A) and op(B) to
+ * bfloat16 on every call (packing both), multiplies exactly and sums in float32, then the float32
+ * epilogue — the arithmetic of PyTorch's CPU autocast to bfloat16 for a matmul, with a float32
+ * result. ATTN_STATUS_UNSUPPORTED when attn_precision_available(precision) is false. */
+attn_status attn_gemm_precision(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                                const float *A, int lda, const float *B, int ldb, float beta,
+                                float *C, int ldc, const float *bias, attn_act act,
+                                attn_precision precision);
 /* Frees p->data and zeroes *p; NULL or a zeroed struct is fine. */
 void attn_gemm_packed_b_free(attn_gemm_packed_b *p);
 /* C (M, N) = act(alpha · op(A) · op(B) + beta · C + bias), op(B) from B (its K and N must equal

@@ -1,5 +1,6 @@
-/* test_gemm_bf16.c — the opt-in BF16 pre-packed GEMM (attn_gemm_pack_b_precision with
- * ATTN_PRECISION_BF16, attn_gemm_packed).
+/* test_gemm_bf16.c — the opt-in BF16 GEMMs: pre-packed (attn_gemm_pack_b_precision with
+ * ATTN_PRECISION_BF16, attn_gemm_packed) and general (attn_gemm_precision, both operands packed
+ * per call, every transpose).
  *
  * The expected values are computed here, independently of the library: both operands rounded to
  * bfloat16 by this file's own rounding (truncate, then round half to even by the dropped bits;
@@ -9,6 +10,8 @@
  *                   and the epilogue's float operations differ.
  *   avx512 backend: 1e-5 — float32 sums of exact products (K up to 1536), as attn_gemm's F32
  *                   kernels against their reference.
+ *   Both plus 1e-6 absolute: the float32 activation (erff, tanhf) against the oracle's double one
+ *   matters when C is a single tiny element (GELU of a negative sum).
  * Also: the rounding itself on hand-picked halfway cases, NaN in C never read when beta == 0,
  * ldc padding untouched, 1 and 2 threads bit-identical, how far BF16 lies from the F32 product
  * (it must be a real approximation, not F32 in disguise nor garbage), and the errors. */
@@ -61,7 +64,7 @@ typedef struct {
 } bshape;
 
 /* Run s on backend be; returns the number of failed checks (0 if be or BF16 is unavailable). */
-static void check_shape(const bshape *s, attn_backend be, tu_rng *rng) {
+static void check_shape(const bshape *s, attn_backend be, bool general, tu_rng *rng) {
     if (!attn_backend_available(be)) return;
     assert_int_equal(attn_set_backend(be), ATTN_STATUS_OK);
     if (!attn_precision_available(ATTN_PRECISION_BF16)) return;
@@ -94,18 +97,27 @@ static void check_shape(const bshape *s, attn_backend be, tu_rng *rng) {
             Cw[(size_t)i * ldc + j] = act_oracle(v, s->act);
         }
     attn_gemm_packed_b P;
-    assert_int_equal(attn_gemm_pack_b_precision(s->tb, s->K, s->N, B, ldb, ATTN_PRECISION_BF16, &P),
-                     ATTN_STATUS_OK);
-    assert_int_equal(P.precision, ATTN_PRECISION_BF16);
+    memset(&P, 0, sizeof P);
     memcpy(Cg, C0, nc * sizeof(float));
-    assert_int_equal(attn_gemm_packed(s->ta, s->M, s->N, s->K, s->alpha, A, lda, &P, s->beta, Cg,
-                                      ldc, s->bias ? bias : NULL, s->act),
-                     ATTN_STATUS_OK);
+    if (general) {
+        assert_int_equal(attn_gemm_precision(s->ta, s->tb, s->M, s->N, s->K, s->alpha, A, lda, B,
+                                             ldb, s->beta, Cg, ldc, s->bias ? bias : NULL, s->act,
+                                             ATTN_PRECISION_BF16),
+                         ATTN_STATUS_OK);
+    } else {
+        assert_int_equal(
+            attn_gemm_pack_b_precision(s->tb, s->K, s->N, B, ldb, ATTN_PRECISION_BF16, &P),
+            ATTN_STATUS_OK);
+        assert_int_equal(P.precision, ATTN_PRECISION_BF16);
+        assert_int_equal(attn_gemm_packed(s->ta, s->M, s->N, s->K, s->alpha, A, lda, &P, s->beta,
+                                          Cg, ldc, s->bias ? bias : NULL, s->act),
+                         ATTN_STATUS_OK);
+    }
     char what[160];
-    snprintf(what, sizeof what, "%s %dx%dx%d %c%c a=%g b=%g %s act%d ld+%d",
-             attn_backend_name(be), s->M, s->N, s->K, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N',
+    snprintf(what, sizeof what, "%s %s %dx%dx%d %c%c a=%g b=%g %s act%d ld+%d",
+             general ? "gemm" : "packed", attn_backend_name(be), s->M, s->N, s->K, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N',
              (double)s->alpha, (double)s->beta, s->bias ? "bias" : "", (int)s->act, s->pad);
-    tu_close(what, Cg, Cw, nc, be == ATTN_BACKEND_REF ? 1e-6 : 1e-5, 0);
+    tu_close(what, Cg, Cw, nc, be == ATTN_BACKEND_REF ? 1e-6 : 1e-5, 1e-6);
     /* The padding columns of C are untouched. */
     for (int i = 0; i < s->M; i++)
         for (int j = s->N; j < ldc; j++)
@@ -139,7 +151,12 @@ static void test_against_oracle(void **state) {
                     const int v = (int)(mi + ni + ki);
                     bshape s = {M, N, K, v % 5 == 0, v % 3 != 0, v % 4 ? 1.0f : 0.5f,
                                 v % 2 ? 0.0f : 1.0f, v % 3 == 1, (attn_act)(v % 4), v % 7 == 0 ? 3 : 0};
-                    check_shape(&s, BACKENDS[b], &rng);
+                    check_shape(&s, BACKENDS[b], false, &rng);
+                    /* the general product (attn_gemm_precision), every transpose pair */
+                    s.tb = !s.tb;
+                    check_shape(&s, BACKENDS[b], true, &rng);
+                    s.ta = !s.ta, s.tb = !s.tb;
+                    check_shape(&s, BACKENDS[b], true, &rng);
                 }
     attn_set_backend(ATTN_BACKEND_AUTO);
     TU_END();

@@ -79,3 +79,22 @@ void attn_gemm_bf16_run_ref(bool trans_a, int M, int N, int K, float alpha, cons
             *c = apply_act(v, act);
         }
 }
+
+void attn_gemm_bf16_ref(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                        const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                        int ldc, const float *bias, attn_act act) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0.0;
+            for (int k = 0; k < K; k++) {
+                const float a = trans_a ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+                s += (double)attn_bf16_float(attn_bf16_round(a)) *
+                     attn_bf16_float(attn_bf16_round(opb(trans_b, B, ldb, k, j)));
+            }
+            float *c = C + (size_t)i * ldc + j;
+            float v = alpha * (float)s;
+            if (beta != 0.0f) v += beta * *c;
+            if (bias) v += bias[j];
+            *c = apply_act(v, act);
+        }
+}

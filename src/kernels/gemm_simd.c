@@ -1135,6 +1135,12 @@ static inline __mmask16 mask16(int n) {
     return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
 }
 
+/* vpermw indices taking 32 bfloat16 x0[0..15] | x1[0..15] to the pairs (x0[c], x1[c]). */
+static inline __m512i bf16_interleave(void) {
+    return _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+                            22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+}
+
 /* Rows [i0, i0+mc) × columns [k0, k0+kc) of op(A) rounded to bfloat16 (VCVTNE2PS2BF16: round to
  * nearest even) into MR-tall panels of k pairs: dst[p·kp·MR + q·MR + r] holds
  * op(A)(i0 + p·MR + r, k0 + 2q) in its low half and column k0 + 2q + 1 (0 past kc) in its high
@@ -1145,28 +1151,37 @@ BF16_FN static void pack_a_bf16(const gemm_args *g, int i0, int mc, int k0, int 
     const size_t lda = (size_t)g->lda;
     const __m512i stride = _mm512_mullo_epi32(
         _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(MR));
+    if (g->trans_a) {
+        /* A is (K, M): a panel's rows are adjacent in each row of A; rows k and k + 1 of A side
+         * by side, then their elements interleaved into pairs. */
+        const __m512i inter = bf16_interleave();
+        for (int p = 0; p * MR < mc; p++) {
+            uint32_t *d = dst + (size_t)p * kp * MR;
+            const __mmask16 m = mask16(ATTN_MIN(MR, mc - p * MR));
+            const float *src = g->A + (size_t)k0 * lda + i0 + p * MR;
+            for (int q = 0; q < kp; q++) {
+                __m512 x0 = _mm512_maskz_loadu_ps(m, src + (size_t)(2 * q) * lda);
+                __m512 x1 = 2 * q + 1 < kc ? _mm512_maskz_loadu_ps(m, src + (size_t)(2 * q + 1) * lda)
+                                           : _mm512_setzero_ps();
+                __m512i v = (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
+                _mm512_mask_storeu_epi32(d + (size_t)q * MR, m, _mm512_permutexvar_epi16(inter, v));
+            }
+        }
+        return;
+    }
     for (int p = 0; p * MR < mc; p++) {
         uint32_t *d = dst + (size_t)p * kp * MR;
         const int mr = ATTN_MIN(MR, mc - p * MR);
         for (int r = 0; r < mr; r++) {
             const size_t i = (size_t)i0 + (size_t)p * MR + r;
-            if (!g->trans_a) {
-                const float *src = g->A + i * lda + k0;
-                for (int k = 0; k < kc; k += 32) {
-                    const int n = kc - k;
-                    __m512 lo = _mm512_maskz_loadu_ps(mask16(n), src + k);
-                    __m512 hi = _mm512_maskz_loadu_ps(mask16(n - 16), src + k + 16);
-                    __m512i v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-                    _mm512_mask_i32scatter_epi32(d + (size_t)(k / 2) * MR + r,
-                                                 mask16((ATTN_MIN(n, 32) + 1) / 2), stride, v, 4);
-                }
-            } else {
-                for (int q = 0; q < kp; q++) {
-                    const float a0 = g->A[(size_t)(k0 + 2 * q) * lda + i];
-                    const float a1 = 2 * q + 1 < kc ? g->A[(size_t)(k0 + 2 * q + 1) * lda + i] : 0.0f;
-                    d[(size_t)q * MR + r] =
-                        attn_bf16_round(a0) | (uint32_t)attn_bf16_round(a1) << 16;
-                }
+            const float *src = g->A + i * lda + k0;
+            for (int k = 0; k < kc; k += 32) {
+                const int n = kc - k;
+                __m512 lo = _mm512_maskz_loadu_ps(mask16(n), src + k);
+                __m512 hi = _mm512_maskz_loadu_ps(mask16(n - 16), src + k + 16);
+                __m512i v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+                _mm512_mask_i32scatter_epi32(d + (size_t)(k / 2) * MR + r,
+                                             mask16((ATTN_MIN(n, 32) + 1) / 2), stride, v, 4);
             }
         }
     }
@@ -1228,6 +1243,124 @@ void attn_gemm_bf16_run_avx512(bool trans_a, int M, int N, int K, float alpha,
         int m0, m1, n0, n1;
         const int t = my_rect(&g, &m0, &m1, &n0, &n1);
         if (m0 < m1 && n0 < n1) pbb_rect(&g, P, m0, m1, n0, n1, (uint32_t *)(buf + fa * (size_t)t));
+    }
+}
+#endif
+
+#if ATTN_ISA == 512
+/* ---- BF16 GEMM with both operands packed per call (attn_gemm_precision) ------------------- */
+
+/* Rows [k0, k0+kc) × columns [j0, j0+nc) of op(B) rounded to bfloat16 into NR-wide panels of k
+ * pairs, the layout of one K block of the pre-packed BF16 matrix:
+ *   dst[p·kp·64 + q·64 + c·2 + h] = bf16(op(B)(k0 + 2q + h, j0 + p·NR + c)), 0 past kc or nc. */
+BF16_FN static void pack_b_bf16(const gemm_args *g, int k0, int kc, int j0, int nc,
+                                uint16_t *dst) {
+    const int kp = (kc + 1) / 2;
+    const size_t ldb = (size_t)g->ldb;
+    if (!g->trans_b) {
+        /* B is (K, N): rows k and k + 1 side by side, then their elements interleaved. */
+        const __m512i inter = bf16_interleave();
+        for (int p = 0; p * NR < nc; p++) {
+            uint16_t *d = dst + (size_t)p * kp * 64;
+            const int nr = ATTN_MIN(NR, nc - p * NR);
+            for (int q = 0; q < kp; q++) {
+                const float *r0 = g->B + (size_t)(k0 + 2 * q) * ldb + j0 + p * NR;
+                const bool odd = 2 * q + 1 < kc;
+                for (int h = 0; h < 2; h++) {
+                    const __mmask16 m = mask16(nr - 16 * h);
+                    __m512 x0 = _mm512_maskz_loadu_ps(m, r0 + 16 * h);
+                    __m512 x1 = odd ? _mm512_maskz_loadu_ps(m, r0 + ldb + 16 * h) : _mm512_setzero_ps();
+                    __m512i v = (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
+                    _mm512_storeu_si512(d + (size_t)q * 64 + 32 * h, _mm512_permutexvar_epi16(inter, v));
+                }
+            }
+        }
+        return;
+    }
+    /* B is (N, K): a column of op(B) is a row of B, its pairs adjacent: convert 32 floats (16
+     * pairs) at a time and scatter them down the panel (one dword per k pair). */
+    const __m512i stride = _mm512_mullo_epi32(
+        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(32));
+    for (int p = 0; p * NR < nc; p++) {
+        uint32_t *d = (uint32_t *)(void *)(dst + (size_t)p * kp * 64);
+        const int nr = ATTN_MIN(NR, nc - p * NR);
+        if (nr < NR) memset(d, 0, (size_t)kp * 64 * sizeof(uint16_t));
+        for (int c = 0; c < nr; c++) {
+            const float *src = g->B + (size_t)(j0 + p * NR + c) * ldb + k0;
+            for (int k = 0; k < kc; k += 32) {
+                const int n = kc - k;
+                __m512 lo = _mm512_maskz_loadu_ps(mask16(n), src + k);
+                __m512 hi = _mm512_maskz_loadu_ps(mask16(n - 16), src + k + 16);
+                __m512i v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+                _mm512_mask_i32scatter_epi32(d + (size_t)(k / 2) * 32 + c,
+                                             mask16((ATTN_MIN(n, 32) + 1) / 2), stride, v, 4);
+            }
+        }
+    }
+}
+
+/* The blocked algorithm of gemm_rect on BF16 panels: rows [m0, m1) × columns [n0, n1) of C. */
+BF16_FN static void gemm_bf16_rect(const gemm_args *g, int m0, int m1, int n0, int n1,
+                                   uint32_t *abuf, uint16_t *bbuf) {
+    epilogue e = {g->alpha, g->beta, true, false, g->act};
+    const int kb = attn_bf16_kb(g->K);
+    for (int jc = n0; jc < n1; jc += NC_MAX) {
+        const int nc = ATTN_MIN(NC_MAX, n1 - jc);
+        /* K == 0 still takes one pass: C = act(beta·C + bias). */
+        for (int pc = 0;;) {
+            const int kc = ATTN_MIN(kb, g->K - pc), kp = (kc + 1) / 2;
+            e.first = pc == 0;
+            e.last = pc + kc >= g->K;
+            pack_b_bf16(g, pc, kc, jc, nc, bbuf);
+            for (int ic = m0; ic < m1; ic += MC_MAX) {
+                const int mc = ATTN_MIN(MC_MAX, m1 - ic);
+                pack_a_bf16(g, ic, mc, pc, kc, abuf);
+                for (int jr = 0; jr < nc; jr += NR) {
+                    const uint16_t *bp = bbuf + (size_t)(jr / NR) * kp * 64;
+                    const float *bias = g->bias ? g->bias + jc + jr : NULL;
+                    for (int ir = 0; ir < mc; ir += MR)
+                        mkb_table[ATTN_MIN(MR, mc - ir)](
+                            kp, abuf + (size_t)ir * kp, bp, bp,
+                            g->C + (size_t)(ic + ir) * g->ldc + jc + jr, g->ldc,
+                            ATTN_MIN(MR, mc - ir), ATTN_MIN(NR, nc - jr), &e, bias);
+                }
+            }
+            pc += kc;
+            if (pc >= g->K) break;
+        }
+    }
+}
+
+void attn_gemm_bf16_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                           const float *A, // (M, K), or (K, M) if trans_a; row stride lda
+                           int lda,
+                           const float *B, // (K, N), or (N, K) if trans_b; row stride ldb
+                           int ldb, float beta,
+                           float *C, // (M, N), row stride ldc
+                           int ldc,
+                           const float *bias, // (N) or NULL
+                           attn_act act) {
+    gemm_args g = {trans_a, trans_b, M, N, K, alpha, beta, A, B, C, bias, lda, ldb, ldc, act};
+    /* The F32 pack sizes hold the BF16 panels (half the k rows, as pairs) with room to spare. */
+    const size_t fa = (pack_a_floats(&g) + 15) & ~(size_t)15;
+    const size_t fb = (pack_b_floats(&g) + 15) & ~(size_t)15;
+    int nt;
+    float *buf = team_buffers(&g, fa + fb, &nt);
+    if (!buf) {
+        attn_gemm_bf16_ref(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias,
+                           act);
+        return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+    {
+        int m0, m1, n0, n1;
+        const int t = my_rect(&g, &m0, &m1, &n0, &n1);
+        float *mine = buf + (fa + fb) * (size_t)t;
+        if (m0 < m1 && n0 < n1)
+            gemm_bf16_rect(&g, m0, m1, n0, n1, (uint32_t *)(void *)mine,
+                           (uint16_t *)(void *)(mine + fa));
     }
 }
 #endif

@@ -143,6 +143,14 @@ void attn_gemm_bf16_run_ref(bool trans_a, int M, int N, int K, float alpha, cons
 void attn_gemm_bf16_run_avx512(bool trans_a, int M, int N, int K, float alpha, const float *A,
                                int lda, const uint16_t *P, float beta, float *C, int ldc,
                                const float *bias, attn_act act);
+/* The general BF16 product (attn_gemm_precision): gemm_bf16.c's reference (double sums of the
+ * rounded operands) and gemm_simd.c's kernels with both operands packed per call. */
+void attn_gemm_bf16_ref(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                        const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                        int ldc, const float *bias, attn_act act);
+void attn_gemm_bf16_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                           const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                           int ldc, const float *bias, attn_act act);
 /* Whether this CPU executes AVX512-BF16 (CPUID.(7,1):EAX bit 5). */
 bool attn_cpu_has_avx512_bf16(void);
 
