@@ -80,6 +80,45 @@ static int32_t *load_chars(size_t *n, int *V) {
     return ids;
 }
 
+/* WARMUP + STEPS optimizer steps of a fresh model (seed SEED) in the given precision, exactly as
+ * `attn train --arch gpt` runs them; *tok_s over the timed steps, *last the last batch's loss. */
+static int train_steps(const attn_gpt_config *c, const int32_t *x, const int32_t *y, int T,
+                       int warm, int steps, attn_precision prec, double *tok_s, float *last,
+                       size_t *n_params) {
+    const int S = warm + steps;
+    attn_gpt_model *m;
+    if (attn_gpt_model_init(c, SEED, &m)) return fail("model");
+    *n_params = m->num_params;
+    attn_optim_range *ranges = calloc((size_t)m->n_tensors, sizeof *ranges);
+    for (int i = 0; i < m->n_tensors; i++)
+        ranges[i] = (attn_optim_range){m->tensors[i].offset, m->tensors[i].numel, m->tensors[i].decay,
+                                       m->tensors[i].name};
+    attn_optim_params op = attn_optim_default_params(ATTN_OPTIM_ADAMW);
+    op.beta1 = 0.9, op.beta2 = 0.99, op.weight_decay = 0.1;
+    attn_optim *opt;
+    if (attn_optim_create(&op, m->num_params, ranges, m->n_tensors, &opt)) return fail("optimizer");
+    /* the step as `attn train --arch gpt` runs it: data-parallel, one replica per thread */
+    attn_gpt_trainer *tr;
+    if (attn_gpt_trainer_init(m, B, T, attn_get_num_threads(), &tr)) return fail("trainer");
+    if (attn_gpt_trainer_set_precision(tr, prec)) return fail("precision");
+    double t0 = 0;
+    for (int s = 0; s < S; s++) {
+        if (s == warm) t0 = now();
+        const size_t off = (size_t)s * B * T;
+        attn_gpt_zero_grad(m);
+        if (attn_gpt_train_step(tr, true, SEED, (uint64_t)s, B, T, x + off, y + off, 1.0f, last))
+            return fail("train step");
+        if (attn_optim_clip_step(opt, m->params, m->grads, 1.0, LR, ranges, m->n_tensors, NULL))
+            return fail("optimizer step");
+    }
+    *tok_s = (double)B * T * steps / (now() - t0);
+    attn_optim_destroy(opt);
+    free(ranges);
+    attn_gpt_trainer_free(tr);
+    attn_gpt_model_free(m);
+    return 0;
+}
+
 static int bench_train(const char *dir) {
     size_t n;
     int V;
@@ -139,50 +178,41 @@ static int bench_train(const char *dir) {
         snprintf(v[3], sizeof v[3], "%g", (double)c.resid_pdrop);
         const char *meta[] = {"n_warmup", v[0], "n_steps", v[1], "first_loss", v[2], "dropout",
                               v[3], "lr", "0.001", "weight_decay", "0.1", "beta1", "0.9", "beta2",
-                              "0.99", "grad_clip", "1.0", NULL};
+                              "0.99", "grad_clip", "1.0", "bf16",
+                              attn_precision_available(ATTN_PRECISION_BF16) ? "1" : "0", NULL};
         attn_status s = attn_st_save(path, e, m->n_tensors + 2, meta);
         free(e), free(names);
         if (s) return fail(path);
     }
-    attn_optim_range *ranges = calloc((size_t)m->n_tensors, sizeof *ranges);
-    for (int i = 0; i < m->n_tensors; i++)
-        ranges[i] = (attn_optim_range){m->tensors[i].offset, m->tensors[i].numel, m->tensors[i].decay,
-                                       m->tensors[i].name};
-    attn_optim_params op = attn_optim_default_params(ATTN_OPTIM_ADAMW);
-    op.beta1 = 0.9, op.beta2 = 0.99, op.weight_decay = 0.1;
-    attn_optim *opt;
-    if (attn_optim_create(&op, m->num_params, ranges, m->n_tensors, &opt)) return fail("optimizer");
-    /* the step as `attn train --arch gpt` runs it: data-parallel, one replica per thread */
-    attn_gpt_trainer *tr;
-    if (attn_gpt_trainer_init(m, B, T, attn_get_num_threads(), &tr)) return fail("trainer");
-    double t0 = 0, last = 0;
-    for (int s = 0; s < S; s++) {
-        if (s == warm) t0 = now();
-        const size_t off = (size_t)s * B * T;
-        attn_gpt_zero_grad(m);
-        float l;
-        if (attn_gpt_train_step(tr, true, SEED, (uint64_t)s, B, T, x + off, y + off, 1.0f, &l))
-            return fail("train step");
-        if (attn_optim_check_finite(m->grads, m->num_params, ranges, m->n_tensors, NULL))
-            return fail("gradients");
-        attn_optim_clip_grad_norm(m->grads, m->num_params, 1.0);
-        if (attn_optim_step(opt, m->params, m->grads, LR)) return fail("optimizer step");
-        last = l;
-    }
-    double dt = now() - t0;
-    printf("note: train: %zu parameters, first loss %.6f (no dropout), last loss %.4f, dropout "
-           "%.2f, %d timed steps in %.2f s\n",
-           m->num_params, (double)first_loss, last, (double)c.resid_pdrop, steps, dt);
-    printf("{\"bench\":\"gpt\",\"case\":\"train char 6L-384 ctx256 B8\",\"metric\":\"tokens/s\","
-           "\"value\":%.1f}\n",
-           (double)B * T * steps / dt);
-    fflush(stdout);
-    attn_optim_destroy(opt);
-    free(ranges);
-    free(x), free(y);
-    attn_gpt_trainer_free(tr);
     attn_gpt_state_free(st);
     attn_gpt_model_free(m);
+    double tok_s;
+    float last;
+    size_t n_params;
+    if (train_steps(&c, x, y, T, warm, steps, ATTN_PRECISION_F32, &tok_s, &last, &n_params))
+        return 1;
+    printf("note: train: %zu parameters, first loss %.6f (no dropout), last loss %.4f, dropout "
+           "%.2f, %d timed steps, %.1f tokens/s\n",
+           n_params, (double)first_loss, last, (double)c.resid_pdrop, steps, tok_s);
+    printf("{\"bench\":\"gpt\",\"case\":\"train char 6L-384 ctx256 B8\",\"metric\":\"tokens/s\","
+           "\"value\":%.1f}\n",
+           tok_s);
+    fflush(stdout);
+    /* The opt-in mixed precision (attn train --precision bf16), where the CPU has it: against the
+     * float32 twin (the issue's peer) and the twin under torch.autocast(bfloat16). */
+    if (attn_precision_available(ATTN_PRECISION_BF16)) {
+        if (train_steps(&c, x, y, T, warm, steps, ATTN_PRECISION_BF16, &tok_s, &last, &n_params))
+            return 1;
+        printf("note: train bf16: last loss %.4f, %.1f tokens/s\n", last, tok_s);
+        printf("{\"bench\":\"gpt\",\"case\":\"train 6L, attn bf16 vs torch f32\","
+               "\"metric\":\"tokens/s\",\"value\":%.1f}\n",
+               tok_s);
+        printf("{\"bench\":\"gpt\",\"case\":\"train 6L, attn bf16 vs torch bf16\","
+               "\"metric\":\"tokens/s\",\"value\":%.1f}\n",
+               tok_s);
+        fflush(stdout);
+    }
+    free(x), free(y);
     return 0;
 }
 

@@ -44,12 +44,35 @@ def throughput():
     t, meta = stfile.load(os.path.join(d, "gpt_train.safetensors"))
     with open(os.path.join(d, "gpt_train_config.json")) as f:
         cfg = json.load(f)
-    model = GPTTwin(cfg, torch.float32)
-    model.load_hf({k[2:]: v for k, v in t.items() if k.startswith("w.")})
     x = torch.from_numpy(t["x"].astype(np.int64))
     y = torch.from_numpy(t["y"].astype(np.int64))
     warm, steps = int(meta["n_warmup"]), int(meta["n_steps"])
     B, T = x.shape[1], x.shape[2]
+    tok_s, first, last, sdpa = train_steps(t, meta, cfg, x, y, warm, steps, False)
+    print(f"note: train: first loss {first:.6f} (attn {float(meta['first_loss']):.6f}), last loss "
+          f"{last:.4f}, dropout {cfg['resid_pdrop']:.2f}, sdpa {sdpa}, torch "
+          f"{torch.__version__}, {steps} timed steps, {tok_s:.1f} tokens/s")
+    rows = [("train char 6L-384 ctx256 B8", tok_s)]
+    if meta.get("bf16") == "1":
+        # attn's opt-in bf16 against this float32 twin (the issue's peer) and against the twin
+        # under CPU autocast to bfloat16 (the same-precision peer)
+        rows.append(("train 6L, attn bf16 vs torch f32", tok_s))
+        tok16, _, last16, _ = train_steps(t, meta, cfg, x, y, warm, steps, True)
+        print(f"note: train autocast bf16: last loss {last16:.4f}, {tok16:.1f} tokens/s")
+        rows.append(("train 6L, attn bf16 vs torch bf16", tok16))
+    for case, v in rows:
+        print(json.dumps({"bench": "gpt", "case": case, "metric": "tokens/s", "value": round(v, 1)}))
+    sys.stdout.flush()
+
+
+def train_steps(t, meta, cfg, x, y, warm, steps, bf16):
+    """(tokens/s over the timed steps, first loss, last loss, sdpa) of the twin from the initial
+    weights; bf16: under torch.autocast("cpu", dtype=torch.bfloat16)."""
+    import contextlib
+    model = GPTTwin(cfg, torch.float32)
+    model.load_hf({k[2:]: v for k, v in t.items() if k.startswith("w.")})
+    B, T = x.shape[1], x.shape[2]
+    ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
     model.eval()
     with torch.no_grad():
         first = model.loss(x[0], y[0]).item()
@@ -62,17 +85,13 @@ def throughput():
         if s == warm:
             t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model.loss(x[s], y[s])
+        with ctx():
+            loss = model.loss(x[s], y[s])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
     dt = time.perf_counter() - t0
-    print(f"note: train: first loss {first:.6f} (attn {float(meta['first_loss']):.6f}), last loss "
-          f"{loss.item():.4f}, dropout {cfg['resid_pdrop']:.2f}, sdpa {model.sdpa}, torch "
-          f"{torch.__version__}, {steps} timed steps in {dt:.2f} s")
-    print(json.dumps({"bench": "gpt", "case": "train char 6L-384 ctx256 B8", "metric": "tokens/s",
-                      "value": round(B * T * steps / dt, 1)}))
-    sys.stdout.flush()
+    return B * T * steps / dt, first, loss.item(), model.sdpa
 
 
 def shakespeare(a):

@@ -257,6 +257,12 @@ typedef struct attn_gpt_state attn_gpt_state;
  * TOO_LARGE before allocating when the buffers would be absurd. */
 attn_status attn_gpt_state_init(const attn_gpt_model *m, int B, int T, attn_gpt_state **out);
 void attn_gpt_state_free(attn_gpt_state *st);
+/* The precision of every matrix product of this state's forward and backward (attn_kernels.h):
+ * ATTN_PRECISION_F32 (the default: PyTorch's float32 numbers) or ATTN_PRECISION_BF16 (opt-in
+ * mixed precision, as PyTorch's CPU autocast to bfloat16: each product's operands rounded to
+ * bfloat16, float32 sums and results; weights, gradients, optimizer state and everything else
+ * stay float32). ATTN_STATUS_UNSUPPORTED where attn_precision_available is false. */
+attn_status attn_gpt_state_set_precision(attn_gpt_state *st, attn_precision precision);
 
 /* Training mode turns dropout on (embd_pdrop, resid_pdrop > 0) with masks that are a pure
  * function of (seed, step, site, element) — attn_encdec_dropout's generator, with site 0 the
@@ -320,6 +326,8 @@ attn_status attn_gpt_trainer_init(attn_gpt_model *m, int B, int T, int n_replica
                                   attn_gpt_trainer **out);
 void attn_gpt_trainer_free(attn_gpt_trainer *t);
 int attn_gpt_trainer_replicas(const attn_gpt_trainer *t);
+/* attn_gpt_state_set_precision on every replica's state. */
+attn_status attn_gpt_trainer_set_precision(attn_gpt_trainer *t, attn_precision precision);
 
 /* One micro-batch: ids and targets (B, T) as attn_gpt_forward / attn_gpt_loss (targets equal to
  * ATTN_GPT_IGNORE_INDEX ignored). training turns dropout on with (seed, step) as

@@ -70,6 +70,9 @@ const char cmd_train_gpt_usage[] =
     "  --beta1 X, --beta2 X AdamW moment decay rates (default 0.9, 0.99)\n"
     "  --grad-clip X        clip the global gradient norm (default 1.0; 0 = off)\n"
     "  --dropout X          set resid_pdrop and embd_pdrop (default: the config's)\n"
+    "  --precision f32|bf16 matrix products in float32 (default: PyTorch's numbers) or bf16:\n"
+    "                       operands rounded to bfloat16, float32 sums, as PyTorch's CPU autocast\n"
+    "                       (CPUs with AVX512-BF16; weights, gradients, optimizer stay float32)\n"
     "stopping, logging, saving:\n"
     "  --max-steps N        optimizer steps (default 2000; 0 = save the initial model and exit)\n"
     "  --time-budget S      stop (and save) after S seconds\n"
@@ -93,6 +96,7 @@ static const char default_config_json[] =
 
 typedef struct {
     const char *data, *out, *config, *tokenizer, *metrics;
+    attn_precision precision;
     int batch, grad_accum;
     int64_t max_steps, warmup, lr_decay_steps; /* lr_decay_steps < 0: = max_steps */
     double lr, min_lr, weight_decay, beta1, beta2, grad_clip, dropout; /* dropout < 0: config's */
@@ -124,7 +128,8 @@ static int parse_gargs(int argc, char **argv, gopts *o) {
         "--arch", "--data", "--out", "--config", "--tokenizer", "--metrics", "--batch",
         "--grad-accum", "--seed", "--lr", "--min-lr", "--warmup-steps", "--lr-decay-steps",
         "--weight-decay", "--beta1", "--beta2", "--grad-clip", "--dropout", "--max-steps",
-        "--time-budget", "--eval-every", "--eval-iters", "--save-every", "--log-every"};
+        "--time-budget", "--eval-every", "--eval-iters", "--save-every", "--log-every",
+        "--precision"};
     for (int i = 1; i < argc; i++) {
         const char *a, *v;
         int rc = train_next_arg(argc, argv, &i, usage, with_value,
@@ -165,6 +170,12 @@ static int parse_gargs(int argc, char **argv, gopts *o) {
         REAL_OPT("--beta2", 0, 0.999999, beta2, true)
         REAL_OPT("--grad-clip", 0, 1e9, grad_clip, true)
         REAL_OPT("--dropout", 0, 0.99, dropout, true)
+        if (!strcmp(a, "--precision")) {
+            if (attn_precision_parse(v, &o->precision))
+                return cli_usage_error("train: --precision must be f32 or bf16, got '%s'", v);
+            o->fixed_opt = "--precision";
+            continue;
+        }
         if (!strcmp(a, "--max-steps")) {
             if (!cli_parse_i64(v, 0, 1000000000000LL, &n))
                 return cli_usage_error("train: --max-steps needs an integer from 0 to 1e12, got '%s'", v);
@@ -218,6 +229,7 @@ static json_t *gopts_to_json(const gopts *o, uint64_t data_bytes, uint32_t data_
     json_object_set_new(j, "beta2", json_real(o->beta2));
     json_object_set_new(j, "grad_clip", json_real(o->grad_clip));
     json_object_set_new(j, "eval_iters", json_integer(o->eval_iters));
+    json_object_set_new(j, "precision", json_string(attn_precision_name(o->precision)));
     return j;
 }
 
@@ -253,6 +265,12 @@ static attn_status gopts_from_json(const json_t *j, const char *dir, gopts *o, u
     o->beta2 = json_number_value(json_object_get(j, "beta2"));
     o->grad_clip = json_number_value(json_object_get(j, "grad_clip"));
     o->eval_iters = (int)json_integer_value(json_object_get(j, "eval_iters"));
+    /* absent in checkpoints written before --precision existed: float32 */
+    const char *prec = json_string_value(json_object_get(j, "precision"));
+    o->precision = ATTN_PRECISION_F32;
+    if (prec && attn_precision_parse(prec, &o->precision))
+        return attn_set_error(ATTN_STATUS_FORMAT,
+                              "%s/training_state.json: unknown precision \"%s\"", dir, prec);
     if (o->batch < 1 || o->grad_accum < 1 || o->eval_iters < 1 || o->warmup < 0 ||
         o->lr_decay_steps < 0 || !(o->lr >= 0) || !(o->beta2 < 1))
         return attn_set_error(ATTN_STATUS_FORMAT,
@@ -557,6 +575,7 @@ static attn_status setup_training(grun *r) {
     const double grad_bytes = (double)m->num_params * sizeof(float);
     while (replicas > 1 && (replicas - 1) * grad_bytes > 2147483648.0) replicas--;
     TRAIN_TRY(attn_gpt_trainer_init(m, r->B, r->T, replicas, &r->tr));
+    TRAIN_TRY(attn_gpt_trainer_set_precision(r->tr, r->o.precision));
     r->cs = attn_ckpt_state_init();
     if (o->resume) {
         TRAIN_TRY(attn_ckpt_load(o->out, r->tensors, m->n_tensors, r->opt, &r->cs));

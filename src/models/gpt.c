@@ -413,6 +413,7 @@ struct attn_gpt_state {
     bool training;
     uint64_t seed, step;
     int row0;                   /* global index of the first sequence (dropout element offset) */
+    attn_precision precision;   /* of every matrix product (attn_gpt_state_set_precision) */
     int32_t *ids;               /* (B, T) the last forward's ids */
     float **x;                  /* [L + 1] (M, C): x[l] block l's input, x[L] the last output */
     block_acts *a;              /* [L] */
@@ -546,6 +547,26 @@ void gpt_layout_grads(attn_gpt_model *m, float *grads, attn_gpt_weights *g) {
     (void)layout(m, grads, g, false);
 }
 
+/* Every matrix product of the forward and backward: attn_gemm in the state's precision. */
+static attn_status mm(const attn_gpt_state *st, bool trans_a, bool trans_b, int M, int N, int K,
+                      float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                      float *C, int ldc, const float *bias, attn_act act) {
+    return attn_gemm_precision(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                               bias, act, st->precision);
+}
+
+attn_status attn_gpt_state_set_precision(attn_gpt_state *st, attn_precision precision) {
+    if (!st) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt: NULL state");
+    if (precision != ATTN_PRECISION_F32 && precision != ATTN_PRECISION_BF16)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt: unknown precision %d", (int)precision);
+    if (!attn_precision_available(precision))
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "gpt: precision %s needs a CPU with AVX512-BF16 (backend %s)",
+                         attn_precision_name(precision), attn_backend_name(attn_get_backend()));
+    st->precision = precision;
+    return ATTN_STATUS_OK;
+}
+
 /* out (M, C) = x + drop(A (M, K) · W (K, C) + bias): the residual add of a branch. Without
  * dropout the product is accumulated straight into a copy of the stream (beta = 1). */
 static attn_status branch_out(attn_gpt_state *st, uint32_t site, int M, int K, const float *A,
@@ -554,14 +575,14 @@ static attn_status branch_out(attn_gpt_state *st, uint32_t site, int M, int K, c
     const size_t n = (size_t)M * C;
     const float p = st->cfg.resid_pdrop;
     if (st->training && p > 0.0f) {
-        ATTN_TRY(attn_gemm(false, false, M, C, K, 1.0f, A, K, W, C, 0.0f, st->tmp, C, bias,
+        ATTN_TRY(mm(st, false, false, M, C, K, 1.0f, A, K, W, C, 0.0f, st->tmp, C, bias,
                            ATTN_ACT_NONE));
         gpt_dropout_fwd(st->seed, st->step, site, p, drop_off(st), n, x, st->tmp, out,
                         site_mask(st, site));
         return ATTN_STATUS_OK;
     }
     memcpy(out, x, n * sizeof(float));
-    return attn_gemm(false, false, M, C, K, 1.0f, A, K, W, C, 1.0f, out, C, bias, ATTN_ACT_NONE);
+    return mm(st, false, false, M, C, K, 1.0f, A, K, W, C, 1.0f, out, C, bias, ATTN_ACT_NONE);
 }
 
 attn_status attn_gpt_forward(const attn_gpt_model *m, attn_gpt_state *st, int B, int T,
@@ -600,7 +621,7 @@ attn_status attn_gpt_forward(const attn_gpt_model *m, attn_gpt_state *st, int B,
         block_acts *a = &st->a[l];
         ATTN_TRY(attn_layernorm_forward(M, C, st->x[l], W->ln_1_w, W->ln_1_b, eps, a->ln1, a->mean1,
                                         a->rstd1));
-        ATTN_TRY(attn_gemm(false, false, M, 3 * C, C, 1.0f, a->ln1, C, W->attn_w, 3 * C, 0.0f,
+        ATTN_TRY(mm(st, false, false, M, 3 * C, C, 1.0f, a->ln1, C, W->attn_w, 3 * C, 0.0f,
                            a->qkv, 3 * C, W->attn_b, ATTN_ACT_NONE));
         attn_attention_params p = attn_attention_default_params(B, H, T, T, C / H);
         p.scale = gpt_attn_scale(c, l);
@@ -615,12 +636,12 @@ attn_status attn_gpt_forward(const attn_gpt_model *m, attn_gpt_state *st, int B,
                                         a->rstd2));
         if (a->u) {
             /* GELU's derivative needs the pre-activation: keep u, activate separately. */
-            ATTN_TRY(attn_gemm(false, false, M, F, C, 1.0f, a->ln2, C, W->fc_w, F, 0.0f, a->u, F,
+            ATTN_TRY(mm(st, false, false, M, F, C, 1.0f, a->ln2, C, W->fc_w, F, 0.0f, a->u, F,
                                W->fc_b, ATTN_ACT_NONE));
             ATTN_TRY(attn_act_forward(c->activation, (size_t)M * F, a->u, a->h));
         } else {
             /* ReLU fused into the epilogue; backward recovers relu' from h (h > 0 iff u > 0). */
-            ATTN_TRY(attn_gemm(false, false, M, F, C, 1.0f, a->ln2, C, W->fc_w, F, 0.0f, a->h, F,
+            ATTN_TRY(mm(st, false, false, M, F, C, 1.0f, a->ln2, C, W->fc_w, F, 0.0f, a->h, F,
                                W->fc_b, ATTN_ACT_RELU));
         }
         ATTN_TRY(branch_out(st, SITE_MLP(l), M, F, a->h, W->mlp_proj_w, W->mlp_proj_b, a->res1,
@@ -628,7 +649,7 @@ attn_status attn_gpt_forward(const attn_gpt_model *m, attn_gpt_state *st, int B,
     }
     ATTN_TRY(attn_layernorm_forward(M, C, st->x[L], m->w.ln_f_w, m->w.ln_f_b, eps, st->lnf,
                                     st->meanf, st->rstdf));
-    ATTN_TRY(attn_gemm(false, true, M, V, C, 1.0f, st->lnf, C, m->w.lm_head, C, 0.0f, st->logits, V,
+    ATTN_TRY(mm(st, false, true, M, V, C, 1.0f, st->lnf, C, m->w.lm_head, C, 0.0f, st->logits, V,
                        NULL, ATTN_ACT_NONE));
     if (st->cap.hidden) {
         for (int l = 0; l < L; l++)
@@ -689,9 +710,9 @@ attn_status attn_gpt_backward(attn_gpt_model *m, attn_gpt_state *st) {
     float *G = st->g, *dl = st->logits;
 
     /* Logits = lnf · lm_headᵀ: d lnf = dl · lm_head; d lm_head += dlᵀ · lnf. */
-    ATTN_TRY(attn_gemm(false, false, M, C, V, 1.0f, dl, V, m->w.lm_head, C, 0.0f, st->tmp, C, NULL,
+    ATTN_TRY(mm(st, false, false, M, C, V, 1.0f, dl, V, m->w.lm_head, C, 0.0f, st->tmp, C, NULL,
                        ATTN_ACT_NONE));
-    ATTN_TRY(attn_gemm(true, false, V, C, M, 1.0f, dl, V, st->lnf, C, 1.0f, m->g.lm_head, C, NULL,
+    ATTN_TRY(mm(st, true, false, V, C, M, 1.0f, dl, V, st->lnf, C, 1.0f, m->g.lm_head, C, NULL,
                        ATTN_ACT_NONE));
     ATTN_TRY(attn_layernorm_backward(M, C, st->x[L], m->w.ln_f_w, st->meanf, st->rstdf, st->tmp, G,
                                      m->g.ln_f_w, m->g.ln_f_b));
@@ -707,19 +728,19 @@ attn_status attn_gpt_backward(attn_gpt_model *m, attn_gpt_state *st) {
             dy = st->tmp;
         }
         float *dh = st->gbig; /* (M, F) */
-        ATTN_TRY(attn_gemm(true, false, F, C, M, 1.0f, a->h, F, dy, C, 1.0f, Gw->mlp_proj_w, C,
+        ATTN_TRY(mm(st, true, false, F, C, M, 1.0f, a->h, F, dy, C, 1.0f, Gw->mlp_proj_w, C,
                            NULL, ATTN_ACT_NONE));
         colsum_add(M, C, dy, Gw->mlp_proj_b);
-        ATTN_TRY(attn_gemm(false, true, M, F, C, 1.0f, dy, C, W->mlp_proj_w, C, 0.0f, dh, F, NULL,
+        ATTN_TRY(mm(st, false, true, M, F, C, 1.0f, dy, C, W->mlp_proj_w, C, 0.0f, dh, F, NULL,
                            ATTN_ACT_NONE));
         if (a->u)
             ATTN_TRY(attn_act_backward(c->activation, (size_t)M * F, a->u, dh, dh));
         else
             ATTN_TRY(attn_act_backward(ATTN_ACT_RELU, (size_t)M * F, a->h, dh, dh));
-        ATTN_TRY(attn_gemm(true, false, C, F, M, 1.0f, a->ln2, C, dh, F, 1.0f, Gw->fc_w, F, NULL,
+        ATTN_TRY(mm(st, true, false, C, F, M, 1.0f, a->ln2, C, dh, F, 1.0f, Gw->fc_w, F, NULL,
                            ATTN_ACT_NONE));
         colsum_add(M, F, dh, Gw->fc_b);
-        ATTN_TRY(attn_gemm(false, true, M, C, F, 1.0f, dh, F, W->fc_w, F, 0.0f, st->g2, C, NULL,
+        ATTN_TRY(mm(st, false, true, M, C, F, 1.0f, dh, F, W->fc_w, F, 0.0f, st->g2, C, NULL,
                            ATTN_ACT_NONE));
         /* G is now d/d res1: the skip path plus the LN's input gradient. tmp is free again. */
         ATTN_TRY(ln_back_add(M, C, a->res1, W->ln_2_w, a->mean2, a->rstd2, st->g2, Gw->ln_2_w,
@@ -731,11 +752,11 @@ attn_status attn_gpt_backward(attn_gpt_model *m, attn_gpt_state *st) {
             gpt_dropout_bwd(pr, n, site_mask(st, SITE_ATTN(l)), G, st->tmp);
             dy = st->tmp;
         }
-        ATTN_TRY(attn_gemm(true, false, C, C, M, 1.0f, a->att, C, dy, C, 1.0f, Gw->attn_proj_w, C,
+        ATTN_TRY(mm(st, true, false, C, C, M, 1.0f, a->att, C, dy, C, 1.0f, Gw->attn_proj_w, C,
                            NULL, ATTN_ACT_NONE));
         colsum_add(M, C, dy, Gw->attn_proj_b);
         float *datt = st->g2;
-        ATTN_TRY(attn_gemm(false, true, M, C, C, 1.0f, dy, C, W->attn_proj_w, C, 0.0f, datt, C,
+        ATTN_TRY(mm(st, false, true, M, C, C, 1.0f, dy, C, W->attn_proj_w, C, 0.0f, datt, C,
                            NULL, ATTN_ACT_NONE));
         float *dqkv = st->gbig; /* (M, 3C) */
         attn_attention_params p = attn_attention_default_params(B, H, T, T, C / H);
@@ -745,10 +766,10 @@ attn_status attn_gpt_backward(attn_gpt_model *m, attn_gpt_state *st) {
         p.ldo = C;
         ATTN_TRY(attn_attention_backward(&p, a->qkv, a->qkv + C, a->qkv + 2 * C, a->att, a->lse,
                                          datt, dqkv, dqkv + C, dqkv + 2 * C));
-        ATTN_TRY(attn_gemm(true, false, C, 3 * C, M, 1.0f, a->ln1, C, dqkv, 3 * C, 1.0f, Gw->attn_w,
+        ATTN_TRY(mm(st, true, false, C, 3 * C, M, 1.0f, a->ln1, C, dqkv, 3 * C, 1.0f, Gw->attn_w,
                            3 * C, NULL, ATTN_ACT_NONE));
         colsum_add(M, 3 * C, dqkv, Gw->attn_b);
-        ATTN_TRY(attn_gemm(false, true, M, C, 3 * C, 1.0f, dqkv, 3 * C, W->attn_w, 3 * C, 0.0f,
+        ATTN_TRY(mm(st, false, true, M, C, 3 * C, 1.0f, dqkv, 3 * C, W->attn_w, 3 * C, 0.0f,
                            st->g2, C, NULL, ATTN_ACT_NONE));
         ATTN_TRY(ln_back_add(M, C, st->x[l], W->ln_1_w, a->mean1, a->rstd1, st->g2, Gw->ln_1_w,
                              Gw->ln_1_b, st->tmp, G));

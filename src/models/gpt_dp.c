@@ -59,6 +59,12 @@ void attn_gpt_trainer_free(attn_gpt_trainer *t) {
 
 int attn_gpt_trainer_replicas(const attn_gpt_trainer *t) { return t ? t->n : 0; }
 
+attn_status attn_gpt_trainer_set_precision(attn_gpt_trainer *t, attn_precision precision) {
+    if (!t) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt trainer: NULL trainer");
+    for (int i = 0; i < t->n; i++) ATTN_TRY(attn_gpt_state_set_precision(t->r[i].st, precision));
+    return ATTN_STATUS_OK;
+}
+
 /* Rows of replica i when B rows split over n: the first B % n replicas get one more. */
 static int rows_of(int B, int n, int i) { return B / n + (i < B % n ? 1 : 0); }
 
