@@ -297,6 +297,75 @@ static void test_reuse(void **state) {
     TU_END();
 }
 
+/* The opt-in mixed precision (attn_gpt_trainer_set_precision BF16): every product's operands
+ * rounded to bfloat16 (the kernels are checked exactly in test_gemm_bf16.c). Here, on the ref
+ * backend and (where the CPU has AVX512-BF16) the avx512 one, 2 replicas in BF16 against the
+ * float32 plain path: each gradient tensor within 5e-2 of its largest |entry| and the loss within
+ * 1e-2 relative (bfloat16 keeps 8 significant bits: measured ~1e-2 and ~1e-3), and not equal to
+ * the float32 numbers (worst tensor above 1e-5: the products really are rounded). */
+static void test_bf16(void **state) {
+    (void)state;
+    const attn_backend bes[] = {ATTN_BACKEND_REF, ATTN_BACKEND_AVX512};
+    int ran = 0;
+    for (int b = 0; b < 2; b++) {
+        if (!attn_backend_available(bes[b])) continue;
+        attn_set_backend(bes[b]);
+        if (!attn_precision_available(ATTN_PRECISION_BF16)) continue;
+        ran++;
+        attn_gpt_model *m = small_model(0.0f, ATTN_ACT_GELU_TANH);
+        const int B = 4, T = 8, V = m->cfg.vocab_size;
+        int32_t x[4 * 8], y[4 * 8];
+        make_batch(B, T, V, 2024, 3, x, y);
+        attn_gpt_zero_grad(m);
+        const float lref = plain(m, false, 1, B, T, x, y);
+        float *gref = malloc(m->num_params * sizeof(float));
+        memcpy(gref, m->grads, m->num_params * sizeof(float));
+        attn_gpt_zero_grad(m);
+        attn_gpt_trainer *t;
+        assert_int_equal(attn_gpt_trainer_init(m, B, T, 2, &t), ATTN_STATUS_OK);
+        assert_int_equal(attn_gpt_trainer_set_precision(t, ATTN_PRECISION_BF16), ATTN_STATUS_OK);
+        float l;
+        assert_int_equal(attn_gpt_train_step(t, false, 99, 10, B, T, x, y, 1.0f, &l),
+                         ATTN_STATUS_OK);
+        attn_gpt_trainer_free(t);
+        double worst = 0;
+        for (int i = 0; i < m->n_tensors; i++) {
+            const attn_gpt_tensor *te = &m->tensors[i];
+            double err = 0, mx = 0;
+            for (size_t k = 0; k < te->numel; k++) {
+                err = fmax(err, fabs((double)m->grads[te->offset + k] - gref[te->offset + k]));
+                mx = fmax(mx, fabs((double)gref[te->offset + k]));
+            }
+            if (mx > 0) worst = fmax(worst, err / mx);
+            if (!(err <= 5e-2 * mx + 1e-9))
+                fail_msg("%s: bf16 grad %s off by %.3e (max %.3e)",
+                         attn_backend_name(bes[b]), te->name, err, mx);
+        }
+        printf("  %-6s bf16: loss %.7f f32 %.7f (rel %.2e), worst tensor grad rel err %.2e\n",
+               attn_backend_name(bes[b]), (double)l, (double)lref,
+               fabs((double)l - lref) / lref, worst);
+        assert_true(fabs((double)l - lref) <= 1e-2 * fabs((double)lref));
+        assert_true(worst > 1e-5);
+        free(gref);
+        attn_gpt_model_free(m);
+    }
+    /* errors: an unknown precision; BF16 where no kernel runs it */
+    attn_gpt_model *m = small_model(0.0f, ATTN_ACT_GELU_TANH);
+    attn_gpt_trainer *t;
+    assert_int_equal(attn_gpt_trainer_init(m, 2, 8, 1, &t), ATTN_STATUS_OK);
+    tu_expect_fail(attn_gpt_trainer_set_precision(t, (attn_precision)9),
+                   ATTN_STATUS_INVALID_ARGUMENT, "precision", NULL);
+    if (attn_backend_available(ATTN_BACKEND_AVX2)) {
+        attn_set_backend(ATTN_BACKEND_AVX2);
+        tu_expect_fail(attn_gpt_trainer_set_precision(t, ATTN_PRECISION_BF16),
+                       ATTN_STATUS_UNSUPPORTED, "AVX512-BF16", NULL);
+    }
+    attn_gpt_trainer_free(t);
+    attn_gpt_model_free(m);
+    attn_set_backend(ATTN_BACKEND_AUTO);
+    if (!ran) skip();
+}
+
 static void test_errors(void **state) {
     (void)state;
     attn_gpt_model *m = small_model(0.0f, ATTN_ACT_GELU_TANH);
@@ -338,7 +407,8 @@ int main(void) {
         cmocka_unit_test(test_grads_even),     cmocka_unit_test(test_grads_uneven),
         cmocka_unit_test(test_grads_dropout),  cmocka_unit_test(test_grads_accumulation),
         cmocka_unit_test(test_eval),           cmocka_unit_test(test_trajectory),
-        cmocka_unit_test(test_reuse),          cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_reuse),          cmocka_unit_test(test_bf16),
+        cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

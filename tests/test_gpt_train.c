@@ -326,6 +326,45 @@ static void test_resume_exact_dropout(void **state) {
 
 /* ---- a fresh run: defaults, auto-detected resume, SIGINT, generate --------------------------------- */
 
+/* --precision bf16 (mixed precision): a run trains, saves the precision in its checkpoint, and
+ * resumes exactly (3 + 2 steps give the 5-step run's weights, bit for bit); an unknown precision
+ * is a usage error. Without AVX512-BF16 the run must fail with a clear error instead. */
+static void test_bf16_run(void **state) {
+    (void)state;
+    char args[12000], cmd[12000];
+    const char *a = work("B16a"), *b = work("B16b");
+    snprintf(args, sizeof args,
+             "train --arch gpt --config '%s' --data '%s' --batch 2 --max-steps 3 --eval-iters 2 "
+             "--precision fp16 --out '%s'",
+             ref("tiny.json"), ref("data.txt"), a);
+    assert_int_equal(attn(args), 2);
+    assert_non_null(strstr(buf, "--precision must be f32 or bf16"));
+    snprintf(args, sizeof args,
+             "train --arch gpt --config '%s' --data '%s' --batch 2 --max-steps 5 --eval-iters 2 "
+             "--precision bf16 --out '%s'",
+             ref("tiny.json"), ref("data.txt"), a);
+    int rc = attn(args);
+    if (rc == 1 && strstr(buf, "needs a CPU with AVX512-BF16")) {
+        printf("  this CPU has no AVX512-BF16: the run says so (skipped)\n");
+        skip();
+    }
+    if (rc) fail_msg("bf16 run failed: %s", buf);
+    assert_non_null(strstr(buf, "done: step 5"));
+    snprintf(args, sizeof args,
+             "train --arch gpt --config '%s' --data '%s' --batch 2 --max-steps 3 --eval-iters 2 "
+             "--lr-decay-steps 5 --precision bf16 --out '%s'",
+             ref("tiny.json"), ref("data.txt"), b);
+    rc = attn(args);
+    if (rc) fail_msg("bf16 run failed: %s", buf);
+    snprintf(cmd, sizeof cmd, "grep -q '\"precision\": *\"bf16\"' '%s/training_state.json'", b);
+    if (sh(cmd)) fail_msg("the checkpoint does not record precision bf16");
+    snprintf(args, sizeof args, "train --out '%s' --resume --max-steps 5", b);
+    rc = attn(args);
+    if (rc) fail_msg("bf16 resume failed: %s", buf);
+    snprintf(cmd, sizeof cmd, "cmp '%s/model.safetensors' '%s/model.safetensors'", a, b);
+    if (sh(cmd)) fail_msg("3 + 2 resumed bf16 steps differ from 5 steps: %s", buf);
+}
+
 static void test_fresh_run(void **state) {
     (void)state;
     char args[12000];
@@ -494,6 +533,7 @@ int main(void) {
         cmocka_unit_test(test_resume_exact),
         cmocka_unit_test(test_resume_exact_dropout),
         cmocka_unit_test(test_fresh_run),
+        cmocka_unit_test(test_bf16_run),
         cmocka_unit_test(test_sigint),
         cmocka_unit_test(test_errors),
     };
