@@ -11,12 +11,15 @@
 # final evaluation only (imports and data preparation excluded), which favours the twin.
 # Target: attn's validation loss <= 1.88 in at most half the PyTorch twin's wall time.
 #   sh bench/gpt_shakespeare.sh [BUILD]       (ATTN_BENCH_THREADS, default 2;
-#                                              ATTN_BENCH_SHAKESPEARE_STEPS, default 2000)
+#                                              ATTN_BENCH_SHAKESPEARE_STEPS, default 2000;
+#                                              ATTN_BENCH_PRECISION=bf16: attn trains with
+#                                              --precision bf16, the twin stays float32)
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 THREADS=${ATTN_BENCH_THREADS:-2}
 STEPS=${ATTN_BENCH_SHAKESPEARE_STEPS:-2000}
+PREC=${ATTN_BENCH_PRECISION:-f32}
 export OMP_NUM_THREADS=$THREADS ATTN_BENCH_THREADS=$THREADS
 DATA=../shared/data/tinyshakespeare/input.txt
 [ -x "$BUILD/attn" ] || { echo "error: $BUILD/attn missing (make BUILD=$BUILD)"; exit 1; }
@@ -29,10 +32,10 @@ OPTS="--config configs/gpt-shakespeare-char.json --data $DATA --tokenizer char -
       --weight-decay 0.1 --grad-clip 1.0 --seed 1337 --eval-iters 200"
 now() { date +%s.%N; }
 
-echo "== gpt_shakespeare (threads=$THREADS, $STEPS steps)"
+echo "== gpt_shakespeare (threads=$THREADS, $STEPS steps, attn precision $PREC)"
 # attn: one plain command, timed whole (data loading, training, final evaluation, checkpoint)
 t0=$(now)
-"$BUILD/attn" --threads "$THREADS" train --arch gpt $OPTS --max-steps "$STEPS" \
+"$BUILD/attn" --threads "$THREADS" train --arch gpt $OPTS --precision "$PREC" --max-steps "$STEPS" \
   --eval-every 1000000 --save-every 1000000 --log-every 250 --out "$out/attn" > "$out/attn.log" 2>&1 \
   || { cat "$out/attn.log"; echo "error: attn train failed"; exit 1; }
 t1=$(now)
