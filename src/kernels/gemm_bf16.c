@@ -43,17 +43,6 @@ void attn_gemm_bf16_pack(bool trans_b, int K, int N, const float *B, int ldb, ui
     }
 }
 
-static float apply_act(float x, attn_act act) {
-    switch (act) {
-    case ATTN_ACT_RELU: return x > 0.0f ? x : (x == x ? 0.0f : x);
-    case ATTN_ACT_GELU_TANH:
-        return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    case ATTN_ACT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case ATTN_ACT_NONE: break;
-    }
-    return x;
-}
-
 void attn_gemm_bf16_run_ref(bool trans_a, int M, int N, int K, float alpha, const float *A,
                             int lda, const uint16_t *P, float beta, float *C, int ldc,
                             const float *bias, attn_act act) {
@@ -76,7 +65,7 @@ void attn_gemm_bf16_run_ref(bool trans_a, int M, int N, int K, float alpha, cons
             float v = alpha * (float)s;
             if (beta != 0.0f) v += beta * *c;
             if (bias) v += bias[j];
-            *c = apply_act(v, act);
+            *c = attn_act_scalar(v, act);
         }
 }
 
@@ -95,6 +84,6 @@ void attn_gemm_bf16_ref(bool trans_a, bool trans_b, int M, int N, int K, float a
             float v = alpha * (float)s;
             if (beta != 0.0f) v += beta * *c;
             if (bias) v += bias[j];
-            *c = apply_act(v, act);
+            *c = attn_act_scalar(v, act);
         }
 }

@@ -10,17 +10,6 @@
  * the full dot products at once, and a strip keeps the buffer small. */
 #define STRIP 256
 
-static float apply_act(float x, attn_act act) {
-    switch (act) {
-    case ATTN_ACT_RELU: return x > 0.0f ? x : (x == x ? 0.0f : x); /* NaN stays NaN */
-    case ATTN_ACT_GELU_TANH:
-        return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    case ATTN_ACT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case ATTN_ACT_NONE: break;
-    }
-    return x;
-}
-
 void attn_gemm_ref(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                    const float *A, // (M, K), or (K, M) if trans_a; row stride lda
                    int lda,
@@ -57,7 +46,7 @@ void attn_gemm_ref(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                 float v = alpha * acc[j];
                 if (beta != 0.0f) v += beta * c[j]; /* beta == 0: C may hold NaN, never read */
                 if (bias) v += bias[j0 + j];
-                c[j] = apply_act(v, act);
+                c[j] = attn_act_scalar(v, act);
             }
         }
     }

@@ -579,6 +579,33 @@ static int my_rect(const gemm_args *g, int *m0, int *m1, int *n0, int *n1) {
     return t;
 }
 
+/* A driver's body on one thread's rectangle [m0, m1) × [n0, n1) of C, with that thread's pack
+ * buffer and the driver's own data. */
+typedef void (*rect_fn)(const gemm_args *g, int m0, int m1, int n0, int n1, float *buf,
+                        const void *ctx);
+
+/* The threaded part of every blocked driver: the team (team_buffers, per_thread floats of pack
+ * buffer each), one region, each member's rectangle (my_rect) handed to body. false, having done
+ * nothing, when even one thread's buffer does not fit: the caller then takes its fallback. */
+static bool run_team(const gemm_args *g, size_t per_thread, rect_fn body, const void *ctx) {
+    int nt;
+    float *buf = team_buffers(g, per_thread, &nt);
+    if (!buf) return false;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+    {
+        int m0, m1, n0, n1;
+        const int t = my_rect(g, &m0, &m1, &n0, &n1);
+        if (m0 < m1 && n0 < n1) body(g, m0, m1, n0, n1, buf + per_thread * (size_t)t, ctx);
+    }
+    return true;
+}
+
+/* Per-thread pack floats of A's MC×KC block and B's KC×NC block, each rounded to a cache line. */
+static size_t pack_a_span(const gemm_args *g) { return (pack_a_floats(g) + 15) & ~(size_t)15; }
+static size_t pack_b_span(const gemm_args *g) { return (pack_b_floats(g) + 15) & ~(size_t)15; }
+
 /* ---- small M: weight streaming ---------------------------------------------------------- */
 
 /* With a handful of rows (M <= SMALL_M: token-by-token generation, where every call multiplies
@@ -983,6 +1010,12 @@ static bool gemm_small_m(const gemm_args *g) {
     return true;
 }
 
+static void gemm_rect_body(const gemm_args *g, int m0, int m1, int n0, int n1, float *buf,
+                           const void *ctx) {
+    (void)ctx;
+    gemm_rect(g, m0, m1, n0, n1, buf, buf + pack_a_span(g));
+}
+
 void ATTN_FN(attn_gemm)(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                         const float *A, // (M, K), or (K, M) if trans_a; row stride lda
                         int lda,
@@ -995,26 +1028,9 @@ void ATTN_FN(attn_gemm)(bool trans_a, bool trans_b, int M, int N, int K, float a
     gemm_args g = {trans_a, trans_b, M, N, K, alpha, beta, A, B, C, bias, lda, ldb, ldc, act};
     if (M >= 1 && M <= SMALL_M && N > 0 && gemm_small_m(&g)) return;
 
-    /* Per-thread A and B buffers, each rounded to a cache line. */
-    const size_t fa = (pack_a_floats(&g) + 15) & ~(size_t)15;
-    const size_t fb = (pack_b_floats(&g) + 15) & ~(size_t)15;
-    int nt;
-    float *buf = team_buffers(&g, fa + fb, &nt);
-    if (!buf) {
-        /* Out of memory for the pack buffers: the reference loops need none. */
+    /* Per-thread A and B buffers; out of memory for them, the reference loops need none. */
+    if (!run_team(&g, pack_a_span(&g) + pack_b_span(&g), gemm_rect_body, NULL))
         attn_gemm_ref(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, act);
-        return;
-    }
-
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1)
-#endif
-    {
-        int m0, m1, n0, n1;
-        const int t = my_rect(&g, &m0, &m1, &n0, &n1);
-        float *mine = buf + (fa + fb) * (size_t)t;
-        if (m0 < m1 && n0 < n1) gemm_rect(&g, m0, m1, n0, n1, mine, mine + fa);
-    }
 }
 
 /* ---- pre-packed B (attn_gemm_pack_b / attn_gemm_packed, attn_kernels.h) --------------------- */
@@ -1075,6 +1091,11 @@ static void pb_rect(const gemm_args *g, const float *P, int m0, int m1, int n0, 
     }
 }
 
+static void pb_rect_body(const gemm_args *g, int m0, int m1, int n0, int n1, float *buf,
+                         const void *P) {
+    pb_rect(g, (const float *)P, m0, m1, n0, n1, buf);
+}
+
 /* Out of memory for the A panels: plain loops over the packed B (slow, never wrong). */
 static void pb_scalar(const gemm_args *g, const float *P) {
     const size_t Np = pb_padded_n(g->N);
@@ -1111,25 +1132,12 @@ void ATTN_FN(attn_gemm_pb_run)(bool trans_a, int M, int N, int K, float alpha,
                                attn_act act) {
     gemm_args g = {trans_a, true, M, N, K, alpha, beta, A, NULL, C, bias, lda, 0, ldc, act};
     /* Only A is packed per call: one MC×KC block per thread. */
-    const size_t fa = (pack_a_floats(&g) + 15) & ~(size_t)15;
-    int nt;
-    float *buf = team_buffers(&g, fa, &nt);
-    if (!buf) {
-        pb_scalar(&g, P);
-        return;
-    }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1)
-#endif
-    {
-        int m0, m1, n0, n1;
-        const int t = my_rect(&g, &m0, &m1, &n0, &n1);
-        if (m0 < m1 && n0 < n1) pb_rect(&g, P, m0, m1, n0, n1, buf + fa * (size_t)t);
-    }
+    if (!run_team(&g, pack_a_span(&g), pb_rect_body, P)) pb_scalar(&g, P);
 }
 
 #if ATTN_ISA == 512
-/* ---- BF16 pre-packed B (attn_gemm_pack_b_precision, attn_kernels.h) ----------------------- */
+/* ---- BF16: pre-packed B (attn_gemm_pack_b_precision) and the general product
+ *      (attn_gemm_precision, both operands packed per call); attn_kernels.h ------------------- */
 
 static inline __mmask16 mask16(int n) {
     return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
@@ -1187,69 +1195,6 @@ BF16_FN static void pack_a_bf16(const gemm_args *g, int i0, int mc, int k0, int 
     }
 }
 
-/* Rows [m0, m1) × columns [n0, n1) of C (n0, n1 on NR boundaries or N) from the BF16 packing. */
-BF16_FN static void pbb_rect(const gemm_args *g, const uint16_t *P, int m0, int m1, int n0, int n1,
-                             uint32_t *abuf) {
-    epilogue e = {g->alpha, g->beta, true, false, g->act};
-    const size_t Np = pb_padded_n(g->N);
-    const int kb = attn_bf16_kb(g->K);
-    /* K == 0 still takes one pass: C = act(beta·C + bias). */
-    for (int pc = 0, blk = 0;; blk++) {
-        const int kc = ATTN_MIN(kb, g->K - pc), kp = (kc + 1) / 2;
-        e.first = pc == 0;
-        e.last = pc + kc >= g->K;
-        const uint16_t *start = P + (size_t)blk * (((size_t)kb + 1) / 2) * Np * 2;
-        for (int ic = m0; ic < m1; ic += MC_MAX) {
-            const int mc = ATTN_MIN(MC_MAX, m1 - ic);
-            pack_a_bf16(g, ic, mc, pc, kc, abuf);
-            for (int jr = n0; jr < n1; jr += NR) {
-                const uint16_t *bp = start + (size_t)(jr / NR) * kp * 64;
-                const float *bias = g->bias ? g->bias + jr : NULL;
-                const uint16_t *next = jr + NR < n1 ? bp + (size_t)kp * 64 : bp;
-                for (int ir = 0; ir < mc; ir += MR)
-                    mkb_table[ATTN_MIN(MR, mc - ir)](
-                        kp, abuf + (size_t)ir * kp, bp, ir == 0 ? next : bp,
-                        g->C + (size_t)(ic + ir) * g->ldc + jr, g->ldc, ATTN_MIN(MR, mc - ir),
-                        ATTN_MIN(NR, n1 - jr), &e, bias);
-            }
-        }
-        pc += kc;
-        if (pc >= g->K) break;
-    }
-}
-
-void attn_gemm_bf16_run_avx512(bool trans_a, int M, int N, int K, float alpha,
-                               const float *A, // (M, K), or (K, M) if trans_a; row stride lda
-                               int lda,
-                               const uint16_t *P, // attn_gemm_bf16_pack of op(B) (K, N)
-                               float beta,
-                               float *C, // (M, N), row stride ldc
-                               int ldc,
-                               const float *bias, // (N) or NULL
-                               attn_act act) {
-    gemm_args g = {trans_a, true, M, N, K, alpha, beta, A, NULL, C, bias, lda, 0, ldc, act};
-    /* The A panels: MC_MAX×KC floats per thread hold the MC_MAX×KC/2 pairs with room to spare. */
-    const size_t fa = (pack_a_floats(&g) + 15) & ~(size_t)15;
-    int nt;
-    float *buf = team_buffers(&g, fa, &nt);
-    if (!buf) {
-        attn_gemm_bf16_run_ref(trans_a, M, N, K, alpha, A, lda, P, beta, C, ldc, bias, act);
-        return;
-    }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1)
-#endif
-    {
-        int m0, m1, n0, n1;
-        const int t = my_rect(&g, &m0, &m1, &n0, &n1);
-        if (m0 < m1 && n0 < n1) pbb_rect(&g, P, m0, m1, n0, n1, (uint32_t *)(buf + fa * (size_t)t));
-    }
-}
-#endif
-
-#if ATTN_ISA == 512
-/* ---- BF16 GEMM with both operands packed per call (attn_gemm_precision) ------------------- */
-
 /* Rows [k0, k0+kc) × columns [j0, j0+nc) of op(B) rounded to bfloat16 into NR-wide panels of k
  * pairs, the layout of one K block of the pre-packed BF16 matrix:
  *   dst[p·kp·64 + q·64 + c·2 + h] = bf16(op(B)(k0 + 2q + h, j0 + p·NR + c)), 0 past kc or nc. */
@@ -1299,28 +1244,38 @@ BF16_FN static void pack_b_bf16(const gemm_args *g, int k0, int kc, int j0, int 
     }
 }
 
-/* The blocked algorithm of gemm_rect on BF16 panels: rows [m0, m1) × columns [n0, n1) of C. */
-BF16_FN static void gemm_bf16_rect(const gemm_args *g, int m0, int m1, int n0, int n1,
-                                   uint32_t *abuf, uint16_t *bbuf) {
+/* Rows [m0, m1) × columns [n0, n1) of C (on NR boundaries or N) in BF16, the blocked algorithm
+ * of gemm_rect: with op(B) pre-packed in P (attn_gemm_pack_b_precision's layout), or with P NULL
+ * each KC×NC block of op(B) packed here into bbuf (the same layout, one block). */
+BF16_FN static void bf16_rect(const gemm_args *g, const uint16_t *P, int m0, int m1, int n0,
+                              int n1, uint32_t *abuf, uint16_t *bbuf) {
     epilogue e = {g->alpha, g->beta, true, false, g->act};
+    const size_t Np = pb_padded_n(g->N);
     const int kb = attn_bf16_kb(g->K);
     for (int jc = n0; jc < n1; jc += NC_MAX) {
         const int nc = ATTN_MIN(NC_MAX, n1 - jc);
         /* K == 0 still takes one pass: C = act(beta·C + bias). */
-        for (int pc = 0;;) {
+        for (int pc = 0, blk = 0;; blk++) {
             const int kc = ATTN_MIN(kb, g->K - pc), kp = (kc + 1) / 2;
             e.first = pc == 0;
             e.last = pc + kc >= g->K;
-            pack_b_bf16(g, pc, kc, jc, nc, bbuf);
+            const uint16_t *panels = bbuf;
+            if (P)
+                panels = P + (size_t)blk * (((size_t)kb + 1) / 2) * Np * 2 + (size_t)(jc / NR) * kp * 64;
+            else
+                pack_b_bf16(g, pc, kc, jc, nc, bbuf);
             for (int ic = m0; ic < m1; ic += MC_MAX) {
                 const int mc = ATTN_MIN(MC_MAX, m1 - ic);
                 pack_a_bf16(g, ic, mc, pc, kc, abuf);
                 for (int jr = 0; jr < nc; jr += NR) {
-                    const uint16_t *bp = bbuf + (size_t)(jr / NR) * kp * 64;
+                    const uint16_t *bp = panels + (size_t)(jr / NR) * kp * 64;
                     const float *bias = g->bias ? g->bias + jc + jr : NULL;
+                    /* Pre-packed: the first row panel's kernel prefetches the next B panel
+                     * (adjacent in P); the others re-touch their own. */
+                    const uint16_t *next = P && jr + NR < nc ? bp + (size_t)kp * 64 : bp;
                     for (int ir = 0; ir < mc; ir += MR)
                         mkb_table[ATTN_MIN(MR, mc - ir)](
-                            kp, abuf + (size_t)ir * kp, bp, bp,
+                            kp, abuf + (size_t)ir * kp, bp, ir == 0 ? next : bp,
                             g->C + (size_t)(ic + ir) * g->ldc + jc + jr, g->ldc,
                             ATTN_MIN(MR, mc - ir), ATTN_MIN(NR, nc - jr), &e, bias);
                 }
@@ -1329,6 +1284,28 @@ BF16_FN static void gemm_bf16_rect(const gemm_args *g, int m0, int m1, int n0, i
             if (pc >= g->K) break;
         }
     }
+}
+
+/* run_team bodies: ctx is the pre-packed B, or NULL (both operands packed per call). */
+static void bf16_rect_body(const gemm_args *g, int m0, int m1, int n0, int n1, float *buf,
+                           const void *P) {
+    bf16_rect(g, (const uint16_t *)P, m0, m1, n0, n1, (uint32_t *)(void *)buf,
+              P ? NULL : (uint16_t *)(void *)(buf + pack_a_span(g)));
+}
+
+void attn_gemm_bf16_run_avx512(bool trans_a, int M, int N, int K, float alpha,
+                               const float *A, // (M, K), or (K, M) if trans_a; row stride lda
+                               int lda,
+                               const uint16_t *P, // attn_gemm_bf16_pack of op(B) (K, N)
+                               float beta,
+                               float *C, // (M, N), row stride ldc
+                               int ldc,
+                               const float *bias, // (N) or NULL
+                               attn_act act) {
+    gemm_args g = {trans_a, true, M, N, K, alpha, beta, A, NULL, C, bias, lda, 0, ldc, act};
+    /* Only A is packed per call (the F32 span holds its BF16 pairs with room to spare). */
+    if (!run_team(&g, pack_a_span(&g), bf16_rect_body, P))
+        attn_gemm_bf16_run_ref(trans_a, M, N, K, alpha, A, lda, P, beta, C, ldc, bias, act);
 }
 
 void attn_gemm_bf16_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
@@ -1341,26 +1318,9 @@ void attn_gemm_bf16_avx512(bool trans_a, bool trans_b, int M, int N, int K, floa
                            const float *bias, // (N) or NULL
                            attn_act act) {
     gemm_args g = {trans_a, trans_b, M, N, K, alpha, beta, A, B, C, bias, lda, ldb, ldc, act};
-    /* The F32 pack sizes hold the BF16 panels (half the k rows, as pairs) with room to spare. */
-    const size_t fa = (pack_a_floats(&g) + 15) & ~(size_t)15;
-    const size_t fb = (pack_b_floats(&g) + 15) & ~(size_t)15;
-    int nt;
-    float *buf = team_buffers(&g, fa + fb, &nt);
-    if (!buf) {
+    /* The F32 pack spans hold the BF16 panels (pairs of k rows) with room to spare. */
+    if (!run_team(&g, pack_a_span(&g) + pack_b_span(&g), bf16_rect_body, NULL))
         attn_gemm_bf16_ref(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias,
                            act);
-        return;
-    }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1)
-#endif
-    {
-        int m0, m1, n0, n1;
-        const int t = my_rect(&g, &m0, &m1, &n0, &n1);
-        float *mine = buf + (fa + fb) * (size_t)t;
-        if (m0 < m1 && n0 < n1)
-            gemm_bf16_rect(&g, m0, m1, n0, n1, (uint32_t *)(void *)mine,
-                           (uint16_t *)(void *)(mine + fa));
-    }
 }
 #endif

@@ -14,6 +14,7 @@
 #include "attn_kernels.h"
 #include "../core/core-impl.h"
 
+#include <math.h>
 #include <string.h>
 
 #if defined(ATTN_ISA) && ATTN_ISA == 512
@@ -109,6 +110,19 @@ static inline int attn_bf16_kb(int K) {
     int nk = (K + 511) / 512;
     return nk > 1 ? (K + nk - 1) / nk : K;
 }
+/* The activation of one float, in plain C: the reference GEMMs' epilogue (gemm_ref.c,
+ * gemm_bf16.c). */
+static inline float attn_act_scalar(float x, attn_act act) {
+    switch (act) {
+    case ATTN_ACT_RELU: return x > 0.0f ? x : (x == x ? 0.0f : x); /* NaN stays NaN */
+    case ATTN_ACT_GELU_TANH:
+        return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case ATTN_ACT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case ATTN_ACT_NONE: break;
+    }
+    return x;
+}
+
 /* uint16 elements of the packed matrix (at least 2). */
 static inline size_t attn_bf16_elems(int K, int N) {
     const int kb = attn_bf16_kb(K);
