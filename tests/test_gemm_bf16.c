@@ -115,7 +115,8 @@ static void check_shape(const bshape *s, attn_backend be, bool general, tu_rng *
     }
     char what[160];
     snprintf(what, sizeof what, "%s %s %dx%dx%d %c%c a=%g b=%g %s act%d ld+%d",
-             general ? "gemm" : "packed", attn_backend_name(be), s->M, s->N, s->K, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N',
+             general ? "gemm" : "packed", attn_backend_name(be), s->M, s->N, s->K,
+             s->ta ? 'T' : 'N', s->tb ? 'T' : 'N',
              (double)s->alpha, (double)s->beta, s->bias ? "bias" : "", (int)s->act, s->pad);
     tu_close(what, Cg, Cw, nc, be == ATTN_BACKEND_REF ? 1e-6 : 1e-5, 1e-6);
     /* The padding columns of C are untouched. */
@@ -278,7 +279,11 @@ static void test_errors(void **state) {
 }
 
 int main(void) {
-    const bool have = attn_backend_available(ATTN_BACKEND_AVX512) && (attn_set_backend(ATTN_BACKEND_AVX512), attn_precision_available(ATTN_PRECISION_BF16));
+    bool have = false;
+    if (attn_backend_available(ATTN_BACKEND_AVX512)) {
+        attn_set_backend(ATTN_BACKEND_AVX512);
+        have = attn_precision_available(ATTN_PRECISION_BF16);
+    }
     attn_set_backend(ATTN_BACKEND_AUTO);
     printf("avx512 bf16 kernel: %s\n", have ? "available" : "not available on this CPU (ref only)");
     const struct CMUnitTest tests[] = {

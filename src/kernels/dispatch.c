@@ -144,7 +144,8 @@ attn_status attn_gemm_precision(bool trans_a, bool trans_b, int M, int N, int K,
     REQUIRE(ldb >= ATTN_MAX(1, trans_b ? K : N), "gemm: ldb=%d < %d", ldb, trans_b ? K : N);
     REQUIRE(ldc >= ATTN_MAX(1, N), "gemm: ldc=%d < N=%d", ldc, N);
     if (!attn_precision_available(precision))
-        return attn_fail(ATTN_STATUS_UNSUPPORTED, "gemm: bf16 needs a CPU with AVX512-BF16 (backend %s)",
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "gemm: bf16 needs a CPU with AVX512-BF16 (backend %s)",
                          attn_backend_name(attn_get_backend()));
     if (M == 0 || N == 0) return ATTN_STATUS_OK;
     REQUIRE(C && (K == 0 || (A && B)), "gemm: NULL matrix");

@@ -1158,7 +1158,8 @@ BF16_FN static void pack_a_bf16(const gemm_args *g, int i0, int mc, int k0, int 
     const int kp = (kc + 1) / 2;
     const size_t lda = (size_t)g->lda;
     const __m512i stride = _mm512_mullo_epi32(
-        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(MR));
+        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+        _mm512_set1_epi32(MR));
     if (g->trans_a) {
         /* A is (K, M): a panel's rows are adjacent in each row of A; rows k and k + 1 of A side
          * by side, then their elements interleaved into pairs. */
@@ -1214,9 +1215,11 @@ BF16_FN static void pack_b_bf16(const gemm_args *g, int k0, int kc, int j0, int 
                 for (int h = 0; h < 2; h++) {
                     const __mmask16 m = mask16(nr - 16 * h);
                     __m512 x0 = _mm512_maskz_loadu_ps(m, r0 + 16 * h);
-                    __m512 x1 = odd ? _mm512_maskz_loadu_ps(m, r0 + ldb + 16 * h) : _mm512_setzero_ps();
+                    __m512 x1 = odd ? _mm512_maskz_loadu_ps(m, r0 + ldb + 16 * h)
+                                    : _mm512_setzero_ps();
                     __m512i v = (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
-                    _mm512_storeu_si512(d + (size_t)q * 64 + 32 * h, _mm512_permutexvar_epi16(inter, v));
+                    _mm512_storeu_si512(d + (size_t)q * 64 + 32 * h,
+                                        _mm512_permutexvar_epi16(inter, v));
                 }
             }
         }
@@ -1225,7 +1228,8 @@ BF16_FN static void pack_b_bf16(const gemm_args *g, int k0, int kc, int j0, int 
     /* B is (N, K): a column of op(B) is a row of B, its pairs adjacent: convert 32 floats (16
      * pairs) at a time and scatter them down the panel (one dword per k pair). */
     const __m512i stride = _mm512_mullo_epi32(
-        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(32));
+        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+        _mm512_set1_epi32(32));
     for (int p = 0; p * NR < nc; p++) {
         uint32_t *d = (uint32_t *)(void *)(dst + (size_t)p * kp * 64);
         const int nr = ATTN_MIN(NR, nc - p * NR);
@@ -1261,7 +1265,8 @@ BF16_FN static void bf16_rect(const gemm_args *g, const uint16_t *P, int m0, int
             e.last = pc + kc >= g->K;
             const uint16_t *panels = bbuf;
             if (P)
-                panels = P + (size_t)blk * (((size_t)kb + 1) / 2) * Np * 2 + (size_t)(jc / NR) * kp * 64;
+                panels = P + (size_t)blk * (((size_t)kb + 1) / 2) * Np * 2 +
+                         (size_t)(jc / NR) * kp * 64;
             else
                 pack_b_bf16(g, pc, kc, jc, nc, bbuf);
             for (int ic = m0; ic < m1; ic += MC_MAX) {
