@@ -1152,14 +1152,11 @@ static inline __m512i bf16_interleave(void) {
 /* Rows [i0, i0+mc) × columns [k0, k0+kc) of op(A) rounded to bfloat16 (VCVTNE2PS2BF16: round to
  * nearest even) into MR-tall panels of k pairs: dst[p·kp·MR + q·MR + r] holds
  * op(A)(i0 + p·MR + r, k0 + 2q) in its low half and column k0 + 2q + 1 (0 past kc) in its high
- * half; rows past mc are not written (their kernels never read them). */
+ * half; rows past mc are zero or not written (their kernels never read them). */
 BF16_FN static void pack_a_bf16(const gemm_args *g, int i0, int mc, int k0, int kc,
                                 uint32_t *dst) {
     const int kp = (kc + 1) / 2;
     const size_t lda = (size_t)g->lda;
-    const __m512i stride = _mm512_mullo_epi32(
-        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-        _mm512_set1_epi32(MR));
     if (g->trans_a) {
         /* A is (K, M): a panel's rows are adjacent in each row of A; rows k and k + 1 of A side
          * by side, then their elements interleaved into pairs. */
@@ -1178,20 +1175,31 @@ BF16_FN static void pack_a_bf16(const gemm_args *g, int i0, int mc, int k0, int 
         }
         return;
     }
+    /* A is (M, K): 32 columns (16 pairs) of each of the panel's rows converted in one register,
+     * the 16 registers (rows past mr zero) transposed so that register q holds pair q of every
+     * row, stored MR lanes at a time. */
     for (int p = 0; p * MR < mc; p++) {
         uint32_t *d = dst + (size_t)p * kp * MR;
         const int mr = ATTN_MIN(MR, mc - p * MR);
-        for (int r = 0; r < mr; r++) {
-            const size_t i = (size_t)i0 + (size_t)p * MR + r;
-            const float *src = g->A + i * lda + k0;
-            for (int k = 0; k < kc; k += 32) {
-                const int n = kc - k;
-                __m512 lo = _mm512_maskz_loadu_ps(mask16(n), src + k);
-                __m512 hi = _mm512_maskz_loadu_ps(mask16(n - 16), src + k + 16);
-                __m512i v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-                _mm512_mask_i32scatter_epi32(d + (size_t)(k / 2) * MR + r,
-                                             mask16((ATTN_MIN(n, 32) + 1) / 2), stride, v, 4);
+        const float *src = g->A + (size_t)(i0 + p * MR) * lda + k0;
+        for (int k = 0; k < kc; k += 32) {
+            const int n = kc - k;
+            av_f r[16];
+            for (int row = 0; row < 16; row++) {
+                if (row >= mr) {
+                    r[row] = _mm512_setzero_ps();
+                    continue;
+                }
+                const float *s = src + (size_t)row * lda + k;
+                __m512 lo = _mm512_maskz_loadu_ps(mask16(n), s);
+                __m512 hi = _mm512_maskz_loadu_ps(mask16(n - 16), s + 16);
+                r[row] = _mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(hi, lo));
             }
+            transpose_regs(r);
+            const int np = ATTN_MIN((n + 1) / 2, 16);
+            for (int q = 0; q < np; q++)
+                _mm512_mask_storeu_ps((float *)(void *)(d + (size_t)(k / 2 + q) * MR),
+                                      mask16(MR), r[q]);
         }
     }
 }
@@ -1225,24 +1233,33 @@ BF16_FN static void pack_b_bf16(const gemm_args *g, int k0, int kc, int j0, int 
         }
         return;
     }
-    /* B is (N, K): a column of op(B) is a row of B, its pairs adjacent: convert 32 floats (16
-     * pairs) at a time and scatter them down the panel (one dword per k pair). */
-    const __m512i stride = _mm512_mullo_epi32(
-        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-        _mm512_set1_epi32(32));
+    /* B is (N, K): a column of op(B) is a row of B, its pairs adjacent. 32 floats (16 pairs) of
+     * each of 16 columns converted one register each, then transposed so that register q holds
+     * pair q of those columns: one half of the panel's row q. */
     for (int p = 0; p * NR < nc; p++) {
         uint32_t *d = (uint32_t *)(void *)(dst + (size_t)p * kp * 64);
         const int nr = ATTN_MIN(NR, nc - p * NR);
-        if (nr < NR) memset(d, 0, (size_t)kp * 64 * sizeof(uint16_t));
-        for (int c = 0; c < nr; c++) {
-            const float *src = g->B + (size_t)(j0 + p * NR + c) * ldb + k0;
+        for (int h = 0; h < 2; h++) {
+            const int cols = ATTN_MIN(16, nr - 16 * h); /* may be <= 0: a padding half */
+            const float *src = g->B + (size_t)(j0 + p * NR + 16 * h) * ldb + k0;
             for (int k = 0; k < kc; k += 32) {
                 const int n = kc - k;
-                __m512 lo = _mm512_maskz_loadu_ps(mask16(n), src + k);
-                __m512 hi = _mm512_maskz_loadu_ps(mask16(n - 16), src + k + 16);
-                __m512i v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-                _mm512_mask_i32scatter_epi32(d + (size_t)(k / 2) * 32 + c,
-                                             mask16((ATTN_MIN(n, 32) + 1) / 2), stride, v, 4);
+                av_f r[16];
+                for (int c = 0; c < 16; c++) {
+                    if (c >= cols) {
+                        r[c] = _mm512_setzero_ps();
+                        continue;
+                    }
+                    const float *s = src + (size_t)c * ldb + k;
+                    __m512 lo = _mm512_maskz_loadu_ps(mask16(n), s);
+                    __m512 hi = _mm512_maskz_loadu_ps(mask16(n - 16), s + 16);
+                    r[c] = _mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+                }
+                transpose_regs(r);
+                const int np = ATTN_MIN((n + 1) / 2, 16);
+                for (int q = 0; q < np; q++)
+                    _mm512_storeu_ps((float *)(void *)(d + (size_t)(k / 2 + q) * 32 + 16 * h),
+                                     r[q]);
             }
         }
     }
