@@ -576,7 +576,7 @@ static attn_status branch_out(attn_gpt_state *st, uint32_t site, int M, int K, c
     const float p = st->cfg.resid_pdrop;
     if (st->training && p > 0.0f) {
         ATTN_TRY(mm(st, false, false, M, C, K, 1.0f, A, K, W, C, 0.0f, st->tmp, C, bias,
-                           ATTN_ACT_NONE));
+                    ATTN_ACT_NONE));
         gpt_dropout_fwd(st->seed, st->step, site, p, drop_off(st), n, x, st->tmp, out,
                         site_mask(st, site));
         return ATTN_STATUS_OK;
@@ -622,7 +622,7 @@ attn_status attn_gpt_forward(const attn_gpt_model *m, attn_gpt_state *st, int B,
         ATTN_TRY(attn_layernorm_forward(M, C, st->x[l], W->ln_1_w, W->ln_1_b, eps, a->ln1, a->mean1,
                                         a->rstd1));
         ATTN_TRY(mm(st, false, false, M, 3 * C, C, 1.0f, a->ln1, C, W->attn_w, 3 * C, 0.0f,
-                           a->qkv, 3 * C, W->attn_b, ATTN_ACT_NONE));
+                    a->qkv, 3 * C, W->attn_b, ATTN_ACT_NONE));
         attn_attention_params p = attn_attention_default_params(B, H, T, T, C / H);
         p.scale = gpt_attn_scale(c, l);
         p.causal = true;
@@ -637,12 +637,12 @@ attn_status attn_gpt_forward(const attn_gpt_model *m, attn_gpt_state *st, int B,
         if (a->u) {
             /* GELU's derivative needs the pre-activation: keep u, activate separately. */
             ATTN_TRY(mm(st, false, false, M, F, C, 1.0f, a->ln2, C, W->fc_w, F, 0.0f, a->u, F,
-                               W->fc_b, ATTN_ACT_NONE));
+                        W->fc_b, ATTN_ACT_NONE));
             ATTN_TRY(attn_act_forward(c->activation, (size_t)M * F, a->u, a->h));
         } else {
             /* ReLU fused into the epilogue; backward recovers relu' from h (h > 0 iff u > 0). */
             ATTN_TRY(mm(st, false, false, M, F, C, 1.0f, a->ln2, C, W->fc_w, F, 0.0f, a->h, F,
-                               W->fc_b, ATTN_ACT_RELU));
+                        W->fc_b, ATTN_ACT_RELU));
         }
         ATTN_TRY(branch_out(st, SITE_MLP(l), M, F, a->h, W->mlp_proj_w, W->mlp_proj_b, a->res1,
                             st->x[l + 1]));
@@ -650,7 +650,7 @@ attn_status attn_gpt_forward(const attn_gpt_model *m, attn_gpt_state *st, int B,
     ATTN_TRY(attn_layernorm_forward(M, C, st->x[L], m->w.ln_f_w, m->w.ln_f_b, eps, st->lnf,
                                     st->meanf, st->rstdf));
     ATTN_TRY(mm(st, false, true, M, V, C, 1.0f, st->lnf, C, m->w.lm_head, C, 0.0f, st->logits, V,
-                       NULL, ATTN_ACT_NONE));
+                NULL, ATTN_ACT_NONE));
     if (st->cap.hidden) {
         for (int l = 0; l < L; l++)
             memcpy(st->cap.hidden + (size_t)l * n, st->x[l], n * sizeof(float));
@@ -711,9 +711,9 @@ attn_status attn_gpt_backward(attn_gpt_model *m, attn_gpt_state *st) {
 
     /* Logits = lnf · lm_headᵀ: d lnf = dl · lm_head; d lm_head += dlᵀ · lnf. */
     ATTN_TRY(mm(st, false, false, M, C, V, 1.0f, dl, V, m->w.lm_head, C, 0.0f, st->tmp, C, NULL,
-                       ATTN_ACT_NONE));
+                ATTN_ACT_NONE));
     ATTN_TRY(mm(st, true, false, V, C, M, 1.0f, dl, V, st->lnf, C, 1.0f, m->g.lm_head, C, NULL,
-                       ATTN_ACT_NONE));
+                ATTN_ACT_NONE));
     ATTN_TRY(attn_layernorm_backward(M, C, st->x[L], m->w.ln_f_w, st->meanf, st->rstdf, st->tmp, G,
                                      m->g.ln_f_w, m->g.ln_f_b));
 
@@ -729,19 +729,19 @@ attn_status attn_gpt_backward(attn_gpt_model *m, attn_gpt_state *st) {
         }
         float *dh = st->gbig; /* (M, F) */
         ATTN_TRY(mm(st, true, false, F, C, M, 1.0f, a->h, F, dy, C, 1.0f, Gw->mlp_proj_w, C,
-                           NULL, ATTN_ACT_NONE));
+                    NULL, ATTN_ACT_NONE));
         colsum_add(M, C, dy, Gw->mlp_proj_b);
         ATTN_TRY(mm(st, false, true, M, F, C, 1.0f, dy, C, W->mlp_proj_w, C, 0.0f, dh, F, NULL,
-                           ATTN_ACT_NONE));
+                    ATTN_ACT_NONE));
         if (a->u)
             ATTN_TRY(attn_act_backward(c->activation, (size_t)M * F, a->u, dh, dh));
         else
             ATTN_TRY(attn_act_backward(ATTN_ACT_RELU, (size_t)M * F, a->h, dh, dh));
         ATTN_TRY(mm(st, true, false, C, F, M, 1.0f, a->ln2, C, dh, F, 1.0f, Gw->fc_w, F, NULL,
-                           ATTN_ACT_NONE));
+                    ATTN_ACT_NONE));
         colsum_add(M, F, dh, Gw->fc_b);
         ATTN_TRY(mm(st, false, true, M, C, F, 1.0f, dh, F, W->fc_w, F, 0.0f, st->g2, C, NULL,
-                           ATTN_ACT_NONE));
+                    ATTN_ACT_NONE));
         /* G is now d/d res1: the skip path plus the LN's input gradient. tmp is free again. */
         ATTN_TRY(ln_back_add(M, C, a->res1, W->ln_2_w, a->mean2, a->rstd2, st->g2, Gw->ln_2_w,
                              Gw->ln_2_b, st->tmp, G));
@@ -753,11 +753,11 @@ attn_status attn_gpt_backward(attn_gpt_model *m, attn_gpt_state *st) {
             dy = st->tmp;
         }
         ATTN_TRY(mm(st, true, false, C, C, M, 1.0f, a->att, C, dy, C, 1.0f, Gw->attn_proj_w, C,
-                           NULL, ATTN_ACT_NONE));
+                    NULL, ATTN_ACT_NONE));
         colsum_add(M, C, dy, Gw->attn_proj_b);
         float *datt = st->g2;
         ATTN_TRY(mm(st, false, true, M, C, C, 1.0f, dy, C, W->attn_proj_w, C, 0.0f, datt, C,
-                           NULL, ATTN_ACT_NONE));
+                    NULL, ATTN_ACT_NONE));
         float *dqkv = st->gbig; /* (M, 3C) */
         attn_attention_params p = attn_attention_default_params(B, H, T, T, C / H);
         p.scale = gpt_attn_scale(c, l);
@@ -767,10 +767,10 @@ attn_status attn_gpt_backward(attn_gpt_model *m, attn_gpt_state *st) {
         ATTN_TRY(attn_attention_backward(&p, a->qkv, a->qkv + C, a->qkv + 2 * C, a->att, a->lse,
                                          datt, dqkv, dqkv + C, dqkv + 2 * C));
         ATTN_TRY(mm(st, true, false, C, 3 * C, M, 1.0f, a->ln1, C, dqkv, 3 * C, 1.0f, Gw->attn_w,
-                           3 * C, NULL, ATTN_ACT_NONE));
+                    3 * C, NULL, ATTN_ACT_NONE));
         colsum_add(M, 3 * C, dqkv, Gw->attn_b);
         ATTN_TRY(mm(st, false, true, M, C, 3 * C, 1.0f, dqkv, 3 * C, W->attn_w, 3 * C, 0.0f,
-                           st->g2, C, NULL, ATTN_ACT_NONE));
+                    st->g2, C, NULL, ATTN_ACT_NONE));
         ATTN_TRY(ln_back_add(M, C, st->x[l], W->ln_1_w, a->mean1, a->rstd1, st->g2, Gw->ln_1_w,
                              Gw->ln_1_b, st->tmp, G));
     }
