@@ -118,26 +118,16 @@ static bool valid_act(attn_act a) { return a >= ATTN_ACT_NONE && a <= ATTN_ACT_G
 attn_status attn_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc, const float *bias, attn_act act) {
-    REQUIRE(M >= 0 && N >= 0 && K >= 0, "gemm: sizes must be >= 0 (M=%d N=%d K=%d)", M, N, K);
-    REQUIRE(valid_act(act), "gemm: unknown activation %d", (int)act);
-    REQUIRE(lda >= ATTN_MAX(1, trans_a ? M : K), "gemm: lda=%d < %d", lda, trans_a ? M : K);
-    REQUIRE(ldb >= ATTN_MAX(1, trans_b ? K : N), "gemm: ldb=%d < %d", ldb, trans_b ? K : N);
-    REQUIRE(ldc >= ATTN_MAX(1, N), "gemm: ldc=%d < N=%d", ldc, N);
-    if (M == 0 || N == 0) return ATTN_STATUS_OK;
-    REQUIRE(C && (K == 0 || (A && B)), "gemm: NULL matrix");
-    attn_kernels_current()->gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                                 bias, act);
-    return ATTN_STATUS_OK;
+    return attn_gemm_precision(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+                               bias, act, ATTN_PRECISION_F32);
 }
 
 attn_status attn_gemm_precision(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                                 const float *A, int lda, const float *B, int ldb, float beta,
                                 float *C, int ldc, const float *bias, attn_act act,
                                 attn_precision precision) {
-    if (precision == ATTN_PRECISION_F32)
-        return attn_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias,
-                         act);
-    REQUIRE(precision == ATTN_PRECISION_BF16, "gemm: unknown precision %d", (int)precision);
+    REQUIRE(precision == ATTN_PRECISION_F32 || precision == ATTN_PRECISION_BF16,
+            "gemm: unknown precision %d", (int)precision);
     REQUIRE(M >= 0 && N >= 0 && K >= 0, "gemm: sizes must be >= 0 (M=%d N=%d K=%d)", M, N, K);
     REQUIRE(valid_act(act), "gemm: unknown activation %d", (int)act);
     REQUIRE(lda >= ATTN_MAX(1, trans_a ? M : K), "gemm: lda=%d < %d", lda, trans_a ? M : K);
@@ -149,7 +139,10 @@ attn_status attn_gemm_precision(bool trans_a, bool trans_b, int M, int N, int K,
                          attn_backend_name(attn_get_backend()));
     if (M == 0 || N == 0) return ATTN_STATUS_OK;
     REQUIRE(C && (K == 0 || (A && B)), "gemm: NULL matrix");
-    if (attn_get_backend() == ATTN_BACKEND_AVX512)
+    if (precision == ATTN_PRECISION_F32)
+        attn_kernels_current()->gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                                     ldc, bias, act);
+    else if (attn_get_backend() == ATTN_BACKEND_AVX512)
         attn_gemm_bf16_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias,
                               act);
     else
