@@ -1149,6 +1149,32 @@ static inline __m512i bf16_interleave(void) {
                             22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
 }
 
+/* Two rows of 16 floats (lanes outside m zero; r1 NULL: zeros) as 16 bfloat16 pairs
+ * (r0[c], r1[c]): the packing of a k pair when the 16 values of a k lie side by side. */
+BF16_FN static inline __m512i bf16_pairs_of_rows(const float *r0, const float *r1, __mmask16 m,
+                                                 __m512i inter) {
+    __m512 x0 = _mm512_maskz_loadu_ps(m, r0);
+    __m512 x1 = r1 ? _mm512_maskz_loadu_ps(m, r1) : _mm512_setzero_ps();
+    return _mm512_permutexvar_epi16(inter, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
+}
+
+/* Up to 16 rows of 32 floats (row i at src + i·ld; rows from `rows` on zero; floats from n on
+ * zero) as bfloat16 pairs, transposed: on return lane i of r[q] is pair q of row i. The packing
+ * when each row's k pairs lie side by side. */
+BF16_FN static inline void bf16_pairs_transposed(const float *src, size_t ld, int rows, int n,
+                                                 av_f r[16]) {
+    for (int i = 0; i < 16; i++) {
+        if (i >= rows) {
+            r[i] = _mm512_setzero_ps();
+            continue;
+        }
+        __m512 lo = _mm512_maskz_loadu_ps(mask16(n), src + (size_t)i * ld);
+        __m512 hi = _mm512_maskz_loadu_ps(mask16(n - 16), src + (size_t)i * ld + 16);
+        r[i] = _mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+    transpose_regs(r);
+}
+
 /* Rows [i0, i0+mc) × columns [k0, k0+kc) of op(A) rounded to bfloat16 (VCVTNE2PS2BF16: round to
  * nearest even) into MR-tall panels of k pairs: dst[p·kp·MR + q·MR + r] holds
  * op(A)(i0 + p·MR + r, k0 + 2q) in its low half and column k0 + 2q + 1 (0 past kc) in its high
@@ -1166,11 +1192,10 @@ BF16_FN static void pack_a_bf16(const gemm_args *g, int i0, int mc, int k0, int 
             const __mmask16 m = mask16(ATTN_MIN(MR, mc - p * MR));
             const float *src = g->A + (size_t)k0 * lda + i0 + p * MR;
             for (int q = 0; q < kp; q++) {
-                __m512 x0 = _mm512_maskz_loadu_ps(m, src + (size_t)(2 * q) * lda);
-                __m512 x1 = 2 * q + 1 < kc ? _mm512_maskz_loadu_ps(m, src + (size_t)(2 * q + 1) * lda)
-                                           : _mm512_setzero_ps();
-                __m512i v = (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
-                _mm512_mask_storeu_epi32(d + (size_t)q * MR, m, _mm512_permutexvar_epi16(inter, v));
+                const float *r0 = src + (size_t)(2 * q) * lda;
+                _mm512_mask_storeu_epi32(
+                    d + (size_t)q * MR, m,
+                    bf16_pairs_of_rows(r0, 2 * q + 1 < kc ? r0 + lda : NULL, m, inter));
             }
         }
         return;
@@ -1185,17 +1210,7 @@ BF16_FN static void pack_a_bf16(const gemm_args *g, int i0, int mc, int k0, int 
         for (int k = 0; k < kc; k += 32) {
             const int n = kc - k;
             av_f r[16];
-            for (int row = 0; row < 16; row++) {
-                if (row >= mr) {
-                    r[row] = _mm512_setzero_ps();
-                    continue;
-                }
-                const float *s = src + (size_t)row * lda + k;
-                __m512 lo = _mm512_maskz_loadu_ps(mask16(n), s);
-                __m512 hi = _mm512_maskz_loadu_ps(mask16(n - 16), s + 16);
-                r[row] = _mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-            }
-            transpose_regs(r);
+            bf16_pairs_transposed(src + k, lda, mr, n, r);
             const int np = ATTN_MIN((n + 1) / 2, 16);
             for (int q = 0; q < np; q++)
                 _mm512_mask_storeu_ps((float *)(void *)(d + (size_t)(k / 2 + q) * MR),
@@ -1220,15 +1235,11 @@ BF16_FN static void pack_b_bf16(const gemm_args *g, int k0, int kc, int j0, int 
             for (int q = 0; q < kp; q++) {
                 const float *r0 = g->B + (size_t)(k0 + 2 * q) * ldb + j0 + p * NR;
                 const bool odd = 2 * q + 1 < kc;
-                for (int h = 0; h < 2; h++) {
-                    const __mmask16 m = mask16(nr - 16 * h);
-                    __m512 x0 = _mm512_maskz_loadu_ps(m, r0 + 16 * h);
-                    __m512 x1 = odd ? _mm512_maskz_loadu_ps(m, r0 + ldb + 16 * h)
-                                    : _mm512_setzero_ps();
-                    __m512i v = (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
+                for (int h = 0; h < 2; h++)
                     _mm512_storeu_si512(d + (size_t)q * 64 + 32 * h,
-                                        _mm512_permutexvar_epi16(inter, v));
-                }
+                                        bf16_pairs_of_rows(r0 + 16 * h,
+                                                           odd ? r0 + ldb + 16 * h : NULL,
+                                                           mask16(nr - 16 * h), inter));
             }
         }
         return;
@@ -1245,17 +1256,7 @@ BF16_FN static void pack_b_bf16(const gemm_args *g, int k0, int kc, int j0, int 
             for (int k = 0; k < kc; k += 32) {
                 const int n = kc - k;
                 av_f r[16];
-                for (int c = 0; c < 16; c++) {
-                    if (c >= cols) {
-                        r[c] = _mm512_setzero_ps();
-                        continue;
-                    }
-                    const float *s = src + (size_t)c * ldb + k;
-                    __m512 lo = _mm512_maskz_loadu_ps(mask16(n), s);
-                    __m512 hi = _mm512_maskz_loadu_ps(mask16(n - 16), s + 16);
-                    r[c] = _mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-                }
-                transpose_regs(r);
+                bf16_pairs_transposed(src + k, ldb, cols, n, r);
                 const int np = ATTN_MIN((n + 1) / 2, 16);
                 for (int q = 0; q < np; q++)
                     _mm512_storeu_ps((float *)(void *)(d + (size_t)(k / 2 + q) * 32 + 16 * h),
