@@ -84,6 +84,11 @@ typedef enum {
 /* Whether GEMMs in precision p can run under the current backend: F32 always; BF16 on the
  * avx512 backend of a CPU with AVX512-BF16, and on the ref backend (plain loops, for tests). */
 bool attn_precision_available(attn_precision p);
+/* ATTN_STATUS_OK when precision p is known and available (above); else
+ * ATTN_STATUS_INVALID_ARGUMENT ("WHAT: unknown precision N") or ATTN_STATUS_UNSUPPORTED
+ * ("WHAT: precision bf16 needs a CPU with AVX512-BF16 (backend B)"). The one check every
+ * precision option goes through. */
+attn_status attn_precision_check(attn_precision p, const char *what);
 /* "f32", "bf16". */
 const char *attn_precision_name(attn_precision p);
 /* Parse a name as above ("fp32"/"float32", "bfloat16" too); ATTN_STATUS_INVALID_ARGUMENT if

@@ -198,9 +198,7 @@ attn_status attn_embed_load(const char *dir, const attn_embed_options *opt_in, a
     if (!dir || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "embed: NULL argument");
     *out = NULL;
     attn_embed_options opt = opt_in ? *opt_in : attn_embed_default_options();
-    if (opt.precision != ATTN_PRECISION_F32 && opt.precision != ATTN_PRECISION_BF16)
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "embed: unknown precision %d",
-                         opt.precision);
+    ATTN_TRY(attn_precision_check((attn_precision)opt.precision, "embed"));
     if (opt.batch_size < 1 || opt.batch_size > 65536)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "embed: batch_size %d is not in [1, 65536]",
                          opt.batch_size);

@@ -126,17 +126,12 @@ attn_status attn_gemm_precision(bool trans_a, bool trans_b, int M, int N, int K,
                                 const float *A, int lda, const float *B, int ldb, float beta,
                                 float *C, int ldc, const float *bias, attn_act act,
                                 attn_precision precision) {
-    REQUIRE(precision == ATTN_PRECISION_F32 || precision == ATTN_PRECISION_BF16,
-            "gemm: unknown precision %d", (int)precision);
+    ATTN_TRY(attn_precision_check(precision, "gemm"));
     REQUIRE(M >= 0 && N >= 0 && K >= 0, "gemm: sizes must be >= 0 (M=%d N=%d K=%d)", M, N, K);
     REQUIRE(valid_act(act), "gemm: unknown activation %d", (int)act);
     REQUIRE(lda >= ATTN_MAX(1, trans_a ? M : K), "gemm: lda=%d < %d", lda, trans_a ? M : K);
     REQUIRE(ldb >= ATTN_MAX(1, trans_b ? K : N), "gemm: ldb=%d < %d", ldb, trans_b ? K : N);
     REQUIRE(ldc >= ATTN_MAX(1, N), "gemm: ldc=%d < N=%d", ldc, N);
-    if (!attn_precision_available(precision))
-        return attn_fail(ATTN_STATUS_UNSUPPORTED,
-                         "gemm: bf16 needs a CPU with AVX512-BF16 (backend %s)",
-                         attn_backend_name(attn_get_backend()));
     if (M == 0 || N == 0) return ATTN_STATUS_OK;
     REQUIRE(C && (K == 0 || (A && B)), "gemm: NULL matrix");
     if (precision == ATTN_PRECISION_F32)
@@ -335,6 +330,16 @@ bool attn_precision_available(attn_precision p) {
     return false;
 }
 
+attn_status attn_precision_check(attn_precision p, const char *what) {
+    if (p != ATTN_PRECISION_F32 && p != ATTN_PRECISION_BF16)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: unknown precision %d", what, (int)p);
+    if (!attn_precision_available(p))
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "%s: precision %s needs a CPU with AVX512-BF16 (backend %s)", what,
+                         attn_precision_name(p), attn_backend_name(attn_get_backend()));
+    return ATTN_STATUS_OK;
+}
+
 const char *attn_precision_name(attn_precision p) {
     switch (p) {
     case ATTN_PRECISION_F32: return "f32";
@@ -367,14 +372,9 @@ attn_status attn_gemm_pack_b_precision(bool trans_b, int K, int N, const float *
     REQUIRE(K >= 0 && N >= 0, "gemm pack: sizes must be >= 0 (K=%d N=%d)", K, N);
     REQUIRE(ldb >= ATTN_MAX(1, trans_b ? K : N), "gemm pack: ldb=%d < %d", ldb, trans_b ? K : N);
     REQUIRE(B || K == 0 || N == 0, "gemm pack: NULL matrix");
-    REQUIRE(precision == ATTN_PRECISION_F32 || precision == ATTN_PRECISION_BF16,
-            "gemm pack: unknown precision %d", (int)precision);
+    ATTN_TRY(attn_precision_check(precision, "gemm pack"));
     const attn_backend be = attn_get_backend();
     if (precision == ATTN_PRECISION_BF16) {
-        if (!attn_precision_available(precision))
-            return attn_fail(ATTN_STATUS_UNSUPPORTED,
-                             "gemm pack: bf16 needs a CPU with AVX512-BF16 (backend %s)",
-                             attn_backend_name(be));
         const size_t n16 = attn_bf16_elems(K, N);
         if (n16 > ATTN_MAX_BUFFER_BYTES / sizeof(uint16_t))
             return attn_fail(ATTN_STATUS_TOO_LARGE, "gemm pack: K=%d N=%d is too large", K, N);

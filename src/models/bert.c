@@ -247,13 +247,7 @@ attn_status attn_bert_pack_weights(attn_bert_model *m) {
 
 attn_status attn_bert_pack_weights_precision(attn_bert_model *m, attn_precision precision) {
     if (!m) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "bert pack: NULL model");
-    if (precision != ATTN_PRECISION_F32 && precision != ATTN_PRECISION_BF16)
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "bert pack: unknown precision %d",
-                         (int)precision);
-    if (!attn_precision_available(precision))
-        return attn_fail(ATTN_STATUS_UNSUPPORTED,
-                         "bert pack: precision %s needs a CPU with AVX512-BF16 (backend %s)",
-                         attn_precision_name(precision), attn_backend_name(attn_get_backend()));
+    ATTN_TRY(attn_precision_check(precision, "bert pack"));
     attn_bert_unpack_weights(m);
     const attn_bert_config *c = &m->cfg;
     const int L = c->num_hidden_layers, C = c->hidden_size, F = c->intermediate_size;

@@ -557,12 +557,7 @@ static attn_status mm(const attn_gpt_state *st, bool trans_a, bool trans_b, int 
 
 attn_status attn_gpt_state_set_precision(attn_gpt_state *st, attn_precision precision) {
     if (!st) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt: NULL state");
-    if (precision != ATTN_PRECISION_F32 && precision != ATTN_PRECISION_BF16)
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt: unknown precision %d", (int)precision);
-    if (!attn_precision_available(precision))
-        return attn_fail(ATTN_STATUS_UNSUPPORTED,
-                         "gpt: precision %s needs a CPU with AVX512-BF16 (backend %s)",
-                         attn_precision_name(precision), attn_backend_name(attn_get_backend()));
+    ATTN_TRY(attn_precision_check(precision, "gpt"));
     st->precision = precision;
     return ATTN_STATUS_OK;
 }
