@@ -158,6 +158,48 @@ attn_status attn_act_forward(attn_act act, size_t n, const float *x, float *y);
 /* dx (n) = act'(x) ⊙ dy, with x the pre-activation input. dx may equal dy. */
 attn_status attn_act_backward(attn_act act, size_t n, const float *x, const float *dy, float *dx);
 
+/* RMSNorm over the last dimension, as transformers' LlamaRMSNorm in float32:
+ *   rstd = 1 / sqrt(mean(x²) + eps);  y (N, C) = (x · rstd) · w
+ * rstd (N) saved for backward (or NULL); w (C) may be NULL (1). y may equal x. */
+attn_status attn_rmsnorm_forward(int N, int C, const float *x, const float *w, float eps,
+                                 float *y, float *rstd);
+/* dx (N, C) is overwritten (it may equal dy); dw (C) is accumulated into (may be NULL). */
+attn_status attn_rmsnorm_backward(int N, int C, const float *x, const float *w, const float *rstd,
+                                  const float *dy, float *dx, float *dw);
+
+/* Rotary position embeddings (RoPE), in place on the heads of N rows:
+ *   x (N, ld): row n holds H heads of D floats at x[n·ld + h·D]; in each head the first R
+ *   dimensions (R even, 2 <= R <= D) are rotated, the other D − R pass through (partial rotary).
+ *   Pair i (0 <= i < R/2) turns by the angle pos[n] · inv_freq[i] with cos_t / sin_t (P, R/2)
+ *   tables, cos_t[p·R/2 + i] = cos(p · inv_freq[i]) (the caller builds them once, scaling
+ *   included); pos (N) in [0, P).
+ *   ATTN_ROPE_HALF:        pairs (i, i + R/2) — rotate_half, transformers' Llama/Qwen/Mistral
+ *   ATTN_ROPE_INTERLEAVED: pairs (2i, 2i + 1) — GPT-J, Meta's original Llama, GGUF
+ *   (x_a, x_b) -> (x_a·cos − x_b·sin, x_b·cos + x_a·sin); inverse = true turns by −angle, which
+ *   is the backward (the rotation is orthogonal: dx = R(−θ) dy). */
+typedef enum {
+    ATTN_ROPE_HALF = 0,
+    ATTN_ROPE_INTERLEAVED
+} attn_rope_mode;
+attn_status attn_rope_apply(attn_rope_mode mode, int N, int H, int D, int R, float *x, int ld,
+                            const int32_t *pos, int P, const float *cos_t, const float *sin_t,
+                            bool inverse);
+/* The tables of attn_rope_apply for positions 0 .. P−1: cos_t, sin_t (P, R/2) from
+ * inv_freq (R/2), each angle (float)p · inv_freq[i] rounded to float first (as transformers
+ * computes it in float32), then its cosine and sine. */
+attn_status attn_rope_tables(int P, int R, const float *inv_freq, float *cos_t, float *sin_t);
+
+/* Gated linear unit (SwiGLU with SiLU, GeGLU with GELU): h (N, F) = act(g) ⊙ u, with g, u, h
+ * (N, F) at row strides ldg, ldu, ldh (so g and u may be the two halves of one (N, 2F) product).
+ * h may equal g or u. */
+attn_status attn_glu_forward(attn_act act, int N, int F, const float *g, int ldg, const float *u,
+                             int ldu, float *h, int ldh);
+/* dg = dh ⊙ u ⊙ act'(g) and du = dh ⊙ act(g), both (N, F) at strides lddg, lddu, overwritten;
+ * dg may equal g and du may equal u (in place), dh may equal either output. */
+attn_status attn_glu_backward(attn_act act, int N, int F, const float *g, int ldg, const float *u,
+                              int ldu, const float *dh, int ldh, float *dg, int lddg, float *du,
+                              int lddu);
+
 /* out (N, C) = table (V, C)[ids (N)]. An id outside [0, V) is ATTN_STATUS_INVALID_ARGUMENT. */
 attn_status attn_embedding_forward(int N, int V, int C, const int32_t *ids, const float *table,
                                    float *out);
@@ -197,10 +239,29 @@ typedef struct {
     bool causal;
     int causal_offset;
     const int32_t *kv_len; /* (B) or NULL */
-    int ldq, ldk, ldv, ldo; /* row strides in floats; >= H*D */
+    int ldq, ldk, ldv, ldo; /* row strides in floats; ldq, ldo >= H*D, ldk, ldv >= H_kv*D */
+    /* Grouped-query / multi-query attention: K and V have H_kv heads (0 means H; H_kv must
+     * divide H), query head h reading key/value head h / (H / H_kv) — no K/V copies. Element
+     * (b, t, g, d) of K is k[b*sbk + t*ldk + g*D + d]. The backward sums each K/V head's
+     * gradient over the query heads of its group. */
+    int H_kv;
+    /* Batch strides in floats, 0 meaning the packed default (Tq·ldq, Tk·ldk, Tk·ldv, Tq·ldo):
+     * a KV cache of capacity max_T per sequence is read with sbk = sbv = max_T·ld. */
+    ptrdiff_t sbq, sbk, sbv, sbo;
+    /* Additive score bias (T5-style relative positions, ALiBi, arbitrary masks) or NULL: the
+     * score of (b, h, i, j) is scale·q·k + bias[b·bias_sb + h·bias_sh + i·bias_sq + j] before the
+     * softmax (a stride may be 0 to share the bias, e.g. bias_sb = 0 across the batch; entries
+     * may be -inf). */
+    const float *bias;
+    ptrdiff_t bias_sb, bias_sh, bias_sq;
+    /* Backward only: with bias, d loss / d bias (B, H, Tq, Tk) is written here when not NULL
+     * (entry (b, h, i, j) at dbias[((b·H + h)·Tq + i)·Tk + j], masked entries 0; sum over b
+     * yourself for a bias shared across the batch). */
+    float *dbias;
 } attn_attention_params;
 
-/* Fills the usual defaults: scale = 1/sqrt(D), no mask, ld* = H*D. */
+/* Fills the usual defaults: scale = 1/sqrt(D), no mask, ld* = H*D, H_kv = H, packed batch
+ * strides, no bias. */
 attn_attention_params attn_attention_default_params(int B, int H, int Tq, int Tk, int D);
 
 /* o (B, Tq, H, D) = softmax(scale · q kᵀ + mask) v.

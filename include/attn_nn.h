@@ -1,25 +1,33 @@
-/* attn_nn.h — neural-network layers built on attn_kernels.h. For now: multi-head attention
- * (prefix attn_mha_), forward and backward, for self-attention (encoder: no mask; decoder: causal)
- * and cross-attention (queries from one sequence, keys and values from another), each with
- * optional key padding.
+/* attn_nn.h — the block layer: the parts every Transformer family is built from, forward and
+ * backward, on the kernels of attn_kernels.h. The families (attn_gpt.h, attn_bert.h,
+ * attn_models.h, ...) are short compositions of these blocks plus a name map.
  *
- * The weights are read-only and use PyTorch's nn.Linear layout (out_features, in_features), so a
- * Hugging Face checkpoint's q/k/v/o projections load without transposing. Mutable per-run buffers
- * (the projections and softmax statistics kept for backward) live in an attn_mha_state, so one set
- * of weights serves several runs.
+ *   linear     y = act(x·Wᵀ + b), W stored (out, in) (nn.Linear) or (in, out) (GPT-2's Conv1D)
+ *   norm       LayerNorm (with or without bias) and RMSNorm
+ *   ffn        plain act(x·W1)·W2 (ReLU, GELU erf/tanh, SiLU) and gated (act(x·Wg) ⊙ x·Wu)·Wd
+ *              (SwiGLU, GeGLU)
+ *   attention  self or cross; fused or separate QKV; multi-head, grouped-query and multi-query;
+ *              rotary embeddings; causal, padding, cross and variable-length masks; an additive
+ *              score bias; KV-cache append for incremental decoding; attention capture
+ *   dropout    one scheme for every family: the mask of an element is a pure function of
+ *              (seed, step, site, global row, column), so it depends neither on the thread count
+ *              nor on how a batch is split over data-parallel replicas
+ *   sublayer   the residual wiring around an attention or FFN function:
+ *                pre-norm:  out = x + drop(f(norm(x)))      (GPT-2, Llama, pre-LN Transformer)
+ *                post-norm: out = norm(x + drop(f(x)))      (BERT, the original Transformer)
  *
- *   attn_mha_config cfg = attn_mha_default_config(384, 6);          // C = 384, H = 6, D = 64
- *   float *params = attn_alloc(attn_mha_num_params(&cfg) * sizeof(float));
- *   attn_mha_weights w;  attn_mha_weights_view(&cfg, params, &w);   // views into one buffer
- *   attn_mha_state *st;  attn_mha_state_init(&cfg, B, T, T, &st);
- *   attn_mha_mask m = {.causal = true};
- *   attn_mha_forward(&cfg, &w, st, B, T, T, x, NULL, &m, y, NULL);  // decoder self-attention
- *   attn_mha_backward(&cfg, &w, st, B, T, T, x, NULL, &m, dy, dx, NULL, &grads);
- */
+ * Conventions. Rows are tokens: a batch of activations is a row-major (M, C) matrix, M the
+ * number of rows the call computes. Weights are read-only views (float pointers into the
+ * family's one parameter buffer); gradients are views of the same shape into the gradient
+ * buffer, ACCUMULATED (+=) by every backward. Activations a backward needs live in caller-owned
+ * *_acts structs; every pointer documents its shape. Every matrix product runs in the run's
+ * precision (attn_nn_run.precision). The library never prints; every failure returns a status
+ * with attn_last_error(). */
 #ifndef ATTN_NN_H
 #define ATTN_NN_H
 
 #include "attn_core.h"
+#include "attn_kernels.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -28,6 +36,332 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ==== the run ================================================================================ */
+
+/* What a forward or backward call is running for; one per state, passed to every block. */
+typedef struct {
+    attn_precision precision; /* of every matrix product (ATTN_PRECISION_F32: PyTorch's numbers) */
+    bool training;            /* dropout on (where a block's probability is > 0) */
+    uint64_t seed, step;      /* the dropout masks' key */
+} attn_nn_run;
+
+/* Evaluation in float32. */
+attn_nn_run attn_nn_default_run(void);
+
+/* Which global rows a buffer's rows are, for dropout. Local row r of a buffer with t_local rows
+ * per sequence is global row (row0 + r / t_local) · t_global + r % t_local: row0 is the index of
+ * the buffer's first sequence in the whole batch, t_global the rows per sequence of the whole
+ * batch's numbering. So a data-parallel replica holding sequences b0.. of a padded batch, with its
+ * own (trimmed) length, passes {b0, its T, the batch's T}; variable-length packed rows pass
+ * {first packed row, 1, 1}; a plain batch passes {0, T, T}. */
+typedef struct {
+    int64_t row0;
+    int t_local, t_global;
+} attn_nn_rows;
+
+attn_nn_rows attn_nn_rows_plain(int T); /* {0, T, T} */
+
+/* ==== dropout ================================================================================ */
+
+/* Element (global row g, column c) of site `site` is dropped with probability p when the top 24
+ * bits of mix64(key ^ (g·C + c)·0xD6E8FEB86659FD93) fall below p·2^24, with
+ * key = mix64(mix64(mix64(seed) ^ step) ^ site) and mix64 SplitMix64's finalizer; kept elements
+ * are scaled by 1 / (1 − p). This is attn_encdec_dropout's generator with element index g·C + c
+ * (tests/test_encdec.c and the PyTorch twins re-implement it).
+ *
+ * out (M, C) = base + drop(y) (base NULL: out = drop(y)) for rows M of width C numbered by rows;
+ * the keep bits go to mask (M · ceil(C / 64) words, row r's at r · ceil(C / 64)) when not NULL.
+ * out may equal y or base. p <= 0: out = base + y exactly; p >= 1: everything dropped. */
+void attn_nn_dropout_fwd(const attn_nn_run *run, uint32_t site, float p, attn_nn_rows rows, int M,
+                         int C, const float *base, const float *y, float *out, uint64_t *mask);
+/* out (M, C) = drop(g) from the bits attn_nn_dropout_fwd recorded; out may equal g. */
+void attn_nn_dropout_bwd(float p, int M, int C, const uint64_t *mask, const float *g, float *out);
+/* Words of a mask for M rows of width C. */
+size_t attn_nn_dropout_words(int M, int C);
+
+/* ==== linear ================================================================================= */
+
+typedef enum {
+    ATTN_NN_OUT_IN = 0, /* w (out, in): torch.nn.Linear, Hugging Face BERT, Llama, Marian */
+    ATTN_NN_IN_OUT      /* w (in, out): GPT-2's Conv1D */
+} attn_nn_layout;
+
+/* A linear map's weights (or, with the same fields, its gradients). */
+typedef struct {
+    float *w;               /* (out, in) [OUT_IN] or (in, out) [IN_OUT], row stride ldw */
+    float *b;               /* (out) or NULL: no bias */
+    int in, out;            /* K, N */
+    attn_nn_layout layout;
+    int ldw;                /* row stride of w in floats; 0 = dense (in for OUT_IN, out for IN_OUT) */
+    /* op(W) = Wᵀ (in, out) pre-packed for the GEMM (attn_nn_linear_pack), or NULL. Used by
+     * forwards outside training when its backend is current; never by a backward. */
+    const attn_gemm_packed_b *packed;
+} attn_nn_linear;
+
+attn_nn_linear attn_nn_linear_make(float *w, float *b, int in, int out, attn_nn_layout layout);
+
+/* y (M, out; row stride ldy) = act(x (M, in; ldx) · Wᵀ + b + beta·y). beta == 0: y is not read.
+ * act is fused into the GEMM's epilogue. */
+attn_status attn_nn_linear_forward(const attn_nn_run *run, const attn_nn_linear *L, int M,
+                                   const float *x, int ldx, float beta, float *y, int ldy,
+                                   attn_act act);
+/* Backward of a linear map without activation (apply act's derivative to dy first):
+ *   dx (M, in; lddx) = dy · W, or += when accumulate; skipped when dx is NULL;
+ *   g->w += the weight gradient (in g's layout, which must be L's), g->b += colsum(dy);
+ *   skipped when g is NULL (or g->b NULL). */
+attn_status attn_nn_linear_backward(const attn_nn_run *run, const attn_nn_linear *L, int M,
+                                    const float *x, int ldx, const float *dy, int lddy, float *dx,
+                                    int lddx, bool accumulate, const attn_nn_linear *g);
+
+/* Pack L's weight in a precision (attn_gemm_pack_b_precision) into *out, the caller's (free with
+ * attn_gemm_packed_b_free); then set L->packed = out to use it. */
+attn_status attn_nn_linear_pack(const attn_nn_linear *L, attn_precision precision,
+                                attn_gemm_packed_b *out);
+
+/* out (cols) += column sums of a (rows, cols; row stride lda): a bias gradient. Threaded over
+ * column blocks; the order of the sums over rows is fixed (deterministic on any thread count). */
+void attn_nn_colsum_add(int rows, int cols, const float *a, int lda, float *out);
+
+/* ==== norms ================================================================================== */
+
+typedef enum {
+    ATTN_NORM_LAYER = 0, /* (x − mean) · rstd · w + b   (nn.LayerNorm; b NULL: no bias) */
+    ATTN_NORM_RMS        /* x · rstd · w, rstd = 1/sqrt(mean(x²) + eps)  (LlamaRMSNorm) */
+} attn_norm_kind;
+
+typedef struct {
+    attn_norm_kind kind;
+    int dim;      /* C */
+    float eps;
+    float *w;     /* (C) gain, or NULL (1) */
+    float *b;     /* (C) LayerNorm bias, or NULL (0); always NULL for RMS */
+} attn_nn_norm;
+
+/* "layer_norm", "rms_norm". */
+const char *attn_norm_kind_name(attn_norm_kind k);
+/* Parses the names above (and "layernorm", "rmsnorm"); ATTN_STATUS_INVALID_ARGUMENT naming what. */
+attn_status attn_norm_kind_parse(const char *name, const char *what, attn_norm_kind *out);
+
+/* y (M, C) = norm(x (M, C)); mean (M) (LayerNorm only) and rstd (M) saved for backward, or NULL.
+ * y may equal x. */
+attn_status attn_nn_norm_forward(const attn_nn_norm *n, int M, const float *x, float *y,
+                                 float *mean, float *rstd);
+/* dx (M, C) = d norm / d x applied to dy, or += when accumulate (then dx must not alias dy);
+ * g->w, g->b accumulated (g may be NULL). tmp (M, C) is scratch, needed only when accumulate. */
+attn_status attn_nn_norm_backward(const attn_nn_norm *n, const attn_nn_norm *g, int M,
+                                  const float *x, const float *mean, const float *rstd,
+                                  const float *dy, float *dx, bool accumulate, float *tmp);
+
+/* ==== feed-forward =========================================================================== */
+
+typedef enum {
+    ATTN_FFN_PLAIN = 0, /* down(act(up(x)))                        (GPT-2, BERT, Transformer) */
+    ATTN_FFN_GATED      /* down(act(gate(x)) ⊙ up(x))               (Llama: SwiGLU; GeGLU) */
+} attn_ffn_kind;
+
+typedef struct {
+    attn_ffn_kind kind;
+    attn_act act;
+    attn_nn_linear up;   /* C -> F: W1 (plain) or W_up (gated) */
+    attn_nn_linear gate; /* C -> F: W_gate (gated only). When gate and up are one (2F, C) matrix,
+                            gate rows first (gate.w + F·C == up.w, biases likewise, both OUT_IN),
+                            one GEMM computes both */
+    attn_nn_linear down; /* F -> C */
+} attn_nn_ffn;
+
+/* What an FFN keeps for backward, over M rows (F = up.out). */
+typedef struct {
+    float *u;  /* (M, F) up(x) pre-activation (plain: needed for backward unless act is ReLU or
+                  NONE; gated: up(x)); NULL in evaluation */
+    float *g;  /* (M, F) gate(x) pre-activation (gated only); with a fused gate|up the pair is one
+                  (M, 2F) buffer at g (u = g + F, row stride 2F) */
+    float *h;  /* (M, F) the hidden activation fed to down */
+} attn_nn_ffn_acts;
+
+/* Floats of the acts' buffers for M rows (training: everything backward needs; evaluation: h
+ * and, for gated, the g|u pair). */
+size_t attn_nn_ffn_acts_floats(const attn_nn_ffn *f, int M, bool training);
+/* Lays out acts over buf (attn_nn_ffn_acts_floats floats). */
+void attn_nn_ffn_acts_view(const attn_nn_ffn *f, int M, bool training, float *buf,
+                           attn_nn_ffn_acts *a);
+
+/* y (M, C) = ffn(x (M, C)) + beta·y. */
+attn_status attn_nn_ffn_forward(const attn_nn_run *run, const attn_nn_ffn *f, int M,
+                                const float *x, attn_nn_ffn_acts *a, float beta, float *y);
+/* dx (M, C) overwritten from dy (M, C); gradients accumulated into g. work: (M, 2F) floats of
+ * scratch (attn_nn_ffn_work_floats). The acts are consumed (overwritten). */
+attn_status attn_nn_ffn_backward(const attn_nn_run *run, const attn_nn_ffn *f,
+                                 const attn_nn_ffn *g, int M, const float *x, attn_nn_ffn_acts *a,
+                                 const float *dy, float *dx, float *work);
+size_t attn_nn_ffn_work_floats(const attn_nn_ffn *f, int M);
+
+/* ==== attention ============================================================================== */
+
+typedef struct {
+    int d_model;   /* C: width of the queries' input x and of the output */
+    int d_kv;      /* width of the key/value source: C for self-attention, the encoder's for cross */
+    int n_head;    /* H */
+    int n_kv_head; /* H_kv: divides H (H: multi-head; 1: multi-query; else grouped-query) */
+    int d_head;    /* D (H·D need not equal C) */
+    float scale;   /* multiplies q·k; 0 means 1/sqrt(D) */
+    bool causal;   /* decoder self-attention: query i sees keys j <= i (+ the cache's length) */
+    bool cross;    /* keys/values from a separate source (cross-attention) */
+    /* Rotary embeddings on q and k (self-attention): rope_dim = R rotated dims per head (0: no
+     * RoPE), tables (rope_P, R/2) from attn_rope_tables. */
+    int rope_dim;
+    attn_rope_mode rope_mode;
+    int rope_P;
+    const float *rope_cos, *rope_sin;
+} attn_nn_attn_cfg;
+
+/* Multi-head attention with H_kv = H, D = C / H, no RoPE; self-attention. */
+attn_nn_attn_cfg attn_nn_attn_default_cfg(int d_model, int n_head);
+/* Sizes positive, H_kv dividing H, R even and <= D with tables, widths without overflow. The
+ * message names `what` and the field. */
+attn_status attn_nn_attn_cfg_check(const attn_nn_attn_cfg *c, const char *what);
+
+/* Projections. Self-attention: either qkv (one fused map to (H + 2·H_kv)·D outputs, q | k | v)
+ * or q, k, v separately; when q, k, v are OUT_IN views that are adjacent in memory (k.w right
+ * after q.w, v.w after k.w, biases likewise) one GEMM computes all three. Cross-attention: q
+ * from x, and kv (fused, (2·H_kv·D) outputs, k | v) or k, v from the source. o: H·D -> C. */
+typedef struct {
+    attn_nn_linear qkv, q, k, v, kv, o;
+} attn_nn_attn;
+
+/* How the rows of a call form sequences.
+ * Padded layout (off == NULL): sequence b's queries are rows b·Tq .. b·Tq + Tq − 1 of x and its
+ * keys rows b·Tk .. of the key source (self-attention without cache: Tk = Tq); kv_len (B), when
+ * not NULL, hides keys t >= kv_len[b] (padding).
+ * Variable-length layout (off != NULL, self-attention only): sequence b is rows
+ * off[b] .. off[b+1] − 1, attending over its own rows only (BERT's packed rows); Tq = Tk = the
+ * longest sequence (capture layout).
+ * pos0: the position of each sequence's first query row (the cache length when decoding); RoPE
+ * uses pos0 + t, or pos (M) when given. */
+typedef struct {
+    int B, Tq, Tk;
+    const int32_t *kv_len;
+    const int32_t *off;
+    int pos0;
+    const int32_t *pos;
+} attn_nn_seqs;
+
+/* One layer's key/value cache: k, v (B, max_T, H_kv·D), heads interleaved along each row as the
+ * attention kernel reads them. Self-attention appends its new rows at positions pos0 .. (the
+ * caller keeps the length: attn_nn_seqs.pos0); cross-attention reads what
+ * attn_nn_attention_cross_kv stored (Tk = the source length). */
+typedef struct {
+    float *k, *v;
+    int B, max_T;
+} attn_nn_kv;
+
+/* What attention keeps over a call (Mq query rows, Mk key rows; W = (H + 2·H_kv)·D):
+ * proj: self (Mq, W) q | k | v per row (after RoPE); cross: q (Mq, H·D) followed by k|v
+ *       (Mk, 2·H_kv·D);
+ * ctx (Mq, H·D) the attention output before o; lse (B·H·Tq; varlen: H·M) for backward, or NULL
+ * in evaluation. */
+typedef struct {
+    float *proj;
+    float *ctx;
+    float *lse;
+} attn_nn_attn_acts;
+
+/* Floats of proj for Mq query and Mk key rows (Mk ignored for self-attention). */
+size_t attn_nn_attn_proj_floats(const attn_nn_attn_cfg *c, int Mq, int Mk);
+
+/* Self-attention (cfg->cross false): y (Mq, C) = o(attention(q, k, v)) + beta·y with q, k, v
+ * projected from x (Mq, C) (src NULL). With cache: the new k, v rows are appended to the cache at
+ * positions pos0 .. pos0 + Tq − 1 of each sequence and the queries attend over the cache's first
+ * pos0 + Tq positions (causal over them when cfg->causal); padded layout only.
+ * Cross-attention (cfg->cross): keys and values from src (Mk = B·Tk rows of d_kv), or, with
+ * cache, from the cache (src ignored).
+ * probs (B, H, Tq, Tk) (Tk: the keys visible to the call, the cache's included), masked entries
+ * 0, or NULL: the attention probabilities (capture). a->lse NULL: no backward. */
+attn_status attn_nn_attention_forward(const attn_nn_run *run, const attn_nn_attn_cfg *cfg,
+                                      const attn_nn_attn *w, const attn_nn_seqs *s,
+                                      const float *x, const float *src, const attn_nn_kv *cache,
+                                      attn_nn_attn_acts *a, float *probs, float beta, float *y);
+/* Gradients of the last forward on a (no cache) given dy (Mq, C): dx (Mq, C) overwritten (self:
+ * through q, k and v); dsrc (Mk, d_kv) overwritten for cross-attention (must be NULL for self);
+ * parameter gradients accumulated into g. work: attn_nn_attn_work_floats floats. */
+attn_status attn_nn_attention_backward(const attn_nn_run *run, const attn_nn_attn_cfg *cfg,
+                                       const attn_nn_attn *w, const attn_nn_attn *g,
+                                       const attn_nn_seqs *s, const float *x, const float *src,
+                                       attn_nn_attn_acts *a, const float *dy, float *dx,
+                                       float *dsrc, float *work);
+size_t attn_nn_attn_work_floats(const attn_nn_attn_cfg *c, int Mq, int Mk);
+
+/* Cross-attention's keys and values of a source (B sequences of Tk rows, src (B·Tk, d_kv)) into
+ * cache (positions 0 .. Tk − 1): computed once per source, read by every decoding step. */
+attn_status attn_nn_attention_cross_kv(const attn_nn_run *run, const attn_nn_attn_cfg *cfg,
+                                       const attn_nn_attn *w, int B, int Tk, const float *src,
+                                       const attn_nn_kv *cache);
+
+/* ==== sub-layers ============================================================================= */
+
+typedef enum {
+    ATTN_SUB_ATTN = 0, /* f = attention (self or cross, per its cfg) */
+    ATTN_SUB_FFN       /* f = feed-forward */
+} attn_nn_sub_kind;
+
+/* One residual sub-layer: out = x + drop(f(norm(x))) (pre_norm) or norm(x + drop(f(x))). */
+typedef struct {
+    attn_nn_sub_kind kind;
+    bool pre_norm;
+    attn_nn_norm norm;          /* the sub-layer's norm (weights or gradients) */
+    const attn_nn_attn_cfg *acfg; /* ATTN_SUB_ATTN */
+    attn_nn_attn attn;          /* ATTN_SUB_ATTN */
+    attn_nn_ffn ffn;            /* ATTN_SUB_FFN */
+    float p_drop;               /* residual dropout probability (training only) */
+    uint32_t site;              /* dropout site */
+} attn_nn_sublayer;
+
+/* A sub-layer's activations over M rows of width C. Training keeps all of them; evaluation
+ * needs only ln (pre-norm input of f / post-norm output) and res. */
+typedef struct {
+    float *ln;            /* (M, C) norm output: pre-norm f's input; post-norm the sub-layer output */
+    float *mean, *rstd;   /* (M) norm statistics (mean: LayerNorm only), or NULL in evaluation */
+    float *res;           /* (M, C) x + drop(f(.)): pre-norm the sub-layer output */
+    uint64_t *mask;       /* (attn_nn_dropout_words(M, C)) keep bits, training with dropout */
+    attn_nn_attn_acts attn;
+    attn_nn_ffn_acts ffn;
+} attn_nn_sub_acts;
+
+/* The sub-layer's output within its acts: res (pre-norm) or ln (post-norm). */
+float *attn_nn_sub_output(const attn_nn_sublayer *S, const attn_nn_sub_acts *A);
+
+/* Forward of one sub-layer over the rows of s (M = rows computed): out = its output (written
+ * into A->res or A->ln, see attn_nn_sub_output; with pre-norm A->res may equal x: the sub-layer
+ * then updates the stream in place). rows numbers the rows for dropout. src / cache / probs as
+ * attn_nn_attention_forward (ignored by FFN sub-layers). tmp (M, C) scratch, used only for
+ * dropout. */
+attn_status attn_nn_sub_forward(const attn_nn_run *run, const attn_nn_sublayer *S,
+                                const attn_nn_seqs *s, int M, attn_nn_rows rows, const float *x,
+                                const float *src, const attn_nn_kv *cache, attn_nn_sub_acts *A,
+                                float *probs, float *tmp);
+
+/* Backward of one sub-layer. G (M, C): in, d loss / d its output; out, d loss / d x. Parameter
+ * gradients accumulated into Gs (the sub-layer's gradient views: norm, attn or ffn). dsrc
+ * (cross-attention): d loss / d src ADDED into it (several decoder layers read one encoder
+ * output). work: attn_nn_sub_work_floats floats. */
+attn_status attn_nn_sub_backward(const attn_nn_run *run, const attn_nn_sublayer *S,
+                                 const attn_nn_sublayer *Gs, const attn_nn_seqs *s, int M,
+                                 const float *x, const float *src, attn_nn_sub_acts *A, float *G,
+                                 float *dsrc, float *work);
+size_t attn_nn_sub_work_floats(const attn_nn_sublayer *S, int M, int Mk);
+
+/* ==== the classic multi-head attention layer (prefix attn_mha_) ===============================
+ * The attention sub-layer above with nn.Linear weights in one block, kept as a small standalone
+ * API (tests/test_mha.c checks it against PyTorch): self-attention (encoder: no mask; decoder:
+ * causal) and cross-attention, each with optional key padding.
+ *
+ *   attn_mha_config cfg = attn_mha_default_config(384, 6);          // C = 384, H = 6, D = 64
+ *   float *params = attn_alloc(attn_mha_num_params(&cfg) * sizeof(float));
+ *   attn_mha_weights w;  attn_mha_weights_view(&cfg, params, &w);   // views into one buffer
+ *   attn_mha_state *st;  attn_mha_state_init(&cfg, B, T, T, &st);
+ *   attn_mha_mask m = {.causal = true};
+ *   attn_mha_forward(&cfg, &w, st, B, T, T, x, NULL, &m, y, NULL);  // decoder self-attention
+ *   attn_mha_backward(&cfg, &w, st, B, T, T, x, NULL, &m, dy, dx, NULL, &grads); */
 
 typedef struct {
     int d_model; /* C:   width of the query input x and of the output y */
@@ -61,6 +395,9 @@ size_t attn_mha_num_params(const attn_mha_config *cfg);
  * w_o, b_o. With this layout, when d_kv == d_model, W_Q, W_K, W_V form one (3·H·D, C) matrix and
  * self-attention uses a single fused QKV projection. */
 attn_status attn_mha_weights_view(const attn_mha_config *cfg, float *buf, attn_mha_weights *w);
+
+/* The block layer's projections for these weights (q, k, v, o views; adjacent q|k|v fuse). */
+attn_nn_attn attn_mha_as_attn(const attn_mha_config *cfg, const attn_mha_weights *w);
 
 typedef struct {
     bool causal;           /* decoder self-attention: query i sees keys j <= i + causal_offset */
