@@ -50,6 +50,7 @@
 
 #include "attn_core.h"
 #include "attn_kernels.h"
+#include "attn_models.h"
 #include "attn_nn.h"
 
 #include <stdbool.h>
@@ -145,17 +146,11 @@ typedef struct {
     float *mlm_bias;         /* (V) cls.predictions.bias */
 } attn_bert_weights;
 
-/* One named tensor of the parameter buffer, with BertModel's names (no "bert." prefix):
- * "embeddings.word_embeddings.weight", ..., "encoder.layer.3.attention.self.query.weight", ...,
- * "pooler.dense.weight", "cls.predictions.transform.dense.weight", "cls.predictions.bias",
+/* One named tensor of the parameter buffer (attn_models.h), with BertModel's names (no "bert."
+ * prefix): "embeddings.word_embeddings.weight", ..., "encoder.layer.3.attention.self.query.weight",
+ * ..., "pooler.dense.weight", "cls.predictions.transform.dense.weight", "cls.predictions.bias",
  * "cls.predictions.decoder.weight" (untied only). */
-typedef struct {
-    char name[80];
-    int ndim;         /* 1 or 2 */
-    int64_t shape[2];
-    size_t offset;    /* in floats, into params and grads */
-    size_t numel;
-} attn_bert_tensor;
+typedef attn_param_info attn_bert_tensor;
 
 typedef struct {
     attn_bert_config cfg;

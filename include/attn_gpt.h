@@ -109,6 +109,8 @@
 
 #include "attn_core.h"
 #include "attn_kernels.h"
+#include "attn_models.h"
+#include "attn_nn.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -167,18 +169,14 @@ size_t attn_gpt_num_params(const attn_gpt_config *cfg);
 
 /* ==== model ================================================================================== */
 
-/* Views of one block's weights (or gradients). */
+/* Views of one block's weights (or gradients), as block-layer pieces (attn_nn.h). */
 typedef struct {
-    float *ln_1_w, *ln_1_b;       /* (C) */
-    float *attn_w;                /* (C, 3C) c_attn.weight: x · attn_w = [q | k | v] */
-    float *attn_b;                /* (3C)    c_attn.bias */
-    float *attn_proj_w;           /* (C, C)  attn.c_proj.weight */
-    float *attn_proj_b;           /* (C)     attn.c_proj.bias */
-    float *ln_2_w, *ln_2_b;       /* (C) */
-    float *fc_w;                  /* (C, F)  mlp.c_fc.weight */
-    float *fc_b;                  /* (F)     mlp.c_fc.bias */
-    float *mlp_proj_w;            /* (F, C)  mlp.c_proj.weight */
-    float *mlp_proj_b;            /* (C)     mlp.c_proj.bias */
+    attn_nn_norm ln_1;            /* ln_1.{weight,bias} (C) */
+    attn_nn_attn attn;            /* qkv = c_attn (C, 3C) Conv1D + bias (3C); o = attn.c_proj
+                                     (C, C) + bias (C) */
+    attn_nn_norm ln_2;            /* ln_2.{weight,bias} (C) */
+    attn_nn_ffn mlp;              /* up = mlp.c_fc (C, F) + bias (F); down = mlp.c_proj (F, C)
+                                     + bias (C); act = activation_function */
 } attn_gpt_block;
 
 /* Named views into the parameter (or gradient) buffer. lm_head == wte when tied (so the gradients
@@ -187,19 +185,13 @@ typedef struct {
     float *wte;                   /* (V, C) token embeddings */
     float *wpe;                   /* (P, C) position embeddings */
     attn_gpt_block *h;            /* [n_layer] */
-    float *ln_f_w, *ln_f_b;       /* (C) */
+    attn_nn_norm ln_f;            /* (C) */
     float *lm_head;               /* (V, C) */
 } attn_gpt_weights;
 
-/* One tensor of the buffer, for checkpoints, optimizers and tests. */
-typedef struct {
-    char name[64];                /* Hugging Face name, e.g. "transformer.h.0.attn.c_attn.weight" */
-    int ndim;                     /* 1 or 2 */
-    int64_t shape[2];             /* shape[1] = 0 when ndim == 1 */
-    size_t offset;                /* in floats, into params and grads */
-    size_t numel;
-    bool decay;                   /* 2-D (matmul or embedding) weight: weight decay applies */
-} attn_gpt_tensor;
+/* One tensor of the buffer, for checkpoints, optimizers and tests (attn_models.h): its name is
+ * the Hugging Face name, e.g. "transformer.h.0.attn.c_attn.weight"; decay on 2-D tensors. */
+typedef attn_param_info attn_gpt_tensor;
 
 typedef struct {
     attn_gpt_config cfg;
@@ -211,6 +203,7 @@ typedef struct {
     attn_gpt_weights g;           /* views into grads (all NULL while grads is NULL) */
     int n_tensors;
     attn_gpt_tensor *tensors;     /* [n_tensors] in buffer order */
+    attn_nn_attn_cfg *attn_cfg;   /* [n_layer] block l's attention: causal, its score scale */
 } attn_gpt_model;
 
 /* Allocate a model (parameters and zeroed gradients) initialized from seed as GPT-2 / nanoGPT

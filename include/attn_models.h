@@ -47,6 +47,42 @@
 extern "C" {
 #endif
 
+/* ==== the model skeleton: one parameter table for every family ================================
+ * Every family keeps all its weights in ONE float buffer (model->params), the gradients in a
+ * second buffer of the same layout (model->grads), and describes both with one table of
+ * attn_param_info entries in buffer order: names (the family's checkpoint names), shapes,
+ * offsets, whether AdamW's weight decay applies, and how the tensor is initialized. Optimizers,
+ * checkpoints, loaders and savers work on that table, whatever the family. */
+
+typedef enum {
+    ATTN_INIT_ZEROS = 0, /* 0 (biases) */
+    ATTN_INIT_ONES,      /* 1 (norm gains) */
+    ATTN_INIT_NORMAL,    /* normal(0, init_scale) */
+    ATTN_INIT_UNIFORM    /* uniform(−init_scale, init_scale) */
+} attn_init_kind;
+
+typedef struct {
+    char name[96];       /* e.g. "transformer.h.0.attn.c_attn.weight", "enc.0.ff1.w" */
+    int ndim;            /* 1 or 2 */
+    int64_t shape[2];    /* shape[1] = 0 when ndim == 1 */
+    size_t offset;       /* in floats, into params and grads */
+    size_t numel;
+    bool decay;          /* a matrix or embedding: AdamW's weight decay applies */
+    attn_init_kind init;
+    float init_scale;    /* NORMAL: standard deviation; UNIFORM: bound */
+    int64_t zero_row;    /* >= 0: that row starts at 0 (BERT's padding embedding); else -1 */
+} attn_param_info;
+
+/* Fill params (the buffer the table describes) from seed: tensor i's element k is drawn at word
+ * 4k of Philox stream key mix64(mix64(seed) ^ (i + 1)) (attn_rng; normal: attn_rng_normal,
+ * uniform: 2·attn_rng_uniform_double − 1 scaled), so the values depend neither on the thread count
+ * nor on other tensors. */
+void attn_params_init(const attn_param_info *t, int n, float *params, uint64_t seed);
+/* The entry called name, or NULL. */
+const attn_param_info *attn_params_find(const attn_param_info *t, int n, const char *name);
+/* buf (n) = 0, threaded over 64 KB chunks. */
+void attn_params_zero(float *buf, size_t n);
+
 typedef enum { ATTN_ENCDEC_RELU = 0, ATTN_ENCDEC_GELU } attn_encdec_activation;
 typedef enum { ATTN_ENCDEC_SINUSOIDAL = 0, ATTN_ENCDEC_LEARNED } attn_encdec_positions;
 
@@ -137,13 +173,7 @@ typedef struct {
  *   enc.L.ff2.{w,b}, enc.L.ln2.{w,b},
  *   dec.L.self_attn.*, dec.L.ln1.*, dec.L.cross_attn.*, dec.L.ln2.*, dec.L.ff1.*, dec.L.ff2.*,
  *   dec.L.ln3.*, enc.ln_f.{w,b}, dec.ln_f.{w,b} (pre-LN only), out.w (untied only), out.b. */
-typedef struct {
-    char name[48];
-    int ndim;         /* 1 or 2 */
-    int64_t shape[2];
-    size_t offset;    /* in floats, into params and grads */
-    size_t numel;
-} attn_encdec_tensor;
+typedef attn_param_info attn_encdec_tensor;
 
 typedef struct {
     attn_encdec_config cfg;

@@ -189,11 +189,12 @@ void attn_nn_ffn_acts_view(const attn_nn_ffn *f, int M, bool training, float *bu
 /* y (M, C) = ffn(x (M, C)) + beta·y. */
 attn_status attn_nn_ffn_forward(const attn_nn_run *run, const attn_nn_ffn *f, int M,
                                 const float *x, attn_nn_ffn_acts *a, float beta, float *y);
-/* dx (M, C) overwritten from dy (M, C); gradients accumulated into g. work: (M, 2F) floats of
- * scratch (attn_nn_ffn_work_floats). The acts are consumed (overwritten). */
+/* dx (M, C) = d ffn / d x applied to dy (M, C), or += when accumulate; gradients accumulated
+ * into g. work: attn_nn_ffn_work_floats floats of scratch. */
 attn_status attn_nn_ffn_backward(const attn_nn_run *run, const attn_nn_ffn *f,
-                                 const attn_nn_ffn *g, int M, const float *x, attn_nn_ffn_acts *a,
-                                 const float *dy, float *dx, float *work);
+                                 const attn_nn_ffn *g, int M, const float *x,
+                                 const attn_nn_ffn_acts *a, const float *dy, float *dx,
+                                 bool accumulate, float *work);
 size_t attn_nn_ffn_work_floats(const attn_nn_ffn *f, int M);
 
 /* ==== attention ============================================================================== */
@@ -244,15 +245,27 @@ typedef struct {
     const int32_t *off;
     int pos0;
     const int32_t *pos;
+    /* Additive score bias (attn_attention_params.bias, same strides; padded layout), or NULL;
+     * dbias (B, H, Tq, Tk) receives its gradient in backward when not NULL. */
+    const float *bias;
+    ptrdiff_t bias_sb, bias_sh, bias_sq;
+    float *dbias;
 } attn_nn_seqs;
 
-/* One layer's key/value cache: k, v (B, max_T, H_kv·D), heads interleaved along each row as the
- * attention kernel reads them. Self-attention appends its new rows at positions pos0 .. (the
- * caller keeps the length: attn_nn_seqs.pos0); cross-attention reads what
- * attn_nn_attention_cross_kv stored (Tk = the source length). */
+/* Padded layout of B sequences of T rows, no padding, positions from 0. */
+attn_nn_seqs attn_nn_seqs_dense(int B, int Tq, int Tk);
+
+/* One layer's key/value cache: row t of sequence b holds the H_kv·D key floats at
+ * k + (b·max_T + t)·ld and the values at v + (b·max_T + t)·ld, heads interleaved along each row
+ * as the attention kernel reads them; ld = 0 means H_kv·D (separate k and v arrays). With
+ * v == k + H_kv·D and ld == 2·H_kv·D the keys and values share rows (one GEMM fills both).
+ * Self-attention appends its new rows at positions pos0 .. (the caller keeps the length:
+ * attn_nn_seqs.pos0); cross-attention reads what attn_nn_attention_cross_kv stored (Tk = the
+ * source length). */
 typedef struct {
     float *k, *v;
     int B, max_T;
+    int ld;
 } attn_nn_kv;
 
 /* What attention keeps over a call (Mq query rows, Mk key rows; W = (H + 2·H_kv)·D):
@@ -281,14 +294,16 @@ attn_status attn_nn_attention_forward(const attn_nn_run *run, const attn_nn_attn
                                       const attn_nn_attn *w, const attn_nn_seqs *s,
                                       const float *x, const float *src, const attn_nn_kv *cache,
                                       attn_nn_attn_acts *a, float *probs, float beta, float *y);
-/* Gradients of the last forward on a (no cache) given dy (Mq, C): dx (Mq, C) overwritten (self:
- * through q, k and v); dsrc (Mk, d_kv) overwritten for cross-attention (must be NULL for self);
- * parameter gradients accumulated into g. work: attn_nn_attn_work_floats floats. */
+/* Gradients of the last forward on a (no cache) given dy (Mq, C): dx (Mq, C) = d / d x (self:
+ * through q, k and v), or += when accumulate; for cross-attention d / d src is ADDED into dsrc
+ * (Mk, d_kv) (several decoder layers read one encoder output), which must be NULL for
+ * self-attention; parameter gradients accumulated into g. work: attn_nn_attn_work_floats
+ * floats. */
 attn_status attn_nn_attention_backward(const attn_nn_run *run, const attn_nn_attn_cfg *cfg,
                                        const attn_nn_attn *w, const attn_nn_attn *g,
                                        const attn_nn_seqs *s, const float *x, const float *src,
-                                       attn_nn_attn_acts *a, const float *dy, float *dx,
-                                       float *dsrc, float *work);
+                                       const attn_nn_attn_acts *a, const float *dy, float *dx,
+                                       bool accumulate, float *dsrc, float *work);
 size_t attn_nn_attn_work_floats(const attn_nn_attn_cfg *c, int Mq, int Mk);
 
 /* Cross-attention's keys and values of a source (B sequences of Tk rows, src (B·Tk, d_kv)) into

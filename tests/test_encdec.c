@@ -149,7 +149,7 @@ static void run_case(attn_st_file *f, int i) {
     float **refs = attn_calloc((size_t)m->n_tensors * sizeof(float *));
     double gmax = 0;
     for (int k = 0; k < m->n_tensors; k++) {
-        char name[64];
+        char name[128];
         snprintf(name, sizeof name, "g.%s", m->tensors[k].name);
         refs[k] = loadf(f, i, name);
         for (size_t j = 0; j < m->tensors[k].numel; j++) gmax = fmax(gmax, fabs(refs[k][j]));

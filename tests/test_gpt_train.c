@@ -174,7 +174,7 @@ static void test_step0_gradients(void **state) {
             mx = fmax(mx, fabs((double)g[k]));
         }
         if (mx > 0) worst = fmax(worst, err / mx);
-        char what[96];
+        char what[128];
         snprintf(what, sizeof what, "grad %s", t->name);
         tu_close(what, m->grads + t->offset, g, t->numel, 1e-4, 1e-9);
         attn_free(g);

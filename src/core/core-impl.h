@@ -53,6 +53,9 @@ void attn_arena_release(attn_arena *a, void *p);
 /* Frees every buffer and the arena's own table; the arena is empty afterwards. */
 void attn_arena_free(attn_arena *a);
 
+/* Ask for transparent huge pages on a large buffer before its first touch (memory.c). */
+void attn_advise_huge_pages(void *p, size_t nbytes);
+
 /* Evaluate an attn_status expression and return it from the enclosing function if it failed. */
 #define ATTN_TRY(expr)                                                                           \
     do {                                                                                         \

@@ -1194,7 +1194,7 @@ attn_status attn_bert_save_dir(const attn_bert_model *m, const char *dir) {
     if (!dir_path(path, sizeof path, dir, "model.safetensors", "save"))
         return ATTN_STATUS_INVALID_ARGUMENT;
     attn_st_entry *e = attn_calloc((size_t)m->n_tensors * sizeof *e);
-    char(*names)[96] = attn_calloc((size_t)m->n_tensors * sizeof *names);
+    char(*names)[112] = attn_calloc((size_t)m->n_tensors * sizeof *names);
     if (!e || !names) {
         attn_free(e);
         attn_free(names);

@@ -49,68 +49,6 @@ static inline double draw_unit(uint64_t key, size_t i) {
     return (double)(draw(key, i) >> 40) * (1.0 / 16777216.0);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define DROPOUT_AVX512 1
-/* The same masks as the scalar loop, 16 elements at a time: the hash is integer arithmetic
- * (64-bit multiplies: AVX-512DQ), the kept values get the same single float multiply, the dropped
- * ones +0.0f, so the results are bit-identical (tests/test_translate_speed.c compares them). */
-__attribute__((target("avx512f,avx512dq"))) static void
-dropout_avx512(uint64_t key, uint64_t thr, float scale, size_t i0, size_t i1, float *x) {
-    const __m512i kv = _mm512_set1_epi64((long long)key);
-    const __m512i mi = _mm512_set1_epi64((long long)0xD6E8FEB86659FD93ull);
-    const __m512i g = _mm512_set1_epi64((long long)0x9E3779B97F4A7C15ull);
-    const __m512i m1 = _mm512_set1_epi64((long long)0xBF58476D1CE4E5B9ull);
-    const __m512i m2 = _mm512_set1_epi64((long long)0x94D049BB133111EBull);
-    const __m512i tv = _mm512_set1_epi64((long long)thr);
-    const __m512i eight = _mm512_set1_epi64(8), sixteen = _mm512_set1_epi64(16);
-    const __m512 sv = _mm512_set1_ps(scale);
-    __m512i lo = _mm512_add_epi64(_mm512_set1_epi64((long long)i0),
-                                  _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
-    size_t i = i0;
-    for (; i + 16 <= i1; i += 16) {
-        __mmask8 d[2];
-        for (int h = 0; h < 2; h++) {
-            const __m512i idx = h ? _mm512_add_epi64(lo, eight) : lo;
-            __m512i z = _mm512_xor_si512(kv, _mm512_mullo_epi64(idx, mi));
-            z = _mm512_add_epi64(z, g);
-            z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), m1);
-            z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), m2);
-            z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
-            d[h] = _mm512_cmplt_epu64_mask(_mm512_srli_epi64(z, 40), tv);
-        }
-        const __mmask16 keep = (__mmask16)~((unsigned)d[0] | ((unsigned)d[1] << 8));
-        _mm512_storeu_ps(x + i, _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(x + i), sv));
-        lo = _mm512_add_epi64(lo, sixteen);
-    }
-    for (; i < i1; i++) x[i] = (draw(key, i) >> 40) < thr ? 0.0f : x[i] * scale;
-}
-#endif
-
-void attn_encdec_dropout(uint64_t seed, uint64_t step, uint32_t site, float p, size_t n,
-                         float *x) {
-    if (!x || !(p > 0.0f)) return;
-    if (p >= 1.0f) {
-        memset(x, 0, n * sizeof(float));
-        return;
-    }
-    const uint64_t key = mix64(mix64(mix64(seed) ^ step) ^ site);
-    /* Drop when the top 24 bits fall below p·2^24: probability p to within 2^-24. */
-    const uint64_t thr = (uint64_t)((double)p * 16777216.0 + 0.5);
-    const float scale = 1.0f / (1.0f - p);
-#ifdef DROPOUT_AVX512
-    if (attn_get_backend() == ATTN_BACKEND_AVX512) {
-        const long nb = (long)((n + 16383) / 16384);
-#pragma omp parallel for schedule(static) if (n > 65536)
-        for (long c = 0; c < nb; c++)
-            dropout_avx512(key, thr, scale, (size_t)c * 16384,
-                           ATTN_MIN(n, (size_t)c * 16384 + 16384), x);
-        return;
-    }
-#endif
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) x[i] = (draw(key, i) >> 40) < thr ? 0.0f : x[i] * scale;
-}
-
 /* ---- parameter layout ---------------------------------------------------------------------- */
 
 typedef struct {

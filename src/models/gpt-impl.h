@@ -1,8 +1,14 @@
-/* gpt-impl.h — internals shared by the GPT-2 sources (gpt.c, gpt_io.c, gpt_decode.c). */
+/* gpt-impl.h — internals shared by the GPT-2 sources (gpt.c, gpt_io.c, gpt_decode.c, gpt_dp.c). */
 #ifndef ATTN_GPT_IMPL_H
 #define ATTN_GPT_IMPL_H
 
 #include "attn_gpt.h"
+#include "attn_nn.h"
+
+/* Dropout sites: 0 the embeddings, 1 + 2l block l's attention branch, 2 + 2l its MLP branch. */
+#define GPT_SITE_EMB 0u
+#define GPT_SITE_ATTN(l) (1u + 2u * (uint32_t)(l))
+#define GPT_SITE_MLP(l) (2u + 2u * (uint32_t)(l))
 
 /* Allocate a model for cfg (checked first) with its layout and tensor table; parameters are NOT
  * initialized; gradients only when grads. */
@@ -18,20 +24,12 @@ attn_status gpt_check_ids(const char *what, const attn_gpt_config *c, int B, int
 /* out (B·T, C) = wte[ids] + wpe[pos0 + t] (ids already checked, pos0 + T <= P). */
 void gpt_embed(const attn_gpt_model *m, int B, int T, int pos0, const int32_t *ids, float *out);
 
-/* attn_encdec_dropout's masks, computed once and kept as bits (gpt.c): out = base + drop(y)
- * (base NULL: out = drop(y)), element i using the mask of element off + i of the site, recording
- * the keep bits in mask (ceil(n / 64) words); then
- * out = drop(g) from those bits. Bit-identical to attn_encdec_dropout followed by the add. out
- * may equal y, base or g. */
-void gpt_dropout_fwd(uint64_t seed, uint64_t step, uint32_t site, float p, size_t off,
-                     size_t n, const float *base, const float *y, float *out, uint64_t *mask);
-void gpt_dropout_bwd(float p, size_t n, const uint64_t *mask, const float *g, float *out);
-
-/* Ask for transparent huge pages on a large buffer before it is first touched (gpt.c). */
-void gpt_advise_huge_pages(void *p, size_t nbytes);
+/* Block l's two pre-norm sub-layers (attention, MLP) over the views W, residual dropout p. */
+void gpt_sublayers(const attn_gpt_model *m, const attn_gpt_block *W, int l, float p_drop,
+                   attn_nn_sublayer S[2]);
 
 /* Views g of a gradient buffer grads laid out as m's parameters (g->h holds n_layer blocks). */
-void gpt_layout_grads(attn_gpt_model *m, float *grads, attn_gpt_weights *g);
+void gpt_layout_grads(const attn_gpt_model *m, float *grads, attn_gpt_weights *g);
 
 /* The global index of the state's first sequence within the whole batch (default 0): dropout
  * masks of its rows are those rows' masks in a forward over the whole batch (gpt_dp.c). */

@@ -3,12 +3,13 @@
  * The cache holds, per layer, the keys and values of every position so far for each of the B
  * sequences: k, v (L, B, max_T, C), heads interleaved along C as the attention kernel reads them.
  * A call runs its new positions in chunks of at most CHUNK positions per sequence (one chunk for
- * any usual prompt): for each chunk and layer the QKV projection of all B·chunk rows is one GEMM,
- * the new keys and values are appended to the cache, and each sequence's queries attend over its
- * cache with causal_offset = the positions before the chunk. Residual adds are GEMMs with
- * beta = 1 straight into the stream, and the MLP's bias and activation are fused into the GEMM's
- * epilogue: inference keeps no activations for a backward. For one new token per sequence every
- * GEMM has M = B rows, which attn_gemm runs as a weight-streaming small-M product. */
+ * any usual prompt) through the same block-layer sub-layers as training (gpt.c), in evaluation
+ * mode and in place on the stream: the attention sub-layer appends the chunk's keys and values to
+ * the cache and its queries attend over the cache (causal over everything cached); residual adds
+ * are GEMMs with beta = 1 straight into the stream, and the MLP's bias and activation are fused
+ * into the GEMM's epilogue: inference keeps no activations for a backward. For one new token per
+ * sequence every GEMM has M = B rows, which attn_gemm runs as a weight-streaming small-M
+ * product. */
 #include "attn_gpt.h"
 
 #include "../core/core-impl.h"
@@ -31,7 +32,7 @@ struct attn_gpt_kv {
     float *att;   /* (B·chunk, C) */
     float *h;     /* (B·chunk, F) */
     float *last;  /* (B, C) ln_f of each sequence's last position */
-    float *probs; /* (H, chunk, max_T) capture scratch, allocated on demand */
+    float *probs; /* (B, H, chunk, max_T) capture scratch, allocated on demand */
     attn_gpt_capture cap;
 };
 
@@ -128,60 +129,46 @@ static void capture_hidden(attn_gpt_kv *kv, int entry, int n_new, int t0, int tq
                (size_t)tq * C * sizeof(float));
 }
 
-/* One chunk: tq new positions per sequence (ids (B, tq) at stride ld_ids), starting at cache
- * position pos0 = kv->len. Leaves the final stream in kv->x. */
+/* One chunk: tq new positions per sequence (ids (B, tq)), starting at cache position
+ * pos0 = kv->len. Leaves the final stream in kv->x. */
 static attn_status run_chunk(const attn_gpt_model *m, attn_gpt_kv *kv, int tq, const int32_t *ids,
                              int n_new, int t0) {
     const attn_gpt_config *c = &m->cfg;
-    const int B = kv->B, C = c->n_embd, F = attn_gpt_inner(c), L = c->n_layer, H = c->n_head;
+    const int B = kv->B, C = c->n_embd, L = c->n_layer, H = c->n_head;
     const int M = B * tq, pos0 = kv->len, Tk = pos0 + tq;
-    const float eps = c->layer_norm_epsilon;
+    const attn_nn_run run = attn_nn_default_run();
+    attn_nn_seqs s = attn_nn_seqs_dense(B, tq, tq);
+    s.pos0 = pos0;
     gpt_embed(m, B, tq, pos0, ids, kv->x);
     for (int l = 0; l < L; l++) {
-        const attn_gpt_block *W = &m->w.h[l];
+        attn_nn_sublayer S[2];
+        gpt_sublayers(m, &m->w.h[l], l, 0.0f, S);
         if (kv->cap.hidden) capture_hidden(kv, l, n_new, t0, tq, kv->x);
-        ATTN_TRY(attn_layernorm_forward(M, C, kv->x, W->ln_1_w, W->ln_1_b, eps, kv->a, NULL, NULL));
-        ATTN_TRY(attn_gemm(false, false, M, 3 * C, C, 1.0f, kv->a, C, W->attn_w, 3 * C, 0.0f,
-                           kv->qkv, 3 * C, W->attn_b, ATTN_ACT_NONE));
+        const size_t layer = (size_t)l * B * kv->max_T * C;
+        const attn_nn_kv cache = {kv->k + layer, kv->v + layer, B, kv->max_T, 0};
+        attn_nn_sub_acts A;
+        memset(&A, 0, sizeof A);
+        A.ln = kv->a, A.res = kv->x;
+        A.attn.proj = kv->qkv, A.attn.ctx = kv->att;
         float *probs_out = kv->cap.attn_probs ? kv->cap.attn_probs[l] : NULL;
-        for (int b = 0; b < B; b++) {
-            float *kc = kv->k + (((size_t)l * B + b) * kv->max_T) * C;
-            float *vc = kv->v + (((size_t)l * B + b) * kv->max_T) * C;
-            const float *q = kv->qkv + (size_t)b * tq * 3 * C;
-            for (int t = 0; t < tq; t++) {
-                memcpy(kc + (size_t)(pos0 + t) * C, q + (size_t)t * 3 * C + C, C * sizeof(float));
-                memcpy(vc + (size_t)(pos0 + t) * C, q + (size_t)t * 3 * C + 2 * C,
-                       C * sizeof(float));
-            }
-            attn_attention_params p = attn_attention_default_params(1, H, tq, Tk, C / H);
-            p.scale = gpt_attn_scale(c, l);
-            p.causal = true;
-            p.causal_offset = pos0;
-            p.ldq = 3 * C;
-            p.ldk = p.ldv = p.ldo = C;
-            ATTN_TRY(attn_attention_forward(&p, q, kc, vc, kv->att + (size_t)b * tq * C, NULL,
-                                            probs_out ? kv->probs : NULL));
-            if (probs_out) {
-                /* (H, tq, Tk) of this chunk into (B, H, n_new, Tkf), Tkf = the cache length
-                 * after the whole call; keys past Tk are masked for these queries: 0. */
-                const int Tkf = pos0 - t0 + n_new;
+        ATTN_TRY(attn_nn_sub_forward(&run, &S[0], &s, M, attn_nn_rows_plain(tq), kv->x, NULL,
+                                     &cache, &A, probs_out ? kv->probs : NULL, NULL));
+        if (probs_out) {
+            /* (B, H, tq, Tk) of this chunk into (B, H, n_new, Tkf), Tkf = the cache length after
+             * the whole call; keys past Tk are masked for these queries: 0. */
+            const int Tkf = pos0 - t0 + n_new;
+            for (int b = 0; b < B; b++)
                 for (int hh = 0; hh < H; hh++)
                     for (int t = 0; t < tq; t++) {
                         float *dst = probs_out + (((size_t)b * H + hh) * n_new + t0 + t) * Tkf;
-                        const float *src = kv->probs + ((size_t)hh * tq + t) * Tk;
+                        const float *src = kv->probs + (((size_t)b * H + hh) * tq + t) * Tk;
                         memcpy(dst, src, (size_t)Tk * sizeof(float));
                         memset(dst + Tk, 0, (size_t)(Tkf - Tk) * sizeof(float));
                     }
-            }
         }
-        /* x += att · c_proj + b */
-        ATTN_TRY(attn_gemm(false, false, M, C, C, 1.0f, kv->att, C, W->attn_proj_w, C, 1.0f, kv->x,
-                           C, W->attn_proj_b, ATTN_ACT_NONE));
-        ATTN_TRY(attn_layernorm_forward(M, C, kv->x, W->ln_2_w, W->ln_2_b, eps, kv->a, NULL, NULL));
-        ATTN_TRY(attn_gemm(false, false, M, F, C, 1.0f, kv->a, C, W->fc_w, F, 0.0f, kv->h, F,
-                           W->fc_b, c->activation));
-        ATTN_TRY(attn_gemm(false, false, M, C, F, 1.0f, kv->h, F, W->mlp_proj_w, C, 1.0f, kv->x, C,
-                           W->mlp_proj_b, ATTN_ACT_NONE));
+        A.ffn.h = kv->h;
+        ATTN_TRY(attn_nn_sub_forward(&run, &S[1], &s, M, attn_nn_rows_plain(tq), kv->x, NULL, NULL,
+                                     &A, NULL, NULL));
     }
     return ATTN_STATUS_OK;
 }
@@ -207,9 +194,10 @@ attn_status attn_gpt_decode(const attn_gpt_model *m, attn_gpt_kv *kv, int B, int
     const attn_gpt_config *c = &m->cfg;
     ATTN_TRY(gpt_check_ids("gpt decode", c, B, n_new, ids));
     const int C = c->n_embd, V = c->vocab_size, L = c->n_layer, H = c->n_head;
-    const float eps = c->layer_norm_epsilon;
+    const attn_nn_run run = attn_nn_default_run();
+    const attn_nn_linear head = attn_nn_linear_make(m->w.lm_head, NULL, C, V, ATTN_NN_OUT_IN);
     if (kv->cap.attn_probs && !kv->probs) {
-        kv->probs = attn_alloc((size_t)H * kv->chunk * kv->max_T * sizeof(float));
+        kv->probs = attn_alloc((size_t)B * H * kv->chunk * kv->max_T * sizeof(float));
         if (!kv->probs) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt decode: out of memory");
     }
     const int start = kv->len;
@@ -237,18 +225,17 @@ attn_status attn_gpt_decode(const attn_gpt_model *m, attn_gpt_kv *kv, int B, int
         const bool last_chunk = t0 + tq == n_new;
         if (all || kv->cap.hidden) {
             /* ln_f of every row of the chunk (into kv->a), then all logits of the chunk. */
-            s = attn_layernorm_forward(M, C, kv->x, m->w.ln_f_w, m->w.ln_f_b, eps, kv->a, NULL,
-                                       NULL);
+            s = attn_nn_norm_forward(&m->w.ln_f, M, kv->x, kv->a, NULL, NULL);
             if (s) break;
             if (kv->cap.hidden) capture_hidden(kv, L, n_new, t0, tq, kv->a);
             if (all && logits) {
                 if (tq == n_new) /* one chunk: the rows (B, n_new) are contiguous */
-                    s = attn_gemm(false, true, M, V, C, 1.0f, kv->a, C, m->w.lm_head, C, 0.0f,
-                                  logits, V, NULL, ATTN_ACT_NONE);
+                    s = attn_nn_linear_forward(&run, &head, M, kv->a, C, 0.0f, logits, V,
+                                               ATTN_ACT_NONE);
                 for (int b = 0; b < B && !s && tq != n_new; b++)
-                    s = attn_gemm(false, true, tq, V, C, 1.0f, kv->a + (size_t)b * tq * C, C,
-                                  m->w.lm_head, C, 0.0f, logits + ((size_t)b * n_new + t0) * V, V,
-                                  NULL, ATTN_ACT_NONE);
+                    s = attn_nn_linear_forward(&run, &head, tq, kv->a + (size_t)b * tq * C, C,
+                                               0.0f, logits + ((size_t)b * n_new + t0) * V, V,
+                                               ATTN_ACT_NONE);
                 if (s) break;
             }
         }
@@ -257,11 +244,10 @@ attn_status attn_gpt_decode(const attn_gpt_model *m, attn_gpt_kv *kv, int B, int
             for (int b = 0; b < B; b++)
                 memcpy(kv->last + (size_t)b * C, kv->x + ((size_t)b * tq + tq - 1) * C,
                        C * sizeof(float));
-            s = attn_layernorm_forward(B, C, kv->last, m->w.ln_f_w, m->w.ln_f_b, eps, kv->a, NULL,
-                                       NULL);
+            s = attn_nn_norm_forward(&m->w.ln_f, B, kv->last, kv->a, NULL, NULL);
             if (!s)
-                s = attn_gemm(false, true, B, V, C, 1.0f, kv->a, C, m->w.lm_head, C, 0.0f, logits,
-                              V, NULL, ATTN_ACT_NONE);
+                s = attn_nn_linear_forward(&run, &head, B, kv->a, C, 0.0f, logits, V,
+                                           ATTN_ACT_NONE);
             if (s) break;
         }
     }

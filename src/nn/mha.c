@@ -1,34 +1,21 @@
-/* mha.c — multi-head attention layer: projections with attn_gemm, the fused attention kernel,
- * output projection; and the backward pass.
- *
- * Buffer layout in attn_mha_state (why: the attention kernel reads heads straight out of the
- * projection rows, so no transposes are ever done):
- *   self-attention:  proj = QKV (B·T, 3·H·D), q|k|v interleaved per row, row stride 3·H·D; one
- *                    GEMM when W_Q, W_K, W_V are adjacent in memory (attn_mha_weights_view).
- *   cross-attention: proj = Q (B·Tq, H·D) followed by KV (B·Tk, 2·H·D), row stride 2·H·D; one
- *                    GEMM for K and V when W_K, W_V are adjacent.
- *   ctx (B·Tq, H·D)  the attention output before W_O; lse (B, H, Tq) for backward.
- * dproj and dctx mirror proj and ctx. */
-#include "attn_nn.h"
-
-#include "attn_kernels.h"
-#include "../core/core-impl.h"
+/* mha.c — the classic multi-head attention layer (attn_mha_, attn_nn.h): nn.Linear weights in one
+ * block, run by the block layer's attention function (attention.c) with its state's buffers. */
+#include "nn-impl.h"
 
 #include <string.h>
 
 struct attn_mha_state {
     attn_mha_config cfg;
     int B, Tq, Tk;    /* capacity */
-    float *proj;      /* see above */
-    float *dproj;     /* same layout as proj */
+    float *proj;      /* attention.c's projection layout (self or cross) */
     float *ctx;       /* (B·Tq, H·D) */
-    float *dctx;      /* (B·Tq, H·D) */
     float *lse;       /* (B, H, Tq) */
-    size_t proj_size; /* floats */
+    float *work;      /* backward scratch: attn_nn_attn_work_floats */
 };
 
 attn_mha_config attn_mha_default_config(int d_model, int n_head) {
     attn_mha_config c;
+    memset(&c, 0, sizeof c);
     c.d_model = d_model;
     c.d_kv = d_model;
     c.n_head = n_head;
@@ -82,6 +69,27 @@ attn_status attn_mha_weights_view(const attn_mha_config *c, float *buf, attn_mha
     return ATTN_STATUS_OK;
 }
 
+attn_nn_attn attn_mha_as_attn(const attn_mha_config *c, const attn_mha_weights *w) {
+    attn_nn_attn a;
+    memset(&a, 0, sizeof a);
+    const int HD = c->n_head * c->d_head;
+    a.q = attn_nn_linear_make(w->w_q, c->bias ? w->b_q : NULL, c->d_model, HD, ATTN_NN_OUT_IN);
+    a.k = attn_nn_linear_make(w->w_k, c->bias ? w->b_k : NULL, c->d_kv, HD, ATTN_NN_OUT_IN);
+    a.v = attn_nn_linear_make(w->w_v, c->bias ? w->b_v : NULL, c->d_kv, HD, ATTN_NN_OUT_IN);
+    a.o = attn_nn_linear_make(w->w_o, c->bias ? w->b_o : NULL, HD, c->d_model, ATTN_NN_OUT_IN);
+    return a;
+}
+
+static attn_nn_attn_cfg block_cfg(const attn_mha_config *c, bool cross, const attn_mha_mask *m) {
+    attn_nn_attn_cfg a;
+    memset(&a, 0, sizeof a);
+    a.d_model = c->d_model, a.d_kv = c->d_kv;
+    a.n_head = a.n_kv_head = c->n_head, a.d_head = c->d_head;
+    a.cross = cross;
+    a.causal = m && m->causal;
+    return a;
+}
+
 attn_status attn_mha_state_init(const attn_mha_config *c, int B, int Tq, int Tk,
                                 attn_mha_state **out) {
     attn_status s = attn_mha_config_check(c);
@@ -102,13 +110,11 @@ attn_status attn_mha_state_init(const attn_mha_config *c, int B, int Tq, int Tk,
     if (!st) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "mha: out of memory");
     st->cfg = *c;
     st->B = B, st->Tq = Tq, st->Tk = Tk;
-    st->proj_size = proj;
     st->proj = attn_alloc(proj * sizeof(float));
-    st->dproj = attn_alloc(proj * sizeof(float));
     st->ctx = attn_alloc(ctx * sizeof(float));
-    st->dctx = attn_alloc(ctx * sizeof(float));
     st->lse = attn_alloc((size_t)B * c->n_head * Tq * sizeof(float));
-    if (!st->proj || !st->dproj || !st->ctx || !st->dctx || !st->lse) {
+    st->work = attn_alloc((proj + ctx) * sizeof(float));
+    if (!st->proj || !st->ctx || !st->lse || !st->work) {
         attn_mha_state_free(st);
         return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "mha: out of memory for B=%d Tq=%d Tk=%d",
                          B, Tq, Tk);
@@ -120,36 +126,10 @@ attn_status attn_mha_state_init(const attn_mha_config *c, int B, int Tq, int Tk,
 void attn_mha_state_free(attn_mha_state *st) {
     if (!st) return;
     attn_free(st->proj);
-    attn_free(st->dproj);
     attn_free(st->ctx);
-    attn_free(st->dctx);
     attn_free(st->lse);
+    attn_free(st->work);
     attn_free(st);
-}
-
-/* Where q, k, v sit inside proj (or dproj) for this call. */
-typedef struct {
-    size_t q, k, v; /* offsets in floats */
-    int ldq, ldkv;
-} proj_layout;
-
-static proj_layout layout(int B, int Tq, int HD, bool self) {
-    proj_layout L;
-    if (self) {
-        L.q = 0, L.k = (size_t)HD, L.v = 2 * (size_t)HD;
-        L.ldq = L.ldkv = 3 * HD;
-    } else {
-        L.q = 0;
-        L.k = (size_t)B * Tq * HD;
-        L.v = L.k + (size_t)HD;
-        L.ldq = HD;
-        L.ldkv = 2 * HD;
-    }
-    return L;
-}
-
-static bool adjacent3(const float *a, const float *b, const float *c, size_t n) {
-    return b == a + n && c == b + n;
 }
 
 static attn_status check_call(const attn_mha_config *c, const attn_mha_weights *w,
@@ -176,25 +156,13 @@ static attn_status check_call(const attn_mha_config *c, const attn_mha_weights *
     return ATTN_STATUS_OK;
 }
 
-static attn_attention_params attention_params(const attn_mha_config *c, int B, int Tq, int Tk,
-                                               const attn_mha_mask *mask, proj_layout L) {
-    attn_attention_params p = attn_attention_default_params(B, c->n_head, Tq, Tk, c->d_head);
-    p.ldq = L.ldq;
-    p.ldk = p.ldv = L.ldkv;
-    p.ldo = c->n_head * c->d_head;
-    if (mask) {
-        p.causal = mask->causal;
-        p.causal_offset = mask->causal_offset;
-        p.kv_len = mask->kv_len;
+static attn_nn_seqs seqs(int B, int Tq, int Tk, const attn_mha_mask *m) {
+    attn_nn_seqs s = attn_nn_seqs_dense(B, Tq, Tk);
+    if (m) {
+        s.kv_len = m->kv_len;
+        s.pos0 = m->causal_offset;
     }
-    return p;
-}
-
-/* out (rows, n_out, stride ldo) = in (rows, cin) · W (n_out, cin)ᵀ + b */
-static attn_status linear(int rows, int cin, int n_out, const float *in, const float *W,
-                          const float *b, float *out, int ldo) {
-    return attn_gemm(false, true, rows, n_out, cin, 1.0f, in, cin, W, cin, 0.0f, out, ldo, b,
-                     ATTN_ACT_NONE);
+    return s;
 }
 
 attn_status attn_mha_forward(const attn_mha_config *c, const attn_mha_weights *w,
@@ -202,58 +170,16 @@ attn_status attn_mha_forward(const attn_mha_config *c, const attn_mha_weights *w
                              const float *kv, const attn_mha_mask *mask, float *y, float *probs) {
     ATTN_TRY(check_call(c, w, st, B, Tq, Tk, x, kv));
     if (!y) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "mha: NULL output");
-    const int C = c->d_model, Ckv = c->d_kv, HD = c->n_head * c->d_head;
-    const bool self = kv == NULL;
-    proj_layout L = layout(B, Tq, HD, self);
-    float *P = st->proj;
-    if (self) {
-        bool fused = adjacent3(w->w_q, w->w_k, w->w_v, (size_t)HD * C) &&
-                     (!c->bias || adjacent3(w->b_q, w->b_k, w->b_v, (size_t)HD));
-        if (fused) {
-            ATTN_TRY(linear(B * Tq, C, 3 * HD, x, w->w_q, w->b_q, P, 3 * HD));
-        } else {
-            ATTN_TRY(linear(B * Tq, C, HD, x, w->w_q, w->b_q, P + L.q, L.ldq));
-            ATTN_TRY(linear(B * Tq, C, HD, x, w->w_k, w->b_k, P + L.k, L.ldkv));
-            ATTN_TRY(linear(B * Tq, C, HD, x, w->w_v, w->b_v, P + L.v, L.ldkv));
-        }
-    } else {
-        ATTN_TRY(linear(B * Tq, C, HD, x, w->w_q, w->b_q, P + L.q, L.ldq));
-        bool fused = w->w_v == w->w_k + (size_t)HD * Ckv && (!c->bias || w->b_v == w->b_k + HD);
-        if (fused) {
-            ATTN_TRY(linear(B * Tk, Ckv, 2 * HD, kv, w->w_k, w->b_k, P + L.k, L.ldkv));
-        } else {
-            ATTN_TRY(linear(B * Tk, Ckv, HD, kv, w->w_k, w->b_k, P + L.k, L.ldkv));
-            ATTN_TRY(linear(B * Tk, Ckv, HD, kv, w->w_v, w->b_v, P + L.v, L.ldkv));
-        }
-    }
-    attn_attention_params p = attention_params(c, B, Tq, Tk, mask, L);
-    ATTN_TRY(attn_attention_forward(&p, P + L.q, P + L.k, P + L.v, st->ctx, st->lse, probs));
-    return linear(B * Tq, HD, C, st->ctx, w->w_o, w->b_o, y, C);
-}
-
-/* out (cols) += column sums of a (rows, cols, stride lda) */
-static void colsum_add(int rows, int cols, const float *a, int lda, float *out) {
-    for (int r = 0; r < rows; r++) {
-        const float *row = a + (size_t)r * lda;
-        for (int j = 0; j < cols; j++) out[j] += row[j];
-    }
-}
-
-/* gW (n_out, cin) += d (rows, n_out, stride ldd)ᵀ · in (rows, cin); gb += colsum(d) */
-static attn_status linear_grad_w(int rows, int cin, int n_out, const float *d, int ldd,
-                                 const float *in, float *gW, float *gb) {
-    if (gW)
-        ATTN_TRY(attn_gemm(true, false, n_out, cin, rows, 1.0f, d, ldd, in, cin, 1.0f, gW, cin,
-                           NULL, ATTN_ACT_NONE));
-    if (gb) colsum_add(rows, n_out, d, ldd, gb);
-    return ATTN_STATUS_OK;
-}
-
-/* din (rows, cin) (=|+=) d (rows, n_out, stride ldd) · W (n_out, cin) */
-static attn_status linear_grad_in(int rows, int cin, int n_out, const float *d, int ldd,
-                                  const float *W, float *din, bool accumulate) {
-    return attn_gemm(false, false, rows, cin, n_out, 1.0f, d, ldd, W, cin,
-                     accumulate ? 1.0f : 0.0f, din, cin, NULL, ATTN_ACT_NONE);
+    if (!kv && mask && mask->causal_offset != 0)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "mha: self-attention has Tk == Tq, so causal_offset must be 0 (got %d)",
+                         mask->causal_offset);
+    const attn_nn_attn_cfg cfg = block_cfg(c, kv != NULL, mask);
+    const attn_nn_attn a = attn_mha_as_attn(c, w);
+    const attn_nn_seqs s = seqs(B, Tq, Tk, mask);
+    const attn_nn_run run = attn_nn_default_run();
+    attn_nn_attn_acts acts = {st->proj, st->ctx, st->lse};
+    return attn_nn_attention_forward(&run, &cfg, &a, &s, x, kv, NULL, &acts, probs, 0.0f, y);
 }
 
 attn_status attn_mha_backward(const attn_mha_config *c, const attn_mha_weights *w,
@@ -265,63 +191,12 @@ attn_status attn_mha_backward(const attn_mha_config *c, const attn_mha_weights *
     if (!dy || !dx || !g || (self && dkv) || (!self && !dkv))
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "mha backward: need dy, dx, grads, and dkv exactly for cross-attention");
-    const int C = c->d_model, Ckv = c->d_kv, HD = c->n_head * c->d_head;
-    const int Mq = B * Tq, Mk = B * Tk;
-    proj_layout L = layout(B, Tq, HD, self);
-    const float *P = st->proj;
-    float *dP = st->dproj;
-
-    /* Output projection. */
-    ATTN_TRY(linear_grad_in(Mq, HD, C, dy, C, w->w_o, st->dctx, false));
-    ATTN_TRY(linear_grad_w(Mq, HD, C, dy, C, st->ctx, g->w_o, c->bias ? g->b_o : NULL));
-
-    /* Attention. */
-    attn_attention_params p = attention_params(c, B, Tq, Tk, mask, L);
-    ATTN_TRY(attn_attention_backward(&p, P + L.q, P + L.k, P + L.v, st->ctx, st->lse, st->dctx,
-                                     dP + L.q, dP + L.k, dP + L.v));
-
-    /* Input projections. */
-    if (self) {
-        bool wf = adjacent3(w->w_q, w->w_k, w->w_v, (size_t)HD * C);
-        bool gf = adjacent3(g->w_q, g->w_k, g->w_v, (size_t)HD * C) &&
-                  (!c->bias || adjacent3(g->b_q, g->b_k, g->b_v, (size_t)HD));
-        if (gf) {
-            ATTN_TRY(linear_grad_w(Mq, C, 3 * HD, dP, 3 * HD, x, g->w_q, c->bias ? g->b_q : NULL));
-        } else {
-            ATTN_TRY(
-                linear_grad_w(Mq, C, HD, dP + L.q, 3 * HD, x, g->w_q, c->bias ? g->b_q : NULL));
-            ATTN_TRY(
-                linear_grad_w(Mq, C, HD, dP + L.k, 3 * HD, x, g->w_k, c->bias ? g->b_k : NULL));
-            ATTN_TRY(
-                linear_grad_w(Mq, C, HD, dP + L.v, 3 * HD, x, g->w_v, c->bias ? g->b_v : NULL));
-        }
-        if (wf) {
-            ATTN_TRY(linear_grad_in(Mq, C, 3 * HD, dP, 3 * HD, w->w_q, dx, false));
-        } else {
-            ATTN_TRY(linear_grad_in(Mq, C, HD, dP + L.q, 3 * HD, w->w_q, dx, false));
-            ATTN_TRY(linear_grad_in(Mq, C, HD, dP + L.k, 3 * HD, w->w_k, dx, true));
-            ATTN_TRY(linear_grad_in(Mq, C, HD, dP + L.v, 3 * HD, w->w_v, dx, true));
-        }
-    } else {
-        ATTN_TRY(linear_grad_w(Mq, C, HD, dP + L.q, HD, x, g->w_q, c->bias ? g->b_q : NULL));
-        ATTN_TRY(linear_grad_in(Mq, C, HD, dP + L.q, HD, w->w_q, dx, false));
-        bool wf = w->w_v == w->w_k + (size_t)HD * Ckv;
-        bool gf = g->w_v == g->w_k + (size_t)HD * Ckv && (!c->bias || g->b_v == g->b_k + HD);
-        if (gf) {
-            ATTN_TRY(linear_grad_w(Mk, Ckv, 2 * HD, dP + L.k, 2 * HD, kv, g->w_k,
-                                   c->bias ? g->b_k : NULL));
-        } else {
-            ATTN_TRY(
-                linear_grad_w(Mk, Ckv, HD, dP + L.k, 2 * HD, kv, g->w_k, c->bias ? g->b_k : NULL));
-            ATTN_TRY(
-                linear_grad_w(Mk, Ckv, HD, dP + L.v, 2 * HD, kv, g->w_v, c->bias ? g->b_v : NULL));
-        }
-        if (wf) {
-            ATTN_TRY(linear_grad_in(Mk, Ckv, 2 * HD, dP + L.k, 2 * HD, w->w_k, dkv, false));
-        } else {
-            ATTN_TRY(linear_grad_in(Mk, Ckv, HD, dP + L.k, 2 * HD, w->w_k, dkv, false));
-            ATTN_TRY(linear_grad_in(Mk, Ckv, HD, dP + L.v, 2 * HD, w->w_v, dkv, true));
-        }
-    }
-    return ATTN_STATUS_OK;
+    const attn_nn_attn_cfg cfg = block_cfg(c, !self, mask);
+    const attn_nn_attn a = attn_mha_as_attn(c, w), ga = attn_mha_as_attn(c, g);
+    const attn_nn_seqs s = seqs(B, Tq, Tk, mask);
+    const attn_nn_run run = attn_nn_default_run();
+    const attn_nn_attn_acts acts = {st->proj, st->ctx, st->lse};
+    if (dkv) memset(dkv, 0, (size_t)B * Tk * c->d_kv * sizeof(float)); /* overwritten (API) */
+    return attn_nn_attention_backward(&run, &cfg, &a, &ga, &s, x, kv, &acts, dy, dx, false, dkv,
+                                      st->work);
 }

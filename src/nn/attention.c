@@ -1,0 +1,560 @@
+/* attention.c — the attention sub-layer's function (attn_nn.h): projections, rotary embeddings,
+ * the fused attention kernel (masks, grouped-query heads, score bias, KV cache), the output
+ * projection; and the backward pass.
+ *
+ * Buffer layout (why: the kernel reads heads straight out of the projection rows, so nothing is
+ * ever transposed):
+ *   self-attention:  proj (Mq, W), W = (H + 2·H_kv)·D, each row q | k | v; one GEMM when the
+ *                    projections are one fused map or adjacent nn.Linear weights;
+ *   cross-attention: proj = q (Mq, H·D) followed by k | v (Mk, 2·H_kv·D);
+ *   ctx (Mq, H·D)    the attention output before the output projection.
+ * With a KV cache the new keys and values are copied into the cache rows of their positions and
+ * the queries attend over the cache (batch stride max_T rows), so a decoding step never copies
+ * the past. Variable-length rows (BERT's packed sequences) run the kernel once per sequence,
+ * the sequences spread over threads. */
+#include "nn-impl.h"
+
+#include <math.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+attn_nn_attn_cfg attn_nn_attn_default_cfg(int d_model, int n_head) {
+    attn_nn_attn_cfg c;
+    memset(&c, 0, sizeof c);
+    c.d_model = c.d_kv = d_model;
+    c.n_head = c.n_kv_head = n_head;
+    c.d_head = n_head > 0 ? d_model / n_head : 0;
+    return c;
+}
+
+attn_nn_seqs attn_nn_seqs_dense(int B, int Tq, int Tk) {
+    attn_nn_seqs s;
+    memset(&s, 0, sizeof s);
+    s.B = B, s.Tq = Tq, s.Tk = Tk;
+    return s;
+}
+
+attn_status attn_nn_attn_cfg_check(const attn_nn_attn_cfg *c, const char *what) {
+    if (!what) what = "attention";
+    if (!c) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: NULL configuration", what);
+    if (c->d_model <= 0 || c->d_kv <= 0 || c->n_head <= 0 || c->d_head <= 0 || c->n_kv_head <= 0)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "%s: sizes must be > 0 (d_model=%d d_kv=%d n_head=%d n_kv_head=%d "
+                         "d_head=%d)",
+                         what, c->d_model, c->d_kv, c->n_head, c->n_kv_head, c->d_head);
+    if (c->n_head % c->n_kv_head != 0)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "%s: n_kv_head = %d does not divide n_head = %d", what, c->n_kv_head,
+                         c->n_head);
+    const double W = ((double)c->n_head + 2.0 * c->n_kv_head) * c->d_head;
+    if (W > INT32_MAX / 4 || W * ATTN_MAX(c->d_model, c->d_kv) > 1e12)
+        return attn_fail(ATTN_STATUS_TOO_LARGE, "%s: n_head=%d x d_head=%d is too large", what,
+                         c->n_head, c->d_head);
+    if (c->rope_dim) {
+        if (c->cross)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "%s: rotary embeddings apply to self-attention only", what);
+        if (c->rope_dim < 2 || c->rope_dim % 2 || c->rope_dim > c->d_head)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "%s: rotary dimension %d must be even and in [2, d_head = %d]", what,
+                             c->rope_dim, c->d_head);
+        if (c->rope_mode != ATTN_ROPE_HALF && c->rope_mode != ATTN_ROPE_INTERLEAVED)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: unknown rope mode %d", what,
+                             (int)c->rope_mode);
+        if (!c->rope_cos || !c->rope_sin || c->rope_P <= 0)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: rotary embeddings need tables",
+                             what);
+    }
+    return ATTN_STATUS_OK;
+}
+
+typedef struct {
+    int C, Ckv, H, Hk, D, HD, KD, W;
+} geom;
+
+static geom geometry(const attn_nn_attn_cfg *c) {
+    geom g;
+    g.C = c->d_model, g.Ckv = c->d_kv, g.H = c->n_head, g.Hk = c->n_kv_head, g.D = c->d_head;
+    g.HD = g.H * g.D, g.KD = g.Hk * g.D;
+    g.W = g.HD + 2 * g.KD;
+    return g;
+}
+
+/* The row stride of a cache. */
+static int kv_ld(const attn_nn_kv *c, const geom *g) { return c->ld > 0 ? c->ld : g->KD; }
+
+size_t attn_nn_attn_proj_floats(const attn_nn_attn_cfg *c, int Mq, int Mk) {
+    const geom g = geometry(c);
+    if (c->cross) return (size_t)Mq * g.HD + (size_t)Mk * 2 * g.KD;
+    return (size_t)Mq * g.W;
+}
+
+size_t attn_nn_attn_work_floats(const attn_nn_attn_cfg *c, int Mq, int Mk) {
+    return (size_t)Mq * geometry(c).HD + attn_nn_attn_proj_floats(c, Mq, Mk);
+}
+
+/* Rows of the call's queries and keys. */
+static int q_rows(const attn_nn_seqs *s) { return s->off ? s->off[s->B] : s->B * s->Tq; }
+static int k_rows(const attn_nn_seqs *s) { return s->B * s->Tk; }
+
+/* a, b, c (each n outputs over the same input) as one map of 3 blocks, when they are dense
+ * OUT_IN views adjacent in memory (a's rows, then b's, then c's; biases likewise or all NULL).
+ * c may be NULL (two blocks). */
+static bool adjacent(const attn_nn_linear *a, const attn_nn_linear *b, const attn_nn_linear *c,
+                     attn_nn_linear *out) {
+    const attn_nn_linear *L[3] = {a, b, c};
+    const int n = c ? 3 : 2;
+    int rows = 0;
+    for (int i = 0; i < n; i++) {
+        if (!L[i]->w || L[i]->layout != ATTN_NN_OUT_IN || L[i]->in != a->in ||
+            nn_ldw(L[i]) != a->in || L[i]->packed)
+            return false;
+        if ((L[i]->b == NULL) != (a->b == NULL)) return false;
+        if (i > 0) {
+            if (L[i]->w != a->w + (size_t)rows * a->in) return false;
+            if (a->b && L[i]->b != a->b + rows) return false;
+        }
+        rows += L[i]->out;
+    }
+    *out = attn_nn_linear_make(a->w, a->b, a->in, rows, ATTN_NN_OUT_IN);
+    return true;
+}
+
+static attn_status check_proj(const attn_nn_linear *L, const char *name, int in, int out) {
+    if (!L->w) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attention: no %s projection", name);
+    if (L->in != in || L->out != out)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "attention: %s projection is (%d -> %d), expected (%d -> %d)", name,
+                         L->in, L->out, in, out);
+    return ATTN_STATUS_OK;
+}
+
+static attn_status check_weights(const attn_nn_attn_cfg *c, const attn_nn_attn *w) {
+    const geom g = geometry(c);
+    if (!w) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attention: NULL weights");
+    ATTN_TRY(check_proj(&w->o, "output", g.HD, g.C));
+    if (!c->cross) {
+        if (w->qkv.w) return check_proj(&w->qkv, "fused qkv", g.C, g.W);
+        ATTN_TRY(check_proj(&w->q, "query", g.C, g.HD));
+        ATTN_TRY(check_proj(&w->k, "key", g.C, g.KD));
+        return check_proj(&w->v, "value", g.C, g.KD);
+    }
+    ATTN_TRY(check_proj(&w->q, "query", g.C, g.HD));
+    if (w->kv.w) return check_proj(&w->kv, "fused key/value", g.Ckv, 2 * g.KD);
+    ATTN_TRY(check_proj(&w->k, "key", g.Ckv, g.KD));
+    return check_proj(&w->v, "value", g.Ckv, g.KD);
+}
+
+/* The self-attention projections of x (M, C) into proj (M, W). */
+static attn_status project_self(const attn_nn_run *run, const geom *g, const attn_nn_attn *w,
+                                int M, const float *x, float *proj) {
+    attn_nn_linear f;
+    if (w->qkv.w)
+        return attn_nn_linear_forward(run, &w->qkv, M, x, g->C, 0.0f, proj, g->W, ATTN_ACT_NONE);
+    if (adjacent(&w->q, &w->k, &w->v, &f))
+        return attn_nn_linear_forward(run, &f, M, x, g->C, 0.0f, proj, g->W, ATTN_ACT_NONE);
+    ATTN_TRY(attn_nn_linear_forward(run, &w->q, M, x, g->C, 0.0f, proj, g->W, ATTN_ACT_NONE));
+    ATTN_TRY(attn_nn_linear_forward(run, &w->k, M, x, g->C, 0.0f, proj + g->HD, g->W,
+                                    ATTN_ACT_NONE));
+    return attn_nn_linear_forward(run, &w->v, M, x, g->C, 0.0f, proj + g->HD + g->KD, g->W,
+                                  ATTN_ACT_NONE);
+}
+
+/* Cross-attention keys | values of src (Mk, Ckv) into kv (Mk, 2·KD). */
+static attn_status project_kv(const attn_nn_run *run, const geom *g, const attn_nn_attn *w,
+                              int Mk, const float *src, float *kv) {
+    attn_nn_linear f;
+    if (w->kv.w)
+        return attn_nn_linear_forward(run, &w->kv, Mk, src, g->Ckv, 0.0f, kv, 2 * g->KD,
+                                      ATTN_ACT_NONE);
+    if (adjacent(&w->k, &w->v, NULL, &f))
+        return attn_nn_linear_forward(run, &f, Mk, src, g->Ckv, 0.0f, kv, 2 * g->KD,
+                                      ATTN_ACT_NONE);
+    ATTN_TRY(attn_nn_linear_forward(run, &w->k, Mk, src, g->Ckv, 0.0f, kv, 2 * g->KD,
+                                    ATTN_ACT_NONE));
+    return attn_nn_linear_forward(run, &w->v, Mk, src, g->Ckv, 0.0f, kv + g->KD, 2 * g->KD,
+                                  ATTN_ACT_NONE);
+}
+
+/* Positions of the call's M query rows for RoPE: s->pos, else pos0 + t. Returns a buffer to
+ * free (or s->pos itself, not to free: *own false). */
+static attn_status positions(const attn_nn_seqs *s, int M, int P, int32_t **out, bool *own) {
+    *own = false;
+    if (s->pos) {
+        *out = (int32_t *)s->pos;
+        return ATTN_STATUS_OK;
+    }
+    int32_t *p = attn_alloc((size_t)ATTN_MAX(M, 1) * sizeof(int32_t));
+    if (!p) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attention: out of memory");
+    if (s->off) {
+        for (int b = 0; b < s->B; b++)
+            for (int r = s->off[b]; r < s->off[b + 1]; r++) p[r] = s->pos0 + (r - s->off[b]);
+    } else {
+        for (int r = 0; r < M; r++) p[r] = s->pos0 + r % s->Tq;
+    }
+    for (int r = 0; r < M; r++)
+        if (p[r] < 0 || p[r] >= P) {
+            const int bad = p[r];
+            attn_free(p);
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "attention: position %d is outside the rotary tables [0, %d)", bad,
+                             P);
+        }
+    *out = p;
+    *own = true;
+    return ATTN_STATUS_OK;
+}
+
+/* Rotate (or, inverse, rotate back: the backward) the q and k heads of proj (M, W). */
+static attn_status rope(const attn_nn_attn_cfg *c, const geom *g, const attn_nn_seqs *s, int M,
+                        float *proj, bool inverse) {
+    int32_t *pos = NULL;
+    bool own = false;
+    ATTN_TRY(positions(s, M, c->rope_P, &pos, &own));
+    attn_status st = attn_rope_apply(c->rope_mode, M, g->H, g->D, c->rope_dim, proj, g->W, pos,
+                                     c->rope_P, c->rope_cos, c->rope_sin, inverse);
+    if (!st)
+        st = attn_rope_apply(c->rope_mode, M, g->Hk, g->D, c->rope_dim, proj + g->HD, g->W, pos,
+                             c->rope_P, c->rope_cos, c->rope_sin, inverse);
+    if (own) attn_free(pos);
+    return st;
+}
+
+/* The kernel's parameters common to every call. */
+static attn_attention_params base_params(const attn_nn_attn_cfg *c, const geom *g, int B, int Tq,
+                                         int Tk) {
+    attn_attention_params p = attn_attention_default_params(B, g->H, Tq, Tk, g->D);
+    if (c->scale != 0.0f) p.scale = c->scale;
+    p.H_kv = g->Hk;
+    p.ldo = g->HD;
+    return p;
+}
+
+/* Variable-length self-attention: sequence b's rows off[b] .. attend over themselves. One
+ * sequence per thread (the kernel's own threading stays inside one thread), unless there is
+ * only one sequence or probabilities are captured: then the kernel's threads run. The
+ * many-sequence case must not be wrapped in an inactive parallel region when it runs serially:
+ * a kernel region nested in a one-thread region gets a fresh team of threads on every call
+ * (docs/engine.md). */
+typedef struct {
+    const attn_nn_attn_cfg *c;
+    const geom *g;
+    const attn_nn_seqs *s;
+    const float *proj, *ctx, *lse, *dctx;
+    float *out_ctx, *out_lse, *dproj;
+    float *probs, *tmp; /* capture: (B, H, T, T) and (H, T, T) scratch */
+} varlen;
+
+static int varlen_fwd_one(const varlen *v, int b) {
+    const geom *g = v->g;
+    const int n = v->s->off[b + 1] - v->s->off[b];
+    const size_t o = (size_t)v->s->off[b];
+    if (n <= 0) return 0;
+    attn_attention_params p = base_params(v->c, g, 1, n, n);
+    p.ldq = p.ldk = p.ldv = g->W;
+    const float *q = v->proj + o * g->W;
+    float *pr = v->probs ? v->tmp : NULL;
+    if (attn_attention_forward(&p, q, q + g->HD, q + g->HD + g->KD, v->out_ctx + o * g->HD,
+                               v->out_lse ? v->out_lse + o * g->H : NULL, pr))
+        return 1;
+    if (pr) {
+        const int T = v->s->Tq, H = g->H;
+        float *dst = v->probs + (size_t)b * H * T * T;
+        memset(dst, 0, (size_t)H * T * T * sizeof(float));
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < n; i++)
+                memcpy(dst + ((size_t)h * T + i) * T, pr + ((size_t)h * n + i) * n,
+                       (size_t)n * sizeof(float));
+    }
+    return 0;
+}
+
+static int varlen_bwd_one(const varlen *v, int b) {
+    const geom *g = v->g;
+    const int n = v->s->off[b + 1] - v->s->off[b];
+    const size_t o = (size_t)v->s->off[b];
+    if (n <= 0) return 0;
+    attn_attention_params p = base_params(v->c, g, 1, n, n);
+    p.ldq = p.ldk = p.ldv = g->W;
+    const float *q = v->proj + o * g->W;
+    float *dq = v->dproj + o * g->W;
+    return attn_attention_backward(&p, q, q + g->HD, q + g->HD + g->KD, v->ctx + o * g->HD,
+                                   v->lse + o * g->H, v->dctx + o * g->HD, dq, dq + g->HD,
+                                   dq + g->HD + g->KD) != ATTN_STATUS_OK;
+}
+
+static attn_status varlen_run(const varlen *v, bool backward) {
+    const int B = v->s->B;
+    (void)attn_get_backend(); /* settle the dispatch before the threads start */
+    int bad = 0;
+    if (B > 1 && !v->probs) {
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad)
+        for (int b = 0; b < B; b++) bad |= backward ? varlen_bwd_one(v, b) : varlen_fwd_one(v, b);
+    } else {
+        for (int b = 0; b < B; b++) bad |= backward ? varlen_bwd_one(v, b) : varlen_fwd_one(v, b);
+    }
+    if (bad)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attention: %s over a sequence failed",
+                         backward ? "backward" : "forward");
+    return ATTN_STATUS_OK;
+}
+
+static attn_status check_seqs(const attn_nn_attn_cfg *c, const attn_nn_seqs *s,
+                              const attn_nn_kv *cache) {
+    if (!s || s->B <= 0 || s->Tq <= 0 || s->Tk <= 0)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attention: bad sequence sizes (B=%d Tq=%d "
+                         "Tk=%d)", s ? s->B : 0, s ? s->Tq : 0, s ? s->Tk : 0);
+    if (s->off) {
+        if (c->cross || cache)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "attention: variable-length rows are for self-attention without a "
+                             "cache");
+        if (s->bias)
+            return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                             "attention: a score bias needs the padded layout");
+        for (int b = 0; b < s->B; b++)
+            if (s->off[b + 1] < s->off[b] || s->off[b + 1] - s->off[b] > s->Tq)
+                return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                                 "attention: sequence %d's rows %d..%d exceed T = %d", b,
+                                 (int)s->off[b], (int)s->off[b + 1], s->Tq);
+    } else if (!c->cross && !cache && s->Tk != s->Tq) {
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "attention: self-attention needs Tk == Tq (Tq=%d Tk=%d)", s->Tq, s->Tk);
+    }
+    if (cache) {
+        if (!cache->k || !cache->v || cache->B != s->B)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "attention: the cache holds %d sequences, the call %d",
+                             cache->B, s->B);
+        const long need = c->cross ? (long)s->Tk : (long)s->pos0 + s->Tq;
+        if (s->pos0 < 0 || need > cache->max_T)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "attention: positions up to %ld exceed the cache's %d", need,
+                             cache->max_T);
+    }
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_nn_attention_forward(const attn_nn_run *run, const attn_nn_attn_cfg *cfg,
+                                      const attn_nn_attn *w, const attn_nn_seqs *s,
+                                      const float *x, const float *src, const attn_nn_kv *cache,
+                                      attn_nn_attn_acts *a, float *probs, float beta, float *y) {
+    ATTN_TRY(attn_nn_attn_cfg_check(cfg, "attention"));
+    ATTN_TRY(check_weights(cfg, w));
+    ATTN_TRY(check_seqs(cfg, s, cache));
+    if (!x || !a || !a->proj || !a->ctx || !y)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attention: NULL argument");
+    if (cfg->cross && !cache && !src)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attention: cross-attention needs a source");
+    const geom g = geometry(cfg);
+    const int Mq = q_rows(s);
+    float *P = a->proj;
+
+    if (!cfg->cross) {
+        ATTN_TRY(project_self(run, &g, w, Mq, x, P));
+        if (cfg->rope_dim) ATTN_TRY(rope(cfg, &g, s, Mq, P, false));
+        if (s->off) {
+            varlen v = {cfg, &g, s, P, NULL, NULL, NULL, a->ctx, a->lse, NULL, probs, NULL};
+            if (probs) {
+                v.tmp = attn_alloc((size_t)g.H * s->Tq * s->Tq * sizeof(float));
+                if (!v.tmp)
+                    return attn_fail(ATTN_STATUS_OUT_OF_MEMORY,
+                                     "attention: out of memory for the capture");
+            }
+            attn_status st = varlen_run(&v, false);
+            attn_free(v.tmp);
+            ATTN_TRY(st);
+        } else {
+            attn_attention_params p = base_params(cfg, &g, s->B, s->Tq, s->Tk);
+            p.causal = cfg->causal;
+            p.kv_len = s->kv_len;
+            p.bias = s->bias, p.bias_sb = s->bias_sb, p.bias_sh = s->bias_sh;
+            p.bias_sq = s->bias_sq;
+            p.ldq = g.W;
+            const float *k = P + g.HD, *v = P + g.HD + g.KD;
+            if (cache) {
+                /* Append the new keys and values, then attend over the cache. */
+                const size_t rowb = (size_t)g.KD * sizeof(float);
+                const int ld = kv_ld(cache, &g);
+                for (int b = 0; b < s->B; b++)
+                    for (int t = 0; t < s->Tq; t++) {
+                        const float *row = P + ((size_t)b * s->Tq + t) * g.W;
+                        const size_t at = ((size_t)b * cache->max_T + s->pos0 + t) * ld;
+                        memcpy(cache->k + at, row + g.HD, rowb);
+                        memcpy(cache->v + at, row + g.HD + g.KD, rowb);
+                    }
+                p.Tk = s->pos0 + s->Tq;
+                p.causal_offset = s->pos0;
+                p.ldk = p.ldv = ld;
+                p.sbk = p.sbv = (ptrdiff_t)cache->max_T * ld;
+                k = cache->k, v = cache->v;
+            } else {
+                p.ldk = p.ldv = g.W;
+            }
+            ATTN_TRY(attn_attention_forward(&p, P, k, v, a->ctx, a->lse, probs));
+        }
+    } else {
+        ATTN_TRY(attn_nn_linear_forward(run, &w->q, Mq, x, g.C, 0.0f, P, g.HD, ATTN_ACT_NONE));
+        attn_attention_params p = base_params(cfg, &g, s->B, s->Tq, s->Tk);
+        p.causal = cfg->causal;
+        p.causal_offset = s->pos0;
+        p.kv_len = s->kv_len;
+        p.bias = s->bias, p.bias_sb = s->bias_sb, p.bias_sh = s->bias_sh, p.bias_sq = s->bias_sq;
+        p.ldq = g.HD;
+        const float *k, *v;
+        if (cache) {
+            const int ld = kv_ld(cache, &g);
+            k = cache->k, v = cache->v;
+            p.ldk = p.ldv = ld;
+            p.sbk = p.sbv = (ptrdiff_t)cache->max_T * ld;
+        } else {
+            float *kv = P + (size_t)Mq * g.HD;
+            ATTN_TRY(project_kv(run, &g, w, k_rows(s), src, kv));
+            k = kv, v = kv + g.KD;
+            p.ldk = p.ldv = 2 * g.KD;
+        }
+        ATTN_TRY(attn_attention_forward(&p, P, k, v, a->ctx, a->lse, probs));
+    }
+    return attn_nn_linear_forward(run, &w->o, Mq, a->ctx, g.HD, beta, y, g.C, ATTN_ACT_NONE);
+}
+
+attn_status attn_nn_attention_cross_kv(const attn_nn_run *run, const attn_nn_attn_cfg *cfg,
+                                       const attn_nn_attn *w, int B, int Tk, const float *src,
+                                       const attn_nn_kv *cache) {
+    ATTN_TRY(attn_nn_attn_cfg_check(cfg, "attention"));
+    ATTN_TRY(check_weights(cfg, w));
+    if (!cfg->cross || !src || !cache || !cache->k || !cache->v || B != cache->B || B < 1 ||
+        Tk < 1 || Tk > cache->max_T)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "attention cross kv: needs cross-attention, a source and a cache of "
+                         ">= %d positions for %d sequences",
+                         Tk, B);
+    const geom g = geometry(cfg);
+    const int ld = kv_ld(cache, &g);
+    const bool shared = cache->v == cache->k + g.KD && ld == 2 * g.KD;
+    /* Sequences one after the other in the cache: one product over all B·Tk rows. */
+    const int nb = cache->max_T == Tk ? 1 : B, rows = cache->max_T == Tk ? B * Tk : Tk;
+    for (int b = 0; b < nb; b++) {
+        const float *sb = src + (size_t)b * Tk * g.Ckv;
+        const size_t at = (size_t)b * cache->max_T * ld;
+        if (shared) {
+            ATTN_TRY(project_kv(run, &g, w, rows, sb, cache->k + at));
+            continue;
+        }
+        /* Separate arrays: the key and value maps one at a time. */
+        attn_nn_linear kf = w->k, vf = w->v;
+        if (w->kv.w) {
+            const int lw = nn_ldw(&w->kv);
+            kf = vf = w->kv;
+            kf.out = vf.out = g.KD;
+            kf.packed = vf.packed = NULL;
+            if (w->kv.layout == ATTN_NN_OUT_IN) {
+                vf.w = w->kv.w + (size_t)g.KD * lw;
+            } else {
+                kf.ldw = vf.ldw = lw;
+                vf.w = w->kv.w + g.KD;
+            }
+            vf.b = w->kv.b ? w->kv.b + g.KD : NULL;
+        }
+        ATTN_TRY(attn_nn_linear_forward(run, &kf, rows, sb, g.Ckv, 0.0f, cache->k + at, ld,
+                                        ATTN_ACT_NONE));
+        ATTN_TRY(attn_nn_linear_forward(run, &vf, rows, sb, g.Ckv, 0.0f, cache->v + at, ld,
+                                        ATTN_ACT_NONE));
+    }
+    return ATTN_STATUS_OK;
+}
+
+/* Backward of the projections: dproj (rows of the proj layout) into dx / dsrc and the weight
+ * gradients. A fused GEMM pair (weights and gradients both fused) runs as one map. */
+static attn_status project_self_back(const attn_nn_run *run, const geom *g, const attn_nn_attn *w,
+                                     const attn_nn_attn *gr, int M, const float *x,
+                                     const float *dP, float *dx, bool acc) {
+    attn_nn_linear fw, fg;
+    if (w->qkv.w)
+        return attn_nn_linear_backward(run, &w->qkv, M, x, g->C, dP, g->W, dx, g->C, acc,
+                                       gr ? &gr->qkv : NULL);
+    if (adjacent(&w->q, &w->k, &w->v, &fw) && (!gr || adjacent(&gr->q, &gr->k, &gr->v, &fg)))
+        return attn_nn_linear_backward(run, &fw, M, x, g->C, dP, g->W, dx, g->C, acc,
+                                       gr ? &fg : NULL);
+    ATTN_TRY(attn_nn_linear_backward(run, &w->q, M, x, g->C, dP, g->W, dx, g->C, acc,
+                                     gr ? &gr->q : NULL));
+    ATTN_TRY(attn_nn_linear_backward(run, &w->k, M, x, g->C, dP + g->HD, g->W, dx, g->C, true,
+                                     gr ? &gr->k : NULL));
+    return attn_nn_linear_backward(run, &w->v, M, x, g->C, dP + g->HD + g->KD, g->W, dx, g->C,
+                                   true, gr ? &gr->v : NULL);
+}
+
+static attn_status project_kv_back(const attn_nn_run *run, const geom *g, const attn_nn_attn *w,
+                                   const attn_nn_attn *gr, int Mk, const float *src,
+                                   const float *dkv, float *dsrc) {
+    attn_nn_linear fw, fg;
+    if (w->kv.w)
+        return attn_nn_linear_backward(run, &w->kv, Mk, src, g->Ckv, dkv, 2 * g->KD, dsrc, g->Ckv,
+                                       true, gr ? &gr->kv : NULL);
+    if (adjacent(&w->k, &w->v, NULL, &fw) && (!gr || adjacent(&gr->k, &gr->v, NULL, &fg)))
+        return attn_nn_linear_backward(run, &fw, Mk, src, g->Ckv, dkv, 2 * g->KD, dsrc, g->Ckv,
+                                       true, gr ? &fg : NULL);
+    ATTN_TRY(attn_nn_linear_backward(run, &w->k, Mk, src, g->Ckv, dkv, 2 * g->KD, dsrc, g->Ckv,
+                                     true, gr ? &gr->k : NULL));
+    return attn_nn_linear_backward(run, &w->v, Mk, src, g->Ckv, dkv + g->KD, 2 * g->KD, dsrc,
+                                   g->Ckv, true, gr ? &gr->v : NULL);
+}
+
+attn_status attn_nn_attention_backward(const attn_nn_run *run, const attn_nn_attn_cfg *cfg,
+                                       const attn_nn_attn *w, const attn_nn_attn *g,
+                                       const attn_nn_seqs *s, const float *x, const float *src,
+                                       const attn_nn_attn_acts *a, const float *dy, float *dx,
+                                       bool accumulate, float *dsrc, float *work) {
+    ATTN_TRY(attn_nn_attn_cfg_check(cfg, "attention backward"));
+    ATTN_TRY(check_weights(cfg, w));
+    ATTN_TRY(check_seqs(cfg, s, NULL));
+    if (!x || !a || !a->proj || !a->ctx || !a->lse || !dy || !dx || !work)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "attention backward: NULL argument (or a forward without lse)");
+    if (cfg->cross != (dsrc != NULL) || (cfg->cross && !src))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "attention backward: dsrc and src exactly for cross-attention");
+    const geom G = geometry(cfg);
+    const int Mq = q_rows(s), Mk = k_rows(s);
+    const float *P = a->proj;
+    float *dctx = work;                       /* (Mq, HD) */
+    float *dP = work + (size_t)Mq * G.HD;     /* proj's layout */
+
+    ATTN_TRY(attn_nn_linear_backward(run, &w->o, Mq, a->ctx, G.HD, dy, G.C, dctx, G.HD, false,
+                                     g ? &g->o : NULL));
+    if (!cfg->cross) {
+        if (s->off) {
+            varlen v = {cfg, &G, s, P, a->ctx, a->lse, dctx, NULL, NULL, dP, NULL, NULL};
+            ATTN_TRY(varlen_run(&v, true));
+        } else {
+            attn_attention_params p = base_params(cfg, &G, s->B, s->Tq, s->Tk);
+            p.causal = cfg->causal;
+            p.kv_len = s->kv_len;
+            p.bias = s->bias, p.bias_sb = s->bias_sb, p.bias_sh = s->bias_sh;
+            p.bias_sq = s->bias_sq, p.dbias = s->dbias;
+            p.ldq = p.ldk = p.ldv = G.W;
+            ATTN_TRY(attn_attention_backward(&p, P, P + G.HD, P + G.HD + G.KD, a->ctx, a->lse,
+                                             dctx, dP, dP + G.HD, dP + G.HD + G.KD));
+        }
+        /* The kernel's dq, dk are gradients of the rotated q, k: rotate them back. */
+        if (cfg->rope_dim) ATTN_TRY(rope(cfg, &G, s, Mq, dP, true));
+        return project_self_back(run, &G, w, g, Mq, x, dP, dx, accumulate);
+    }
+    attn_attention_params p = base_params(cfg, &G, s->B, s->Tq, s->Tk);
+    p.causal = cfg->causal;
+    p.causal_offset = s->pos0;
+    p.kv_len = s->kv_len;
+    p.bias = s->bias, p.bias_sb = s->bias_sb, p.bias_sh = s->bias_sh, p.bias_sq = s->bias_sq;
+    p.dbias = s->dbias;
+    p.ldq = G.HD;
+    p.ldk = p.ldv = 2 * G.KD;
+    const float *kv = P + (size_t)Mq * G.HD;
+    float *dkv = dP + (size_t)Mq * G.HD;
+    ATTN_TRY(attn_attention_backward(&p, P, kv, kv + G.KD, a->ctx, a->lse, dctx, dP, dkv,
+                                     dkv + G.KD));
+    ATTN_TRY(attn_nn_linear_backward(run, &w->q, Mq, x, G.C, dP, G.HD, dx, G.C, accumulate,
+                                     g ? &g->q : NULL));
+    return project_kv_back(run, &G, w, g, Mk, src, dkv, dsrc);
+}
