@@ -162,7 +162,7 @@ static int bench_train(const char *dir) {
         snprintf(cfgp, sizeof cfgp, "%s/gpt_train_config.json", dir);
         if (attn_gpt_config_save(cfgp, &c)) return fail(cfgp);
         attn_st_entry *e = calloc((size_t)m->n_tensors + 2, sizeof *e);
-        char (*names)[80] = calloc((size_t)m->n_tensors, sizeof *names);
+        char (*names)[112] = calloc((size_t)m->n_tensors, sizeof *names);
         for (int i = 0; i < m->n_tensors; i++) {
             const attn_gpt_tensor *t = &m->tensors[i];
             snprintf(names[i], sizeof names[i], "w.%s", t->name);

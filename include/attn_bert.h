@@ -113,19 +113,15 @@ attn_status attn_bert_config_save(const char *path, const attn_bert_config *cfg,
 
 /* ---- model ----------------------------------------------------------------------------------- */
 
-/* Views of one layer's weights (or gradients). */
+/* Views of one layer's weights (or gradients), as block-layer pieces (attn_nn.h). */
 typedef struct {
-    attn_mha_weights attn;   /* attention.self.{query,key,value} -> w_q, w_k, w_v (C, C) adjacent
-                                (= fused (3C, C)), b_q, b_k, b_v (C) adjacent (= fused (3C));
-                                attention.output.dense -> w_o (C, C), b_o (C) */
-    float *attn_ln_w;        /* (C) attention.output.LayerNorm.weight */
-    float *attn_ln_b;        /* (C) attention.output.LayerNorm.bias */
-    float *inter_w;          /* (F, C) intermediate.dense.weight */
-    float *inter_b;          /* (F)    intermediate.dense.bias */
-    float *out_w;            /* (C, F) output.dense.weight */
-    float *out_b;            /* (C)    output.dense.bias */
-    float *out_ln_w;         /* (C) output.LayerNorm.weight */
-    float *out_ln_b;         /* (C) output.LayerNorm.bias */
+    attn_nn_attn attn;       /* q, k, v = attention.self.{query,key,value} (C, C) nn.Linear, adjacent
+                                (= one fused (3C, C) matrix), biases (C) adjacent; o =
+                                attention.output.dense (C, C) + bias */
+    attn_nn_norm attn_ln;    /* (C) attention.output.LayerNorm */
+    attn_nn_ffn ffn;         /* up = intermediate.dense (F, C) + bias (F); down = output.dense
+                                (C, F) + bias (C); act = hidden_act */
+    attn_nn_norm out_ln;     /* (C) output.LayerNorm */
 } attn_bert_layer;
 
 /* Named views into the parameter (or gradient) buffer. */
@@ -133,15 +129,11 @@ typedef struct {
     float *word_emb;         /* (V, C) embeddings.word_embeddings.weight */
     float *pos_emb;          /* (P, C) embeddings.position_embeddings.weight */
     float *type_emb;         /* (Tv, C) embeddings.token_type_embeddings.weight */
-    float *emb_ln_w;         /* (C) embeddings.LayerNorm.weight */
-    float *emb_ln_b;         /* (C) embeddings.LayerNorm.bias */
+    attn_nn_norm emb_ln;     /* (C) embeddings.LayerNorm */
     attn_bert_layer *layers; /* [L] encoder.layer.{i} */
-    float *pooler_w;         /* (C, C) pooler.dense.weight; NULL without pooler */
-    float *pooler_b;         /* (C) */
-    float *mlm_dense_w;      /* (C, C) cls.predictions.transform.dense.weight; NULL without head */
-    float *mlm_dense_b;      /* (C) */
-    float *mlm_ln_w;         /* (C) cls.predictions.transform.LayerNorm.weight */
-    float *mlm_ln_b;         /* (C) */
+    attn_nn_linear pooler;   /* pooler.dense (C, C) + bias; w NULL without pooler */
+    attn_nn_linear mlm_dense; /* cls.predictions.transform.dense (C, C) + bias; w NULL without head */
+    attn_nn_norm mlm_ln;     /* (C) cls.predictions.transform.LayerNorm */
     float *mlm_decoder_w;    /* (V, C) == word_emb when tied (gradients then add up there) */
     float *mlm_bias;         /* (V) cls.predictions.bias */
 } attn_bert_weights;
@@ -326,6 +318,36 @@ attn_status attn_bert_backward(attn_bert_model *m, attn_bert_state *st);
  * encoder and embeddings (for fine-tuning with an outside head, and for tests). */
 attn_status attn_bert_backward_hidden(attn_bert_model *m, attn_bert_state *st,
                                       const float *dhidden);
+
+/* ---- data-parallel masked-LM training ------------------------------------------------------
+ * One step's forward, MLM loss and backward split over n_replicas threads, as attn_gpt_trainer
+ * (the one trainer of src/models/trainer.c): the B sequences are cut into contiguous runs of
+ * about equal rows, each replica runs its run through its own state with single-threaded kernels
+ * into its own gradient buffer, and the gradients are summed in replica order, each replica's
+ * loss gradient scaled by its share of the batch's labelled positions — the gradient of the whole
+ * batch's mean loss, as one attn_bert_forward + attn_bert_mlm_loss + attn_bert_backward give it
+ * (equal up to float rounding). Dropout masks are indexed by the batch's packed rows, so they do
+ * not depend on the replica count. n_replicas == 1 is exactly the plain path. */
+typedef struct attn_bert_trainer attn_bert_trainer;
+
+/* Capacity: batches of up to B sequences of up to T tokens; n_replicas 1..256 (more than B is cut
+ * to B). The model (with its MLM head) must outlive the trainer. */
+attn_status attn_bert_trainer_init(attn_bert_model *m, int B, int T, int n_replicas,
+                                   attn_bert_trainer **out);
+void attn_bert_trainer_free(attn_bert_trainer *t);
+int attn_bert_trainer_replicas(const attn_bert_trainer *t);
+
+/* One step: ids, type_ids (may be NULL), lengths (may be NULL) as attn_bert_forward, labels as
+ * attn_bert_mlm_loss; training turns dropout on with (seed, step) as attn_bert_set_train.
+ * *loss is the batch's mean loss; the gradients of grad_scale · loss are ADDED to m->grads. */
+attn_status attn_bert_train_step(attn_bert_trainer *t, bool training, uint64_t seed,
+                                 uint64_t step, int B, int T, const int32_t *ids,
+                                 const int32_t *type_ids, const int32_t *lengths,
+                                 const int32_t *labels, float grad_scale, float *loss);
+/* Evaluation only: the batch's mean masked-LM loss (no dropout, no gradients). */
+attn_status attn_bert_trainer_eval(attn_bert_trainer *t, int B, int T, const int32_t *ids,
+                                   const int32_t *type_ids, const int32_t *lengths,
+                                   const int32_t *labels, float *loss);
 
 #ifdef __cplusplus
 }

@@ -187,7 +187,7 @@ static void test_bert_packed(void **state) {
                  (size_t)13 * C, 0, 0);
     }
     /* Training-mode forwards use the live weights, not the packed copy. */
-    m->w.layers[0].inter_w[5] += 0.5f;
+    m->w.layers[0].ffn.up.w[5] += 0.5f;
     attn_bert_set_train(st, true, 1, 0);
     assert_int_equal(attn_bert_forward(m, st, B, T, ids, NULL, lens, h2), ATTN_STATUS_OK);
     attn_bert_set_train(st, false, 0, 0);
