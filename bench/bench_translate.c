@@ -238,7 +238,7 @@ static attn_status dump_train(const char *dir, const attn_encdec_model *m, const
     char *p_cfg = path_in(dir, "config.json"), *p_st = path_in(dir, "train.safetensors");
     int n = m->n_tensors + 6;
     attn_st_entry *e = calloc((size_t)n, sizeof *e);
-    char (*names)[64] = calloc((size_t)m->n_tensors, sizeof *names);
+    char (*names)[112] = calloc((size_t)m->n_tensors, sizeof *names);
     attn_status s = ATTN_STATUS_OK;
     if (!p_cfg || !p_st || !e || !names) s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "oom");
     if (!s) s = attn_encdec_config_save(p_cfg, &m->cfg);
