@@ -128,28 +128,24 @@ attn_status attn_encdec_config_load_template(const char *path, attn_encdec_confi
 /* Number of floats in the parameter buffer (0 if the configuration is invalid). */
 size_t attn_encdec_num_params(const attn_encdec_config *cfg);
 
-/* Views of one encoder layer's weights (or gradients). */
+/* Views of one encoder layer's weights (or gradients), as block-layer pieces (attn_nn.h). */
 typedef struct {
-    attn_mha_weights self_attn; /* C -> C, see attn_nn.h (q, k, v adjacent: fused QKV) */
-    float *ln1_w, *ln1_b;       /* (C) LN of the attention sub-layer */
-    float *ff1_w;               /* (F, C) */
-    float *ff1_b;               /* (F)    */
-    float *ff2_w;               /* (C, F) */
-    float *ff2_b;               /* (C)    */
-    float *ln2_w, *ln2_b;       /* (C) LN of the feed-forward sub-layer */
+    attn_nn_attn self_attn;     /* q, k, v (C, C) nn.Linear adjacent (= one fused (3C, C) QKV),
+                                   biases (C) adjacent; o (C, C) + bias */
+    attn_nn_norm ln1;           /* (C) LN of the attention sub-layer */
+    attn_nn_ffn ffn;            /* up = ff1 (F, C) + bias (F); down = ff2 (C, F) + bias (C) */
+    attn_nn_norm ln2;           /* (C) LN of the feed-forward sub-layer */
 } attn_encdec_enc_layer;
 
 /* Views of one decoder layer's weights (or gradients). */
 typedef struct {
-    attn_mha_weights self_attn;  /* causal self-attention */
-    float *ln1_w, *ln1_b;        /* (C) */
-    attn_mha_weights cross_attn; /* queries from the decoder, keys/values from the encoder */
-    float *ln2_w, *ln2_b;        /* (C) */
-    float *ff1_w;                /* (F, C) */
-    float *ff1_b;                /* (F)    */
-    float *ff2_w;                /* (C, F) */
-    float *ff2_b;                /* (C)    */
-    float *ln3_w, *ln3_b;        /* (C) */
+    attn_nn_attn self_attn;     /* causal self-attention, as the encoder's */
+    attn_nn_norm ln1;           /* (C) */
+    attn_nn_attn cross_attn;    /* q from the decoder; k, v (C, C) adjacent (= one fused (2C, C)
+                                   K|V) from the encoder output; o */
+    attn_nn_norm ln2;           /* (C) */
+    attn_nn_ffn ffn;            /* ff1, ff2 as the encoder's */
+    attn_nn_norm ln3;           /* (C) */
 } attn_encdec_dec_layer;
 
 /* Named views into the parameter (or gradient) buffer. Aliases: with share_embeddings src_emb ==
@@ -161,8 +157,8 @@ typedef struct {
     float *dec_pos;               /* (max_len, C) learned positions, NULL for sinusoidal */
     attn_encdec_enc_layer *enc;   /* [n_enc_layers] */
     attn_encdec_dec_layer *dec;   /* [n_dec_layers] */
-    float *enc_ln_w, *enc_ln_b;   /* (C) final encoder LN, pre-LN only (else NULL) */
-    float *dec_ln_w, *dec_ln_b;   /* (C) final decoder LN, pre-LN only (else NULL) */
+    attn_nn_norm enc_ln;          /* (C) final encoder LN, pre-LN only (else w NULL) */
+    attn_nn_norm dec_ln;          /* (C) final decoder LN, pre-LN only (else w NULL) */
     float *out_w;                 /* (Vt, C) */
     float *out_b;                 /* (Vt)    */
 } attn_encdec_weights;
@@ -183,6 +179,7 @@ typedef struct {
     attn_encdec_weights w;  /* views into params */
     attn_encdec_weights g;  /* views into grads */
     float *pos_table;       /* (max_len, C) sinusoidal table (not a parameter), NULL if learned */
+    attn_nn_attn_cfg attn_cfg[3]; /* encoder self, decoder causal self, decoder cross-attention */
     int n_tensors;
     attn_encdec_tensor *tensors; /* [n_tensors] in buffer order */
 } attn_encdec_model;

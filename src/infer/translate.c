@@ -1,10 +1,11 @@
 /* translate.c — greedy and beam-search translation over a KV cache (attn_infer.h).
  *
- * The decoder step re-implements attn_encdec_forward's decoder for one new position per
- * hypothesis, with the same kernels called in the same order, so its logits match the full
- * forward's on the same prefix (tests/test_translate.c checks every step). What differs is only
- * what is recomputed: past keys/values come from the cache, and the cross-attention keys/values
- * of the encoder output are projected once per batch.
+ * The decoder step is the encoder–decoder's own (encdec_decoder_step: the same block-layer
+ * sub-layers as the training forward, in evaluation mode, for one new position per hypothesis),
+ * so its logits match the full forward's on the same prefix (tests/test_translate.c checks every
+ * step). What differs is only what is recomputed: past keys/values come from each layer's cache,
+ * the cross-attention keys/values of the encoder output are projected once per batch, and the
+ * decoder's weights are packed for the GEMM once per session.
  *
  * Row layout: hypothesis r of active sentence j is row j·R + r (R = beam size, 1 for greedy), so
  * a sentence's R queries are one "batch element" of R queries for the cross-attention kernel and
@@ -16,6 +17,7 @@
 #include "attn_kernels.h"
 #include "attn_tok.h"
 #include "../core/core-impl.h"
+#include "../models/encdec-impl.h"
 
 #include <math.h>
 #ifdef _OPENMP
@@ -34,14 +36,9 @@ struct attn_translate_session {
     int capN;                    /* capS · capK hypothesis rows */
     int C, F, V, H, L;           /* d_model, d_ff, target vocabulary, heads, decoder layers */
     attn_encdec_state *enc;      /* encoder run state (capS, capTs) */
-    /* The decoder's matrices transposed to (in, out) once at init: the GEMM then packs them with
-     * plain copies instead of transposing every weight at every step (same packed values, so
-     * the same results). Per layer: */
-    float **wt_qkv;              /* [L] (C, 3C) self-attention W_Q|W_K|W_V transposed */
-    float **wt_so, **wt_cq, **wt_co; /* [L] (C, C) self W_O, cross W_Q, cross W_O transposed */
-    float **wt_f1;               /* [L] (C, F) */
-    float **wt_f2;               /* [L] (F, C) */
-    float *wt_out;               /* (C, V) output projection transposed */
+    encdec_packed_decoder pk;    /* the decoder's maps packed once for the GEMM */
+    attn_nn_kv *self_kv;         /* [L] views of kc, vc for the current rows */
+    attn_nn_kv *cross_kv;        /* [L] views of ckv for the current sentences */
     float *mem;                  /* (capS·capTs, C) encoder output of the current batch */
     float **ckv;                 /* [L] (S, Ts, 2C) cross-attention keys | values per sentence */
     float **kc, **vc;            /* [L] (capN, capT, C) self-attention key / value caches */
@@ -55,7 +52,6 @@ struct attn_translate_session {
     float *logits;               /* (capN, V) */
     float *lse;                  /* (capN) log-sum-exp of each logits row */
     float *probs;                /* (capN, V) softmax scratch for the log-sum-exp */
-    int32_t *kv_len;             /* (capN) self-attention keys visible: t + 1 */
     int32_t *src_len;            /* (capS) source lengths of the active sentences */
     int32_t *sent;               /* (capS) original index (in the batch) of active sentence j */
     int32_t *rows;               /* (capN) scratch: gather sources */
@@ -93,23 +89,14 @@ attn_translate_options attn_translate_default_options(void) {
     return o;
 }
 
-/* dst (cols, rows) = src (rows, cols) transposed. */
-static void transpose(int rows, int cols, const float *src, float *dst) {
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++) dst[(size_t)j * rows + i] = src[(size_t)i * cols + j];
-}
-
 void attn_translate_session_free(attn_translate_session *s) {
     if (!s) return;
     for (int i = 0; i < s->n_workers; i++) attn_translate_session_free(s->workers[i]);
     attn_free(s->workers);
     attn_encdec_state_free(s->enc);
-    float **wts[] = {s->wt_qkv, s->wt_so, s->wt_cq, s->wt_co, s->wt_f1, s->wt_f2};
-    for (size_t i = 0; i < sizeof wts / sizeof wts[0]; i++) {
-        for (int l = 0; wts[i] && l < s->L; l++) attn_free(wts[i][l]);
-        attn_free(wts[i]);
-    }
-    attn_free(s->wt_out);
+    encdec_packed_decoder_free(&s->pk);
+    attn_free(s->self_kv);
+    attn_free(s->cross_kv);
     for (int l = 0; l < s->L; l++) {
         if (s->ckv) attn_free(s->ckv[l]);
         if (s->kc) attn_free(s->kc[l]);
@@ -117,7 +104,7 @@ void attn_translate_session_free(attn_translate_session *s) {
     }
     attn_free(s->ckv), attn_free(s->kc), attn_free(s->vc);
     void *bufs[] = {s->mem,   s->stage,  s->x,      s->h,     s->qkv,    s->att,      s->y,
-                    s->ff,    s->logits, s->lse,    s->probs, s->kv_len, s->src_len, s->sent,   s->rows,
+                    s->ff,    s->logits, s->lse,    s->probs, s->src_len, s->sent,   s->rows,
                     s->hist,  s->hist2,  s->tok,    s->score, s->score2, s->npar,     s->ntok,
                     s->nscore, s->keep,  s->done,   s->lim,   s->fin_ids, s->fin_len, s->fin_score,
                     s->n_fin};
@@ -175,22 +162,8 @@ attn_status attn_translate_session_init(const attn_encdec_model *m, int max_sent
         ALLOC(kc[l], nN * T * Cz * f);
         ALLOC(vc[l], nN * T * Cz * f);
     }
-    const size_t Fz = (size_t)s->F;
-    ALLOC(wt_qkv, (size_t)s->L * sizeof(float *));
-    ALLOC(wt_so, (size_t)s->L * sizeof(float *));
-    ALLOC(wt_cq, (size_t)s->L * sizeof(float *));
-    ALLOC(wt_co, (size_t)s->L * sizeof(float *));
-    ALLOC(wt_f1, (size_t)s->L * sizeof(float *));
-    ALLOC(wt_f2, (size_t)s->L * sizeof(float *));
-    for (int l = 0; ok && l < s->L; l++) {
-        ALLOC(wt_qkv[l], 3 * Cz * Cz * f);
-        ALLOC(wt_so[l], Cz * Cz * f);
-        ALLOC(wt_cq[l], Cz * Cz * f);
-        ALLOC(wt_co[l], Cz * Cz * f);
-        ALLOC(wt_f1[l], Cz * Fz * f);
-        ALLOC(wt_f2[l], Cz * Fz * f);
-    }
-    ALLOC(wt_out, Cz * (size_t)s->V * f);
+    ALLOC(self_kv, (size_t)s->L * sizeof(attn_nn_kv));
+    ALLOC(cross_kv, (size_t)s->L * sizeof(attn_nn_kv));
     ALLOC(mem, nS * (size_t)max_src * Cz * f);
     ALLOC(stage, nN * T * Cz * f);
     ALLOC(x, nN * Cz * f);
@@ -202,7 +175,6 @@ attn_status attn_translate_session_init(const attn_encdec_model *m, int max_sent
     ALLOC(logits, nN * (size_t)s->V * f);
     ALLOC(probs, nN * (size_t)s->V * f);
     ALLOC(lse, nN * f);
-    ALLOC(kv_len, nN * i4);
     ALLOC(src_len, nS * i4);
     ALLOC(sent, nS * i4);
     ALLOC(rows, nN * i4);
@@ -228,16 +200,11 @@ attn_status attn_translate_session_init(const attn_encdec_model *m, int max_sent
                          "translate session: out of memory (%d sentences, beam %d)", max_sentences,
                          max_beam);
     }
-    for (int l = 0; l < s->L; l++) {
-        const attn_encdec_dec_layer *W = &m->w.dec[l];
-        transpose(3 * s->C, s->C, W->self_attn.w_q, s->wt_qkv[l]);
-        transpose(s->C, s->C, W->self_attn.w_o, s->wt_so[l]);
-        transpose(s->C, s->C, W->cross_attn.w_q, s->wt_cq[l]);
-        transpose(s->C, s->C, W->cross_attn.w_o, s->wt_co[l]);
-        transpose(s->F, s->C, W->ff1_w, s->wt_f1[l]);
-        transpose(s->C, s->F, W->ff2_w, s->wt_f2[l]);
+    st = encdec_pack_decoder(m, &s->pk);
+    if (st) {
+        attn_translate_session_free(s);
+        return st;
     }
-    transpose(s->V, s->C, m->w.out_w, s->wt_out);
     *out = s;
     return ATTN_STATUS_OK;
 }
@@ -257,106 +224,17 @@ attn_status attn_translate_begin(attn_translate_session *s, int B, int Ts, const
     const attn_encdec_model *m = s->m;
     const int C = s->C;
     ATTN_TRY(attn_encdec_encode(m, s->enc, B, Ts, src, src_len, s->mem));
-    /* Each layer's cross-attention K|V for all source positions: one GEMM with the adjacent
-     * (w_k; w_v) = (2C, C) weight and (b_k; b_v) bias. */
+    /* Each layer's cross-attention K|V for all source positions, a sentence's block (Ts, 2C)
+     * holding its keys and values side by side: one GEMM with the adjacent (w_k; w_v). */
     for (int l = 0; l < s->L; l++) {
-        const attn_mha_weights *w = &m->w.dec[l].cross_attn;
-        ATTN_TRY(attn_gemm(false, true, B * Ts, 2 * C, C, 1.0f, s->mem, C, w->w_k, C, 0.0f,
-                           s->ckv[l], 2 * C, w->b_k, ATTN_ACT_NONE));
+        const attn_nn_kv kv = {s->ckv[l], s->ckv[l] + C, B, Ts, 2 * C};
+        ATTN_TRY(encdec_cross_kv(m, l, B, Ts, s->mem, &kv));
     }
     memcpy(s->src_len, src_len, (size_t)B * sizeof(int32_t));
     for (int b = 0; b < B; b++) s->sent[b] = b;
     s->S = B, s->R = R, s->N = B * R, s->Ts = Ts, s->t = 0;
     s->begun = true;
     return ATTN_STATUS_OK;
-}
-
-/* One residual sub-layer around the function already evaluated into s->y from input `in`:
- *   post-LN: x = LN(x + y);  pre-LN: x = x + y  (the LN of pre-LN was applied to make `in`).
- * Mirrors encdec.c's sub_forward (without dropout: decoding is evaluation). */
-static attn_status residual(attn_translate_session *s, const float *ln_w, const float *ln_b) {
-    const size_t n = (size_t)s->N * s->C;
-    for (size_t i = 0; i < n; i++) s->y[i] = s->x[i] + s->y[i];
-    if (s->m->cfg.pre_ln) {
-        memcpy(s->x, s->y, n * sizeof(float));
-        return ATTN_STATUS_OK;
-    }
-    return attn_layernorm_forward(s->N, s->C, s->y, ln_w, ln_b, s->m->cfg.layer_norm_eps, s->x,
-                                  NULL, NULL);
-}
-
-/* The input of a sub-layer: LN(x) for pre-LN (into s->h), else x itself. */
-static attn_status sub_input(attn_translate_session *s, const float *ln_w, const float *ln_b,
-                             const float **in) {
-    *in = s->x;
-    if (!s->m->cfg.pre_ln) return ATTN_STATUS_OK;
-    *in = s->h;
-    return attn_layernorm_forward(s->N, s->C, s->x, ln_w, ln_b, s->m->cfg.layer_norm_eps, s->h,
-                                  NULL, NULL);
-}
-
-static attn_status self_attention(attn_translate_session *s, int l) {
-    const attn_encdec_dec_layer *W = &s->m->w.dec[l];
-    const attn_mha_weights *w = &W->self_attn;
-    const int N = s->N, C = s->C, t = s->t, T = s->capT;
-    const float *in;
-    ATTN_TRY(sub_input(s, W->ln1_w, W->ln1_b, &in));
-    /* q|k|v (N, 3C) in one GEMM: w_q, w_k, w_v are adjacent rows of one (3C, C) matrix. */
-    ATTN_TRY(attn_gemm(false, false, N, 3 * C, C, 1.0f, in, C, s->wt_qkv[l], 3 * C, 0.0f, s->qkv,
-                       3 * C, w->b_q, ATTN_ACT_NONE));
-    float *kc = s->kc[l], *vc = s->vc[l];
-    for (int n = 0; n < N; n++) {
-        const float *row = s->qkv + (size_t)n * 3 * C;
-        memcpy(kc + ((size_t)n * T + t) * C, row + C, (size_t)C * sizeof(float));
-        memcpy(vc + ((size_t)n * T + t) * C, row + 2 * C, (size_t)C * sizeof(float));
-        s->kv_len[n] = t + 1;
-    }
-    /* Tq = 1 query per hypothesis over its cache of capacity T: the kernel's batch stride is
-     * Tk·ldk, so Tk = T, and kv_len = t + 1 hides the unfilled positions (causality for free). */
-    attn_attention_params p = attn_attention_default_params(N, s->H, 1, T, C / s->H);
-    p.kv_len = s->kv_len;
-    p.ldq = 3 * C, p.ldk = C, p.ldv = C, p.ldo = C;
-    ATTN_TRY(attn_attention_forward(&p, s->qkv, kc, vc, s->att, NULL, NULL));
-    ATTN_TRY(attn_gemm(false, false, N, C, C, 1.0f, s->att, C, s->wt_so[l], C, 0.0f, s->y, C,
-                       w->b_o, ATTN_ACT_NONE));
-    return residual(s, W->ln1_w, W->ln1_b);
-}
-
-static attn_status cross_attention(attn_translate_session *s, int l) {
-    const attn_encdec_dec_layer *W = &s->m->w.dec[l];
-    const attn_mha_weights *w = &W->cross_attn;
-    const int N = s->N, C = s->C;
-    const float *in;
-    ATTN_TRY(sub_input(s, W->ln2_w, W->ln2_b, &in));
-    ATTN_TRY(attn_gemm(false, false, N, C, C, 1.0f, in, C, s->wt_cq[l], C, 0.0f, s->qkv, C, w->b_q,
-                       ATTN_ACT_NONE));
-    /* A sentence's R hypotheses are R queries (rows j·R .. j·R+R−1) over its own source. */
-    attn_attention_params p = attn_attention_default_params(s->S, s->H, s->R, s->Ts, C / s->H);
-    p.kv_len = s->src_len;
-    p.ldk = 2 * C, p.ldv = 2 * C;
-    ATTN_TRY(attn_attention_forward(&p, s->qkv, s->ckv[l], s->ckv[l] + C, s->att, NULL, NULL));
-    ATTN_TRY(attn_gemm(false, false, N, C, C, 1.0f, s->att, C, s->wt_co[l], C, 0.0f, s->y, C,
-                       w->b_o, ATTN_ACT_NONE));
-    return residual(s, W->ln2_w, W->ln2_b);
-}
-
-static attn_status feed_forward(attn_translate_session *s, int l) {
-    const attn_encdec_dec_layer *W = &s->m->w.dec[l];
-    const int N = s->N, C = s->C, F = s->F;
-    const float *in;
-    ATTN_TRY(sub_input(s, W->ln3_w, W->ln3_b, &in));
-    if (s->m->cfg.activation == ATTN_ENCDEC_RELU) {
-        ATTN_TRY(attn_gemm(false, false, N, F, C, 1.0f, in, C, s->wt_f1[l], F, 0.0f, s->ff, F,
-                           W->ff1_b, ATTN_ACT_RELU));
-    } else {
-        /* As the training forward: bias GEMM, then exact-erf GELU (same rounding). */
-        ATTN_TRY(attn_gemm(false, false, N, F, C, 1.0f, in, C, s->wt_f1[l], F, 0.0f, s->ff, F,
-                           W->ff1_b, ATTN_ACT_NONE));
-        ATTN_TRY(attn_act_forward(ATTN_ACT_GELU_ERF, (size_t)N * F, s->ff, s->ff));
-    }
-    ATTN_TRY(attn_gemm(false, false, N, C, F, 1.0f, s->ff, F, s->wt_f2[l], C, 0.0f, s->y, C,
-                       W->ff2_b, ATTN_ACT_NONE));
-    return residual(s, W->ln3_w, W->ln3_b);
 }
 
 attn_status attn_translate_step(attn_translate_session *s, const int32_t *tokens) {
@@ -374,27 +252,15 @@ attn_status attn_translate_step(attn_translate_session *s, const int32_t *tokens
             return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                              "translate step: token %d of hypothesis %d outside [0, %d)",
                              (int)tokens[n], n, V);
-    /* x = E_tgt[token] · sqrt(C) + P[t], computed as encdec.c's embed does. */
-    ATTN_TRY(attn_embedding_forward(N, V, C, tokens, m->w.tgt_emb, s->x));
-    const float scale = (float)sqrt((double)C);
-    const float *pos = (m->w.dec_pos ? m->w.dec_pos : m->pos_table) + (size_t)t * C;
-    for (int n = 0; n < N; n++) {
-        float *row = s->x + (size_t)n * C;
-        for (int i = 0; i < C; i++) row[i] = row[i] * scale + pos[i];
-    }
+    ATTN_TRY(encdec_embed_target(m, N, tokens, t, s->x));
     for (int l = 0; l < s->L; l++) {
-        ATTN_TRY(self_attention(s, l));
-        ATTN_TRY(cross_attention(s, l));
-        ATTN_TRY(feed_forward(s, l));
+        s->self_kv[l] = (attn_nn_kv){s->kc[l], s->vc[l], N, s->capT, C};
+        s->cross_kv[l] = (attn_nn_kv){s->ckv[l], s->ckv[l] + C, s->S, s->Ts, 2 * C};
     }
-    const float *yout = s->x;
-    if (m->cfg.pre_ln) {
-        ATTN_TRY(attn_layernorm_forward(N, C, s->x, m->w.dec_ln_w, m->w.dec_ln_b,
-                                        m->cfg.layer_norm_eps, s->h, NULL, NULL));
-        yout = s->h;
-    }
-    ATTN_TRY(attn_gemm(false, false, N, V, C, 1.0f, yout, C, s->wt_out, V, 0.0f, s->logits, V,
-                       m->w.out_b, ATTN_ACT_NONE));
+    const encdec_step step = {N,       s->S,        s->R,  t,      s->Ts,  s->src_len, s->self_kv,
+                              s->cross_kv, s->x,    s->h,  s->y,   s->qkv, s->att,     s->ff,
+                              s->logits, &s->pk};
+    ATTN_TRY(encdec_decoder_step(m, &step));
     s->t = t + 1;
     return ATTN_STATUS_OK;
 }

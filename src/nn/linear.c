@@ -83,11 +83,14 @@ attn_status attn_nn_linear_forward(const attn_nn_run *run, const attn_nn_linear 
     const int K = L->in, N = L->out, ldw = nn_ldw(L);
     const bool training = run && run->training;
     const attn_gemm_packed_b *P = L->packed;
-    if (P && !training && P->backend == attn_get_backend())
+    /* Float32 panels for a handful of rows: attn_gemm's direct path streams W as fast, and
+     * gives the unpacked forward's numbers. */
+    if (P && !training && P->backend == attn_get_backend() &&
+        !(M <= SMALL_ROWS && P->precision == ATTN_PRECISION_F32))
         return attn_gemm_packed(false, M, N, K, 1.0f, x, ldx, P, beta, y, ldy, L->b, act);
     const bool tb = L->layout == ATTN_NN_OUT_IN;
     const attn_precision prec = run ? run->precision : ATTN_PRECISION_F32;
-    if (prec == ATTN_PRECISION_F32 && tb && M > 0 && M <= FEW_ROWS && N > 0 && !in_parallel())
+    if (prec == ATTN_PRECISION_F32 && tb && M > SMALL_ROWS && M <= FEW_ROWS && !in_parallel())
         return few_rows(M, N, K, x, ldx, L->w, ldw, beta, y, ldy, L->b, act);
     return nn_gemm(run, false, tb, M, N, K, 1.0f, x, ldx, L->w, ldw, beta, y, ldy, L->b, act);
 }
