@@ -25,6 +25,7 @@
 #define RTOL_LSE 1e-6
 #define RTOL_GRAD 1e-5
 #define RTOL_FD 2e-3
+#define RTOL_DBIAS 1e-5
 /* SIMD vs reference on random draws: twice the above. Uniform inputs with random scales give
  * peakier softmaxes (larger |scores|) than the PyTorch cases, and the error of fp32 attention is
  * dominated by the rounding of the scores, which grows with |s| (measured: up to ~7e-6). */
@@ -38,19 +39,24 @@ static const attn_backend ALL_BACKENDS[] = {ATTN_BACKEND_REF, ATTN_BACKEND_AVX2,
 /* ---- running one attention with a chosen memory layout --------------------------------------- */
 
 /* Results, always contiguous: o (B, Tq, H, D), lse (B, H, Tq), probs (B, H, Tq, Tk) or NULL,
- * dq (B, Tq, H, D), dk, dv (B, Tk, H, D). */
+ * dq (B, Tq, H, D), dk, dv (B, Tk, H_kv, D), dbias (B, H, Tq, Tk) or NULL. */
 typedef struct {
-    float *o, *lse, *probs, *dq, *dk, *dv;
+    float *o, *lse, *probs, *dq, *dk, *dv, *dbias;
 } outs;
 
-static void outs_alloc(outs *r, const attn_attention_params *p, bool probs) {
-    size_t hd = (size_t)p->H * p->D;
+static int kv_heads(const attn_attention_params *p) { return p->H_kv ? p->H_kv : p->H; }
+
+/* dbias: allocate it (the backward then computes d loss / d bias; needs p->bias). */
+static void outs_alloc(outs *r, const attn_attention_params *p, bool probs, bool dbias) {
+    size_t hd = (size_t)p->H * p->D, kd = (size_t)kv_heads(p) * p->D;
+    size_t np = (size_t)p->B * p->H * p->Tq * p->Tk;
     r->o = calloc((size_t)p->B * p->Tq * hd, sizeof(float));
     r->lse = calloc((size_t)p->B * p->H * p->Tq, sizeof(float));
-    r->probs = probs ? calloc((size_t)p->B * p->H * p->Tq * p->Tk, sizeof(float)) : NULL;
+    r->probs = probs ? calloc(np, sizeof(float)) : NULL;
     r->dq = calloc((size_t)p->B * p->Tq * hd, sizeof(float));
-    r->dk = calloc((size_t)p->B * p->Tk * hd, sizeof(float));
-    r->dv = calloc((size_t)p->B * p->Tk * hd, sizeof(float));
+    r->dk = calloc((size_t)p->B * p->Tk * kd, sizeof(float));
+    r->dv = calloc((size_t)p->B * p->Tk * kd, sizeof(float));
+    r->dbias = dbias ? calloc(np, sizeof(float)) : NULL;
 }
 
 static void outs_free(outs *r) {
@@ -60,94 +66,162 @@ static void outs_free(outs *r) {
     free(r->dq);
     free(r->dk);
     free(r->dv);
+    free(r->dbias);
 }
 
-/* dst rows (n, ld) columns [0, w) = src (n, w); the other columns of dst are left alone. */
-static void put_rows(float *dst, int ld, const float *src, size_t n, int w) {
-    for (size_t i = 0; i < n; i++) memcpy(dst + i * ld, src + i * w, sizeof(float) * w);
-}
-static void get_rows(float *dst, const float *src, int ld, size_t n, int w) {
-    for (size_t i = 0; i < n; i++) memcpy(dst + i * w, src + i * ld, sizeof(float) * w);
-}
 static void fill(float *x, size_t n, float val) {
     for (size_t i = 0; i < n; i++) x[i] = val;
 }
-/* Counts columns [from, ld) of rows (n, ld) that no longer hold SENTINEL. */
-static size_t touched(const float *x, int ld, size_t n, int from) {
+
+/* How run_attention lays the tensors out in memory. */
+typedef struct {
+    bool fused;   /* q, k, v (and dq, dk, dv) in one buffer, row (H + 2·H_kv)·D + pad */
+    int pad;      /* extra columns per row, never to be read or written */
+    int extra;    /* extra rows per batch (batch strides (T + extra)·ld): a KV cache */
+    bool reverse; /* negative batch strides: batch b lives below batch 0 */
+} layout;
+
+/* One allocation of B batches × R = T + extra rows × ld columns and the (b, t) addressing attn
+ * gets for it: base (batch 0, row 0) and batch stride sb (0, the packed default, when it is
+ * T·ld). Inputs hold SENTINEL in the pad columns and NaN in the unused rows (any read of them
+ * shows up as NaN in the results); outputs start all SENTINEL (any stray write shows up). */
+typedef struct {
+    float *mem, *base;
+    ptrdiff_t sb;
+    int B, T, R, ld;
+} slab;
+
+static void slab_init(slab *s, int B, int T, int ld, const layout *L, bool input) {
+    s->B = B;
+    s->T = T;
+    s->R = T + L->extra;
+    s->ld = ld;
+    const ptrdiff_t step = (ptrdiff_t)s->R * ld;
+    const size_t n = (size_t)B * step;
+    s->mem = malloc(sizeof(float) * n);
+    fill(s->mem, n, SENTINEL);
+    if (input)
+        for (int b = 0; b < B; b++)
+            fill(s->mem + b * step + (ptrdiff_t)T * ld, (size_t)L->extra * ld, NAN);
+    s->base = L->reverse ? s->mem + (B - 1) * step : s->mem;
+    s->sb = L->reverse ? -step : L->extra ? step : 0;
+}
+
+static float *slab_row(const slab *s, int b, int t) {
+    return s->base + (ptrdiff_t)b * (s->sb ? s->sb : (ptrdiff_t)s->T * s->ld) + (ptrdiff_t)t * s->ld;
+}
+
+/* Columns [col, col + w) of the used rows = src (B, T, w), or the reverse. */
+static void slab_put(slab *s, int col, const float *src, int w) {
+    for (int b = 0; b < s->B; b++)
+        for (int t = 0; t < s->T; t++)
+            memcpy(slab_row(s, b, t) + col, src + ((size_t)b * s->T + t) * w, sizeof(float) * w);
+}
+static void slab_get(const slab *s, int col, float *dst, int w) {
+    for (int b = 0; b < s->B; b++)
+        for (int t = 0; t < s->T; t++)
+            memcpy(dst + ((size_t)b * s->T + t) * w, slab_row(s, b, t) + col, sizeof(float) * w);
+}
+/* Entries outside columns [0, w) of the used rows that no longer hold SENTINEL. */
+static size_t slab_touched(const slab *s, int w) {
     size_t bad = 0;
-    for (size_t i = 0; i < n; i++)
-        for (int c = from; c < ld; c++) bad += x[i * ld + c] != SENTINEL;
+    for (int b = 0; b < s->B; b++)
+        for (int t = 0; t < s->R; t++) {
+            const float *row = s->mem + ((size_t)b * s->R + t) * s->ld;
+            for (int c = t < s->T ? w : 0; c < s->ld; c++) bad += row[c] != SENTINEL;
+        }
     return bad;
 }
 
 /* Runs forward (without and with probabilities) and backward on the current backend.
- * shape: sizes, scale and mask (its strides are ignored). fused: q, k, v (and dq, dk, dv) live in
- * one (B·T, 3·H·D + pad) buffer; else each in its own with row stride H·D + pad. o and dO use
- * H·D + pad. q, k, v, dO are contiguous (B, T, H, D). */
-static attn_status run_attention(const attn_attention_params *shape, bool fused, int pad,
+ * shape: sizes, scale, mask, H_kv and bias (its row and batch strides are ignored: L sets them).
+ * fused: q, k, v (and dq, dk, dv) live in one (B·T, (H + 2·H_kv)·D + pad) buffer; else each in
+ * its own with row stride (H or H_kv)·D + pad. o and dO use H·D + pad. q, k, v, dO are
+ * contiguous (B, T, H or H_kv, D). r->dbias, if allocated, receives d loss / d bias. */
+static attn_status run_attention(const attn_attention_params *shape, const layout *L,
                                  const float *q, const float *k, const float *v, const float *dO,
                                  outs *r) {
     attn_attention_params p = *shape;
-    const int hd = p.H * p.D;
-    const int ldx = fused ? 3 * hd + pad : hd + pad, ldo = hd + pad;
-    const size_t nq = (size_t)p.B * p.Tq, nk = (size_t)p.B * p.Tk;
-    p.ldq = p.ldk = p.ldv = ldx;
-    p.ldo = ldo;
-    float *xq, *xk, *xv, *gq, *gk, *gv, *bufs[6] = {NULL};
-    if (fused) { /* fused needs Tq == Tk */
-        bufs[0] = malloc(sizeof(float) * nq * ldx);
-        bufs[1] = malloc(sizeof(float) * nq * ldx);
-        fill(bufs[0], nq * ldx, SENTINEL);
-        fill(bufs[1], nq * ldx, SENTINEL);
-        xq = bufs[0], xk = bufs[0] + hd, xv = bufs[0] + 2 * hd;
-        gq = bufs[1], gk = bufs[1] + hd, gv = bufs[1] + 2 * hd;
+    const int hd = p.H * p.D, kd = kv_heads(&p) * p.D;
+    const int ldo = hd + L->pad;
+    enum { Q, K, V, GQ, GK, GV, O, O2, DO, NSLAB };
+    slab sl[NSLAB];
+    memset(sl, 0, sizeof sl);
+    const float *xq, *xk, *xv;
+    float *gq, *gk, *gv;
+    if (L->fused) { /* fused needs Tq == Tk */
+        const int ldx = hd + 2 * kd + L->pad;
+        slab_init(&sl[Q], p.B, p.Tq, ldx, L, true);
+        slab_init(&sl[GQ], p.B, p.Tq, ldx, L, false);
+        slab_put(&sl[Q], 0, q, hd);
+        slab_put(&sl[Q], hd, k, kd);
+        slab_put(&sl[Q], hd + kd, v, kd);
+        p.ldq = p.ldk = p.ldv = ldx;
+        p.sbq = p.sbk = p.sbv = sl[Q].sb;
+        xq = slab_row(&sl[Q], 0, 0), xk = xq + hd, xv = xq + hd + kd;
+        gq = slab_row(&sl[GQ], 0, 0), gk = gq + hd, gv = gq + hd + kd;
     } else {
-        size_t n[6] = {nq, nk, nk, nq, nk, nk};
-        for (int i = 0; i < 6; i++) {
-            bufs[i] = malloc(sizeof(float) * n[i] * ldx);
-            fill(bufs[i], n[i] * ldx, SENTINEL);
-        }
-        xq = bufs[0], xk = bufs[1], xv = bufs[2], gq = bufs[3], gk = bufs[4], gv = bufs[5];
+        slab_init(&sl[Q], p.B, p.Tq, hd + L->pad, L, true);
+        slab_init(&sl[K], p.B, p.Tk, kd + L->pad, L, true);
+        slab_init(&sl[V], p.B, p.Tk, kd + L->pad, L, true);
+        slab_init(&sl[GQ], p.B, p.Tq, hd + L->pad, L, false);
+        slab_init(&sl[GK], p.B, p.Tk, kd + L->pad, L, false);
+        slab_init(&sl[GV], p.B, p.Tk, kd + L->pad, L, false);
+        slab_put(&sl[Q], 0, q, hd);
+        slab_put(&sl[K], 0, k, kd);
+        slab_put(&sl[V], 0, v, kd);
+        p.ldq = hd + L->pad;
+        p.ldk = p.ldv = kd + L->pad;
+        p.sbq = sl[Q].sb;
+        p.sbk = sl[K].sb;
+        p.sbv = sl[V].sb;
+        xq = slab_row(&sl[Q], 0, 0), xk = slab_row(&sl[K], 0, 0), xv = slab_row(&sl[V], 0, 0);
+        gq = slab_row(&sl[GQ], 0, 0), gk = slab_row(&sl[GK], 0, 0), gv = slab_row(&sl[GV], 0, 0);
     }
-    put_rows(xq, ldx, q, nq, hd);
-    put_rows(xk, ldx, k, nk, hd);
-    put_rows(xv, ldx, v, nk, hd);
-    float *xo = malloc(sizeof(float) * nq * ldo), *xo2 = malloc(sizeof(float) * nq * ldo);
-    float *xdo = malloc(sizeof(float) * nq * ldo);
-    fill(xo, nq * ldo, SENTINEL);
-    fill(xo2, nq * ldo, SENTINEL);
-    fill(xdo, nq * ldo, SENTINEL);
-    put_rows(xdo, ldo, dO, nq, hd);
+    slab_init(&sl[O], p.B, p.Tq, ldo, L, false);
+    slab_init(&sl[O2], p.B, p.Tq, ldo, L, false);
+    slab_init(&sl[DO], p.B, p.Tq, ldo, L, true);
+    slab_put(&sl[DO], 0, dO, hd);
+    p.ldo = ldo;
+    p.sbo = sl[O].sb;
+    float *xo = slab_row(&sl[O], 0, 0), *xo2 = slab_row(&sl[O2], 0, 0);
+    p.dbias = r->dbias;
+    if (r->dbias) fill(r->dbias, (size_t)p.B * p.H * p.Tq * p.Tk, NAN); /* all must be written */
 
     attn_status s = attn_attention_forward(&p, xq, xk, xv, xo, r->lse, NULL);
     if (s == ATTN_STATUS_OK && r->probs)
         s = attn_attention_forward(&p, xq, xk, xv, xo2, NULL, r->probs);
-    if (s == ATTN_STATUS_OK) s = attn_attention_backward(&p, xq, xk, xv, xo, r->lse, xdo, gq, gk, gv);
+    if (s == ATTN_STATUS_OK)
+        s = attn_attention_backward(&p, xq, xk, xv, xo, r->lse, slab_row(&sl[DO], 0, 0), gq, gk,
+                                    gv);
     if (s == ATTN_STATUS_OK) {
-        get_rows(r->o, xo, ldo, nq, hd);
-        get_rows(r->dq, gq, ldx, nq, hd);
-        get_rows(r->dk, gk, ldx, nk, hd);
-        get_rows(r->dv, gv, ldx, nk, hd);
-        size_t bad = touched(xo, ldo, nq, hd);
-        if (fused)
-            bad += touched(bufs[1], ldx, nq, 3 * hd);
+        slab_get(&sl[O], 0, r->o, hd);
+        slab_get(&sl[GQ], 0, r->dq, hd);
+        slab_get(L->fused ? &sl[GQ] : &sl[GK], L->fused ? hd : 0, r->dk, kd);
+        slab_get(L->fused ? &sl[GQ] : &sl[GV], L->fused ? hd + kd : 0, r->dv, kd);
+        size_t bad = slab_touched(&sl[O], hd);
+        if (L->fused)
+            bad += slab_touched(&sl[GQ], hd + 2 * kd);
         else
-            bad += touched(gq, ldx, nq, hd) + touched(gk, ldx, nk, hd) + touched(gv, ldx, nk, hd);
+            bad += slab_touched(&sl[GQ], hd) + slab_touched(&sl[GK], kd) +
+                   slab_touched(&sl[GV], kd);
         if (bad) {
-            printf("  FAIL: %zu padding entries (columns past H*D) were written\n", bad);
+            printf("  FAIL: %zu padding entries (columns past the heads, unused rows) were "
+                   "written\n",
+                   bad);
             tu_failures++;
         }
-        if (r->probs && memcmp(xo, xo2, sizeof(float) * nq * ldo) != 0) {
+        if (r->probs && memcmp(sl[O].mem, sl[O2].mem,
+                               sizeof(float) * (size_t)p.B * sl[O].R * ldo) != 0) {
             printf("  FAIL: o differs when the probabilities are requested\n");
             tu_failures++;
         }
     }
-    for (int i = 0; i < 6; i++) free(bufs[i]);
-    free(xo);
-    free(xo2);
-    free(xdo);
+    for (int i = 0; i < NSLAB; i++) free(sl[i].mem);
     return s;
 }
+
+static const layout PACKED = {false, 0, 0, false};
 
 /* lse comparison: -inf (empty rows) must match exactly; the finite values within tolerance. */
 static int lse_close(const char *what, const float *got, const float *ref, size_t n, double rtol) {
@@ -171,8 +245,9 @@ static int lse_close(const char *what, const float *got, const float *ref, size_
 }
 
 /* Worst relative error per quantity and backend over all cases, for the closing summary. */
-static double worst[NBACKENDS][6];
-static const char *const QNAMES[6] = {"o", "lse", "probs", "dq", "dk", "dv"};
+#define NQ 7
+static double worst[NBACKENDS][NQ];
+static const char *const QNAMES[NQ] = {"o", "lse", "probs", "dq", "dk", "dv", "dbias"};
 
 /* max|got - ref| / max(max|ref|, floor); -inf matching -inf counts as exact. */
 static double rel_err(const float *got, const float *ref, size_t n, double floor) {
@@ -186,32 +261,44 @@ static double rel_err(const float *got, const float *ref, size_t n, double floor
     return scale > 0 ? err / scale : err;
 }
 
-/* loose: tolerance multiplier (1 against PyTorch). */
+static double max_abs(const float *x, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs(x[i]));
+    return m;
+}
+
+/* loose: tolerance multiplier (1 against PyTorch). probs, dbias: whether to compare them. */
 static void compare(int bi, const char *tag, const attn_attention_params *p, const outs *got,
-                    const outs *ref, bool probs, double loose) {
+                    const outs *ref, bool probs, bool dbias, double loose) {
     char what[96];
-    const size_t nq = (size_t)p->B * p->Tq * p->H * p->D, nk = (size_t)p->B * p->Tk * p->H * p->D;
+    const size_t nq = (size_t)p->B * p->Tq * p->H * p->D;
+    const size_t nk = (size_t)p->B * p->Tk * kv_heads(p) * p->D;
     const size_t nl = (size_t)p->B * p->H * p->Tq, np = nl * p->Tk;
-    const float *g[6] = {got->o, got->lse, got->probs, got->dq, got->dk, got->dv};
-    const float *e[6] = {ref->o, ref->lse, ref->probs, ref->dq, ref->dk, ref->dv};
-    const size_t n[6] = {nq, nl, np, nq, nk, nk};
-    const double rtol[6] = {RTOL_FWD, RTOL_LSE, RTOL_FWD, RTOL_GRAD, RTOL_GRAD, RTOL_GRAD};
+    const float *g[NQ] = {got->o, got->lse, got->probs, got->dq, got->dk, got->dv, got->dbias};
+    const float *e[NQ] = {ref->o, ref->lse, ref->probs, ref->dq, ref->dk, ref->dv, ref->dbias};
+    const size_t n[NQ] = {nq, nl, np, nq, nk, nk, np};
+    const double rtol[NQ] = {RTOL_FWD,  RTOL_LSE,  RTOL_FWD, RTOL_GRAD,
+                             RTOL_GRAD, RTOL_GRAD, RTOL_DBIAS};
     /* Gradients are judged against the case's largest gradient: a gradient that is exactly 0
      * in exact arithmetic (e.g. dq with one visible key) comes out as rounding noise. */
     double gscale = 0;
     for (int i = 3; i < 6; i++)
         for (size_t j = 0; j < n[i]; j++) gscale = fmax(gscale, fabs(e[i][j]));
-    for (int i = 0; i < 6; i++) {
-        if (i == 2 && !probs) continue;
+    for (int i = 0; i < NQ; i++) {
+        if ((i == 2 && !probs) || (i == 6 && !dbias)) continue;
         snprintf(what, sizeof what, "%s %s", tag, QNAMES[i]);
+        /* dbias against max(max|dbias|, the largest other gradient): dS is exactly 0 in exact
+         * arithmetic when a query sees one key (P = 1, o = v), and then only rounding noise. */
+        const double floor = i >= 3 ? gscale : 0;
         if (i == 1)
             lse_close(what, g[i], e[i], n[i], loose * rtol[i]);
         else if (i >= 3)
-            tu_close(what, g[i], e[i], n[i], 0, loose * rtol[i] * gscale);
+            tu_close(what, g[i], e[i], n[i], 0,
+                     loose * rtol[i] * (i == 6 ? fmax(floor, max_abs(e[i], n[i])) : floor));
         else
             tu_close(what, g[i], e[i], n[i], loose * rtol[i], 0);
         if (bi >= 0) {
-            double r = rel_err(g[i], e[i], n[i], i >= 3 ? gscale : 0);
+            double r = rel_err(g[i], e[i], n[i], floor);
             if (r > worst[bi][i] || r != r) worst[bi][i] = r;
         }
     }
@@ -243,11 +330,13 @@ static void test_vs_torch(void **state) {
         const char *meta = attn_st_metadata(f, key);
         if (!meta) break;
         ncases++;
-        int B, H, Tq, Tk, D, causal, off, fused;
+        int B, H, Tq, Tk, D, causal, off, fused, H_kv, extra, has_bias;
+        long long bsb, bsh, bsq, boff;
         double scale;
-        assert_int_equal(sscanf(meta, "%d %d %d %d %d %d %d %d %lf", &B, &H, &Tq, &Tk, &D,
-                                &causal, &off, &fused, &scale),
-                         9);
+        assert_int_equal(sscanf(meta, "%d %d %d %d %d %d %d %d %lf %d %d %d %lld %lld %lld %lld",
+                                &B, &H, &Tq, &Tk, &D, &causal, &off, &fused, &scale, &H_kv,
+                                &extra, &has_bias, &bsb, &bsh, &bsq, &boff),
+                         16);
         /* Under valgrind (tu_valgrind) the two largest shapes (2048 keys; the training
          * benchmark's 2x6x256x256x64) are left out: the others take the same paths (several
          * blocks, every mask, fused strides); make test / make san run them all. */
@@ -259,6 +348,16 @@ static void test_vs_torch(void **state) {
         p.scale = (float)scale;
         p.causal = causal;
         p.causal_offset = off;
+        p.H_kv = H_kv == H ? 0 : H_kv; /* H_kv = H is also the default 0 */
+        float *bias = NULL;
+        if (has_bias) {
+            bias = load_f32(f, c, "bias", true);
+            p.bias = bias + boff;
+            p.bias_sb = (ptrdiff_t)bsb;
+            p.bias_sh = (ptrdiff_t)bsh;
+            p.bias_sq = (ptrdiff_t)bsq;
+        }
+        const layout L = {fused != 0, fused ? 3 : 0, extra, false};
         int32_t *kv_len = NULL;
         snprintf(key, sizeof key, "attn.%d.kv_len", c);
         if (attn_st_find(f, key)) {
@@ -274,17 +373,18 @@ static void test_vs_torch(void **state) {
         ref.dq = load_f32(f, c, "dq", true);
         ref.dk = load_f32(f, c, "dk", true);
         ref.dv = load_f32(f, c, "dv", true);
+        ref.dbias = has_bias ? load_f32(f, c, "dbias", true) : NULL;
         printf("case %d: %s\n", c, meta);
         for (int bi = 0; bi < NBACKENDS; bi++) {
             if (!attn_backend_available(ALL_BACKENDS[bi])) continue;
             assert_int_equal(attn_set_backend(ALL_BACKENDS[bi]), ATTN_STATUS_OK);
             outs got;
-            outs_alloc(&got, &p, ref.probs != NULL);
-            attn_status s = run_attention(&p, fused, fused ? 3 : 0, q, k, v, dO, &got);
+            outs_alloc(&got, &p, ref.probs != NULL, has_bias);
+            attn_status s = run_attention(&p, &L, q, k, v, dO, &got);
             if (s) fail_msg("case %d %s: %s", c, attn_backend_name(ALL_BACKENDS[bi]),
                             attn_last_error());
             compare(bi, attn_backend_name(ALL_BACKENDS[bi]), &p, &got, &ref, ref.probs != NULL,
-                    1.0);
+                    has_bias, 1.0);
             outs_free(&got);
         }
         attn_free(q);
@@ -297,6 +397,8 @@ static void test_vs_torch(void **state) {
         attn_free(ref.dq);
         attn_free(ref.dk);
         attn_free(ref.dv);
+        attn_free(ref.dbias);
+        attn_free(bias);
         attn_free(kv_len);
     }
     attn_st_close(f);
@@ -306,12 +408,12 @@ static void test_vs_torch(void **state) {
            "over %d cases vs PyTorch float64:\n",
            ncases);
     printf("  %-8s", "backend");
-    for (int i = 0; i < 6; i++) printf(" %9s", QNAMES[i]);
+    for (int i = 0; i < NQ; i++) printf(" %9s", QNAMES[i]);
     printf("\n");
     for (int bi = 0; bi < NBACKENDS; bi++) {
         if (!attn_backend_available(ALL_BACKENDS[bi])) continue;
         printf("  %-8s", attn_backend_name(ALL_BACKENDS[bi]));
-        for (int i = 0; i < 6; i++) printf(" %9.2e", worst[bi][i]);
+        for (int i = 0; i < NQ; i++) printf(" %9.2e", worst[bi][i]);
         printf("\n");
     }
     TU_END();
@@ -328,6 +430,62 @@ static double loss(const attn_attention_params *p, const float *q, const float *
     return s;
 }
 
+/* The reference path's dq, dk, dv (and dbias with nb > 0 bias entries: the bias buffer is
+ * dense (B, H, Tq, Tk) here) against central differences of loss(). */
+static void gradcheck_ref(attn_attention_params p, float *bias, size_t nb, uint64_t seed) {
+    const size_t nq = (size_t)p.B * p.Tq * p.H * p.D, nk = (size_t)p.B * p.Tk * kv_heads(&p) * p.D;
+    float *x[4], *grad[4], *fd[4], *g = malloc(sizeof(float) * nq), *o = malloc(sizeof(float) * nq);
+    float *lse = malloc(sizeof(float) * p.B * p.H * p.Tq);
+    size_t n[4] = {nq, nk, nk, nb};
+    const int nt = nb ? 4 : 3;
+    tu_rng rng = {seed};
+    for (int i = 0; i < nt; i++) {
+        x[i] = i == 3 ? bias : malloc(sizeof(float) * n[i]);
+        grad[i] = malloc(sizeof(float) * n[i]);
+        fd[i] = malloc(sizeof(float) * n[i]);
+        if (i < 3) tu_fill(&rng, x[i], n[i], -1.5f, 1.5f);
+    }
+    tu_fill(&rng, g, nq, -1.0f, 1.0f);
+    p.bias = nb ? bias : NULL;
+    p.dbias = nb ? grad[3] : NULL;
+    assert_int_equal(attn_attention_forward(&p, x[0], x[1], x[2], o, lse, NULL), ATTN_STATUS_OK);
+    assert_int_equal(attn_attention_backward(&p, x[0], x[1], x[2], o, lse, g, grad[0], grad[1],
+                                             grad[2]),
+                     ATTN_STATUS_OK);
+    const float h = 4e-3f;
+    for (int t = 0; t < nt; t++)
+        for (size_t i = 0; i < n[t]; i++) {
+            const float keep = x[t][i];
+            if (isinf(keep)) { /* a -inf bias entry: no gradient */
+                fd[t][i] = 0.0f;
+                continue;
+            }
+            x[t][i] = keep + h;
+            const float hp = x[t][i] - keep; /* the step actually taken in float */
+            double lp = loss(&p, x[0], x[1], x[2], g, o);
+            x[t][i] = keep - h;
+            const float hm = keep - x[t][i];
+            double lm = loss(&p, x[0], x[1], x[2], g, o);
+            x[t][i] = keep;
+            fd[t][i] = (float)((lp - lm) / ((double)hp + hm));
+        }
+    static const char *const names[4] = {"dq", "dk", "dv", "dbias"};
+    for (int t = 0; t < nt; t++) {
+        char what[64];
+        snprintf(what, sizeof what, "ref %s (H_kv=%d) vs central differences", names[t],
+                 kv_heads(&p));
+        tu_close(what, grad[t], fd[t], n[t], RTOL_FD, 0);
+    }
+    for (int i = 0; i < nt; i++) {
+        if (i < 3) free(x[i]);
+        free(grad[i]);
+        free(fd[i]);
+    }
+    free(g);
+    free(o);
+    free(lse);
+}
+
 static void test_gradcheck_ref(void **state) {
     (void)state;
     TU_BEGIN();
@@ -339,46 +497,24 @@ static void test_gradcheck_ref(void **state) {
     p.causal_offset = 1;
     p.kv_len = kv_len;
     p.scale = 0.7f;
-    const size_t nq = (size_t)p.B * p.Tq * p.H * p.D, nk = (size_t)p.B * p.Tk * p.H * p.D;
-    float *x[3], *grad[3], *fd[3], *g = malloc(sizeof(float) * nq), *o = malloc(sizeof(float) * nq);
-    float *lse = malloc(sizeof(float) * p.B * p.H * p.Tq);
-    size_t n[3] = {nq, nk, nk};
-    tu_rng rng = {0x9e3779b97f4a7c15ull};
-    for (int i = 0; i < 3; i++) {
-        x[i] = malloc(sizeof(float) * n[i]);
-        grad[i] = malloc(sizeof(float) * n[i]);
-        fd[i] = malloc(sizeof(float) * n[i]);
-        tu_fill(&rng, x[i], n[i], -1.5f, 1.5f);
-    }
-    tu_fill(&rng, g, nq, -1.0f, 1.0f);
-    assert_int_equal(attn_attention_forward(&p, x[0], x[1], x[2], o, lse, NULL), ATTN_STATUS_OK);
-    assert_int_equal(attn_attention_backward(&p, x[0], x[1], x[2], o, lse, g, grad[0], grad[1],
-                                             grad[2]),
-                     ATTN_STATUS_OK);
-    const float h = 4e-3f;
-    for (int t = 0; t < 3; t++)
-        for (size_t i = 0; i < n[t]; i++) {
-            const float keep = x[t][i];
-            x[t][i] = keep + h;
-            const float hp = x[t][i] - keep; /* the step actually taken in float */
-            double lp = loss(&p, x[0], x[1], x[2], g, o);
-            x[t][i] = keep - h;
-            const float hm = keep - x[t][i];
-            double lm = loss(&p, x[0], x[1], x[2], g, o);
-            x[t][i] = keep;
-            fd[t][i] = (float)((lp - lm) / ((double)hp + hm));
-        }
-    tu_close("ref dq vs central differences", grad[0], fd[0], nq, RTOL_FD, 0);
-    tu_close("ref dk vs central differences", grad[1], fd[1], nk, RTOL_FD, 0);
-    tu_close("ref dv vs central differences", grad[2], fd[2], nk, RTOL_FD, 0);
-    for (int i = 0; i < 3; i++) {
-        free(x[i]);
-        free(grad[i]);
-        free(fd[i]);
-    }
-    free(g);
-    free(o);
-    free(lse);
+    gradcheck_ref(p, NULL, 0, 0x9e3779b97f4a7c15ull);
+    /* The same masks with multi-query heads (H = 2, H_kv = 1: dk, dv summed over both heads)
+     * and a dense bias with -inf entries: one where the causal mask hides the key anyway, one
+     * among visible keys, and two that hide both keys query 0 of (b 1, h 1) can see. */
+    p.H_kv = 1;
+    p.ldk = p.ldv = p.D;
+    const size_t nb = (size_t)p.B * p.H * p.Tq * p.Tk;
+    float *bias = malloc(sizeof(float) * nb);
+    tu_rng rb = {4242};
+    tu_fill(&rb, bias, nb, -1.0f, 1.0f);
+    bias[3] = bias[11] = -INFINITY; /* (b, h, i, j) = (0, 0, 0, 3) and (0, 0, 2, 1) */
+    bias[(((size_t)1 * p.H + 1) * p.Tq + 0) * p.Tk + 0] = -INFINITY;
+    bias[(((size_t)1 * p.H + 1) * p.Tq + 0) * p.Tk + 1] = -INFINITY;
+    p.bias_sq = p.Tk;
+    p.bias_sh = (ptrdiff_t)p.Tq * p.Tk;
+    p.bias_sb = (ptrdiff_t)p.H * p.Tq * p.Tk;
+    gradcheck_ref(p, bias, nb, 0x51ed270b27a4b1c3ull);
+    free(bias);
     attn_set_backend(ATTN_BACKEND_AUTO);
     TU_END();
 }
@@ -389,11 +525,49 @@ static int rand_int(tu_rng *r, int lo, int hi) { /* [lo, hi] */
     return lo + (int)(tu_uniform(r, 0.0f, 1.0f) * (float)(hi - lo + 1)) % (hi - lo + 1);
 }
 
+/* A random score bias for p (B, H, Tq, Tk), drawn from r: none (NULL), or one of
+ *   dense (Bb, Hb, Tqb, Tk) with each of Bb, Hb, Tqb either full or 1 (stride 0: shared),
+ *   a relative-position vector (Hb, Tq + Tk - 1) read as a Toeplitz matrix (bias_sq = -1),
+ * with finite N(0, ~2) entries, a random fraction of -inf entries (up to 60%) and sometimes whole
+ * -inf rows. Sets p->bias and its strides; returns the allocation to free. */
+static float *random_bias(tu_rng *r, attn_attention_params *p) {
+    const int kind = rand_int(r, 0, 3); /* 0: none, 1, 2: dense, 3: relative */
+    if (kind == 0) return NULL;
+    const bool fb = rand_int(r, 0, 1), fh = rand_int(r, 0, 1);
+    const int Bb = fb ? p->B : 1, Hb = fh ? p->H : 1;
+    size_t rowlen, rows; /* the allocation: rows × rowlen */
+    if (kind < 3) {
+        const int Tqb = rand_int(r, 0, 3) ? p->Tq : 1;
+        rowlen = (size_t)p->Tk;
+        rows = (size_t)Bb * Hb * Tqb;
+        p->bias_sq = Tqb == 1 ? 0 : p->Tk;
+        p->bias_sh = Hb == 1 ? 0 : (ptrdiff_t)Tqb * p->Tk;
+        p->bias_sb = Bb == 1 ? 0 : (ptrdiff_t)Hb * Tqb * p->Tk;
+    } else {
+        rowlen = (size_t)p->Tq + p->Tk - 1;
+        rows = (size_t)Bb * Hb;
+        p->bias_sq = -1;
+        p->bias_sh = Hb == 1 ? 0 : (ptrdiff_t)rowlen;
+        p->bias_sb = Bb == 1 ? 0 : (ptrdiff_t)Hb * rowlen;
+    }
+    const size_t n = rows * rowlen;
+    float *bias = malloc(sizeof(float) * n);
+    const float ninf = rand_int(r, 0, 2) ? 0.0f : tu_uniform(r, 0.0f, 0.6f);
+    for (size_t i = 0; i < n; i++)
+        bias[i] = tu_uniform(r, 0.0f, 1.0f) < ninf ? -INFINITY : tu_uniform(r, -3.5f, 3.5f);
+    if (kind < 3 && rand_int(r, 0, 1)) /* a few whole -inf rows */
+        for (int k = 0; k < 3; k++) fill(bias + (size_t)rand_int(r, 0, (int)rows - 1) * rowlen, rowlen, -INFINITY);
+    p->bias = kind < 3 ? bias : bias + p->Tq - 1;
+    return bias;
+}
+
 static void test_simd_vs_ref_random(void **state) {
     (void)state;
     TU_BEGIN();
     static const int DS[] = {1, 3, 8, 16, 20, 32, 36, 48, 64, 72, 80, 96, 100, 128, 136, 200, 256, 264};
-    tu_rng rng = {12345};
+    /* rng draws the shapes, masks and data as before GQA, strides and bias existed; rng2 draws
+     * those (about a third of the draws leave all three off, which reproduces an older draw). */
+    tu_rng rng = {12345}, rng2 = {67890};
     /* Under valgrind: 15 shapes of at most 5e5 B*H*Tq*Tk*D (60 of 4e6 otherwise). */
     const int iters = tu_valgrind() ? 15 : 60;
     const double max_cost = tu_valgrind() ? 5e5 : 4e6;
@@ -416,8 +590,23 @@ static void test_simd_vs_ref_random(void **state) {
             for (int b = 0; b < B; b++) kv_len[b] = rand_int(&rng, 0, Tk);
             p.kv_len = kv_len;
         }
-        const bool fused = Tq == Tk && rand_int(&rng, 0, 1);
-        const int pad = rand_int(&rng, 0, 1) ? rand_int(&rng, 1, 17) : 0;
+        layout L = {Tq == Tk && rand_int(&rng, 0, 1), 0, 0, false};
+        L.pad = rand_int(&rng, 0, 1) ? rand_int(&rng, 1, 17) : 0;
+        const bool plain = rand_int(&rng2, 0, 2) == 0;
+        float *bias = NULL;
+        if (!plain) {
+            if (rand_int(&rng2, 0, 1)) { /* H_kv: a random divisor of H */
+                int hk;
+                do hk = rand_int(&rng2, 1, H);
+                while (H % hk);
+                p.H_kv = hk;
+            }
+            if (rand_int(&rng2, 0, 1)) L.extra = rand_int(&rng2, 1, 20);
+            L.reverse = rand_int(&rng2, 0, 3) == 0;
+            bias = random_bias(&rng2, &p);
+        }
+        /* k, v are drawn at H heads (the old draw), of which the first H_kv·D columns' worth of
+         * values are used. */
         const size_t nq = (size_t)B * Tq * H * D, nk = (size_t)B * Tk * H * D;
         float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk);
         float *v = malloc(sizeof(float) * nk), *dO = malloc(sizeof(float) * nq);
@@ -426,23 +615,25 @@ static void test_simd_vs_ref_random(void **state) {
         tu_fill(&rng, v, nk, -1.0f, 1.0f);
         tu_fill(&rng, dO, nq, -1.0f, 1.0f);
         const bool probs = rand_int(&rng, 0, 1);
+        const bool dbias = bias && rand_int(&rng2, 0, 3);
         outs ref;
-        outs_alloc(&ref, &p, probs);
+        outs_alloc(&ref, &p, probs, dbias);
         assert_int_equal(attn_set_backend(ATTN_BACKEND_REF), ATTN_STATUS_OK);
-        assert_int_equal(run_attention(&p, fused, pad, q, k, v, dO, &ref), ATTN_STATUS_OK);
-        printf("random %2d: B=%d H=%d Tq=%d Tk=%d D=%d scale=%.3g causal=%d off=%d kv_len=%s "
-               "fused=%d pad=%d\n",
-               it, B, H, Tq, Tk, D, (double)p.scale, p.causal, p.causal_offset,
-               p.kv_len ? "yes" : "no", fused, pad);
+        assert_int_equal(run_attention(&p, &L, q, k, v, dO, &ref), ATTN_STATUS_OK);
+        printf("random %2d: B=%d H=%d H_kv=%d Tq=%d Tk=%d D=%d scale=%.3g causal=%d off=%d "
+               "kv_len=%s fused=%d pad=%d extra=%d reverse=%d bias=%s%s\n",
+               it, B, H, kv_heads(&p), Tq, Tk, D, (double)p.scale, p.causal, p.causal_offset,
+               p.kv_len ? "yes" : "no", L.fused, L.pad, L.extra, L.reverse,
+               !bias ? "none" : p.bias_sq < 0 ? "relative" : "dense", dbias ? " +dbias" : "");
         for (int bi = 1; bi < NBACKENDS; bi++) {
             if (!attn_backend_available(ALL_BACKENDS[bi])) continue;
             assert_int_equal(attn_set_backend(ALL_BACKENDS[bi]), ATTN_STATUS_OK);
             outs got;
-            outs_alloc(&got, &p, probs);
-            assert_int_equal(run_attention(&p, fused, pad, q, k, v, dO, &got), ATTN_STATUS_OK);
+            outs_alloc(&got, &p, probs, dbias);
+            assert_int_equal(run_attention(&p, &L, q, k, v, dO, &got), ATTN_STATUS_OK);
             char tag[32];
             snprintf(tag, sizeof tag, "%s vs ref", attn_backend_name(ALL_BACKENDS[bi]));
-            compare(-1, tag, &p, &got, &ref, probs, RANDOM_LOOSE);
+            compare(-1, tag, &p, &got, &ref, probs, dbias, RANDOM_LOOSE);
             outs_free(&got);
         }
         outs_free(&ref);
@@ -450,6 +641,7 @@ static void test_simd_vs_ref_random(void **state) {
         free(k);
         free(v);
         free(dO);
+        free(bias);
     }
     attn_set_backend(ATTN_BACKEND_AUTO);
     TU_END();
@@ -515,10 +707,10 @@ static void test_properties(void **state) {
         outs r1, r2;
         /* Causal: rows <= cut ignore later tokens. */
         p.causal = true;
-        outs_alloc(&r1, &p, true);
-        outs_alloc(&r2, &p, true);
-        assert_int_equal(run_attention(&p, false, 0, q, k, v, dO, &r1), ATTN_STATUS_OK);
-        assert_int_equal(run_attention(&p, false, 0, q2, k2, v2, dO, &r2), ATTN_STATUS_OK);
+        outs_alloc(&r1, &p, true, false);
+        outs_alloc(&r2, &p, true, false);
+        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
+        assert_int_equal(run_attention(&p, &PACKED, q2, k2, v2, dO, &r2), ATTN_STATUS_OK);
         for (int b = 0; b < B; b++) {
             double d = row_diff(r1.o, r2.o, T, hd, b, 0, cut + 1);
             check(d == 0, "%s causal: rows <= %d changed by %g when later tokens changed", name,
@@ -547,10 +739,10 @@ static void test_properties(void **state) {
 
         /* No mask: rows <= cut do change when later tokens change. */
         p.causal = false;
-        outs_alloc(&r1, &p, false);
-        outs_alloc(&r2, &p, false);
-        assert_int_equal(run_attention(&p, false, 0, q, k, v, dO, &r1), ATTN_STATUS_OK);
-        assert_int_equal(run_attention(&p, false, 0, q2, k2, v2, dO, &r2), ATTN_STATUS_OK);
+        outs_alloc(&r1, &p, false, false);
+        outs_alloc(&r2, &p, false, false);
+        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
+        assert_int_equal(run_attention(&p, &PACKED, q2, k2, v2, dO, &r2), ATTN_STATUS_OK);
         double d = row_diff(r1.o, r2.o, T, hd, 0, 0, cut + 1);
         check(d > 1e-3, "%s unmasked: rows <= %d did not change (%g)", name, cut, d);
         outs_free(&r1);
@@ -560,10 +752,10 @@ static void test_properties(void **state) {
          * zero gradients; batch 1 has no keys at all: o = 0, lse = -inf, gradients 0. */
         int32_t kv_len[2] = {cut + 1, 0};
         p.kv_len = kv_len;
-        outs_alloc(&r1, &p, true);
-        outs_alloc(&r2, &p, true);
-        assert_int_equal(run_attention(&p, false, 0, q, k, v, dO, &r1), ATTN_STATUS_OK);
-        assert_int_equal(run_attention(&p, false, 0, q, k2, v2, dO, &r2), ATTN_STATUS_OK);
+        outs_alloc(&r1, &p, true, false);
+        outs_alloc(&r2, &p, true, false);
+        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
+        assert_int_equal(run_attention(&p, &PACKED, q, k2, v2, dO, &r2), ATTN_STATUS_OK);
         d = row_diff(r1.o, r2.o, T, hd, 0, 0, T);
         check(d == 0, "%s padding: outputs changed by %g when padded keys changed", name, d);
         d = row_diff(r1.dq, r2.dq, T, hd, 0, 0, T);
@@ -593,6 +785,114 @@ static void test_properties(void **state) {
     free(q2);
     free(k2);
     free(v2);
+    attn_set_backend(ATTN_BACKEND_AUTO);
+    TU_END();
+}
+
+/* Whether every result of a and b is bit-identical (probs and dbias where both have them). */
+static bool outs_equal(const attn_attention_params *p, const outs *a, const outs *b) {
+    const size_t nq = (size_t)p->B * p->Tq * p->H * p->D;
+    const size_t nk = (size_t)p->B * p->Tk * kv_heads(p) * p->D;
+    const size_t nl = (size_t)p->B * p->H * p->Tq, np = nl * p->Tk;
+    bool eq = memcmp(a->o, b->o, sizeof(float) * nq) == 0 &&
+              memcmp(a->lse, b->lse, sizeof(float) * nl) == 0 &&
+              memcmp(a->dq, b->dq, sizeof(float) * nq) == 0 &&
+              memcmp(a->dk, b->dk, sizeof(float) * nk) == 0 &&
+              memcmp(a->dv, b->dv, sizeof(float) * nk) == 0;
+    if (a->probs && b->probs) eq = eq && memcmp(a->probs, b->probs, sizeof(float) * np) == 0;
+    if (a->dbias && b->dbias) eq = eq && memcmp(a->dbias, b->dbias, sizeof(float) * np) == 0;
+    return eq;
+}
+
+/* GQA, batch strides and the bias: layouts that must not change a single bit, and masks. */
+static void test_layout_bias_properties(void **state) {
+    (void)state;
+    TU_BEGIN();
+    const int B = 2, H = 4, T = 70, D = 24;
+    const size_t n = (size_t)B * T * H * D, nb = (size_t)B * H * T * T;
+    tu_rng rng = {31337};
+    float *q = malloc(sizeof(float) * n), *k = malloc(sizeof(float) * n);
+    float *v = malloc(sizeof(float) * n), *dO = malloc(sizeof(float) * n);
+    float *zero = calloc(nb, sizeof(float)), *mask = malloc(sizeof(float) * nb);
+    tu_fill(&rng, q, n, -2, 2);
+    tu_fill(&rng, k, n, -2, 2);
+    tu_fill(&rng, v, n, -1, 1);
+    tu_fill(&rng, dO, n, -1, 1);
+    /* mask: the causal mask as a bias (-inf above the diagonal), random finite values below. */
+    for (size_t r = 0; r < (size_t)B * H * T; r++)
+        for (int j = 0; j < T; j++)
+            mask[r * T + j] = j > (int)(r % T) ? -INFINITY : tu_uniform(&rng, -2.0f, 2.0f);
+    for (int bi = 0; bi < NBACKENDS; bi++) {
+        if (!attn_backend_available(ALL_BACKENDS[bi])) continue;
+        assert_int_equal(attn_set_backend(ALL_BACKENDS[bi]), ATTN_STATUS_OK);
+        const char *name = attn_backend_name(ALL_BACKENDS[bi]);
+        printf("layout and bias properties, backend %s\n", name);
+        attn_attention_params p = attn_attention_default_params(B, H, T, T, D);
+        p.causal = true;
+        outs r0, r1;
+        outs_alloc(&r0, &p, true, false);
+        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r0), ATTN_STATUS_OK);
+        /* The batch strides move base pointers only: a cache layout (NaN in the unused rows),
+         * negative strides, H_kv = H spelled out: all bit-identical to the packed default. */
+        static const layout LS[3] = {{false, 0, 13, false}, {false, 5, 0, true}, {true, 2, 7, true}};
+        for (int li = 0; li < 3; li++) {
+            outs_alloc(&r1, &p, true, false);
+            p.H_kv = li == 2 ? H : 0;
+            assert_int_equal(run_attention(&p, &LS[li], q, k, v, dO, &r1), ATTN_STATUS_OK);
+            check(outs_equal(&p, &r0, &r1),
+                  "%s: layout %d (extra rows %d, reverse %d, fused %d) changes the results", name,
+                  li, LS[li].extra, LS[li].reverse, LS[li].fused);
+            outs_free(&r1);
+        }
+        p.H_kv = 0;
+        /* An all-zero bias changes nothing, to the bit; with dbias, the gradients are the same
+         * bits as without, and dbias is 0 exactly where the mask hides a key. */
+        p.bias = zero;
+        p.bias_sq = T;
+        p.bias_sh = (ptrdiff_t)T * T;
+        p.bias_sb = 0; /* shared across the batch */
+        for (int with_db = 0; with_db < 2; with_db++) {
+            outs_alloc(&r1, &p, true, with_db);
+            assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
+            check(outs_equal(&p, &r0, &r1), "%s: a zero bias (dbias %d) changes the results",
+                  name, with_db);
+            if (with_db) {
+                size_t bad = 0, nonzero = 0;
+                for (size_t r = 0; r < (size_t)B * H * T; r++)
+                    for (int j = 0; j < T; j++) {
+                        bad += j > (int)(r % T) && r1.dbias[r * T + j] != 0.0f;
+                        nonzero += j <= (int)(r % T) && r1.dbias[r * T + j] != 0.0f;
+                    }
+                check(bad == 0, "%s: %zu masked dbias entries are not 0", name, bad);
+                check(nonzero > nb / 4, "%s: only %zu visible dbias entries are nonzero", name,
+                      nonzero);
+            }
+            outs_free(&r1);
+        }
+        /* The causal mask written as a -inf bias (plus finite values) == the causal flag with
+         * the finite part as the bias: the kernels take different paths (full tiles of -inf
+         * scores vs skipped ones) to the same values. Measured: bit-identical on ref, rounding
+         * noise <= 1e-6 relative on avx2. */
+        outs_free(&r0);
+        p.bias = mask;
+        p.bias_sb = (ptrdiff_t)H * T * T;
+        outs_alloc(&r0, &p, true, true);
+        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r0), ATTN_STATUS_OK);
+        p.causal = false;
+        outs_alloc(&r1, &p, true, true);
+        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
+        char tag[64];
+        snprintf(tag, sizeof tag, "%s bias mask vs causal", name);
+        compare(-1, tag, &p, &r1, &r0, true, true, 1.0);
+        outs_free(&r0);
+        outs_free(&r1);
+    }
+    free(q);
+    free(k);
+    free(v);
+    free(dO);
+    free(zero);
+    free(mask);
     attn_set_backend(ATTN_BACKEND_AUTO);
     TU_END();
 }
@@ -659,6 +959,84 @@ static void test_bad_params(void **state) {
     check(s == ATTN_STATUS_INVALID_ARGUMENT, "NULL q accepted by forward");
     s = attn_attention_backward(&good, x, x, x, x, NULL, x, y, y, y);
     check(s == ATTN_STATUS_INVALID_ARGUMENT, "NULL lse accepted by backward");
+
+    /* Grouped-query heads: H = 4 (rows of 32), K/V rows of H_kv·D. */
+    float lse2[16]; /* (B, H, Tq) of good4 and good2 below */
+    const attn_attention_params good4 = attn_attention_default_params(1, 4, 4, 4, 8);
+    p = good4;
+    p.H_kv = 2;
+    p.ldk = p.ldv = 16; /* H_kv·D is enough for K and V */
+    assert_int_equal(attn_attention_forward(&p, x, x, x, y, lse2, NULL), ATTN_STATUS_OK);
+    assert_int_equal(attn_attention_backward(&p, x, x, x, y, lse2, x, y, y, y), ATTN_STATUS_OK);
+#define BAD4(field, val)                                                                         \
+    p = good4;                                                                                   \
+    p.field = (val);                                                                             \
+    expect_invalid(&p, x, y, #field " = " #val);
+    BAD4(H_kv, -1)
+    BAD4(H_kv, 3) /* does not divide H */
+    BAD4(H_kv, 8) /* more K/V heads than query heads */
+    p = good4;
+    p.H_kv = 2;
+    p.ldk = 15;
+    expect_invalid(&p, x, y, "ldk < H_kv*D");
+    p.ldk = 16;
+    p.ldv = 12;
+    expect_invalid(&p, x, y, "ldv < H_kv*D");
+    p = good4;
+    p.H_kv = 2;
+    p.ldq = 16; /* ldq, ldo still need H·D */
+    expect_invalid(&p, x, y, "ldq < H*D with H_kv");
+
+    /* Batch strides: B = 2, T = 4, rows of 16 floats (H·D = 16). */
+    const attn_attention_params good2 = attn_attention_default_params(2, 2, 4, 4, 8);
+    p = good2;
+    p.sbq = p.sbk = p.sbv = p.sbo = 64; /* the packed stride spelled out */
+    assert_int_equal(attn_attention_forward(&p, x, x, x, y, lse2, NULL), ATTN_STATUS_OK);
+    p.sbk = p.sbv = 128; /* a cache of capacity 8 */
+    assert_int_equal(attn_attention_forward(&p, x, x, x, y, lse2, NULL), ATTN_STATUS_OK);
+    p.sbq = p.sbo = -64; /* batch 1 below batch 0 */
+    assert_int_equal(attn_attention_forward(&p, x + 64, x, x, y + 64, lse2, NULL),
+                     ATTN_STATUS_OK);
+#define BAD2(field, val)                                                                         \
+    p = good2;                                                                                   \
+    p.field = (val);                                                                             \
+    expect_invalid(&p, x, y, #field " = " #val);
+    BAD2(sbq, 63) /* (T-1)·ld + H·D = 64: batch 1's first row overlaps batch 0's last */
+    BAD2(sbk, -63)
+    BAD2(sbv, 1)
+    BAD2(sbo, 16)
+    BAD2(sbk, PTRDIFF_MAX / 2)
+    BAD2(sbq, PTRDIFF_MIN)
+    p = good2;
+    p.H_kv = 1;
+    p.ldk = p.ldv = 8;
+    p.sbk = 31; /* (T-1)·ldk + H_kv·D = 32 */
+    expect_invalid(&p, x, y, "sbk < (T-1)*ldk + H_kv*D");
+
+    /* Bias: strides of any sign, the offsets must fit; dbias only with a bias. */
+    p = good2;
+    p.bias = x;
+    p.bias_sb = 0;
+    p.bias_sh = 16;
+    p.bias_sq = 4;
+    assert_int_equal(attn_attention_forward(&p, x, x, x, y, lse2, NULL), ATTN_STATUS_OK);
+    p.dbias = y + 256;
+    assert_int_equal(attn_attention_backward(&p, x, x, x, y, lse2, x, y, y, y), ATTN_STATUS_OK);
+    p.bias_sq = -1;
+    p.bias = x + 3; /* a relative-position vector of Tq + Tk - 1 = 7 */
+    assert_int_equal(attn_attention_backward(&p, x, x, x, y, lse2, x, y, y, y), ATTN_STATUS_OK);
+    p = good2;
+    p.bias = x;
+    p.bias_sh = PTRDIFF_MAX / 2;
+    expect_invalid(&p, x, y, "bias_sh = PTRDIFF_MAX / 2");
+    p.bias_sh = 0;
+    p.bias_sq = PTRDIFF_MIN;
+    expect_invalid(&p, x, y, "bias_sq = PTRDIFF_MIN");
+    p = good2;
+    p.dbias = y;
+    s = attn_attention_backward(&p, x, x, x, y, lse2, x, y, y, y);
+    check(s == ATTN_STATUS_INVALID_ARGUMENT, "dbias without bias accepted by backward");
+    printf("  %-28s -> %s: %s\n", "dbias without bias", attn_status_str(s), attn_last_error());
     TU_END();
 }
 
@@ -668,6 +1046,7 @@ int main(void) {
         cmocka_unit_test(test_gradcheck_ref),
         cmocka_unit_test(test_simd_vs_ref_random),
         cmocka_unit_test(test_properties),
+        cmocka_unit_test(test_layout_bias_properties),
         cmocka_unit_test(test_bad_params),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

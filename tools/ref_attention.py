@@ -1,5 +1,6 @@
 """PyTorch references for tests/test_attention.c: scaled-dot-product attention forward (o, lse,
-probabilities) and backward (dq, dk, dv) for every mask kind attn supports.
+probabilities) and backward (dq, dk, dv, dbias) for every mask kind attn supports, grouped-query
+attention (H_kv < H), batch-strided (KV-cache) layouts and additive score biases.
 
     .venv/bin/python tools/ref_attention.py OUTDIR   ->  OUTDIR/attention.safetensors
 
@@ -10,13 +11,23 @@ stored as float32, so the C test measures only the C kernels' error.
 
 Tensors are named attn.CASE.NAME (CASE = 0, 1, ...); the C test walks CASE upward until
 attn.CASE.q is absent. The case's parameters are the metadata string attn.CASE.params:
-"B H Tq Tk D causal causal_offset fused scale" (fused = 1: the C test lays q, k, v out as one fused
-QKV buffer and o, dO with a padded row stride). attn.CASE.kv_len (int32, (B)) is present when the
-case has key padding; attn.CASE.probs only for small cases.
+"B H Tq Tk D causal causal_offset fused scale H_kv extra bias bias_sb bias_sh bias_sq bias_off"
+  fused = 1: the C test lays q, k, v out as one fused QKV buffer and o, dO with a padded row
+             stride;
+  H_kv:      K/V heads (k, v, dk, dv are (B, Tk, H_kv, D); query head h reads K/V head
+             h // (H // H_kv));
+  extra > 0: the C test gives every tensor T + extra rows per batch (batch strides (T+extra)·ld,
+             a KV cache of capacity T + extra) with NaN in the unused rows;
+  bias = 1:  attn.CASE.bias is the flat float32 bias buffer; the score bias of (b, h, i, j) is
+             bias[bias_off + b·bias_sb + h·bias_sh + i·bias_sq + j] (strides may be 0, bias_sq
+             may be -1: a relative-position vector read as a Toeplitz matrix); entries may be
+             -inf. attn.CASE.dbias (B, H, Tq, Tk) is d loss / d bias per entry.
+attn.CASE.kv_len (int32, (B)) is present when the case has key padding; attn.CASE.probs only for
+small cases.
 
 Where attn deliberately differs from PyTorch (documented in attn_kernels.h), the expected value
 here is attn's: a query that sees no key gets o = 0, lse = -inf, probabilities 0 and no gradient
-(PyTorch's masked softmax would give NaN)."""
+(PyTorch's masked softmax would give NaN) — also when the bias hides every visible key."""
 import os
 import sys
 
@@ -47,20 +58,60 @@ def visible(B, Tq, Tk, causal, off, kv_len):
     return vis[:, None]
 
 
-def case(B, H, Tq, Tk, D, causal=False, off=0, kv_len=None, fused=False, scale=None):
+def dense_bias(Bb, Hb, Tqb, ninf=0.0, dead=(), scale=2.0):
+    """A bias stored densely as (Bb, Hb, Tqb, Tk), Bb in {1, B}, Hb in {1, H}, Tqb in {1, Tq}
+    (1: shared, stride 0). ninf: fraction of entries set to -inf; dead: (b, h, i, j_end) tuples
+    whose entries [0, j_end) become -inf (with j_end >= the row's visible keys: a row with no
+    visible key left)."""
+    def make(B, H, Tq, Tk):
+        x = scale * rng.randn(Bb, Hb, Tqb, Tk)
+        x[rng.rand(*x.shape) < ninf] = -np.inf
+        for b, h, i, j in dead:
+            x[b, h, i, :j] = -np.inf
+        st = (0 if Bb == 1 else Hb * Tqb * Tk, 0 if Hb == 1 else Tqb * Tk, 0 if Tqb == 1 else Tk)
+        return x.reshape(-1), st, 0
+    return make
+
+
+def relative_bias(Hb, scale=1.0):
+    """A relative-position bias r (Hb, Tq+Tk-1): entry (i, j) is r[h, Tq-1-i+j], read by attn
+    through bias_sq = -1 from r + Tq-1, shared across the batch."""
+    def make(B, H, Tq, Tk):
+        n = Tq + Tk - 1
+        x = scale * rng.randn(Hb, n)
+        return x.reshape(-1), (0, 0 if Hb == 1 else n, -1), Tq - 1
+    return make
+
+
+def case(B, H, Tq, Tk, D, causal=False, off=0, kv_len=None, fused=False, scale=None, H_kv=None,
+         extra=0, bias=None):
     n = len(META)
     if scale is None:
         scale = 1.0 / np.sqrt(D)
     scale = float(np.float32(scale))  # the C side holds it as float
     assert not fused or Tq == Tk  # one QKV buffer holds as many keys as queries
-    q, k, v = (f32(rng.randn(B, t, H, D)) for t in (Tq, Tk, Tk))
+    Hk = H if H_kv is None else H_kv
+    assert H % Hk == 0
+    q = f32(rng.randn(B, Tq, H, D))
+    k, v = (f32(rng.randn(B, Tk, Hk, D)) for _ in range(2))
     do = f32(rng.randn(B, Tq, H, D))
     leaves = [torch.tensor(a.astype(np.float64), requires_grad=True) for a in (q, k, v)]
-    qh, kh, vh = (t.permute(0, 2, 1, 3) for t in leaves)  # (B, H, T, D)
+    qh = leaves[0].permute(0, 2, 1, 3)  # (B, H, Tq, D)
+    # query head h reads K/V head h // (H // Hk): repeat each K/V head over its group
+    kh, vh = (t.repeat_interleave(H // Hk, dim=2).permute(0, 2, 1, 3) for t in leaves[1:])
     s = scale * (qh @ kh.transpose(-1, -2))  # (B, H, Tq, Tk)
+    bflat, bst, boff = None, (0, 0, 0), 0
+    if bias is not None:
+        bflat, bst, boff = bias(B, H, Tq, Tk)
+        bflat = f32(bflat)
+        idx = (boff + np.arange(B)[:, None, None, None] * bst[0]
+               + np.arange(H)[None, :, None, None] * bst[1]
+               + np.arange(Tq)[None, None, :, None] * bst[2] + np.arange(Tk)[None, None, None, :])
+        bfull = torch.tensor(bflat.astype(np.float64)[idx], requires_grad=True)  # (B, H, Tq, Tk)
+        s = s + bfull
     vis = torch.tensor(visible(B, Tq, Tk, causal, off, kv_len))
-    alive = vis.any(-1, keepdim=True)  # (B, 1, Tq, 1): the query sees some key
     s = torch.where(vis, s, torch.tensor(-np.inf, dtype=torch.float64))
+    alive = (s > -np.inf).any(-1, keepdim=True)  # (B, H, Tq, 1): the query sees some key
     s = torch.where(alive, s, torch.zeros((), dtype=torch.float64))  # dead rows: no NaN, no grad
     p = torch.softmax(s, dim=-1) * alive
     lse = torch.where(alive[..., 0], torch.logsumexp(s, dim=-1),
@@ -77,8 +128,12 @@ def case(B, H, Tq, Tk, D, causal=False, off=0, kv_len=None, fused=False, scale=N
         T[f"{pre}.{name}"] = f32(t.grad.numpy())
     if kv_len is not None:
         T[f"{pre}.kv_len"] = np.asarray(kv_len, dtype=np.int32)
+    if bias is not None:
+        T[f"{pre}.bias"] = bflat
+        T[f"{pre}.dbias"] = f32(bfull.grad.numpy())
     META[f"{pre}.params"] = (f"{B} {H} {Tq} {Tk} {D} {int(causal)} {off} {int(fused)} "
-                             f"{scale!r}")
+                             f"{scale!r} {Hk} {extra} {int(bias is not None)} "
+                             f"{bst[0]} {bst[1]} {bst[2]} {boff}")
 
 
 case(2, 3, 1, 1, 32)                                         # T = 1
@@ -95,6 +150,27 @@ case(2, 3, 30, 30, 36, kv_len=[30, 17])                      # D % 8 != 0
 case(2, 1, 5, 70, 72, causal=True, off=65, kv_len=[70, 50])  # KV cache with padding
 case(1, 2, 130, 130, 128, scale=0.3)                         # several blocks, D = 128, own scale
 case(2, 6, 256, 256, 64, causal=True, fused=True)            # the training benchmark's shape
+# Grouped-query / multi-query attention.
+case(2, 8, 40, 40, 64, causal=True, H_kv=2)                  # GQA 8/2, causal
+case(2, 8, 20, 70, 32, kv_len=[70, 33], H_kv=2)              # GQA cross-attention with padding
+case(3, 4, 33, 33, 48, causal=True, kv_len=[33, 10, 0], H_kv=1)  # multi-query, causal + padded
+case(2, 4, 50, 50, 64, causal=True, fused=True, H_kv=1)      # multi-query, fused QKV
+case(1, 4, 100, 100, 160, causal=True, H_kv=2)               # D > 128 (32-row blocks), 4 blocks
+# Batch strides: every tensor T + extra rows per batch (a KV cache of capacity Tk + extra).
+case(2, 8, 5, 77, 64, causal=True, off=72, H_kv=2, extra=51)  # decode step from a GQA cache
+case(3, 2, 16, 100, 80, kv_len=[100, 64, 1], extra=28)       # cache with padding
+# Additive score bias (dbias by autograd).
+case(3, 4, 30, 30, 64, bias=dense_bias(1, 4, 30))            # shared across the batch (sb = 0)
+case(2, 3, 24, 57, 40, kv_len=[57, 31], bias=dense_bias(2, 1, 24))  # per batch, heads shared
+case(2, 2, 70, 70, 64, causal=True,                          # -inf entries + fully masked rows,
+     bias=dense_bias(2, 2, 70, ninf=0.3,                     # some only with the causal mask
+                     dead=[(0, 0, 5, 70), (1, 1, 69, 70), (0, 1, 3, 4), (1, 0, 66, 67)]))
+case(2, 4, 33, 45, 32, kv_len=[45, 20], H_kv=2,              # with padding and GQA: rows dead
+     bias=dense_bias(2, 4, 33, ninf=0.2, dead=[(1, 2, 7, 20), (0, 3, 32, 45)]))  # only with kv_len
+case(2, 2, 20, 20, 16, bias=dense_bias(2, 1, 1, ninf=0.25))  # (B, 1, 1, Tk) mask bias, sq = 0
+case(2, 4, 65, 65, 64, causal=True, bias=relative_bias(4))   # relative positions, bias_sq = -1
+case(2, 6, 40, 40, 72, causal=True, fused=True, H_kv=3, extra=9,  # everything at once
+     bias=dense_bias(1, 6, 40, ninf=0.1, dead=[(0, 4, 11, 12)]))
 
 out = sys.argv[1] if len(sys.argv) > 1 else "build/ref"
 os.makedirs(out, exist_ok=True)

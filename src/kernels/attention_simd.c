@@ -7,6 +7,7 @@
  * over queries), then the visible key blocks of Bc keys are visited in order:
  *     St (Bc, Br) = K_j · Qt              scores, log2 domain (Q pre-scaled by scale·log2 e)
  *     mask the tile if it straddles the causal diagonal (other masks just shorten the key range)
+ *     St += bias tile · log2 e            (with a score bias: read transposed, may hold -inf)
  *     m' = max(m, colmax St); Pt = 2^(St − m'); l = l·2^(m − m') + colsum Pt
  *     Ot (D, Br) = Ot · 2^(m − m') + V_jᵀ · Pt
  * and at the end O = Otᵀ / l, lse = (m + log2 l)·ln 2. Every reduction over keys is a vertical
@@ -16,13 +17,19 @@
  * second pass over the same tiles (St recomputed, 2^(St − lse2)), which reproduces the forward's
  * scores bit for bit, so they agree with o and lse.
  *
- * Algorithm (backward). One thread owns a whole (b, h) — so dK, dV and dQ of that head have a
- * single writer and no atomics or reductions are needed. For each query block (packed once:
- * Qt, dOt transposed, Q and dO rows), Di = rowsum(dO ∘ O); for each visible key block:
+ * Algorithm (backward). One thread owns a whole (b, K/V head g) with the query heads of its
+ * group — so dK, dV of that K/V head and dQ of those heads have a single writer and no atomics
+ * or reductions are needed. For each query head h of the group and each query block (packed
+ * once: Qt, dOt transposed, Q and dO rows), Di = rowsum(dO ∘ O); for each visible key block:
  *     St = K_j · Qt, Pt = 2^(St − lse2)   (recomputed; lse2 = lse·log2 e, +inf for empty rows)
- *     dPt = V_j · dOt, dSt = Pt ∘ (dPt − D) · scale
+ *     dPt = V_j · dOt, dSt = Pt ∘ (dPt − D) · scale   (dbias = Pt ∘ (dPt − D), if asked for)
  *     dV_j += Pt · dO,  dK_j += dSt · Q,  dQ_i += dStᵀ · K_j
- * with dK, dV accumulated in the output arrays (zeroed first) and dQ_i in a tile.
+ * with dK, dV accumulated in the output arrays (zeroed once per item, summed over the group's
+ * heads) and dQ_i in a tile.
+ *
+ * Grouped-query attention reads K/V head h / (H / H_kv) in place (no copies); batch strides only
+ * move the per-batch base pointers. A row whose visible scores are all -inf (a bias mask) ends
+ * with l = 0 and is treated like a row without a visible key: o = 0, lse = -inf, P = 0.
  *
  * All seven products go through one register-blocked micro-kernel, C (R rows, NV vectors) +=
  * Σ_k bcast(A[r, k]) · B[k, :], instantiated for the (R, NV) shapes that fit the register file
@@ -31,7 +38,8 @@
  * key_rows_gemm); everything skipped has probability exactly 0, so results are unchanged.
  *
  * Invariants: head sizes D <= ATTN_SIMD_DMAX use the tiled path (larger D falls back to the
- * reference kernels, single-threaded); only the H·D columns of each row are read or written
+ * reference kernels, single-threaded); only the H·D (K/V: H_kv·D) columns of each row and the
+ * Tq (Tk) rows of each batch are read or written
  * (masked tail vectors when D is not a multiple of the vector length), so other heads' or fused
  * buffers' columns are never touched, even by the thread that owns a neighbouring head. The
  * kernels allocate nothing: per-thread tiles live on the stack (about 80 KiB forward, 224 KiB
@@ -280,6 +288,30 @@ typedef struct {
     int dtail;  /* lanes of D in the last vector */
 } tiling;
 
+/* The parameters' defaults resolved: K/V heads and batch strides. */
+typedef struct {
+    int hkv, grp;                 /* K/V heads; query heads per K/V head */
+    ptrdiff_t sbq, sbk, sbv, sbo; /* batch strides in floats */
+} geom;
+
+static geom make_geom(const attn_attention_params *p) {
+    geom G;
+    G.hkv = p->H_kv ? p->H_kv : p->H;
+    G.grp = p->H / G.hkv;
+    G.sbq = p->sbq ? p->sbq : (ptrdiff_t)p->Tq * p->ldq;
+    G.sbk = p->sbk ? p->sbk : (ptrdiff_t)p->Tk * p->ldk;
+    G.sbv = p->sbv ? p->sbv : (ptrdiff_t)p->Tk * p->ldv;
+    G.sbo = p->sbo ? p->sbo : (ptrdiff_t)p->Tq * p->ldo;
+    return G;
+}
+
+/* Entry (b, h, i, 0) of the score bias, or NULL without one. */
+static const float *bias_at(const attn_attention_params *p, int b, int h, int i) {
+    if (!p->bias) return NULL;
+    return p->bias + (ptrdiff_t)b * p->bias_sb + (ptrdiff_t)h * p->bias_sh +
+           (ptrdiff_t)i * p->bias_sq;
+}
+
 static tiling make_tiling(int D) {
     tiling t;
     t.br = t.bc = D <= 128 ? 64 : 32;
@@ -300,11 +332,16 @@ static int key_end(const attn_attention_params *p, int b, int i0, int ib) {
     return end;
 }
 
-/* dst[c·ldd + r] = src[r·lds + c] · mul for r < nr, c < nc: 8×8 blocks transposed in AVX
- * registers (unpack / shuffle / 128-bit permute), scalar loops for the edges. */
-static void transpose_scaled(const float *src, ptrdiff_t lds, int nr, int nc, float *dst,
-                             ptrdiff_t ldd, float mul) {
+/* dst[c·ldd + r] = src[r·lds + c] · mul (add: dst[c·ldd + r] += src[r·lds + c] · mul) for
+ * r < nr, c < nc: 8×8 blocks transposed in AVX registers (unpack / shuffle / 128-bit permute),
+ * scalar loops for the edges. lds may be 0 or negative (a bias shared or reversed over rows). */
+static inline __attribute__((always_inline)) void transpose_body(const float *src, ptrdiff_t lds,
+                                                                 int nr, int nc, float *dst,
+                                                                 ptrdiff_t ldd, float mul,
+                                                                 const bool add) {
     const __m256 m = _mm256_set1_ps(mul);
+#define TR_STORE(p, x)                                                                           \
+    _mm256_storeu_ps((p), add ? _mm256_fmadd_ps(m, (x), _mm256_loadu_ps(p)) : _mm256_mul_ps(m, (x)))
     int r0 = 0;
     for (; r0 + 8 <= nr; r0 += 8) {
         int c0 = 0;
@@ -323,20 +360,37 @@ static void transpose_scaled(const float *src, ptrdiff_t lds, int nr, int nc, fl
             __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
             __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
             float *d0 = dst + c0 * ldd + r0;
-            _mm256_storeu_ps(d0, _mm256_mul_ps(m, _mm256_permute2f128_ps(u0, u4, 0x20)));
-            _mm256_storeu_ps(d0 + ldd, _mm256_mul_ps(m, _mm256_permute2f128_ps(u1, u5, 0x20)));
-            _mm256_storeu_ps(d0 + 2 * ldd, _mm256_mul_ps(m, _mm256_permute2f128_ps(u2, u6, 0x20)));
-            _mm256_storeu_ps(d0 + 3 * ldd, _mm256_mul_ps(m, _mm256_permute2f128_ps(u3, u7, 0x20)));
-            _mm256_storeu_ps(d0 + 4 * ldd, _mm256_mul_ps(m, _mm256_permute2f128_ps(u0, u4, 0x31)));
-            _mm256_storeu_ps(d0 + 5 * ldd, _mm256_mul_ps(m, _mm256_permute2f128_ps(u1, u5, 0x31)));
-            _mm256_storeu_ps(d0 + 6 * ldd, _mm256_mul_ps(m, _mm256_permute2f128_ps(u2, u6, 0x31)));
-            _mm256_storeu_ps(d0 + 7 * ldd, _mm256_mul_ps(m, _mm256_permute2f128_ps(u3, u7, 0x31)));
+            TR_STORE(d0, _mm256_permute2f128_ps(u0, u4, 0x20));
+            TR_STORE(d0 + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+            TR_STORE(d0 + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+            TR_STORE(d0 + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+            TR_STORE(d0 + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+            TR_STORE(d0 + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+            TR_STORE(d0 + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+            TR_STORE(d0 + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
         }
         for (; c0 < nc; c0++)
-            for (int r = r0; r < r0 + 8; r++) dst[c0 * ldd + r] = src[r * lds + c0] * mul;
+            for (int r = r0; r < r0 + 8; r++) {
+                float *d = dst + c0 * ldd + r;
+                *d = add ? *d + src[r * lds + c0] * mul : src[r * lds + c0] * mul;
+            }
     }
     for (; r0 < nr; r0++)
-        for (int c = 0; c < nc; c++) dst[c * ldd + r0] = src[r0 * lds + c] * mul;
+        for (int c = 0; c < nc; c++) {
+            float *d = dst + c * ldd + r0;
+            *d = add ? *d + src[r0 * lds + c] * mul : src[r0 * lds + c] * mul;
+        }
+#undef TR_STORE
+}
+
+static void transpose_scaled(const float *src, ptrdiff_t lds, int nr, int nc, float *dst,
+                             ptrdiff_t ldd, float mul) {
+    transpose_body(src, lds, nr, nc, dst, ldd, mul, false);
+}
+
+static void transpose_add_scaled(const float *src, ptrdiff_t lds, int nr, int nc, float *dst,
+                                 ptrdiff_t ldd, float mul) {
+    transpose_body(src, lds, nr, nc, dst, ldd, mul, true);
 }
 
 /* Qt (D, br) = transpose of the ib query rows starting at q (row stride ld), times mul; lanes
@@ -426,12 +480,17 @@ static void key_rows_gemm(const tiling *t, const tile *g, int D, const float *a,
     }
 }
 
-/* Scores St (jb, br) = K rows j0.. · Qt, with -inf where masked (including every lane
- * key_rows_gemm skipped). k points at key j0 of this (b, h). */
+/* Scores St (jb, br) = K rows j0.. · Qt (+ bias · log2 e), with -inf where masked (including
+ * every lane key_rows_gemm skipped). k points at key j0 of this (b, K/V head); bias, if not
+ * NULL, at entry (i0, j0) of this (b, h) (rows i at bias_sq apart). The bias goes in after the
+ * causal mask, which thereby also covers the skipped lanes' stale values (-inf + bias = -inf).
+ * This is the one place scores are computed: the forward, its probabilities pass and the
+ * backward all get bit-identical scores from it. */
 static void score_tile(const attn_attention_params *p, const tiling *t, const tile *g,
-                       const float *k, const float *qt, float *st) {
+                       const float *k, const float *bias, const float *qt, float *st) {
     key_rows_gemm(t, g, p->D, k, p->ldk, qt, st);
     if (g->diag) mask_causal(st, t, g->jb, g->j0, g->i0, p->causal_offset);
+    if (bias) transpose_add_scaled(bias, p->bias_sq, g->ib, g->jb, st, t->br, (float)LOG2E);
 }
 
 /* ---- forward ---------------------------------------------------------------------------------- */
@@ -446,16 +505,17 @@ typedef struct {
 } fwd_tiles;
 
 /* One (b, h, query block). */
-static void fwd_block(const attn_attention_params *p, const tiling *t, int b, int h, int i0,
-                      const float *q, const float *k, const float *v, float *o, float *lse,
-                      float *probs, fwd_tiles *w) {
+static void fwd_block(const attn_attention_params *p, const tiling *t, const geom *G, int b,
+                      int h, int i0, const float *q, const float *k, const float *v, float *o,
+                      float *lse, float *probs, fwd_tiles *w) {
     const int D = p->D, br = t->br;
     const int ib = ATTN_MIN(br, p->Tq - i0);
-    const size_t hd = (size_t)h * D;
-    const float *qb = q + ((size_t)b * p->Tq + i0) * p->ldq + hd;  /* (ib, D) stride ldq */
-    const float *kb = k + (size_t)b * p->Tk * p->ldk + hd;          /* (Tk, D) stride ldk */
-    const float *vb = v + (size_t)b * p->Tk * p->ldv + hd;          /* (Tk, D) stride ldv */
-    float *ob = o + ((size_t)b * p->Tq + i0) * p->ldo + hd;         /* (ib, D) stride ldo */
+    const ptrdiff_t hd = (ptrdiff_t)h * D, gd = (ptrdiff_t)(h / G->grp) * D;
+    const float *qb = q + b * G->sbq + (ptrdiff_t)i0 * p->ldq + hd; /* (ib, D) stride ldq */
+    const float *kb = k + b * G->sbk + gd;                          /* (Tk, D) stride ldk */
+    const float *vb = v + b * G->sbv + gd;                          /* (Tk, D) stride ldv */
+    float *ob = o + b * G->sbo + (ptrdiff_t)i0 * p->ldo + hd;       /* (ib, D) stride ldo */
+    const float *bb = bias_at(p, b, h, i0); /* (ib, Tk) row stride bias_sq, or NULL */
     const int jend = key_end(p, b, i0, ib);
 
     pack_transposed(qb, p->ldq, ib, D, br, (float)(p->scale * LOG2E), w->qt);
@@ -468,7 +528,7 @@ static void fwd_block(const attn_attention_params *p, const tiling *t, int b, in
     for (int j0 = 0; j0 < jend; j0 += t->bc) {
         const int jb = ATTN_MIN(t->bc, jend - j0);
         const tile g = make_tile(p, i0, ib, j0, jb);
-        score_tile(p, t, &g, kb + (size_t)j0 * p->ldk, w->qt, w->st);
+        score_tile(p, t, &g, kb + (size_t)j0 * p->ldk, bb ? bb + j0 : NULL, w->qt, w->st);
         /* Online softmax, one vector of query lanes at a time. On a diagonal tile, key rows
          * hidden from every lane of the vector (all -inf: they change neither the maximum nor
          * the sum) are skipped, up to whole SUB groups: the PV product below reads a vector's
@@ -537,7 +597,7 @@ static void fwd_block(const attn_attention_params *p, const tiling *t, int b, in
     for (int j0 = 0; j0 < jend; j0 += t->bc) {
         const int jb = ATTN_MIN(t->bc, jend - j0);
         const tile g = make_tile(p, i0, ib, j0, jb);
-        score_tile(p, t, &g, kb + (size_t)j0 * p->ldk, w->qt, w->st);
+        score_tile(p, t, &g, kb + (size_t)j0 * p->ldk, bb ? bb + j0 : NULL, w->qt, w->st);
         for (int jj = 0; jj < jb; jj++) {
             float *row = w->st + (size_t)jj * br;
             for (int vv = 0; vv < t->nvq; vv++)
@@ -549,10 +609,10 @@ static void fwd_block(const attn_attention_params *p, const tiling *t, int b, in
 }
 
 void ATTN_FN(attn_attention_forward)(const attn_attention_params *p,
-                                     const float *q,  // (B, Tq, H, D) row stride ldq
-                                     const float *k,  // (B, Tk, H, D) row stride ldk
-                                     const float *v,  // (B, Tk, H, D) row stride ldv
-                                     float *o,        // (B, Tq, H, D) row stride ldo
+                                     const float *q,  // (B, Tq, H, D) row stride ldq, batch sbq
+                                     const float *k,  // (B, Tk, H_kv, D) row stride ldk, batch sbk
+                                     const float *v,  // (B, Tk, H_kv, D) row stride ldv, batch sbv
+                                     float *o,        // (B, Tq, H, D) row stride ldo, batch sbo
                                      float *lse,      // (B, H, Tq) or NULL
                                      float *probs) {  // (B, H, Tq, Tk) or NULL
     if (p->D > ATTN_SIMD_DMAX) {
@@ -560,6 +620,7 @@ void ATTN_FN(attn_attention_forward)(const attn_attention_params *p,
         return;
     }
     const tiling t = make_tiling(p->D);
+    const geom G = make_geom(p);
     const int nqb = (p->Tq + t.br - 1) / t.br;
     const long items = (long)p->B * p->H * nqb;
     /* Dynamic schedule: causal query blocks differ in cost. Within a (b, h) the last (costliest)
@@ -571,7 +632,7 @@ void ATTN_FN(attn_attention_forward)(const attn_attention_params *p,
         for (long it = 0; it < items; it++) {
             const int qb = nqb - 1 - (int)(it % nqb);
             const long bh = it / nqb;
-            fwd_block(p, &t, (int)(bh / p->H), (int)(bh % p->H), qb * t.br, q, k, v, o, lse,
+            fwd_block(p, &t, &G, (int)(bh / p->H), (int)(bh % p->H), qb * t.br, q, k, v, o, lse,
                       probs, &w);
         }
     }
@@ -592,18 +653,19 @@ typedef struct {
     _Alignas(64) float di[BLK_MAX];      /* (br) rowsum(dO ∘ O) */
 } bwd_tiles;
 
-static void bwd_head(const attn_attention_params *p, const tiling *t, int b, int h,
-                     const float *q, const float *k, const float *v, const float *o,
-                     const float *lse, const float *do_, float *dq, float *dk, float *dv,
-                     bwd_tiles *w) {
+/* One work item: (batch b, K/V head kvh) with every query head of its group, so that dK and dV
+ * of the K/V head have a single writer: zeroed once here, then accumulated over the heads. */
+static void bwd_group(const attn_attention_params *p, const tiling *t, const geom *G, int b,
+                      int kvh, const float *q, const float *k, const float *v, const float *o,
+                      const float *lse, const float *do_, float *dq, float *dk, float *dv,
+                      bwd_tiles *w) {
     const int D = p->D, br = t->br, dp = t->dp;
-    const size_t hd = (size_t)h * D;
+    const ptrdiff_t gd = (ptrdiff_t)kvh * D;
     const bool direct = D % AV_LEN == 0; /* rows can feed the micro-kernel unpadded */
-    const float *kb = k + (size_t)b * p->Tk * p->ldk + hd; /* (Tk, D) stride ldk */
-    const float *vb = v + (size_t)b * p->Tk * p->ldv + hd; /* (Tk, D) stride ldv */
-    float *dkb = dk + (size_t)b * p->Tk * p->ldk + hd;     /* (Tk, D) stride ldk */
-    float *dvb = dv + (size_t)b * p->Tk * p->ldv + hd;     /* (Tk, D) stride ldv */
-    const float *lseb = lse + ((size_t)b * p->H + h) * p->Tq; /* (Tq) */
+    const float *kb = k + b * G->sbk + gd; /* (Tk, D) stride ldk */
+    const float *vb = v + b * G->sbv + gd; /* (Tk, D) stride ldv */
+    float *dkb = dk + b * G->sbk + gd;     /* (Tk, D) stride ldk */
+    float *dvb = dv + b * G->sbv + gd;     /* (Tk, D) stride ldv */
     const float c2 = (float)(p->scale * LOG2E);
 
     for (int j = 0; j < p->Tk; j++) {
@@ -611,123 +673,147 @@ static void bwd_head(const attn_attention_params *p, const tiling *t, int b, int
         memset(dvb + (size_t)j * p->ldv, 0, sizeof(float) * D);
     }
 
-    for (int i0 = 0; i0 < p->Tq; i0 += br) {
-        const int ib = ATTN_MIN(br, p->Tq - i0);
-        const float *qb = q + ((size_t)b * p->Tq + i0) * p->ldq + hd;    /* (ib, D) */
-        const float *ob = o + ((size_t)b * p->Tq + i0) * p->ldo + hd;    /* (ib, D) */
-        const float *dob = do_ + ((size_t)b * p->Tq + i0) * p->ldo + hd; /* (ib, D) */
-        float *dqb = dq + ((size_t)b * p->Tq + i0) * p->ldq + hd;        /* (ib, D) */
-        const int jend = key_end(p, b, i0, ib);
-        if (jend <= 0) {
-            for (int i = 0; i < ib; i++) memset(dqb + (size_t)i * p->ldq, 0, sizeof(float) * D);
-            continue;
-        }
+    for (int h = kvh * G->grp; h < (kvh + 1) * G->grp; h++) {
+        const ptrdiff_t hd = (ptrdiff_t)h * D;
+        const float *lseb = lse + ((size_t)b * p->H + h) * p->Tq; /* (Tq) */
+        /* (Tq, Tk) dense, or NULL when not asked for */
+        float *dbb = p->bias && p->dbias ? p->dbias + ((size_t)b * p->H + h) * p->Tq * p->Tk
+                                         : NULL;
+        for (int i0 = 0; i0 < p->Tq; i0 += br) {
+            const int ib = ATTN_MIN(br, p->Tq - i0);
+            const float *qb = q + b * G->sbq + (ptrdiff_t)i0 * p->ldq + hd;    /* (ib, D) */
+            const float *ob = o + b * G->sbo + (ptrdiff_t)i0 * p->ldo + hd;    /* (ib, D) */
+            const float *dob = do_ + b * G->sbo + (ptrdiff_t)i0 * p->ldo + hd; /* (ib, D) */
+            float *dqb = dq + b * G->sbq + (ptrdiff_t)i0 * p->ldq + hd;        /* (ib, D) */
+            const float *bb = bias_at(p, b, h, i0); /* (ib, Tk) row stride bias_sq, or NULL */
+            float *dbi = dbb ? dbb + (size_t)i0 * p->Tk : NULL; /* (ib, Tk) */
+            /* Entries of dbias outside the visited tiles are masked: 0. */
+            if (dbi) memset(dbi, 0, sizeof(float) * (size_t)ib * p->Tk);
+            const int jend = key_end(p, b, i0, ib);
+            if (jend <= 0) {
+                for (int i = 0; i < ib; i++)
+                    memset(dqb + (size_t)i * p->ldq, 0, sizeof(float) * D);
+                continue;
+            }
 
-        pack_transposed(qb, p->ldq, ib, D, br, c2, w->qt);
-        pack_transposed(dob, p->ldo, ib, D, br, 1.0f, w->dot);
-        const float *qrows = qb, *dorows = dob;
-        ptrdiff_t ldqr = p->ldq, ldor = p->ldo;
-        if (!direct) {
-            pack_rows(qb, p->ldq, ib, D, dp, w->qr);
-            pack_rows(dob, p->ldo, ib, D, dp, w->dor);
-            qrows = w->qr;
-            dorows = w->dor;
-            ldqr = ldor = dp;
-        }
-        for (int i = 0; i < br; i++) {
-            float l2 = __builtin_inff(), di = 0.0f;
-            if (i < ib && lseb[i0 + i] > -__builtin_inff()) {
-                l2 = (float)((double)lseb[i0 + i] * LOG2E);
-                di = row_dot(dob + (size_t)i * p->ldo, ob + (size_t)i * p->ldo, D);
-            }
-            w->lse2[i] = l2;
-            w->di[i] = di;
-        }
-        memset(w->dq, 0, sizeof(float) * (size_t)ib * dp);
-
-        for (int j0 = 0; j0 < jend; j0 += t->bc) {
-            const int jb = ATTN_MIN(t->bc, jend - j0);
-            const float *kj = kb + (size_t)j0 * p->ldk;
-            const tile g = make_tile(p, i0, ib, j0, jb);
-            score_tile(p, t, &g, kj, w->qt, w->st);
-            /* dPt (jb, br) = V_j · dOt */
-            key_rows_gemm(t, &g, D, vb + (size_t)j0 * p->ldv, p->ldv, w->dot, w->dpt);
-            const av_f sc = av_set1(p->scale);
-            for (int jj = 0; jj < jb; jj++) {
-                float *srow = w->st + (size_t)jj * br, *drow = w->dpt + (size_t)jj * br;
-                const int lo = lo_vec(t, &g, jj / SUB * SUB); /* lanes below: skipped, P = 0 */
-                for (int vv = 0; vv < lo; vv++) {
-                    av_store(srow + vv * AV_LEN, av_zero());
-                    av_store(drow + vv * AV_LEN, av_zero());
-                }
-                for (int vv = lo; vv < t->nvq; vv++) {
-                    av_f pr = exp2_neg(av_sub(av_load(srow + vv * AV_LEN),
-                                              av_load(w->lse2 + vv * AV_LEN)));
-                    av_f ds = av_mul(av_mul(pr, av_sub(av_load(drow + vv * AV_LEN),
-                                                        av_load(w->di + vv * AV_LEN))),
-                                     sc);
-                    av_store(srow + vv * AV_LEN, pr);
-                    av_store(drow + vv * AV_LEN, ds);
-                }
-            }
-            /* dV_j += Pt · dO;  dK_j += dSt · Q  (rows j, k over queries; on a diagonal tile a
-             * key group only over the queries that can see it) */
-            for (int s0 = 0; s0 < jb; s0 += g.diag ? SUB : jb) {
-                const int n = g.diag ? ATTN_MIN(SUB, jb - s0) : jb;
-                const int q0 = lo_vec(t, &g, s0) * AV_LEN;
-                if (q0 >= ib) continue;
-                gemm_blocks(n, t->nvd, ib - q0, w->st + (size_t)s0 * br + q0, br, 1,
-                            dorows + q0 * ldor, ldor, dvb + (size_t)(j0 + s0) * p->ldv, p->ldv,
-                            NULL, 1, t->dtail);
-                gemm_blocks(n, t->nvd, ib - q0, w->dpt + (size_t)s0 * br + q0, br, 1,
-                            qrows + q0 * ldqr, ldqr, dkb + (size_t)(j0 + s0) * p->ldk, p->ldk,
-                            NULL, 1, t->dtail);
-            }
-            /* dQ_i += dStᵀ · K_j  (rows i, k over keys; on a diagonal tile a query group only
-             * over the keys it can see) */
-            const float *krows = kj;
-            ptrdiff_t ldkr = p->ldk;
+            pack_transposed(qb, p->ldq, ib, D, br, c2, w->qt);
+            pack_transposed(dob, p->ldo, ib, D, br, 1.0f, w->dot);
+            const float *qrows = qb, *dorows = dob;
+            ptrdiff_t ldqr = p->ldq, ldor = p->ldo;
             if (!direct) {
-                pack_rows(kj, p->ldk, jb, D, dp, w->kr);
-                krows = w->kr;
-                ldkr = dp;
+                pack_rows(qb, p->ldq, ib, D, dp, w->qr);
+                pack_rows(dob, p->ldo, ib, D, dp, w->dor);
+                qrows = w->qr;
+                dorows = w->dor;
+                ldqr = ldor = dp;
             }
-            for (int u0 = 0; u0 < ib; u0 += g.diag ? SUB : ib) {
-                const int n = g.diag ? ATTN_MIN(SUB, ib - u0) : ib;
-                /* last query of the group sees keys jj <= u0 + n - 1 + i0 + off - j0 */
-                const long kmax = g.diag ? ATTN_MIN((long)jb, (long)u0 + n - g.hid0) : jb;
-                if (kmax <= 0) continue;
-                gemm_blocks(n, t->nvd, (int)kmax, w->dpt + u0, 1, br, krows, ldkr,
-                            w->dq + (size_t)u0 * dp, dp, NULL, 1, AV_LEN);
+            for (int i = 0; i < br; i++) {
+                float l2 = __builtin_inff(), di = 0.0f;
+                if (i < ib && lseb[i0 + i] > -__builtin_inff()) {
+                    l2 = (float)((double)lseb[i0 + i] * LOG2E);
+                    di = row_dot(dob + (size_t)i * p->ldo, ob + (size_t)i * p->ldo, D);
+                }
+                w->lse2[i] = l2;
+                w->di[i] = di;
             }
+            memset(w->dq, 0, sizeof(float) * (size_t)ib * dp);
+
+            for (int j0 = 0; j0 < jend; j0 += t->bc) {
+                const int jb = ATTN_MIN(t->bc, jend - j0);
+                const float *kj = kb + (size_t)j0 * p->ldk;
+                const tile g = make_tile(p, i0, ib, j0, jb);
+                score_tile(p, t, &g, kj, bb ? bb + j0 : NULL, w->qt, w->st);
+                /* dPt (jb, br) = V_j · dOt */
+                key_rows_gemm(t, &g, D, vb + (size_t)j0 * p->ldv, p->ldv, w->dot, w->dpt);
+                /* Pt = 2^(St − lse2), dSt = Pt ∘ (dPt − D) · scale. With dbias, dSt is first
+                 * left unscaled, copied out, then scaled: the same product either way. */
+                const av_f sc = av_set1(p->scale);
+                for (int jj = 0; jj < jb; jj++) {
+                    float *srow = w->st + (size_t)jj * br, *drow = w->dpt + (size_t)jj * br;
+                    const int lo = lo_vec(t, &g, jj / SUB * SUB); /* lanes below: skipped, P = 0 */
+                    for (int vv = 0; vv < lo; vv++) {
+                        av_store(srow + vv * AV_LEN, av_zero());
+                        av_store(drow + vv * AV_LEN, av_zero());
+                    }
+                    for (int vv = lo; vv < t->nvq; vv++) {
+                        av_f pr = exp2_neg(av_sub(av_load(srow + vv * AV_LEN),
+                                                  av_load(w->lse2 + vv * AV_LEN)));
+                        av_f ds = av_mul(pr, av_sub(av_load(drow + vv * AV_LEN),
+                                                    av_load(w->di + vv * AV_LEN)));
+                        if (!dbi) ds = av_mul(ds, sc);
+                        av_store(srow + vv * AV_LEN, pr);
+                        av_store(drow + vv * AV_LEN, ds);
+                    }
+                }
+                if (dbi) {
+                    /* dbias = dS (the bias is added after the scale): rows i, columns j. */
+                    transpose_scaled(w->dpt, br, jb, ib, dbi + j0, p->Tk, 1.0f);
+                    for (int jj = 0; jj < jb; jj++) {
+                        float *drow = w->dpt + (size_t)jj * br;
+                        for (int vv = lo_vec(t, &g, jj / SUB * SUB); vv < t->nvq; vv++)
+                            av_store(drow + vv * AV_LEN, av_mul(av_load(drow + vv * AV_LEN), sc));
+                    }
+                }
+                /* dV_j += Pt · dO;  dK_j += dSt · Q  (rows j, k over queries; on a diagonal tile
+                 * a key group only over the queries that can see it) */
+                for (int s0 = 0; s0 < jb; s0 += g.diag ? SUB : jb) {
+                    const int n = g.diag ? ATTN_MIN(SUB, jb - s0) : jb;
+                    const int q0 = lo_vec(t, &g, s0) * AV_LEN;
+                    if (q0 >= ib) continue;
+                    gemm_blocks(n, t->nvd, ib - q0, w->st + (size_t)s0 * br + q0, br, 1,
+                                dorows + q0 * ldor, ldor, dvb + (size_t)(j0 + s0) * p->ldv,
+                                p->ldv, NULL, 1, t->dtail);
+                    gemm_blocks(n, t->nvd, ib - q0, w->dpt + (size_t)s0 * br + q0, br, 1,
+                                qrows + q0 * ldqr, ldqr, dkb + (size_t)(j0 + s0) * p->ldk,
+                                p->ldk, NULL, 1, t->dtail);
+                }
+                /* dQ_i += dStᵀ · K_j  (rows i, k over keys; on a diagonal tile a query group
+                 * only over the keys it can see) */
+                const float *krows = kj;
+                ptrdiff_t ldkr = p->ldk;
+                if (!direct) {
+                    pack_rows(kj, p->ldk, jb, D, dp, w->kr);
+                    krows = w->kr;
+                    ldkr = dp;
+                }
+                for (int u0 = 0; u0 < ib; u0 += g.diag ? SUB : ib) {
+                    const int n = g.diag ? ATTN_MIN(SUB, ib - u0) : ib;
+                    /* last query of the group sees keys jj <= u0 + n - 1 + i0 + off - j0 */
+                    const long kmax = g.diag ? ATTN_MIN((long)jb, (long)u0 + n - g.hid0) : jb;
+                    if (kmax <= 0) continue;
+                    gemm_blocks(n, t->nvd, (int)kmax, w->dpt + u0, 1, br, krows, ldkr,
+                                w->dq + (size_t)u0 * dp, dp, NULL, 1, AV_LEN);
+                }
+            }
+            for (int i = 0; i < ib; i++)
+                memcpy(dqb + (size_t)i * p->ldq, w->dq + (size_t)i * dp, sizeof(float) * D);
         }
-        for (int i = 0; i < ib; i++)
-            memcpy(dqb + (size_t)i * p->ldq, w->dq + (size_t)i * dp, sizeof(float) * D);
     }
 }
 
 void ATTN_FN(attn_attention_backward)(const attn_attention_params *p,
-                                      const float *q,   // (B, Tq, H, D) row stride ldq
-                                      const float *k,   // (B, Tk, H, D) row stride ldk
-                                      const float *v,   // (B, Tk, H, D) row stride ldv
-                                      const float *o,   // (B, Tq, H, D) row stride ldo
+                                      const float *q,   // (B, Tq, H, D) row stride ldq, batch sbq
+                                      const float *k,   // (B, Tk, H_kv, D) row stride ldk, batch sbk
+                                      const float *v,   // (B, Tk, H_kv, D) row stride ldv, batch sbv
+                                      const float *o,   // (B, Tq, H, D) row stride ldo, batch sbo
                                       const float *lse, // (B, H, Tq)
-                                      const float *do_, // (B, Tq, H, D) row stride ldo
-                                      float *dq,        // (B, Tq, H, D) row stride ldq
-                                      float *dk,        // (B, Tk, H, D) row stride ldk
-                                      float *dv) {      // (B, Tk, H, D) row stride ldv
+                                      const float *do_, // (B, Tq, H, D) row stride ldo, batch sbo
+                                      float *dq,        // (B, Tq, H, D) row stride ldq, batch sbq
+                                      float *dk,        // (B, Tk, H_kv, D) row stride ldk, batch sbk
+                                      float *dv) {      // (B, Tk, H_kv, D) row stride ldv, batch sbv
     if (p->D > ATTN_SIMD_DMAX) {
         attn_attention_backward_ref(p, q, k, v, o, lse, do_, dq, dk, dv);
         return;
     }
     const tiling t = make_tiling(p->D);
-    const long items = (long)p->B * p->H;
+    const geom G = make_geom(p);
+    const long items = (long)p->B * G.hkv;
 #pragma omp parallel if (items > 1)
     {
         bwd_tiles w;
 #pragma omp for schedule(dynamic, 1)
-        for (long bh = 0; bh < items; bh++)
-            bwd_head(p, &t, (int)(bh / p->H), (int)(bh % p->H), q, k, v, o, lse, do_, dq, dk,
-                     dv, &w);
+        for (long bg = 0; bg < items; bg++)
+            bwd_group(p, &t, &G, (int)(bg / G.hkv), (int)(bg % G.hkv), q, k, v, o, lse, do_, dq,
+                      dk, dv, &w);
     }
 }

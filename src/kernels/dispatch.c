@@ -255,6 +255,41 @@ attn_attention_params attn_attention_default_params(int B, int H, int Tq, int Tk
     return p;
 }
 
+/* Offsets handed to the kernels are ptrdiff_t counts of floats: every reachable offset must
+ * stay within this (in magnitude), so that neither the index arithmetic nor the addresses overflow. */
+#define ATTN_MAX_OFFSET ((size_t)PTRDIFF_MAX / sizeof(float))
+
+/* |x| as size_t, exact even for PTRDIFF_MIN. */
+static size_t stride_mag(ptrdiff_t x) { return x < 0 ? (size_t)0 - (size_t)x : (size_t)x; }
+
+/* Whether Σ (n_i − 1)·|s_i| + last, over the (n, s) pairs, stays within ATTN_MAX_OFFSET. */
+static bool offsets_fit(int count, const int *n, const ptrdiff_t *s, size_t last) {
+    size_t total = last;
+    for (int i = 0; i < count; i++) {
+        size_t t;
+        if (!attn_size_mul((size_t)(n[i] - 1), stride_mag(s[i]), &t) ||
+            !attn_size_add(total, t, &total))
+            return false;
+    }
+    return total <= ATTN_MAX_OFFSET;
+}
+
+/* A batch stride (0: packed, T·ld) of a (B, T, width) tensor with row stride ld: batches must not
+ * overlap (|sb| >= (T − 1)·ld + width, so that the backward's gradient rows of different batches
+ * never share an address) and every offset must fit. Either sign is allowed. */
+static attn_status check_batch_stride(const char *what, const char *name, ptrdiff_t sb, int B,
+                                      int T, int ld, int width) {
+    const ptrdiff_t eff = sb ? sb : (ptrdiff_t)T * ld;
+    const size_t span = (size_t)(T - 1) * (size_t)ld + (size_t)width; /* one batch's extent */
+    REQUIRE(sb == 0 || B == 1 || stride_mag(sb) >= span,
+            "%s: %s=%td overlaps the previous batch (|%s| must be 0 or >= (T-1)*ld+width=%zu)",
+            what, name, sb, name, span);
+    const int n[1] = {B};
+    const ptrdiff_t st[1] = {eff};
+    REQUIRE(offsets_fit(1, n, st, span), "%s: %s=%td: tensor offsets overflow", what, name, sb);
+    return ATTN_STATUS_OK;
+}
+
 static attn_status check_attention(const char *what, const attn_attention_params *p) {
     REQUIRE(p, "%s: NULL params", what);
     REQUIRE(p->B > 0 && p->H > 0 && p->Tq > 0 && p->Tk > 0 && p->D > 0,
@@ -263,20 +298,41 @@ static attn_status check_attention(const char *what, const attn_attention_params
     size_t hd;
     REQUIRE(attn_size_mul((size_t)p->H, (size_t)p->D, &hd) && hd <= INT32_MAX,
             "%s: H*D overflows (H=%d D=%d)", what, p->H, p->D);
-    REQUIRE(p->ldq >= (int)hd && p->ldk >= (int)hd && p->ldv >= (int)hd && p->ldo >= (int)hd,
-            "%s: row strides must be >= H*D=%zu (ldq=%d ldk=%d ldv=%d ldo=%d)", what, hd, p->ldq,
-            p->ldk, p->ldv, p->ldo);
+    REQUIRE(p->H_kv >= 0 && p->H_kv <= p->H && (p->H_kv == 0 || p->H % p->H_kv == 0),
+            "%s: H_kv=%d must be 0 (meaning H) or a divisor of H=%d", what, p->H_kv, p->H);
+    const size_t kvd = (size_t)(p->H_kv ? p->H_kv : p->H) * (size_t)p->D; /* <= hd */
+    REQUIRE(p->ldq >= (int)hd && p->ldo >= (int)hd,
+            "%s: row strides ldq, ldo must be >= H*D=%zu (ldq=%d ldo=%d)", what, hd, p->ldq,
+            p->ldo);
+    REQUIRE(p->ldk >= (int)kvd && p->ldv >= (int)kvd,
+            "%s: row strides ldk, ldv must be >= H_kv*D=%zu (ldk=%d ldv=%d)", what, kvd, p->ldk,
+            p->ldv);
     size_t n;
     REQUIRE(attn_size_mul((size_t)p->B * (size_t)ATTN_MAX(p->Tq, p->Tk),
                           (size_t)ATTN_MAX(ATTN_MAX(p->ldq, p->ldk), ATTN_MAX(p->ldv, p->ldo)),
                           &n) &&
                 n <= SIZE_MAX / sizeof(float),
             "%s: tensor size overflows", what);
+    attn_status s;
+    if ((s = check_batch_stride(what, "sbq", p->sbq, p->B, p->Tq, p->ldq, (int)hd)) ||
+        (s = check_batch_stride(what, "sbk", p->sbk, p->B, p->Tk, p->ldk, (int)kvd)) ||
+        (s = check_batch_stride(what, "sbv", p->sbv, p->B, p->Tk, p->ldv, (int)kvd)) ||
+        (s = check_batch_stride(what, "sbo", p->sbo, p->B, p->Tq, p->ldo, (int)hd)))
+        return s;
     REQUIRE(isfinite(p->scale), "%s: scale must be finite", what);
     if (p->kv_len)
         for (int b = 0; b < p->B; b++)
             REQUIRE(p->kv_len[b] >= 0 && p->kv_len[b] <= p->Tk,
                     "%s: kv_len[%d]=%d is outside [0, Tk=%d]", what, b, (int)p->kv_len[b], p->Tk);
+    if (p->bias) {
+        /* Strides of any sign (0 shares the bias; bias_sq = -1 reads a relative-position vector
+         * as a Toeplitz matrix); only the offsets' range can be checked. */
+        const int dims[3] = {p->B, p->H, p->Tq};
+        const ptrdiff_t st[3] = {p->bias_sb, p->bias_sh, p->bias_sq};
+        REQUIRE(offsets_fit(3, dims, st, (size_t)p->Tk),
+                "%s: bias strides overflow (bias_sb=%td bias_sh=%td bias_sq=%td)", what,
+                p->bias_sb, p->bias_sh, p->bias_sq);
+    }
     return ATTN_STATUS_OK;
 }
 
@@ -303,6 +359,13 @@ attn_status attn_attention_backward(const attn_attention_params *p, const float 
     attn_status s = check_attention("attention backward", p);
     if (s) return s;
     REQUIRE(q && k && v && o && lse && do_ && dq && dk && dv, "attention backward: NULL tensor");
+    REQUIRE(!p->dbias || p->bias, "attention backward: dbias is set but bias is NULL");
+    if (p->dbias) {
+        size_t n;
+        REQUIRE(attn_size_mul((size_t)p->B * (size_t)p->H, (size_t)p->Tq * (size_t)p->Tk, &n) &&
+                    n <= ATTN_MAX_OFFSET,
+                "attention backward: dbias (B, H, Tq, Tk) overflows");
+    }
     attn_kernels_current()->attention_backward(p, q, k, v, o, lse, do_, dq, dk, dv);
     return ATTN_STATUS_OK;
 }
