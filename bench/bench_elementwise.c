@@ -1,7 +1,7 @@
 /* bench_elementwise.c — throughput of the row-wise and elementwise kernels (softmax, layer norm,
- * GELU, ReLU, embedding, cross-entropy) on transformer-sized shapes; bench/torch_elementwise.py
- * runs the same cases in PyTorch and bench/compare.py prints the ratios
- * (sh bench/run.sh build elementwise).
+ * GELU, ReLU, embedding, cross-entropy; SiLU, RMSNorm, SwiGLU, RoPE) on transformer-sized
+ * shapes; bench/torch_elementwise.py runs the same cases in PyTorch and bench/compare.py prints
+ * the ratios (sh bench/run.sh build elementwise).
  *
  * Output: one JSON line per case, {"bench":"elementwise","case":"layernorm fwd 4096x768",
  * "metric":"GB/s","value":...}. GB/s is a nominal traffic count (each tensor the kernel must
@@ -50,6 +50,9 @@ typedef struct {
     int N, D, V;
     float *x, *y, *dy, *dx, *w, *b, *dw, *db, *mean, *rstd, *table;
     int32_t *ids;
+    float *gu, *dgu;         /* (N, 2D): GLU's fused gate/up product and its gradient */
+    float *cos_t, *sin_t;    /* (N, 32): RoPE tables (positions 0 .. N−1, head size 64) */
+    int32_t *pos;            /* (N) */
 } bufs;
 
 typedef void (*kernel)(bufs *u);
@@ -77,6 +80,32 @@ static void k_gelu_erf_bwd(bufs *u) {
 }
 static void k_relu_fwd(bufs *u) {
     ok(attn_act_forward(ATTN_ACT_RELU, (size_t)u->N * u->D, u->x, u->y));
+}
+static void k_silu_fwd(bufs *u) {
+    ok(attn_act_forward(ATTN_ACT_SILU, (size_t)u->N * u->D, u->x, u->y));
+}
+static void k_silu_bwd(bufs *u) {
+    ok(attn_act_backward(ATTN_ACT_SILU, (size_t)u->N * u->D, u->x, u->dy, u->dx));
+}
+static void k_rms_fwd(bufs *u) {
+    ok(attn_rmsnorm_forward(u->N, u->D, u->x, u->w, 1e-6f, u->y, u->rstd));
+}
+static void k_rms_bwd(bufs *u) {
+    ok(attn_rmsnorm_backward(u->N, u->D, u->x, u->w, u->rstd, u->dy, u->dx, u->dw));
+}
+/* SwiGLU over the two halves of one (N, 2D) product, as Llama's fused gate/up projection. */
+static void k_swiglu_fwd(bufs *u) {
+    ok(attn_glu_forward(ATTN_ACT_SILU, u->N, u->D, u->gu, 2 * u->D, u->gu + u->D, 2 * u->D, u->y,
+                        u->D));
+}
+static void k_swiglu_bwd(bufs *u) {
+    ok(attn_glu_backward(ATTN_ACT_SILU, u->N, u->D, u->gu, 2 * u->D, u->gu + u->D, 2 * u->D, u->dy,
+                         u->D, u->dgu, 2 * u->D, u->dgu + u->D, 2 * u->D));
+}
+/* RoPE in place on (N, D) rows of 32 heads of 64 (the half-split layout of transformers). */
+static void k_rope(bufs *u) {
+    ok(attn_rope_apply(ATTN_ROPE_HALF, u->N, u->D / 64, 64, 64, u->x, u->D, u->pos, u->N,
+                       u->cos_t, u->sin_t, false));
 }
 static void k_emb_fwd(bufs *u) {
     ok(attn_embedding_forward(u->N, u->V, u->D, u->ids, u->table, u->y));
@@ -109,6 +138,14 @@ static const struct {
     {"embedding fwd", 4096, 768, 50257, 2, k_emb_fwd},
     {"embedding bwd", 4096, 768, 50257, 3, k_emb_bwd},
     {"cross_entropy fwd+bwd", 512, 50257, 0, 2, k_ce},
+    /* the Llama family (TinyLlama's widths: hidden 2048, FFN 5632, 32 heads of 64) */
+    {"silu fwd", 2048, 5632, 0, 2, k_silu_fwd},
+    {"silu bwd", 2048, 5632, 0, 3, k_silu_bwd},
+    {"rmsnorm fwd", 4096, 2048, 0, 2, k_rms_fwd},
+    {"rmsnorm bwd", 4096, 2048, 0, 3, k_rms_bwd},
+    {"swiglu fwd", 2048, 5632, 0, 3, k_swiglu_fwd},
+    {"swiglu bwd", 2048, 5632, 0, 5, k_swiglu_bwd},
+    {"rope fwd", 4096, 2048, 0, 2, k_rope},
 };
 
 int main(void) {
@@ -136,6 +173,19 @@ int main(void) {
             u.ids[i] = (int32_t)((s >> 8) % (unsigned)classes);
         }
         if (CASES[c].fn == k_ln_bwd) k_ln_fwd(&u); /* a consistent mean and rstd */
+        if (CASES[c].fn == k_rms_bwd) k_rms_fwd(&u);
+        if (CASES[c].fn == k_swiglu_fwd || CASES[c].fn == k_swiglu_bwd) {
+            u.gu = rand_buf(2 * n, 13, 4), u.dgu = rand_buf(2 * n, 14, 1);
+        }
+        if (CASES[c].fn == k_rope) {
+            u.cos_t = rand_buf((size_t)u.N * 32, 15, 1);
+            u.sin_t = rand_buf((size_t)u.N * 32, 16, 1);
+            float inv[32];
+            for (int i = 0; i < 32; i++) inv[i] = powf(10000.0f, -(float)i / 32.0f);
+            ok(attn_rope_tables(u.N, 64, inv, u.cos_t, u.sin_t));
+            u.pos = attn_alloc(sizeof(int32_t) * (size_t)u.N);
+            for (int i = 0; i < u.N; i++) u.pos[i] = i;
+        }
         double bytes = CASES[c].tensors * (double)n * sizeof(float);
         double t0 = now();
         long calls = 0;
@@ -156,9 +206,11 @@ int main(void) {
                "\"value\":%.3f}\n",
                CASES[c].name, u.N, u.D, best);
         fflush(stdout);
-        float *all[] = {u.x, u.y, u.dy, u.dx, u.w, u.b, u.dw, u.db, u.mean, u.rstd, u.table};
+        float *all[] = {u.x,    u.y,    u.dy,    u.dx,  u.w,     u.b,    u.dw, u.db,
+                        u.mean, u.rstd, u.table, u.gu,  u.dgu, u.cos_t, u.sin_t};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) attn_free(all[i]);
         attn_free(u.ids);
+        attn_free(u.pos);
     }
     return 0;
 }

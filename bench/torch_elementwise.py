@@ -55,6 +55,41 @@ def make(name, N, D, V):
     if name == "embedding bwd":
         ids = torch.randint(0, V, (N,), generator=g)
         return lambda: torch.ops.aten.embedding_dense_backward(dy, ids, V, -1, False)
+    if name == "silu fwd":
+        return lambda: F.silu(x)
+    if name == "silu bwd":
+        return lambda: torch.ops.aten.silu_backward(dy, x)
+    if name in ("rmsnorm fwd", "rmsnorm bwd"):
+        # transformers' LlamaRMSNorm.forward in float32 (no fused RMSNorm operator in ATen here)
+        def rms(t, wt):
+            return wt * (t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6))
+        if name == "rmsnorm fwd":
+            return lambda: rms(x, w)
+        xg, wg = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+        with torch.enable_grad():
+            out = rms(xg, wg)
+        # the backward alone: autograd over the graph built once (no fused backward operator)
+        return lambda: torch.autograd.grad(out, (xg, wg), dy, retain_graph=True)
+    if name in ("swiglu fwd", "swiglu bwd"):
+        # Llama's MLP: act_fn(gate_proj(x)) * up_proj(x), the two halves of one (N, 2D) product
+        gu = (torch.rand(N, 2 * D, generator=g) * 2 - 1) * 4
+        gt, ut = gu[:, :D], gu[:, D:]
+        if name == "swiglu fwd":
+            return lambda: F.silu(gt) * ut
+        # what autograd computes for it: dg = silu'(g)·(dh·u), du = dh·silu(g)
+        return lambda: (torch.ops.aten.silu_backward(dy * ut, gt), dy * F.silu(gt))
+    if name == "rope fwd":
+        # transformers' apply_rotary_pos_emb on (N, 32 heads, 64), positions 0 .. N−1
+        H, Dh = D // 64, 64
+        q = x.view(N, H, Dh)
+        inv = 1.0 / (10000 ** (torch.arange(0, Dh, 2).float() / Dh))
+        fr = torch.arange(N).float()[:, None] * inv[None, :]
+        emb = torch.cat((fr, fr), -1)
+        cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]
+
+        def rotate_half(t):
+            return torch.cat((-t[..., Dh // 2:], t[..., :Dh // 2]), -1)
+        return lambda: q * cos + rotate_half(q) * sin
     if name == "cross_entropy fwd+bwd":
         xl = x.clone().requires_grad_(True)
         t = torch.randint(0, D, (N,), generator=g)
@@ -81,6 +116,13 @@ CASES = [
     ("embedding fwd", 4096, 768, 50257, 2),
     ("embedding bwd", 4096, 768, 50257, 3),
     ("cross_entropy fwd+bwd", 512, 50257, 0, 2),
+    ("silu fwd", 2048, 5632, 0, 2),
+    ("silu bwd", 2048, 5632, 0, 3),
+    ("rmsnorm fwd", 4096, 2048, 0, 2),
+    ("rmsnorm bwd", 4096, 2048, 0, 3),
+    ("swiglu fwd", 2048, 5632, 0, 3),
+    ("swiglu bwd", 2048, 5632, 0, 5),
+    ("rope fwd", 4096, 2048, 0, 2),
 ]
 
 

@@ -51,7 +51,8 @@ typedef enum {
     ATTN_ACT_NONE = 0,
     ATTN_ACT_RELU,
     ATTN_ACT_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) — GPT-2 */
-    ATTN_ACT_GELU_ERF   /* 0.5 x (1 + erf(x / sqrt(2)))                     — BERT  */
+    ATTN_ACT_GELU_ERF,  /* 0.5 x (1 + erf(x / sqrt(2)))                     — BERT  */
+    ATTN_ACT_SILU       /* x · sigmoid(x) = x / (1 + exp(−x)) — Llama's SwiGLU gate (nn.SiLU) */
 } attn_act;
 
 /* C = act(alpha · op(A) · op(B) + beta · C + bias)
@@ -153,17 +154,23 @@ attn_status attn_layernorm_backward(int N, int C, const float *x, const float *w
                                     const float *mean, const float *rstd, const float *dy,
                                     float *dx, float *dw, float *db);
 
-/* y (n) = act(x (n)). y may equal x. */
+/* y (n) = act(x (n)). y may equal x. SiLU at x = −inf is −0 and its derivative 0; at +inf they
+ * are +inf and 1 (PyTorch gives NaN for all four); finite inputs never give NaN or inf. */
 attn_status attn_act_forward(attn_act act, size_t n, const float *x, float *y);
-/* dx (n) = act'(x) ⊙ dy, with x the pre-activation input. dx may equal dy. */
+/* dx (n) = act'(x) ⊙ dy, with x the pre-activation input. dx may equal dy. ReLU's derivative at
+ * 0 is 0 (PyTorch's). */
 attn_status attn_act_backward(attn_act act, size_t n, const float *x, const float *dy, float *dx);
 
 /* RMSNorm over the last dimension, as transformers' LlamaRMSNorm in float32:
  *   rstd = 1 / sqrt(mean(x²) + eps);  y (N, C) = (x · rstd) · w
- * rstd (N) saved for backward (or NULL); w (C) may be NULL (1). y may equal x. */
+ * rstd (N) saved for backward (or NULL); w (C) may be NULL (1). y may equal x. eps finite, >= 0.
+ * The SIMD backends sum x² in float (in blocks, the block sums in double; rstd within ~1e-7 of
+ * float64), so, as PyTorch's float32, a row with |x| beyond ~1e19 overflows to rstd = 0. */
 attn_status attn_rmsnorm_forward(int N, int C, const float *x, const float *w, float eps,
                                  float *y, float *rstd);
-/* dx (N, C) is overwritten (it may equal dy); dw (C) is accumulated into (may be NULL). */
+/* dx = rstd · (g − x · rstd² · mean(g · x)), g = dy ⊙ w; dx (N, C) is overwritten (it may equal
+ * dy); dw (C) += Σ_rows dy ⊙ x · rstd is accumulated into (may be NULL, and is computed also when
+ * w is NULL). rstd (N) is the forward's. */
 attn_status attn_rmsnorm_backward(int N, int C, const float *x, const float *w, const float *rstd,
                                   const float *dy, float *dx, float *dw);
 
@@ -176,7 +183,9 @@ attn_status attn_rmsnorm_backward(int N, int C, const float *x, const float *w, 
  *   ATTN_ROPE_HALF:        pairs (i, i + R/2) — rotate_half, transformers' Llama/Qwen/Mistral
  *   ATTN_ROPE_INTERLEAVED: pairs (2i, 2i + 1) — GPT-J, Meta's original Llama, GGUF
  *   (x_a, x_b) -> (x_a·cos − x_b·sin, x_b·cos + x_a·sin); inverse = true turns by −angle, which
- *   is the backward (the rotation is orthogonal: dx = R(−θ) dy). */
+ *   is the backward (the rotation is orthogonal: dx = R(−θ) dy).
+ * Needs N >= 0, H, D > 0, ld >= H·D, P > 0; every pos[n] is checked (ATTN_STATUS_INVALID_ARGUMENT
+ * naming the row otherwise, x untouched). Only the rotated dimensions are written. */
 typedef enum {
     ATTN_ROPE_HALF = 0,
     ATTN_ROPE_INTERLEAVED
@@ -186,16 +195,21 @@ attn_status attn_rope_apply(attn_rope_mode mode, int N, int H, int D, int R, flo
                             bool inverse);
 /* The tables of attn_rope_apply for positions 0 .. P−1: cos_t, sin_t (P, R/2) from
  * inv_freq (R/2), each angle (float)p · inv_freq[i] rounded to float first (as transformers
- * computes it in float32), then its cosine and sine. */
+ * computes it in float32), then its cosine and sine in double, rounded to float (so within half
+ * an ulp of the exact cos/sin of that float angle; transformers' float32 ones are within 1 ulp).
+ * R even, >= 2; P >= 0. The same tables on every backend. */
 attn_status attn_rope_tables(int P, int R, const float *inv_freq, float *cos_t, float *sin_t);
 
-/* Gated linear unit (SwiGLU with SiLU, GeGLU with GELU): h (N, F) = act(g) ⊙ u, with g, u, h
- * (N, F) at row strides ldg, ldu, ldh (so g and u may be the two halves of one (N, 2F) product).
- * h may equal g or u. */
+/* Gated linear unit (SwiGLU with SiLU, GeGLU with GELU, bilinear with NONE): h (N, F) =
+ * act(g) ⊙ u, with g, u, h (N, F) at row strides ldg, ldu, ldh >= F (so g and u may be the two
+ * halves of one (N, 2F) product: u = g + F, ldg = ldu = 2F). h may equal g or u with the same row
+ * stride (element for element; any other overlap is not allowed). */
 attn_status attn_glu_forward(attn_act act, int N, int F, const float *g, int ldg, const float *u,
                              int ldu, float *h, int ldh);
 /* dg = dh ⊙ u ⊙ act'(g) and du = dh ⊙ act(g), both (N, F) at strides lddg, lddu, overwritten;
- * dg may equal g and du may equal u (in place), dh may equal either output. */
+ * dg may equal g and du may equal u (in place), dh may equal either output — each with the same
+ * row stride as what it equals (element for element); dg and du must differ. act' as in
+ * attn_act_backward (ReLU's 0 at 0). */
 attn_status attn_glu_backward(attn_act act, int N, int F, const float *g, int ldg, const float *u,
                               int ldu, const float *dh, int ldh, float *dg, int lddg, float *du,
                               int lddu);

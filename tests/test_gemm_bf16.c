@@ -49,6 +49,7 @@ static float act_oracle(float x, attn_act act) {
     case ATTN_ACT_GELU_TANH:
         return (float)(0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))));
     case ATTN_ACT_GELU_ERF: return (float)(0.5 * x * (1 + erf(x * 0.70710678118654752)));
+    case ATTN_ACT_SILU: return (float)(x / (1 + exp(-(double)x)));
     case ATTN_ACT_NONE: break;
     }
     return x;

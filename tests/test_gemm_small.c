@@ -79,6 +79,7 @@ static double act64(attn_act act, double x) {
     case ATTN_ACT_GELU_TANH:
         return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
     case ATTN_ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case ATTN_ACT_SILU: return x / (1.0 + exp(-x));
     case ATTN_ACT_NONE: break;
     }
     return x;

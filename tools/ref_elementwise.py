@@ -1,5 +1,7 @@
-"""PyTorch references for tests/test_elementwise.c: softmax, layer norm, activations, embedding and
-cross-entropy, forward and backward.
+"""PyTorch references for tests/test_elementwise.c: softmax, layer norm, activations, embedding,
+cross-entropy, and the Llama family's SiLU, RMSNorm (transformers' LlamaRMSNorm), rotary embeddings
+(transformers' rotary modules and apply_rotary_pos_emb) and gated linear units, forward and
+backward.
 
     .venv/bin/python tools/ref_elementwise.py OUTDIR   ->  OUTDIR/elementwise.safetensors
 
@@ -168,6 +170,163 @@ t = tg(6, 333)
 t[0] = -100
 ce_case(7, rng.randn(6, 333), t, -100, 1.0)  # full smoothing
 ce_case(8, rng.randn(64, 128) * 2, tg(64, 128), -100, 0.05)
+
+# ---- the Llama-family kernels: SiLU, RMSNorm, RoPE, gated linear units ------------------------
+# Their own generator, so that the cases above keep their random draws.
+rng2 = np.random.RandomState(4321)
+TAILS = [0.0, -0.0, 1e-30, -1e-30, 1e-4, -1e-4, 9.0, -9.0, 30.0, -30.0, 100.0, -100.0,
+         -88.0, -90.0, -1.2784645]  # -88/-90: exp(-x) overflows float; -1.278: silu'(x) = 0
+
+for k, n in enumerate([1, 7, 17, 100, 1000, 50257]):
+    x = rng2.randn(n) * 4
+    if n >= 100:
+        x[:len(TAILS)] = TAILS
+    x = f32(x)
+    dy = f32(rng2.randn(n))
+    xt = leaf(x)
+    y = F.silu(xt)
+    (y * torch.tensor(dy, dtype=torch.float64)).sum().backward()
+    put(f"silu.{k}", x=x, dy=dy, y=y, dx=xt.grad)
+
+
+# RMSNorm. transformers' LlamaRMSNorm casts its input to float32 inside forward, so the float64
+# expected values come from its formula written out here (variance = mean(x²), x·rsqrt(var + eps),
+# then · weight); the module itself runs in float32 on the same inputs, its output is checked
+# against the float64 one here (the formula is the module's) and stored as y_hf for the C test.
+from transformers.models.llama.modeling_llama import LlamaRMSNorm  # noqa: E402
+
+
+def rmsnorm_case(k, x, affine, eps):
+    x = f32(x)
+    N, C = x.shape
+    w = f32(1 + 0.5 * rng2.randn(C)) if affine else np.ones(C, dtype=np.float32)
+    dy = f32(rng2.randn(N, C))
+    xt, wt = leaf(x), leaf(w)
+    var = xt.pow(2).mean(-1, keepdim=True)
+    y = wt * (xt * torch.rsqrt(var + eps))
+    (y * torch.tensor(dy, dtype=torch.float64)).sum().backward()
+    rstd = torch.rsqrt(var.detach() + eps).reshape(N)
+    mod = LlamaRMSNorm(C, eps=eps)
+    with torch.no_grad():
+        mod.weight.copy_(torch.from_numpy(w))
+        y_hf = mod(torch.from_numpy(x)).double()
+    scale = max(float(y.detach().abs().max()), 1e-30)
+    err = float((y_hf - y.detach()).abs().max()) / scale
+    assert err < 1e-5, f"rmsnorm.{k}: LlamaRMSNorm (float32) differs from the formula by {err}"
+    put(f"rmsnorm.{k}", x=x, w=w, dy=dy, y=y, y_hf=y_hf, rstd=rstd, dx=xt.grad,
+        dw=wt.grad)
+    META[f"rmsnorm.{k}.affine"] = "1" if affine else "0"
+    META[f"rmsnorm.{k}.eps"] = repr(eps)
+
+
+zero = rng2.randn(3, 33)
+zero[1, :] = 0  # mean(x²) = 0: rstd = 1/sqrt(eps), y = 0
+rmcases = [(rng2.randn(1, 1), True, 1e-6), (rng2.randn(3, 7), True, 1e-5),
+           (rng2.randn(5, 17) * 4, True, 1e-6), (rng2.randn(4, 100), False, 1e-6),
+           (rng2.randn(8, 1000) + 2, True, 1e-5), (rng2.randn(2, 50257), True, 1e-6),
+           (rng2.randn(4, 4096), True, 1e-5),       # Llama-7B width
+           (rng2.randn(6, 64) * 1e-3, True, 1e-6),  # eps matters
+           (zero, True, 1e-6), (rng2.randn(3, 200) * 1e4, True, 1e-6)]
+for k, (x, aff, eps) in enumerate(rmcases):
+    rmsnorm_case(k, x, aff, eps)
+
+
+# Rotary embeddings. HALF: transformers' own rotary modules and apply_rotary_pos_emb (Llama, full
+# rotary; GPT-NeoX and Phi, partial rotary, which slice the first R dims); INTERLEAVED: Meta's
+# original complex-number form (view_as_complex · polar), written here in complex128.
+# Stored per case: x (N, ld) the rows (heads at h·D, padding after H·D), pos (N), inv_freq (R/2),
+# the module's float32 tables cos_hf, sin_hf (P, R/2) (also what the C apply uses, so the apply is
+# judged on its own), cos, sin (P, R/2) = cos/sin of the same float32 angles in float64, y (N, ld)
+# the rotated rows and dx (N, ld) = d/dx sum(dy · y) for dy (N, ld) (autograd through the
+# transformers function), with the padding passed through.
+from transformers import GPTNeoXConfig, LlamaConfig, PhiConfig  # noqa: E402
+from transformers.models.gpt_neox import modeling_gpt_neox as neox  # noqa: E402
+from transformers.models.llama import modeling_llama as llama  # noqa: E402
+from transformers.models.phi import modeling_phi as phi  # noqa: E402
+
+
+def rope_case(k, family, N, H, D, P, pad, factor=1.0, theta=10000.0, mode="half"):
+    if family == "llama":
+        cfg = LlamaConfig(hidden_size=H * D, num_attention_heads=H, head_dim=D, rope_theta=theta,
+                          max_position_embeddings=P)
+        rot, apply = llama.LlamaRotaryEmbedding(cfg), llama.apply_rotary_pos_emb
+    elif family == "neox":
+        cfg = GPTNeoXConfig(hidden_size=H * D, num_attention_heads=H, rotary_pct=factor,
+                            rotary_emb_base=theta, max_position_embeddings=P)
+        rot, apply = neox.GPTNeoXRotaryEmbedding(cfg), neox.apply_rotary_pos_emb
+    else:
+        cfg = PhiConfig(hidden_size=H * D, num_attention_heads=H, partial_rotary_factor=factor,
+                        rope_theta=theta, max_position_embeddings=P)
+        rot, apply = phi.PhiRotaryEmbedding(cfg), phi.apply_rotary_pos_emb
+    inv_freq = rot.inv_freq.float()
+    R = 2 * inv_freq.numel()
+    dummy = torch.zeros(1, dtype=torch.float32)
+    cos_full, sin_full = rot(dummy, torch.arange(P)[None])  # (1, P, R), float32
+    assert cos_full.dtype == torch.float32 and cos_full.shape == (1, P, R)
+    cos_hf, sin_hf = cos_full[0, :, :R // 2].numpy(), sin_full[0, :, :R // 2].numpy()
+    # the same float32 angles, their cos/sin in float64 (what attn_rope_tables rounds)
+    ang = (torch.arange(P, dtype=torch.float32)[:, None] * inv_freq[None, :]).double()
+    ld = H * D + pad
+    x = f32(rng2.randn(N, ld))
+    dy = f32(rng2.randn(N, ld))
+    pos = rng2.randint(0, P, size=N).astype(np.int32)
+    pos[0] = P - 1  # the last table row
+    xt = leaf(x)
+    q = xt[:, :H * D].reshape(1, N, H, D).transpose(1, 2)  # (B=1, H, T=N, D)
+    c64 = torch.from_numpy(cos_hf).double()[pos]  # (N, R/2)
+    s64 = torch.from_numpy(sin_hf).double()[pos]
+    if mode == "half":
+        cos_in = torch.cat([c64, c64], -1)[None]  # (1, N, R): transformers' cat(freqs, freqs)
+        sin_in = torch.cat([s64, s64], -1)[None]
+        if family == "phi":  # PhiAttention slices the rotary part itself, then concatenates
+            qr, _ = apply(q[..., :R], q[..., :R], cos_in, sin_in)
+            qr = torch.cat([qr, q[..., R:]], -1)
+        else:  # Llama: R == D; GPT-NeoX's apply_rotary_pos_emb slices and concatenates
+            qr, _ = apply(q, q, cos_in, sin_in)
+    else:
+        qc = torch.view_as_complex(q[..., :R].reshape(1, H, N, R // 2, 2).contiguous())
+        qr = torch.view_as_real(qc * torch.complex(c64, s64)[None, None]).reshape(1, H, N, R)
+        qr = torch.cat([qr, q[..., R:]], -1)
+    y = torch.cat([qr.transpose(1, 2).reshape(N, H * D), xt[:, H * D:]], -1)
+    (y * torch.tensor(dy, dtype=torch.float64)).sum().backward()
+    put(f"rope.{k}", x=x, dy=dy, pos=pos, inv_freq=inv_freq, cos_hf=cos_hf, sin_hf=sin_hf,
+        cos=torch.cos(ang), sin=torch.sin(ang), y=y, dx=xt.grad)
+    # "H D R P ld mode family", mode 0 = ATTN_ROPE_HALF, 1 = ATTN_ROPE_INTERLEAVED
+    META[f"rope.{k}.dims"] = f"{H} {D} {R} {P} {ld} {0 if mode == 'half' else 1} {family}"
+
+
+rope_case(0, "llama", 1, 1, 2, 1, 0)
+rope_case(1, "llama", 7, 4, 64, 128, 0)                      # Llama-sized heads
+rope_case(2, "llama", 33, 2, 128, 4096, 5, theta=500000.0)   # Llama-3 theta, far positions
+rope_case(3, "neox", 9, 4, 64, 256, 3, factor=0.25)          # GPT-NeoX / Pythia: R = 16
+rope_case(4, "phi", 6, 3, 80, 2048, 0, factor=0.4)           # Phi-2: R = 32 of 80
+rope_case(5, "neox", 5, 2, 24, 50, 2 * 2 * 24, factor=0.5)   # R = 12 (odd R/2), fused QKV stride
+rope_case(6, "llama", 11, 3, 6, 40, 1)                       # R/2 = 3: vector tails only
+rope_case(7, "llama", 7, 4, 64, 128, 0, mode="interleaved")
+rope_case(8, "neox", 9, 4, 64, 256, 3, factor=0.25, mode="interleaved")
+rope_case(9, "phi", 6, 3, 80, 2048, 7, factor=0.4, mode="interleaved")
+rope_case(10, "llama", 11, 3, 6, 40, 1, mode="interleaved")
+rope_case(11, "llama", 3, 2, 2, 9, 0, mode="interleaved")
+
+
+# Gated linear units: g and u are the two halves of one (N, 2F) product gu, as a fused gate/up
+# projection gives them; h = act(g) ⊙ u and the gradients of sum(dh · h) w.r.t. gu (dg, du in the
+# same halves), all in float64 through torch's own activations.
+GLU_ACTS = {"none": (0, lambda t: t), "relu": (1, F.relu),
+            "gelu_tanh": (2, lambda t: F.gelu(t, approximate="tanh")), "gelu_erf": (3, F.gelu),
+            "silu": (4, F.silu)}
+for name, (code, fn) in GLU_ACTS.items():
+    for k, (N, Fd) in enumerate([(1, 1), (3, 7), (5, 17), (4, 100), (16, 688), (3, 2752)]):
+        gu = rng2.randn(N, 2 * Fd) * 3
+        if N * Fd >= 100:
+            gu[0, :len(TAILS)] = TAILS  # in the gate half
+        gu = f32(gu)
+        dh = f32(rng2.randn(N, Fd))
+        gt = leaf(gu)
+        h = fn(gt[:, :Fd]) * gt[:, Fd:]
+        (h * torch.tensor(dh, dtype=torch.float64)).sum().backward()
+        put(f"glu_{name}.{k}", gu=gu, dh=dh, h=h, dgu=gt.grad)
+        META[f"glu_{name}.{k}.act"] = str(code)
 
 out = sys.argv[1] if len(sys.argv) > 1 else "build/ref"
 os.makedirs(out, exist_ok=True)

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfile  # noqa: E402
 
-ACTS = {"none": 0, "relu": 1, "gelu_tanh": 2, "gelu_erf": 3}
+ACTS = {"none": 0, "relu": 1, "gelu_tanh": 2, "gelu_erf": 3, "silu": 4}
 
 # (M, N, K, trans_a, trans_b, alpha, beta, bias, act, ld_pad)
 CASES = [
@@ -39,6 +39,10 @@ CASES = [
     (16, 1024, 0, False, False, 1.0, 1.0, True, "gelu_tanh", 0),
     (16, 1024, 0, False, False, 1.0, 1.0, True, "gelu_erf", 0),
     (16, 1024, 0, False, False, 1.0, 1.0, True, "relu", 0),
+    # SiLU (Llama's gate projection): a blocked product, a small-M one, and the sweep.
+    (257, 100, 129, False, True, 1.0, 0.0, True, "silu", 2),
+    (5, 300, 64, True, False, 1.0, 0.5, True, "silu", 1),
+    (16, 1024, 0, False, False, 1.0, 1.0, True, "silu", 0),
 ]
 
 
@@ -49,6 +53,8 @@ def act_f64(y, act):
         return F.gelu(y, approximate="tanh")
     if act == "gelu_erf":
         return F.gelu(y)
+    if act == "silu":
+        return F.silu(y)
     return y
 
 

@@ -15,6 +15,11 @@
         attn_layernorm_backward_##sfx,                                                           \
         attn_act_forward_##sfx,                                                                  \
         attn_act_backward_##sfx,                                                                 \
+        attn_rmsnorm_forward_##sfx,                                                              \
+        attn_rmsnorm_backward_##sfx,                                                             \
+        attn_rope_apply_##sfx,                                                                   \
+        attn_glu_forward_##sfx,                                                                  \
+        attn_glu_backward_##sfx,                                                                 \
         attn_embedding_forward_##sfx,                                                            \
         attn_embedding_backward_##sfx,                                                           \
         attn_cross_entropy_##sfx,                                                                \
@@ -113,7 +118,7 @@ attn_backend attn_get_backend(void) { return attn_kernels_current()->id; }
         if (!(cond)) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, __VA_ARGS__);                \
     } while (0)
 
-static bool valid_act(attn_act a) { return a >= ATTN_ACT_NONE && a <= ATTN_ACT_GELU_ERF; }
+static bool valid_act(attn_act a) { return a >= ATTN_ACT_NONE && a <= ATTN_ACT_SILU; }
 
 attn_status attn_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
@@ -189,6 +194,94 @@ attn_status attn_act_backward(attn_act act, size_t n, const float *x, const floa
     REQUIRE(valid_act(act), "activation backward: unknown activation %d", (int)act);
     REQUIRE(n == 0 || (x && dy && dx), "activation backward: NULL tensor");
     if (n) attn_kernels_current()->act_backward(act, n, x, dy, dx);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_rmsnorm_forward(int N, int C, const float *x, const float *w, float eps,
+                                 float *y, float *rstd) {
+    REQUIRE(N >= 0 && C > 0, "rmsnorm: need N >= 0 and C > 0 (N=%d C=%d)", N, C);
+    REQUIRE(eps >= 0 && isfinite(eps), "rmsnorm: eps must be finite and >= 0");
+    REQUIRE(N == 0 || (x && y), "rmsnorm: NULL tensor");
+    if (N) attn_kernels_current()->rmsnorm_forward(N, C, x, w, eps, y, rstd);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_rmsnorm_backward(int N, int C, const float *x, const float *w, const float *rstd,
+                                  const float *dy, float *dx, float *dw) {
+    REQUIRE(N >= 0 && C > 0, "rmsnorm backward: need N >= 0 and C > 0 (N=%d C=%d)", N, C);
+    REQUIRE(N == 0 || (x && rstd && dy && dx), "rmsnorm backward: NULL tensor");
+    if (N) attn_kernels_current()->rmsnorm_backward(N, C, x, w, rstd, dy, dx, dw);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_rope_apply(attn_rope_mode mode, int N, int H, int D, int R, float *x, int ld,
+                            const int32_t *pos, int P, const float *cos_t, const float *sin_t,
+                            bool inverse) {
+    REQUIRE(mode == ATTN_ROPE_HALF || mode == ATTN_ROPE_INTERLEAVED, "rope: unknown mode %d",
+            (int)mode);
+    REQUIRE(N >= 0 && H > 0 && D > 0, "rope: need N >= 0, H > 0 and D > 0 (N=%d H=%d D=%d)", N, H,
+            D);
+    REQUIRE(R >= 2 && R <= D && R % 2 == 0,
+            "rope: the rotary width R=%d must be even and in [2, D=%d]", R, D);
+    REQUIRE((long long)H * D <= INT32_MAX, "rope: H*D overflows (H=%d D=%d)", H, D);
+    REQUIRE(ld >= H * D, "rope: row stride ld=%d < H*D=%d", ld, H * D);
+    REQUIRE(P > 0, "rope: need P > 0 table positions (P=%d)", P);
+    if (N == 0) return ATTN_STATUS_OK;
+    REQUIRE(x && pos && cos_t && sin_t, "rope: NULL tensor");
+    for (int n = 0; n < N; n++)
+        REQUIRE(pos[n] >= 0 && pos[n] < P, "rope: position %d of row %d is outside [0, P=%d)",
+                (int)pos[n], n, P);
+    attn_kernels_current()->rope_apply(mode, N, H, D, R, x, ld, pos, cos_t, sin_t, inverse);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_rope_tables(int P, int R, const float *inv_freq, float *cos_t, float *sin_t) {
+    REQUIRE(P >= 0, "rope tables: need P >= 0 (P=%d)", P);
+    REQUIRE(R >= 2 && R % 2 == 0, "rope tables: the rotary width R=%d must be even and >= 2", R);
+    REQUIRE((size_t)P * (size_t)(R / 2) <= SIZE_MAX / sizeof(float),
+            "rope tables: P*R/2 overflows (P=%d R=%d)", P, R);
+    if (P == 0) return ATTN_STATUS_OK;
+    REQUIRE(inv_freq && cos_t && sin_t, "rope tables: NULL tensor");
+    attn_rope_tables_impl(P, R, inv_freq, cos_t, sin_t);
+    return ATTN_STATUS_OK;
+}
+
+/* An output may share memory with an input only element for element: the same pointer with the
+ * same row stride (the kernels read every input of a vector before writing its outputs). */
+static bool same_or_apart(const void *out, int ld_out, const void *in, int ld_in) {
+    return out != in || ld_out == ld_in;
+}
+
+attn_status attn_glu_forward(attn_act act, int N, int F, const float *g, int ldg, const float *u,
+                             int ldu, float *h, int ldh) {
+    REQUIRE(valid_act(act), "glu: unknown activation %d", (int)act);
+    REQUIRE(N >= 0 && F > 0, "glu: need N >= 0 and F > 0 (N=%d F=%d)", N, F);
+    REQUIRE(ldg >= F && ldu >= F && ldh >= F,
+            "glu: row strides must be >= F=%d (ldg=%d ldu=%d ldh=%d)", F, ldg, ldu, ldh);
+    if (N == 0) return ATTN_STATUS_OK;
+    REQUIRE(g && u && h, "glu: NULL tensor");
+    REQUIRE(same_or_apart(h, ldh, g, ldg) && same_or_apart(h, ldh, u, ldu),
+            "glu: h may equal g or u only with the same row stride");
+    attn_kernels_current()->glu_forward(act, N, F, g, ldg, u, ldu, h, ldh);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_glu_backward(attn_act act, int N, int F, const float *g, int ldg, const float *u,
+                              int ldu, const float *dh, int ldh, float *dg, int lddg, float *du,
+                              int lddu) {
+    REQUIRE(valid_act(act), "glu backward: unknown activation %d", (int)act);
+    REQUIRE(N >= 0 && F > 0, "glu backward: need N >= 0 and F > 0 (N=%d F=%d)", N, F);
+    REQUIRE(ldg >= F && ldu >= F && ldh >= F && lddg >= F && lddu >= F,
+            "glu backward: row strides must be >= F=%d (ldg=%d ldu=%d ldh=%d lddg=%d lddu=%d)", F,
+            ldg, ldu, ldh, lddg, lddu);
+    if (N == 0) return ATTN_STATUS_OK;
+    REQUIRE(g && u && dh && dg && du, "glu backward: NULL tensor");
+    REQUIRE(dg != du, "glu backward: dg and du must be different tensors");
+    REQUIRE(same_or_apart(dg, lddg, g, ldg) && same_or_apart(dg, lddg, u, ldu) &&
+                same_or_apart(dg, lddg, dh, ldh) && same_or_apart(du, lddu, g, ldg) &&
+                same_or_apart(du, lddu, u, ldu) && same_or_apart(du, lddu, dh, ldh),
+            "glu backward: an output may equal an input only with the same row stride");
+    attn_kernels_current()->glu_backward(act, N, F, g, ldg, u, ldu, dh, ldh, dg, lddg, du, lddu);
     return ATTN_STATUS_OK;
 }
 

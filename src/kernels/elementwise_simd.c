@@ -1,12 +1,13 @@
 /* elementwise_simd.c — AVX-512 / AVX2 paths of the row-wise and elementwise kernels (softmax,
- * layer norm, activations, embedding, cross-entropy), forward and backward.
+ * layer norm, RMSNorm, activations, gated linear units, rotary embeddings, embedding,
+ * cross-entropy), forward and backward.
  *
  * Compiled twice by the Makefile (ATTN_ISA=512 and ATTN_ISA=2); vmath_ew.h maps the vector type
  * vf onto __m512 or __m256, so each kernel is written once. Loop tails use masked loads/stores, so
  * every row length works without a scalar epilogue. OpenMP splits rows across threads once a call
  * has at least PAR_MIN_WORK elements (below that the fork/join costs more than it saves); sums
- * over rows (layer norm's dw/db, embedding's dtable) use per-thread partials or a column split,
- * never atomics. Semantics are those of elementwise_ref.c. */
+ * over rows (layer norm's dw/db, RMSNorm's dw, embedding's dtable) use per-thread partials or a
+ * column split, never atomics. Semantics are those of elementwise_ref.c. */
 #include "kernels-impl.h"
 #include "vmath_ew.h"
 
@@ -344,20 +345,6 @@ void ATTN_FN(attn_layernorm_backward)(int N, int C, const float *x, // (N, C)
 #define GELU_C 0.044715f
 #define INV_SQRT_2PI 0.39894228040143267794f
 
-/* exp(x) for x <= 0 (NaN passes): av_exp's reduction and polynomial, with 2^n applied by one
- * vscalef on AVX-512 instead of building two powers of two and multiplying twice (the upper
- * clamp is not needed either). Both round only once, into the subnormals where they must, so the
- * values are av_exp's bit for bit (checked over the whole GELU input range). About 8 of its ~22
- * vector operations fewer; the tanh-GELU kernels ran ~15-25% faster with it on Zen 4. */
-static inline vf exp_nonpos(vf x) {
-#if ATTN_ISA == 512
-    vf n, p = av_exp_reduce(v_max(v_set(-104.0f), x), &n);
-    return _mm512_scalef_ps(p, n);
-#else
-    return v_exp(x);
-#endif
-}
-
 /* GELU, tanh form, written through e = exp(-2|u|) (u = sqrt(2/pi)(x + 0.044715 x^3)) instead of
  * tanh itself: with s = 1/(1+e),
  *   0.5 (1 + tanh u) = s (u >= 0) or e s (u < 0),   1 - tanh^2 u = 4 e s^2,
@@ -367,7 +354,7 @@ static inline vf gelu_tanh_parts(vf x, vf *e_out, vf *s_out) {
     vf x2 = v_mul(x, x);
     /* -2|u| = (-2 sqrt(2/pi)) |x| (1 + 0.044715 x^2) */
     vf a = v_mul(v_abs(x), v_set(-2.0f * SQRT_2_OVER_PI));
-    vf e = exp_nonpos(v_mul(a, v_fma(x2, v_set(GELU_C), v_set(1.0f))));
+    vf e = av_exp_nonpos(v_mul(a, v_fma(x2, v_set(GELU_C), v_set(1.0f))));
     vf s = v_div(v_set(1.0f), v_add(v_set(1.0f), e));
     *e_out = e;
     *s_out = s;
@@ -377,28 +364,64 @@ static inline vf gelu_tanh_fwd(vf x) {
     vf e, s;
     return v_mul(x, gelu_tanh_parts(x, &e, &s));
 }
-static inline vf gelu_tanh_bwd(vf x, vf dy) {
+/* The derivative into *d and the value returned (GLU's backward needs both; the plain backward
+ * ignores the value, which the compiler then drops). */
+static inline vf gelu_tanh_both(vf x, vf *d) {
     vf e, s;
     vf q = gelu_tanh_parts(x, &e, &s);
     vf x2 = v_mul(x, x);
     /* 0.5 x (1 - t^2) u'(x) = 2 x e s^2 sqrt(2/pi) (1 + 3 0.044715 x^2) */
     vf du = v_mul(v_set(2.0f * SQRT_2_OVER_PI), v_fma(x2, v_set(3.0f * GELU_C), v_set(1.0f)));
-    vf d = v_fma(v_mul(v_mul(x, e), v_mul(s, s)), du, q);
-    return v_mul(d, dy);
+    *d = v_fma(v_mul(v_mul(x, e), v_mul(s, s)), du, q);
+    return v_mul(x, q);
 }
 static inline vf gelu_erf_fwd(vf x) {
     vf e;
     return v_mul(x, v_normcdf(x, &e));
 }
-static inline vf gelu_erf_bwd(vf x, vf dy) {
+static inline vf gelu_erf_both(vf x, vf *d) {
     vf e;
     vf cdf = v_normcdf(x, &e); /* e = exp(-x^2/2) */
-    return v_mul(v_fma(v_mul(x, e), v_set(INV_SQRT_2PI), cdf), dy);
+    *d = v_fma(v_mul(x, e), v_set(INV_SQRT_2PI), cdf);
+    return v_mul(x, cdf);
 }
 /* max(0, x) with NaN kept (v_max returns its second operand on NaN), as torch.relu. */
 static inline vf relu_fwd(vf x) { return v_max(v_zero(), x); }
 /* PyTorch's threshold_backward: gradient 0 where x <= 0. */
+static inline vf relu_both(vf x, vf *d) {
+    *d = v_sel(v_gt(x, v_zero()), v_set(1.0f), v_zero());
+    return relu_fwd(x);
+}
+/* SiLU: vmath.h's av_silu / av_silu_grad (shared with the GEMM epilogue). */
+static inline vf silu_fwd(vf x) { return av_silu(x); }
+static inline vf silu_both(vf x, vf *d) {
+    vf y;
+    *d = av_silu_grad(x, &y);
+    return y;
+}
+/* The identity (GLU without an activation: the bilinear unit). */
+static inline vf none_fwd(vf x) { return x; }
+static inline vf none_both(vf x, vf *d) {
+    *d = v_set(1.0f);
+    return x;
+}
+
+static inline vf gelu_tanh_bwd(vf x, vf dy) {
+    vf d;
+    (void)gelu_tanh_both(x, &d);
+    return v_mul(d, dy);
+}
+static inline vf gelu_erf_bwd(vf x, vf dy) {
+    vf d;
+    (void)gelu_erf_both(x, &d);
+    return v_mul(d, dy);
+}
 static inline vf relu_bwd(vf x, vf dy) { return v_sel(v_gt(x, v_zero()), dy, v_zero()); }
+static inline vf silu_bwd(vf x, vf dy) {
+    vf d;
+    (void)silu_both(x, &d);
+    return v_mul(d, dy);
+}
 
 /* Elements per parallel chunk: large enough to amortise scheduling, a multiple of VL so only the
  * very last chunk has a tail. */
@@ -439,6 +462,7 @@ void ATTN_FN(attn_act_forward)(attn_act act, size_t n, const float *x, float *y)
         case ATTN_ACT_RELU: MAP1(relu_fwd); break;
         case ATTN_ACT_GELU_TANH: MAP1(gelu_tanh_fwd); break;
         case ATTN_ACT_GELU_ERF: MAP1(gelu_erf_fwd); break;
+        case ATTN_ACT_SILU: MAP1(silu_fwd); break;
         default: break;
         }
     }
@@ -459,7 +483,299 @@ void ATTN_FN(attn_act_backward)(attn_act act, size_t n, const float *x, const fl
         case ATTN_ACT_RELU: MAP2(relu_bwd); break;
         case ATTN_ACT_GELU_TANH: MAP2(gelu_tanh_bwd); break;
         case ATTN_ACT_GELU_ERF: MAP2(gelu_erf_bwd); break;
+        case ATTN_ACT_SILU: MAP2(silu_bwd); break;
         default: break;
+        }
+    }
+}
+
+/* ---- gated linear units -------------------------------------------------------------------- */
+
+/* One row: h = act(g) ⊙ u. h may be g or u (each vector is loaded before it is stored). */
+#define GLU_FWD(F)                                                                               \
+    do {                                                                                         \
+        int j = 0;                                                                               \
+        for (; j + VL <= n; j += VL) v_st(h + j, v_mul(F(v_ld(g + j)), v_ld(u + j)));            \
+        if (j < n) {                                                                             \
+            vm msk = v_tail(n - j);                                                              \
+            v_stm(h + j, msk, v_mul(F(v_ldm(g + j, msk, v_zero())), v_ldm(u + j, msk, v_zero()))); \
+        }                                                                                        \
+    } while (0)
+
+static void glu_fwd_row(attn_act act, int n, const float *g, const float *u, float *h) { // (n)
+    switch (act) {
+    case ATTN_ACT_NONE: GLU_FWD(none_fwd); break;
+    case ATTN_ACT_RELU: GLU_FWD(relu_fwd); break;
+    case ATTN_ACT_GELU_TANH: GLU_FWD(gelu_tanh_fwd); break;
+    case ATTN_ACT_GELU_ERF: GLU_FWD(gelu_erf_fwd); break;
+    case ATTN_ACT_SILU: GLU_FWD(silu_fwd); break;
+    }
+}
+
+/* One row: dg = dh ⊙ u ⊙ act'(g), du = dh ⊙ act(g). All three inputs of a vector are loaded
+ * before either output is stored, so dg / du may be any input at the same index. */
+#define GLU_BWD_VEC(BOTH, G, U, DH, STORE)                                                       \
+    do {                                                                                         \
+        vf d_, a_ = BOTH(G, &d_), dh_ = (DH);                                                    \
+        vf gg_ = v_mul(v_mul(dh_, (U)), d_), gu_ = v_mul(dh_, a_);                               \
+        STORE(dg + j, gg_);                                                                      \
+        STORE(du + j, gu_);                                                                      \
+    } while (0)
+#define GLU_ST(p, v) v_st(p, v)
+#define GLU_STM(p, v) v_stm(p, msk, v)
+#define GLU_BWD(BOTH)                                                                            \
+    do {                                                                                         \
+        int j = 0;                                                                               \
+        for (; j + VL <= n; j += VL)                                                             \
+            GLU_BWD_VEC(BOTH, v_ld(g + j), v_ld(u + j), v_ld(dh + j), GLU_ST);                   \
+        if (j < n) {                                                                             \
+            vm msk = v_tail(n - j);                                                              \
+            GLU_BWD_VEC(BOTH, v_ldm(g + j, msk, v_zero()), v_ldm(u + j, msk, v_zero()),          \
+                        v_ldm(dh + j, msk, v_zero()), GLU_STM);                                  \
+        }                                                                                        \
+    } while (0)
+
+static void glu_bwd_row(attn_act act, int n, const float *g, const float *u, // (n)
+                        const float *dh, float *dg, float *du) {             // (n)
+    switch (act) {
+    case ATTN_ACT_NONE: GLU_BWD(none_both); break;
+    case ATTN_ACT_RELU: GLU_BWD(relu_both); break;
+    case ATTN_ACT_GELU_TANH: GLU_BWD(gelu_tanh_both); break;
+    case ATTN_ACT_GELU_ERF: GLU_BWD(gelu_erf_both); break;
+    case ATTN_ACT_SILU: GLU_BWD(silu_both); break;
+    }
+}
+
+void ATTN_FN(attn_glu_forward)(attn_act act, int N, int F, const float *g, int ldg, // (N, F)
+                               const float *u, int ldu,                             // (N, F)
+                               float *h, int ldh) {                                 // (N, F)
+#pragma omp parallel for schedule(static) if ((size_t)N * F >= PAR_MIN_WORK && N > 1)
+    for (int i = 0; i < N; i++)
+        glu_fwd_row(act, F, g + (size_t)i * ldg, u + (size_t)i * ldu, h + (size_t)i * ldh);
+}
+
+void ATTN_FN(attn_glu_backward)(attn_act act, int N, int F, const float *g, int ldg, // (N, F)
+                                const float *u, int ldu,                             // (N, F)
+                                const float *dh, int ldh,                            // (N, F)
+                                float *dg, int lddg, float *du, int lddu) {          // (N, F)
+#pragma omp parallel for schedule(static) if ((size_t)N * F >= PAR_MIN_WORK && N > 1)
+    for (int i = 0; i < N; i++)
+        glu_bwd_row(act, F, g + (size_t)i * ldg, u + (size_t)i * ldu, dh + (size_t)i * ldh,
+                    dg + (size_t)i * lddg, du + (size_t)i * lddu);
+}
+
+/* ---- RMSNorm ------------------------------------------------------------------------------- */
+
+/* sum_j a[j] · b[j] over a row: float vector FMAs within SUM_BLOCK blocks, the block totals in
+ * double (as layer norm's moments; a = b gives the sum of squares). */
+static double row_dot(int C, const float *a, const float *b) { // (C)
+    double total = 0;
+    for (int k = 0; k < C; k += SUM_BLOCK) {
+        int end = ATTN_MIN(C, k + SUM_BLOCK), j = k;
+        vf s0 = v_zero(), s1 = v_zero();
+        for (; j + 2 * VL <= end; j += 2 * VL) {
+            s0 = v_fma(v_ld(a + j), v_ld(b + j), s0);
+            s1 = v_fma(v_ld(a + j + VL), v_ld(b + j + VL), s1);
+        }
+        for (; j < end; j += VL) {
+            vm msk = v_tail(ATTN_MIN(VL, end - j));
+            s0 = v_fma(v_ldm(a + j, msk, v_zero()), v_ldm(b + j, msk, v_zero()), s0);
+        }
+        total += v_hsum(v_add(s0, s1));
+    }
+    return total;
+}
+
+void ATTN_FN(attn_rmsnorm_forward)(int N, int C, const float *x, // (N, C)
+                                   const float *w,               // (C) or NULL
+                                   float eps, float *y,          // (N, C), may be x
+                                   float *rstd) {                // (N) or NULL
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= PAR_MIN_WORK && N > 1)
+    for (int i = 0; i < N; i++) {
+        const float *xr = x + (size_t)i * C;
+        float *yr = y + (size_t)i * C;
+        const float rs = (float)(1.0 / sqrt(row_dot(C, xr, xr) / C + eps));
+        const vf vrs = v_set(rs);
+        int j = 0;
+        /* (x · rstd) · w, two roundings as LlamaRMSNorm in float32; y may be x (the row's sum
+         * is complete before the first store) */
+        for (; j + VL <= C; j += VL) {
+            vf v = v_mul(v_ld(xr + j), vrs);
+            v_st(yr + j, w ? v_mul(v, v_ld(w + j)) : v);
+        }
+        if (j < C) {
+            vm msk = v_tail(C - j);
+            vf v = v_mul(v_ldm(xr + j, msk, v_zero()), vrs);
+            v_stm(yr + j, msk, w ? v_mul(v, v_ldm(w + j, msk, v_zero())) : v);
+        }
+        if (rstd) rstd[i] = rs;
+    }
+}
+
+/* dw over the columns [c0, c0 + width) (width <= 4 VL) in registers across all N rows: the
+ * fallback when the per-thread buffers cannot be allocated (see layer norm's). */
+#define RMS_COLS (4 * VL)
+static void rms_param_grad_block(int N, int C, int c0, int width, const float *x, // (N, C)
+                                 const float *rstd,                               // (N)
+                                 const float *dy, float *dw) { // dy (N, C); dw (C)
+    vf aw[4];
+    vm msk[4];
+    int nv = (width + VL - 1) / VL;
+    for (int k = 0; k < 4; k++) {
+        aw[k] = v_zero();
+        msk[k] = v_tail(ATTN_MAX(0, ATTN_MIN(VL, width - k * VL)));
+    }
+    for (int i = 0; i < N; i++) {
+        const float *xr = x + (size_t)i * C + c0, *dyr = dy + (size_t)i * C + c0;
+        const vf rs = v_set(rstd[i]);
+        for (int k = 0; k < nv; k++)
+            aw[k] = v_fma(v_ldm(dyr + k * VL, msk[k], v_zero()),
+                          v_mul(v_ldm(xr + k * VL, msk[k], v_zero()), rs), aw[k]);
+    }
+    for (int k = 0; k < nv; k++) {
+        float *pw = dw + c0 + k * VL;
+        v_stm(pw, msk[k], v_add(v_ldm(pw, msk[k], v_zero()), aw[k]));
+    }
+}
+
+/* One row of dx = r (g − x · r² mean(g x)), g = dy w, r = rstd; if pw is not NULL, also
+ * pw += dy x r (this thread's partial dw). dx may be dy: the second sweep reads each element
+ * before writing it. */
+static void rms_bwd_row(int C, const float *xr, const float *w, float rstd, // xr, w: (C)
+                        const float *dyr, float *dxr, float *pw) {          // (C)
+    double sgx = 0;
+    for (int k = 0; k < C; k += SUM_BLOCK) {
+        int end = ATTN_MIN(C, k + SUM_BLOCK), j = k;
+        vf a0 = v_zero();
+        for (; j + VL <= end; j += VL) {
+            vf g = v_ld(dyr + j);
+            if (w) g = v_mul(g, v_ld(w + j));
+            a0 = v_fma(g, v_ld(xr + j), a0);
+        }
+        if (j < end) {
+            vm msk = v_tail(end - j);
+            vf g = v_ldm(dyr + j, msk, v_zero());
+            if (w) g = v_mul(g, v_ldm(w + j, msk, v_zero()));
+            a0 = v_fma(g, v_ldm(xr + j, msk, v_zero()), a0);
+        }
+        sgx += v_hsum(a0);
+    }
+    const vf rs = v_set(rstd), kk = v_set((float)((double)rstd * rstd * sgx / C));
+    int j = 0;
+    for (; j + VL <= C; j += VL) {
+        vf d = v_ld(dyr + j), g = w ? v_mul(d, v_ld(w + j)) : d, xv = v_ld(xr + j);
+        if (pw) v_st(pw + j, v_fma(d, v_mul(xv, rs), v_ld(pw + j)));
+        v_st(dxr + j, v_mul(rs, v_fnma(xv, kk, g)));
+    }
+    if (j < C) {
+        vm msk = v_tail(C - j);
+        vf d = v_ldm(dyr + j, msk, v_zero());
+        vf g = w ? v_mul(d, v_ldm(w + j, msk, v_zero())) : d, xv = v_ldm(xr + j, msk, v_zero());
+        if (pw) v_stm(pw + j, msk, v_fma(d, v_mul(xv, rs), v_ldm(pw + j, msk, v_zero())));
+        v_stm(dxr + j, msk, v_mul(rs, v_fnma(xv, kk, g)));
+    }
+}
+
+/* dw is a sum over rows: per-thread (C) partials added in thread order afterwards, as layer
+ * norm's backward does (no races; deterministic for a given thread count). */
+void ATTN_FN(attn_rmsnorm_backward)(int N, int C, const float *x, // (N, C)
+                                    const float *w,               // (C) or NULL
+                                    const float *rstd,            // (N)
+                                    const float *dy, float *dx,   // (N, C); dx may be dy
+                                    float *dw) {                  // (C) or NULL
+    const int par = (size_t)N * C >= PAR_MIN_WORK && N > 1;
+    int nt = 1;
+#ifdef _OPENMP
+    if (par) nt = ATTN_MAX(1, ATTN_MIN(omp_get_max_threads(), N));
+#endif
+    const size_t stride = ((size_t)C + 15) & ~(size_t)15; /* 64 bytes apart: no false sharing */
+    float *part = NULL;
+    if (dw) {
+        part = attn_calloc(sizeof(float) * stride * (size_t)nt);
+        if (!part) { /* fallback: the weight gradient first, dx may alias dy */
+            int nblk = (C + RMS_COLS - 1) / RMS_COLS;
+#pragma omp parallel for schedule(static) if (par && nblk > 1)
+            for (int k = 0; k < nblk; k++)
+                rms_param_grad_block(N, C, k * RMS_COLS, ATTN_MIN(RMS_COLS, C - k * RMS_COLS), x,
+                                     rstd, dy, dw);
+        }
+    }
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        float *pw = part ? part + stride * (size_t)tid : NULL;
+#pragma omp for schedule(static)
+        for (int i = 0; i < N; i++)
+            rms_bwd_row(C, x + (size_t)i * C, w, rstd[i], dy + (size_t)i * C, dx + (size_t)i * C,
+                        pw);
+    }
+    if (part) {
+        for (int t = 0; t < nt; t++) {
+            const float *pw = part + stride * (size_t)t;
+            for (int c = 0; c < C; c++) dw[c] += pw[c];
+        }
+        attn_free(part);
+    }
+}
+
+/* ---- rotary position embeddings ------------------------------------------------------------ */
+
+/* Each row's cos / sin vectors are loaded once and applied to all H heads. The interleaved mode
+ * works on whole vectors of x: the (cos, sin) of pair i sit in lanes 2i and 2i + 1
+ * (av_load_dup_pairs), the partner of each lane is av_swap_pairs(x), and one fmaddsub gives
+ * x_e cos − x_o sin in the even lanes and x_o cos + x_e sin in the odd ones. */
+void ATTN_FN(attn_rope_apply)(attn_rope_mode mode, int N, int H, int D, int R,
+                              float *x, int ld,                       // (N, ld): H heads of D
+                              const int32_t *pos,                     // (N)
+                              const float *cos_t, const float *sin_t, // (P, R/2)
+                              bool inverse) {
+    const int half = R / 2;
+    const vf sgn = v_set(inverse ? -1.0f : 1.0f); /* R(−θ): the sine changes sign */
+#pragma omp parallel for schedule(static) if ((size_t)N * H * R >= PAR_MIN_WORK && N > 1)
+    for (int n = 0; n < N; n++) {
+        const float *cr = cos_t + (size_t)pos[n] * half, *sr = sin_t + (size_t)pos[n] * half;
+        float *xr = x + (size_t)n * ld;
+        if (mode == ATTN_ROPE_HALF) {
+            for (int i = 0; i < half; i += VL) {
+                const int wd = ATTN_MIN(VL, half - i);
+                const vm msk = v_tail(wd);
+                const bool full = wd == VL;
+                const vf c = full ? v_ld(cr + i) : v_ldm(cr + i, msk, v_zero());
+                const vf sn = v_mul(full ? v_ld(sr + i) : v_ldm(sr + i, msk, v_zero()), sgn);
+                for (int h = 0; h < H; h++) {
+                    float *pa = xr + (size_t)h * D + i, *pb = pa + half;
+                    vf a = full ? v_ld(pa) : v_ldm(pa, msk, v_zero());
+                    vf b = full ? v_ld(pb) : v_ldm(pb, msk, v_zero());
+                    vf na = v_fnma(b, sn, v_mul(a, c)), nb = v_fma(a, sn, v_mul(b, c));
+                    if (full) {
+                        v_st(pa, na);
+                        v_st(pb, nb);
+                    } else {
+                        v_stm(pa, msk, na);
+                        v_stm(pb, msk, nb);
+                    }
+                }
+            }
+        } else {
+            for (int j = 0; j < R; j += VL) {
+                const int wd = ATTN_MIN(VL, R - j); /* even: R is */
+                const vm msk = v_tail(wd);
+                const bool full = wd == VL;
+                const vf c = av_load_dup_pairs(cr + j / 2, wd / 2);
+                const vf sn = v_mul(av_load_dup_pairs(sr + j / 2, wd / 2), sgn);
+                for (int h = 0; h < H; h++) {
+                    float *p = xr + (size_t)h * D + j;
+                    vf v = full ? v_ld(p) : v_ldm(p, msk, v_zero());
+                    vf o = av_fmaddsub(v, c, v_mul(av_swap_pairs(v), sn));
+                    if (full)
+                        v_st(p, o);
+                    else
+                        v_stm(p, msk, o);
+                }
+            }
         }
     }
 }

@@ -237,6 +237,7 @@ static inline av_f apply_act(av_f v, attn_act act) {
     case ATTN_ACT_RELU: return av_relu(v);
     case ATTN_ACT_GELU_TANH: return av_gelu_tanh(v);
     case ATTN_ACT_GELU_ERF: return av_gelu_erf(v);
+    case ATTN_ACT_SILU: return av_silu(v);
     case ATTN_ACT_NONE: break;
     }
     return v;

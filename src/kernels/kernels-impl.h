@@ -14,6 +14,7 @@
 #include "attn_kernels.h"
 #include "../core/core-impl.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -40,6 +41,20 @@ typedef void (*attn_layernorm_backward_fn)(int N, int C, const float *x, const f
 typedef void (*attn_act_forward_fn)(attn_act act, size_t n, const float *x, float *y);
 typedef void (*attn_act_backward_fn)(attn_act act, size_t n, const float *x, const float *dy,
                                      float *dx);
+typedef void (*attn_rmsnorm_forward_fn)(int N, int C, const float *x, const float *w, float eps,
+                                        float *y, float *rstd);
+typedef void (*attn_rmsnorm_backward_fn)(int N, int C, const float *x, const float *w,
+                                         const float *rstd, const float *dy, float *dx,
+                                         float *dw);
+/* pos was checked against the tables' P in dispatch.c, which the kernels do not need. */
+typedef void (*attn_rope_apply_fn)(attn_rope_mode mode, int N, int H, int D, int R, float *x,
+                                   int ld, const int32_t *pos, const float *cos_t,
+                                   const float *sin_t, bool inverse);
+typedef void (*attn_glu_forward_fn)(attn_act act, int N, int F, const float *g, int ldg,
+                                    const float *u, int ldu, float *h, int ldh);
+typedef void (*attn_glu_backward_fn)(attn_act act, int N, int F, const float *g, int ldg,
+                                     const float *u, int ldu, const float *dh, int ldh, float *dg,
+                                     int lddg, float *du, int lddu);
 typedef void (*attn_embedding_forward_fn)(int N, int V, int C, const int32_t *ids,
                                           const float *table, float *out);
 typedef void (*attn_embedding_backward_fn)(int N, int V, int C, const int32_t *ids,
@@ -65,6 +80,11 @@ typedef struct {
     attn_layernorm_backward_fn layernorm_backward;
     attn_act_forward_fn act_forward;
     attn_act_backward_fn act_backward;
+    attn_rmsnorm_forward_fn rmsnorm_forward;
+    attn_rmsnorm_backward_fn rmsnorm_backward;
+    attn_rope_apply_fn rope_apply;
+    attn_glu_forward_fn glu_forward;
+    attn_glu_backward_fn glu_backward;
     attn_embedding_forward_fn embedding_forward;
     attn_embedding_backward_fn embedding_backward;
     attn_cross_entropy_fn cross_entropy;
@@ -87,6 +107,16 @@ const attn_kernel_table *attn_kernels_current(void);
                                        const float *, const float *, float *, float *, float *); \
     void attn_act_forward_##sfx(attn_act, size_t, const float *, float *);                       \
     void attn_act_backward_##sfx(attn_act, size_t, const float *, const float *, float *);       \
+    void attn_rmsnorm_forward_##sfx(int, int, const float *, const float *, float, float *,      \
+                                    float *);                                                    \
+    void attn_rmsnorm_backward_##sfx(int, int, const float *, const float *, const float *,      \
+                                     const float *, float *, float *);                           \
+    void attn_rope_apply_##sfx(attn_rope_mode, int, int, int, int, float *, int, const int32_t *, \
+                               const float *, const float *, bool);                              \
+    void attn_glu_forward_##sfx(attn_act, int, int, const float *, int, const float *, int,      \
+                                float *, int);                                                   \
+    void attn_glu_backward_##sfx(attn_act, int, int, const float *, int, const float *, int,     \
+                                 const float *, int, float *, int, float *, int);                \
     void attn_embedding_forward_##sfx(int, int, int, const int32_t *, const float *, float *);   \
     void attn_embedding_backward_##sfx(int, int, int, const int32_t *, const float *, float *);  \
     void attn_cross_entropy_##sfx(int, int, const float *, const int32_t *, int32_t, float,      \
@@ -100,6 +130,11 @@ const attn_kernel_table *attn_kernels_current(void);
 ATTN_DECLARE_KERNELS(ref)
 ATTN_DECLARE_KERNELS(avx2)
 ATTN_DECLARE_KERNELS(avx512)
+
+/* attn_rope_tables' one implementation (elementwise_ref.c): libm's double cos and sin rounded to
+ * float give the same tables on every backend, so there is no SIMD version (it runs once per
+ * model load, P·R/2 values). */
+void attn_rope_tables_impl(int P, int R, const float *inv_freq, float *cos_t, float *sin_t);
 
 /* ---- BF16 pre-packed B (layout in attn_kernels.h, attn_gemm_pack_b_precision) ------------ */
 
@@ -118,6 +153,12 @@ static inline float attn_act_scalar(float x, attn_act act) {
     case ATTN_ACT_GELU_TANH:
         return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
     case ATTN_ACT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case ATTN_ACT_SILU: {
+        /* sigmoid from e = exp(−|x|) <= 1 (no overflow, no cancellation); −inf as −FLT_MAX so
+         * that −inf·0 gives −0 (vmath.h's av_silu does the same). */
+        float e = expf(-fabsf(x)), r = 1.0f / (1.0f + e);
+        return (x == -INFINITY ? -FLT_MAX : x) * (x < 0.0f ? e * r : r);
+    }
     case ATTN_ACT_NONE: break;
     }
     return x;

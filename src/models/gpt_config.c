@@ -45,6 +45,7 @@ const char *attn_gpt_activation_name(attn_act act) {
     case ATTN_ACT_GELU_TANH: return "gelu_new";
     case ATTN_ACT_GELU_ERF: return "gelu";
     case ATTN_ACT_RELU: return "relu";
+    case ATTN_ACT_SILU: return "silu";
     case ATTN_ACT_NONE: break;
     }
     return "none";
