@@ -44,6 +44,12 @@ typedef struct {
     attn_precision precision; /* of every matrix product (ATTN_PRECISION_F32: PyTorch's numbers) */
     bool training;            /* dropout on (where a block's probability is > 0) */
     uint64_t seed, step;      /* the dropout masks' key */
+    /* Latency over row independence: nn.Linear products of 9..48 rows go through the GEMM's
+     * direct small-M path in chunks of 8 rows (~1.5x faster than its packed path for a short
+     * sentence, measured on all-MiniLM-L6-v2), so a row's result may then differ in the last bit
+     * from the same row in a larger batch. Off by default: every row's result is then the same
+     * whatever else shares its call (the translator's beams and batches rely on it). */
+    bool few_rows;
 } attn_nn_run;
 
 /* Evaluation in float32. */

@@ -333,6 +333,7 @@ attn_status attn_bert_state_init(const attn_bert_model *m, int B, int T, attn_be
     st->model = m;
     st->acfg = attn_nn_attn_default_cfg(c->hidden_size, c->num_attention_heads);
     st->run = attn_nn_default_run();
+    st->run.few_rows = true; /* a short sentence's latency (attn_nn_run) */
     st->capB = B, st->capT = T, st->capM = B * T;
     const size_t M = (size_t)B * T, Cz = (size_t)c->hidden_size, Fz = (size_t)c->intermediate_size;
     st->len = attn_arena_alloc(&st->arena, (size_t)B * sizeof(int32_t));
@@ -617,7 +618,8 @@ attn_status attn_bert_pooler(const attn_bert_model *m, attn_bert_state *st, floa
     if (!cls) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "bert pooler: out of memory");
     for (int b = 0; b < B; b++)
         memcpy(cls + (size_t)b * C, st->out + (size_t)st->off[b] * C, (size_t)C * sizeof(float));
-    const attn_nn_run run = attn_nn_default_run();
+    attn_nn_run run = attn_nn_default_run();
+    run.few_rows = true;
     attn_status s = attn_nn_linear_forward(&run, &m->w.pooler, B, cls, C, 0.0f, pooled, C,
                                            ATTN_ACT_NONE);
     attn_free(cls);
@@ -701,7 +703,8 @@ static attn_status mlm_head(const attn_bert_model *m, int n, const float *in, fl
                             float *t, float *mean, float *rstd, float *logits) {
     const attn_bert_config *c = &m->cfg;
     const int C = c->hidden_size, V = c->vocab_size;
-    const attn_nn_run run = attn_nn_default_run();
+    attn_nn_run run = attn_nn_default_run();
+    run.few_rows = true;
     if (u) {
         ATTN_TRY(attn_nn_linear_forward(&run, &m->w.mlm_dense, n, in, C, 0.0f, u, C,
                                         ATTN_ACT_NONE));

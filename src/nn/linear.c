@@ -5,7 +5,8 @@
  *   - pre-packed weights (inference, their backend current): attn_gemm_packed, no per-call
  *     packing of W;
  *   - a reduced precision (bf16): attn_gemm_precision;
- *   - few rows (a short sentence, the MLM head on a few positions) with nn.Linear weights:
+ *   - few rows (a short sentence, the MLM head on a few positions) with nn.Linear weights, when
+ *     the run asks for it (attn_nn_run.few_rows):
  *     attn_gemm's direct small-M path reads W without packing, which for a dozen rows is ~1.5×
  *     faster than its packed path, but it threads over the whole N. So the rows go through in
  *     chunks of SMALL_ROWS, over column blocks of W small enough to stay in L2 between the
@@ -44,10 +45,20 @@ static void dense_block(int M, int n0, int n1, int K, const float *x, int ldx,
     }
 }
 
+static bool in_parallel(void) {
+#ifdef _OPENMP
+    return omp_in_parallel();
+#else
+    return false;
+#endif
+}
+
 static attn_status few_rows(int M, int N, int K, const float *x, int ldx, const float *W, int ldw,
                             float beta, float *y, int ldy, const float *bias, attn_act act) {
     const int blocks = (N + COL_BLOCK - 1) / COL_BLOCK;
-    const int nt = ATTN_MIN(attn_get_num_threads(), blocks);
+    /* Inside a parallel region (a data-parallel replica, a translation worker) one thread; the
+     * column split changes no element's sums, so the result is the same either way. */
+    const int nt = in_parallel() ? 1 : ATTN_MIN(attn_get_num_threads(), blocks);
     int bad = 0;
     if (nt <= 1) {
         dense_block(M, 0, N, K, x, ldx, W, ldw, beta, y, ldy, bias, act, &bad);
@@ -67,13 +78,6 @@ static attn_status few_rows(int M, int N, int K, const float *x, int ldx, const 
     return ATTN_STATUS_OK;
 }
 
-static bool in_parallel(void) {
-#ifdef _OPENMP
-    return omp_in_parallel();
-#else
-    return false;
-#endif
-}
 
 attn_status attn_nn_linear_forward(const attn_nn_run *run, const attn_nn_linear *L, int M,
                                    const float *x, int ldx, float beta, float *y, int ldy,
@@ -83,14 +87,14 @@ attn_status attn_nn_linear_forward(const attn_nn_run *run, const attn_nn_linear 
     const int K = L->in, N = L->out, ldw = nn_ldw(L);
     const bool training = run && run->training;
     const attn_gemm_packed_b *P = L->packed;
-    /* Float32 panels for a handful of rows: attn_gemm's direct path streams W as fast, and
-     * gives the unpacked forward's numbers. */
-    if (P && !training && P->backend == attn_get_backend() &&
-        !(M <= SMALL_ROWS && P->precision == ATTN_PRECISION_F32))
+    /* Always the panels when there are some: each row's result is then the same however many
+     * rows a call has (the translator's beams and batches rely on it). */
+    if (P && !training && P->backend == attn_get_backend())
         return attn_gemm_packed(false, M, N, K, 1.0f, x, ldx, P, beta, y, ldy, L->b, act);
     const bool tb = L->layout == ATTN_NN_OUT_IN;
     const attn_precision prec = run ? run->precision : ATTN_PRECISION_F32;
-    if (prec == ATTN_PRECISION_F32 && tb && M > SMALL_ROWS && M <= FEW_ROWS && !in_parallel())
+    if (run && run->few_rows && prec == ATTN_PRECISION_F32 && tb && M > SMALL_ROWS &&
+        M <= FEW_ROWS)
         return few_rows(M, N, K, x, ldx, L->w, ldw, beta, y, ldy, L->b, act);
     return nn_gemm(run, false, tb, M, N, K, 1.0f, x, ldx, L->w, ldw, beta, y, ldy, L->b, act);
 }
