@@ -115,8 +115,8 @@ attn_status mdl_weights_open(const char *dir, const char *what, mdl_weights **ou
     if (!mdl_dir_path(path, sizeof path, dir, "model.safetensors", what) ||
         !mdl_dir_path(index, sizeof index, dir, "model.safetensors.index.json", what))
         return ATTN_STATUS_INVALID_ARGUMENT;
-    const bool single = mdl_file_exists(path), sharded = !single && mdl_file_exists(index);
-    if (!single && !sharded) {
+    const bool sharded = !mdl_file_exists(path) && mdl_file_exists(index), single = !sharded;
+    if (!mdl_file_exists(path) && !sharded) {
         char bin[4096];
         if (mdl_dir_path(bin, sizeof bin, dir, "pytorch_model.bin", what) &&
             (mdl_file_exists(bin) ||
@@ -126,10 +126,8 @@ attn_status mdl_weights_open(const char *dir, const char *what, mdl_weights **ou
                              "%s: only PyTorch pickle weights (%s); attn reads safetensors — "
                              "re-save with model.save_pretrained(DIR, safe_serialization=True)",
                              dir, bin);
-        return attn_fail(ATTN_STATUS_IO,
-                         "%s: no model.safetensors (or model.safetensors.index.json) in the model "
-                         "directory",
-                         path);
+        /* Otherwise the safetensors reader says what is wrong with the path (absent, not a
+         * regular file, unreadable). */
     }
     mdl_weights *s = attn_calloc(sizeof *s);
     if (!s) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "%s: out of memory", what);
