@@ -383,20 +383,7 @@ static attn_status alloc_training(attn_bert_state *st) {
     for (int l = 0; l < L && tr; l++) {
         attn_nn_sublayer S[2];
         sublayers(m, &m->w.layers[l], l, NULL, &st->acfg, c->hidden_dropout_prob, S);
-        for (int k = 0; k < 2; k++) {
-            attn_nn_sub_acts *A = &tr[2 * l + k];
-            A->ln = salloc(st, M * Cz);
-            A->mean = salloc(st, M);
-            A->rstd = salloc(st, M);
-            A->res = salloc(st, M * Cz);
-            A->mask = attn_arena_calloc(&st->arena, words * sizeof(uint64_t));
-            work = ATTN_MAX(work, attn_nn_sub_work_floats(&S[k], Mi, Mi));
-        }
-        tr[2 * l].attn.proj = salloc(st, M * 3 * Cz);
-        tr[2 * l].attn.ctx = salloc(st, M * Cz);
-        tr[2 * l].attn.lse = salloc(st, M * H);
-        float *fbuf = salloc(st, attn_nn_ffn_acts_floats(&S[1].ffn, Mi, true));
-        if (fbuf) attn_nn_ffn_acts_view(&S[1].ffn, Mi, true, fbuf, &tr[2 * l + 1].ffn);
+        for (int k = 0; k < 2; k++) mdl_sub_acts_alloc(&st->arena, &S[k], Mi, Mi, &tr[2 * l + k], &work);
     }
     st->tmp = salloc(st, M * Cz);
     st->G = salloc(st, M * Cz);

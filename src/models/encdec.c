@@ -269,26 +269,6 @@ void attn_encdec_state_free(attn_encdec_state *st) {
     attn_free(st);
 }
 
-/* A sub-layer's activations over M rows of width C (Mk key rows for cross-attention). */
-static void alloc_sub(attn_encdec_state *st, const attn_nn_sublayer *S, int M, int Mk,
-                      attn_nn_sub_acts *A, size_t *work) {
-    const size_t Mz = (size_t)M, Cz = (size_t)st->cfg.d_model;
-    A->ln = salloc(st, Mz * Cz);
-    A->res = salloc(st, Mz * Cz);
-    A->mean = salloc(st, Mz);
-    A->rstd = salloc(st, Mz);
-    A->mask = attn_arena_calloc(&st->arena, attn_nn_dropout_words(M, (int)Cz) * sizeof(uint64_t));
-    if (S->kind == ATTN_SUB_ATTN) {
-        A->attn.proj = salloc(st, attn_nn_attn_proj_floats(S->acfg, M, Mk));
-        A->attn.ctx = salloc(st, Mz * Cz);
-        A->attn.lse = salloc(st, Mz * (size_t)st->cfg.n_head);
-    } else {
-        float *b = salloc(st, attn_nn_ffn_acts_floats(&S->ffn, M, true));
-        if (b) attn_nn_ffn_acts_view(&S->ffn, M, true, b, &A->ffn);
-    }
-    *work = ATTN_MAX(*work, attn_nn_sub_work_floats(S, M, Mk));
-}
-
 attn_status attn_encdec_state_init(const attn_encdec_model *m, int B, int Ts, int Tt,
                                    attn_encdec_state **out) {
     if (!m || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec: NULL argument");
@@ -336,12 +316,14 @@ attn_status attn_encdec_state_init(const attn_encdec_model *m, int B, int Ts, in
     for (int l = 0; l < nE; l++) {
         attn_nn_sublayer S[2];
         encdec_enc_sublayers(m, &m->w.enc[l], l, c->dropout, S);
-        for (int k = 0; k < 2; k++) alloc_sub(st, &S[k], ms, ms, &st->enc_sub[2 * l + k], &work);
+        for (int k = 0; k < 2; k++)
+            mdl_sub_acts_alloc(&st->arena, &S[k], ms, ms, &st->enc_sub[2 * l + k], &work);
     }
     for (int l = 0; l < nD; l++) {
         attn_nn_sublayer S[3];
         encdec_dec_sublayers(m, &m->w.dec[l], l, c->dropout, S);
-        for (int k = 0; k < 3; k++) alloc_sub(st, &S[k], mt, ms, &st->dec_sub[3 * l + k], &work);
+        for (int k = 0; k < 3; k++)
+            mdl_sub_acts_alloc(&st->arena, &S[k], mt, ms, &st->dec_sub[3 * l + k], &work);
     }
     if (c->pre_ln) {
         st->enc_f = salloc(st, (size_t)ms * Cz);

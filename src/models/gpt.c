@@ -296,23 +296,9 @@ attn_status attn_gpt_state_init(const attn_gpt_model *m, int B, int T, attn_gpt_
     for (int l = 0; l < L; l++) {
         attn_nn_sublayer S[2];
         gpt_sublayers(m, &m->w.h[l], l, c->resid_pdrop, S);
-        for (int k = 0; k < 2; k++) {
-            attn_nn_sub_acts *A = &st->sub[2 * l + k];
-            A->ln = salloc(st, Mz * Cz);
-            A->mean = salloc(st, Mz);
-            A->rstd = salloc(st, Mz);
-            A->res = salloc(st, Mz * Cz);
-            A->mask = attn_arena_calloc(&st->arena, words * sizeof(uint64_t));
-            work = ATTN_MAX(work, attn_nn_sub_work_floats(&S[k], Mi, Mi));
-        }
-        attn_nn_sub_acts *A = &st->sub[2 * l];
-        A->attn.proj = salloc(st, attn_nn_attn_proj_floats(&m->attn_cfg[l], Mi, Mi));
-        A->attn.ctx = salloc(st, Mz * Cz);
-        A->attn.lse = salloc(st, Mz * (size_t)c->n_head);
-        attn_nn_sub_acts *Fa = &st->sub[2 * l + 1];
-        float *fbuf = salloc(st, attn_nn_ffn_acts_floats(&S[1].ffn, Mi, true));
-        if (fbuf) attn_nn_ffn_acts_view(&S[1].ffn, Mi, true, fbuf, &Fa->ffn);
-        st->x[l + 1] = Fa->res;
+        for (int k = 0; k < 2; k++)
+            mdl_sub_acts_alloc(&st->arena, &S[k], Mi, Mi, &st->sub[2 * l + k], &work);
+        st->x[l + 1] = st->sub[2 * l + 1].res;
     }
     st->emb_mask = attn_arena_calloc(&st->arena, words * sizeof(uint64_t));
     st->lnf = salloc(st, Mz * Cz);

@@ -44,6 +44,15 @@ attn_nn_linear mdl_take_linear(mdl_layout *L, int in, int out, attn_nn_layout la
                                attn_init_kind init, float scale, const char *wname,
                                const char *bname);
 
+/* ==== run states ============================================================================== */
+
+/* Everything a training forward of sub-layer S keeps for backward over M rows (Mk key rows of a
+ * cross-attention), from the arena (a->oom set on failure): norm output and statistics, residual
+ * sum, dropout bits, and the attention's or the FFN's activations. *work grows to the
+ * sub-layer's backward scratch. */
+void mdl_sub_acts_alloc(attn_arena *a, const attn_nn_sublayer *S, int M, int Mk,
+                        attn_nn_sub_acts *A, size_t *work);
+
 /* ==== weights in a model directory ============================================================ */
 
 /* DIR's weights: DIR/model.safetensors or the shards of DIR/model.safetensors.index.json. A
