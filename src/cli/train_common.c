@@ -12,34 +12,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-/* ---- options ---- */
-
-int train_next_arg(int argc, char **argv, int *i, const char *const *usage,
-                   const char *const *known, size_t nknown, bool *resume, const char **a,
-                   const char **v) {
-    const char *arg = argv[*i];
-    *a = *v = NULL;
-    if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-        for (size_t k = 0; usage[k]; k++) fputs(usage[k], stdout);
-        return CLI_EXIT_OK;
-    }
-    if (!strcmp(arg, "--resume")) {
-        *resume = true;
-        return -1;
-    }
-    if (strncmp(arg, "--", 2) != 0)
-        return cli_usage_error("train: unexpected argument '%s'", arg);
-    if (known) {
-        bool found = false;
-        for (size_t k = 0; k < nknown; k++) found |= !strcmp(arg, known[k]);
-        if (!found) return cli_usage_error("train: unknown option '%s'", arg);
-    }
-    if (*i + 1 >= argc) return cli_usage_error("train: %s needs a value", arg);
-    *a = arg;
-    *v = argv[++*i];
-    return -1;
-}
-
 /* ---- time, signals, progress ---- */
 
 double train_now_s(void) {
