@@ -76,8 +76,10 @@ static const train_family_info family = {
         "                       validation (default 300; 0 = off)\n",
     .notes =
         "A token, for tokens/s, is a non-pad source or target token of a batch (source tokens\n"
-        "with </s>, target tokens with </s>). Defaults from the paper (Vaswani et al. 2017): Adam\n"
-        "betas (0.9, 0.98) and eps 1e-9, label smoothing 0.1, warmup then 1/sqrt(step).\n",
+        "with </s>, target tokens with </s>). Defaults that differ from the other families are\n"
+        "the paper's (Vaswani et al. 2017): Adam betas (0.9, 0.98), eps 1e-9, no weight decay,\n"
+        "label smoothing 0.1, warmup then 1/sqrt(step); its warmup 4000 and 25000-token batches\n"
+        "are scaled down to warmup 400 and --max-tokens 6000 for the small default model.\n",
     .default_text = default_text,
     .more_help = also_help,
     .defaults = {.seed = 1,
@@ -107,6 +109,10 @@ typedef struct {
 
 /* Returns -1 on success, else the exit code. */
 static int parse_args(int argc, char **argv, enc_opts *o) {
+    /* `attn train --help` shows every family; `attn train --arch encdec --help` this one */
+    train_family_info fam = family;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--arch")) fam.more_help = NULL;
     o->c = family.defaults;
     o->vocab_size = 8000;
     o->valid_size = 1000, o->test_size = 1000;
@@ -115,7 +121,7 @@ static int parse_args(int argc, char **argv, enc_opts *o) {
     o->bleu_sentences = 300;
     for (int i = 1; i < argc; i++) {
         const char *a, *v;
-        int rc = train_next_arg(argc, argv, &i, &family, &o->c, &a, &v);
+        int rc = train_next_arg(argc, argv, &i, &fam, &o->c, &a, &v);
         if (rc >= 0) return rc;
         if (!a) continue; /* a shared option */
 #define OPT(name, lo, hi, field)                                                                 \

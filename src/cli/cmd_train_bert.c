@@ -82,9 +82,10 @@ const train_family_info cmd_train_bert_family = {
     .own_stopping = "",
     .notes =
         "A token, for tokens/s, is a real (non-pad) token of a batch, [CLS] and [SEP] included.\n"
-        "Defaults that differ from the other families: AdamW's (0.9, 0.999, 1e-8) and BERT's\n"
-        "weight decay 0.01 (Hugging Face's BERT pre-training), lr 5e-4 with warmup 100 and\n"
-        "batch 32 (sized for the small default model).\n",
+        "Defaults that differ from the other families: betas (0.9, 0.999) and eps 1e-8 (torch's\n"
+        "AdamW, as transformers' Trainer uses it), weight decay 0.01 (the BERT paper's),\n"
+        "epochs 1 (run_mlm's unit of training), and lr 5e-4 with warmup 100 (the paper's 1e-4\n"
+        "with 10000 warmup steps, scaled for the small default model and short runs).\n",
     .default_text = default_text,
     .defaults = {.seed = 1,
                  .lr = 5e-4,

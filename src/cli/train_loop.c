@@ -302,7 +302,8 @@ void train_opts_to_json(const train_opts *o, json_t *j) {
     json_object_set_new(j, "seed", json_string(seed));
     json_object_set_new(j, "lr", json_real(o->lr));
     json_object_set_new(j, "warmup_steps", json_integer((json_int_t)o->warmup));
-    json_object_set_new(j, "lr_decay_steps", json_integer((json_int_t)o->decay_steps));
+    if (o->decay_steps >= 0) /* the families with a decay end (GPT, BERT) */
+        json_object_set_new(j, "lr_decay_steps", json_integer((json_int_t)o->decay_steps));
     json_object_set_new(j, "weight_decay", json_real(o->weight_decay));
     json_object_set_new(j, "beta1", json_real(o->beta1));
     json_object_set_new(j, "beta2", json_real(o->beta2));
