@@ -121,10 +121,16 @@ attn_status train_fresh_out(const char *dir, const char *ckpt_dir) {
 attn_status train_load_state_json(const char *state_path, json_t **root) {
     json_error_t err;
     *root = state_path ? json_load_file(state_path, 0, &err) : NULL;
+    if (!*root && !state_path) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+    /* A file cut short gets one diagnosis wherever the cut falls (jansson words it after what it
+     * expected next: "premature end of input", "... expected near end of file"). */
+    if (!*root && (strstr(err.text, "end of file") || strstr(err.text, "end of input")))
+        return attn_set_error(ATTN_STATUS_FORMAT,
+                              "%s: unexpected end of input, the file is cut short: %s (line %d)",
+                              state_path, err.text, err.line);
     if (!*root)
-        return state_path ? attn_set_error(ATTN_STATUS_FORMAT, "%s: %s (line %d)", state_path,
-                                           err.text, err.line)
-                          : attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+        return attn_set_error(ATTN_STATUS_FORMAT, "%s: %s (line %d)", state_path, err.text,
+                              err.line);
     return ATTN_STATUS_OK;
 }
 

@@ -3,8 +3,6 @@
 
 #include "cli.h"
 
-#include "attn_kernels.h"
-
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -472,7 +470,7 @@ int train_run(train_loop *L) {
         if (mf) {
             fprintf(mf,
                     "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, "
-                    "\"tokens\": %.0f, \"train_seconds\": %.6f, \"seconds\": %.6f}\n",
+                    "\"tokens\": %.0f, \"train_seconds\": %.9f, \"seconds\": %.6f}\n",
                     (long long)step, so.loss, lr, norm, tokens, t_train, train_now_s() - t_start);
             fflush(mf);
         }
