@@ -842,6 +842,7 @@ static void test_mlm(void **state) {
     to.column = 2;
     assert_int_equal(attn_data_load_sentences(tu_tmp("two.tsv"), tok, &to, &s), 0);
     assert_int_equal(s.n, 2);
+    attn_data_sentences_free(&s);
     tu_write_all(tu_tmp("blank.txt"), "\n \t \r\n\n", 7);
     to.column = 0;
     tu_expect_fail(attn_data_load_sentences(tu_tmp("blank.txt"), tok, &to, &s),
