@@ -1,17 +1,45 @@
 /* fuzz_data.c — text inputs of training and scoring: a TSV parallel corpus (attn_data_load_tsv,
- * then split, references, encoding with a fixed tokenizer, a loader's batches with seek) and the
- * same bytes as a BLEU lines file (attn_bleu_read_lines, then attn_bleu_corpus of the lines
- * against themselves shifted by one, with each BLEU tokenizer). The first byte picks options. */
+ * then split, references, encoding with a fixed tokenizer, a loader's batches with seek), the
+ * same bytes as a masked-LM text file (attn_data_load_sentences with a fixed BERT-style WordPiece
+ * tokenizer, then attn_data_mlm_* batches, checked cell by cell) and as a BLEU lines file
+ * (attn_bleu_read_lines, then attn_bleu_corpus of the lines against themselves shifted by one,
+ * with each BLEU tokenizer). The first byte picks options. */
 #include "fuzz.h"
 
 #include "attn_data.h"
 #include "attn_eval.h"
 #include "attn_tok.h"
 
-static attn_tok *tok;
+static attn_tok *tok, *wordpiece;
+
+/* [CLS] ... [SEP] around each line, [MASK], a few words and pieces. */
+static const char wordpiece_json[] =
+    "{\"added_tokens\": ["
+    "{\"id\": 0, \"content\": \"[PAD]\", \"special\": true, \"single_word\": false, "
+    "\"lstrip\": false, \"rstrip\": false, \"normalized\": false},"
+    "{\"id\": 1, \"content\": \"[UNK]\", \"special\": true, \"single_word\": false, "
+    "\"lstrip\": false, \"rstrip\": false, \"normalized\": false},"
+    "{\"id\": 2, \"content\": \"[CLS]\", \"special\": true, \"single_word\": false, "
+    "\"lstrip\": false, \"rstrip\": false, \"normalized\": false},"
+    "{\"id\": 3, \"content\": \"[SEP]\", \"special\": true, \"single_word\": false, "
+    "\"lstrip\": false, \"rstrip\": false, \"normalized\": false},"
+    "{\"id\": 4, \"content\": \"[MASK]\", \"special\": true, \"single_word\": false, "
+    "\"lstrip\": false, \"rstrip\": false, \"normalized\": false}], "
+    "\"normalizer\": {\"type\": \"BertNormalizer\", \"lowercase\": true}, "
+    "\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}, "
+    "\"post_processor\": {\"type\": \"BertProcessing\", \"sep\": [\"[SEP]\", 3], "
+    "\"cls\": [\"[CLS]\", 2]}, "
+    "\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", "
+    "\"continuing_subword_prefix\": \"##\", \"max_input_chars_per_word\": 100, \"vocab\": "
+    "{\"[PAD]\": 0, \"[UNK]\": 1, \"[CLS]\": 2, \"[SEP]\": 3, \"[MASK]\": 4, \"know\": 5, "
+    "\"##ledge\": 6, \"is\": 7, \"power\": 8, \".\": 9, \"the\": 10, \"a\": 11, \"##s\": 12, "
+    "\"知\": 13, \"识\": 14}}}";
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
+    if (attn_tok_load(fuzz_file("wordpiece.json", wordpiece_json, sizeof wordpiece_json - 1),
+                      &wordpiece))
+        abort();
     const char *lines[] = {"Knowledge is power.", "知识就是力量。", "I think, therefore I am.",
                            "我思故我在。", "the the then there"};
     attn_tok_train_params p = attn_tok_train_default_params();
@@ -88,6 +116,80 @@ static void corpus(const char *path, unsigned flags) {
     attn_data_corpus_free(&c);
 }
 
+/* Every cell of a masked batch: a chosen token's label is the sentence's id there, an unchosen
+ * one keeps its id, the padding is 0 / -100, specials are never chosen. */
+static void check_mlm_batch(const attn_data_sentences *s, const attn_data_mlm_batch *b) {
+    int64_t tokens = 0, labels = 0;
+    for (int i = 0; i < b->B; i++) {
+        if (b->example[i] >= s->n) abort();
+        const int32_t *ids = s->ids + s->off[b->example[i]];
+        const int n = (int)(s->off[b->example[i] + 1] - s->off[b->example[i]]);
+        if (b->len[i] != n || n > b->T) abort();
+        for (int t = 0; t < b->T; t++) {
+            const int32_t x = b->ids[(size_t)i * b->T + t], l = b->labels[(size_t)i * b->T + t];
+            if (t >= n) {
+                if (x != 0 || l != -100) abort();
+                continue;
+            }
+            if (l == -100) {
+                if (x != ids[t]) abort();
+            } else {
+                if (l != ids[t] || attn_tok_is_special(wordpiece, ids[t])) abort();
+                labels++;
+            }
+            if (x < 0 || x >= attn_tok_vocab_size(wordpiece)) abort();
+        }
+        tokens += n;
+    }
+    if (tokens != b->n_tokens || labels != b->n_labels) abort();
+}
+
+static void sentences(const char *path, unsigned flags) {
+    attn_data_text_options to = {.column = (int)(flags & 3), .max_len = flags & 4 ? 3 : 24};
+    attn_data_sentences s;
+    if (attn_data_load_sentences(path, wordpiece, &to, &s)) {
+        fuzz_check_message(attn_last_error());
+        if (!strstr(attn_last_error(), path)) abort();
+        return;
+    }
+    if (s.n < 1 || s.n > s.n_lines || s.off[s.n] != s.tokens) abort();
+    for (size_t i = 0; i < s.n; i++) {
+        const size_t n = s.off[i + 1] - s.off[i];
+        if (n < 3 || n > (size_t)to.max_len || s.ids[s.off[i]] != 2 || s.ids[s.off[i + 1] - 1] != 3)
+            abort(); /* [CLS] ... [SEP], at least one token between */
+    }
+    attn_data_mlm_options mo = attn_data_mlm_default_options();
+    mo.batch = 1 + (int)(flags >> 3 & 3);
+    mo.valid_size = flags & 32 ? 1 : SIZE_MAX;
+    mo.mlm_probability = flags & 64 ? 1.0f : 0.15f;
+    attn_data_mlm *m;
+    if (attn_data_mlm_new(&s, wordpiece, &mo, &m)) {
+        fuzz_check_message(attn_last_error());
+        attn_data_sentences_free(&s);
+        return;
+    }
+    if (attn_data_mlm_num_train(m) + attn_data_mlm_num_valid(m) != s.n) abort();
+    attn_data_mlm_batch b;
+    memset(&b, 0, sizeof b);
+    size_t seen = 0;
+    for (uint64_t e = 0; e < 2; e++)
+        for (size_t k = 0; k < attn_data_mlm_train_batches(m) && k < 8; k++) {
+            if (attn_data_mlm_train_batch(m, e, k, &b)) abort();
+            check_mlm_batch(&s, &b);
+            seen += (size_t)b.B;
+        }
+    if (attn_data_mlm_train_batches(m) <= 8 && seen != 2 * attn_data_mlm_num_train(m)) abort();
+    for (size_t k = 0; k < attn_data_mlm_valid_batches(m); k++) {
+        if (attn_data_mlm_valid_batch(m, k, &b)) abort();
+        check_mlm_batch(&s, &b);
+    }
+    if (attn_data_mlm_train_batch(m, 0, attn_data_mlm_train_batches(m), &b) == ATTN_STATUS_OK)
+        abort();
+    attn_data_mlm_batch_free(&b);
+    attn_data_mlm_free(m);
+    attn_data_sentences_free(&s);
+}
+
 static void bleu(const char *path, unsigned flags) {
     attn_bleu_lines l;
     if (attn_bleu_read_lines(path, &l)) {
@@ -125,6 +227,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     const char *path = fuzz_file("data.tsv", data + 1, size - 1);
     corpus(path, data[0]);
+    sentences(path, data[0]);
     bleu(path, data[0]);
     return 0;
 }

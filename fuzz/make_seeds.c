@@ -465,6 +465,14 @@ static void data_seeds(void) {
          NULL, 0, NULL, 0);
     seed("data", "bad", &modes[1], 1, "ok\tok\nno tab here\n\tempty source\nx\t\xC3\x28\n", -1, NULL,
          0, NULL, 0);
+    /* masked-LM lines: words of fuzz_data.c's WordPiece vocabulary, a [MASK], blank lines, a
+     * line longer than max_len, a second column */
+    static const unsigned char mlm_mode[1] = {1 | 8 | 32};
+    seed("data", "mlm-lines", mlm_mode, 1,
+         "Knowledge is power.\tthe knowledge\n\nthe powers [MASK] a power\t知识\n \t \r\n"
+         "the the the the the the the the the the the the the the the the the the the the the the "
+         "the the the\ta\nis\tknows.\n",
+         -1, NULL, 0, NULL, 0);
 }
 
 int main(int argc, char **argv) {

@@ -1,7 +1,11 @@
-/* attn_data.h — parallel-corpus data for translation training (prefix attn_data_): load a TSV
- * corpus, split it deterministically into train/valid/test by distinct source sentence, encode it
- * once with a tokenizer, and cut it into padded batches by token count, with an iterator whose
- * position (epoch, batch) can be saved and restored so that a resumed run sees the same batches.
+/* attn_data.h — training data (prefix attn_data_), deterministic and resumable, for the three
+ * model families: parallel corpora for the translator (below), random token windows for GPT
+ * (attn_data_lm_) and masked sentences for BERT (attn_data_mlm_), further down.
+ *
+ * Translation: load a TSV corpus, split it deterministically into train/valid/test by distinct
+ * source sentence, encode it once with a tokenizer, and cut it into padded batches by token count,
+ * with an iterator whose position (epoch, batch) can be saved and restored so that a resumed run
+ * sees the same batches.
  *
  *   attn_data_corpus c;
  *   attn_data_load_tsv("../shared/data/tatoeba-eng-cmn/cmn.txt", NULL, &c);
@@ -28,9 +32,10 @@
  *   tgt_out = tokens(target) + </s>                         length tgt_len[b]
  * each row padded with pad_id to the batch's Ts / Tt.
  *
- * Determinism: every random choice (split, bucket shuffle, batch order) comes from a private
- * splitmix64 generator seeded from (seed, epoch, purpose) with integer-only bounded draws and
- * total-order sorts, so the same inputs give the same split and batches on any machine and libc. */
+ * Determinism (translation): every random choice (split, bucket shuffle, batch order) comes from
+ * a private splitmix64 generator seeded from (seed, epoch, purpose) with integer-only bounded
+ * draws and total-order sorts, so the same inputs give the same split and batches on any machine
+ * and libc. */
 #ifndef ATTN_DATA_H
 #define ATTN_DATA_H
 
@@ -259,6 +264,129 @@ attn_status attn_data_plan_fixed(const int32_t *lens, size_t n, size_t max_sente
 attn_status attn_data_dataset_plan_fixed(const attn_data_dataset *ds, size_t max_sentences,
                                          size_t max_tokens, attn_data_range **ranges,
                                          size_t *n_ranges);
+
+/* ==== language-model windows (GPT training) ================================================ */
+
+/* Which of a run's two window streams: training batches or the fixed validation batches. */
+typedef enum { ATTN_DATA_LM_TRAIN = 0, ATTN_DATA_LM_VALID = 1 } attn_data_lm_stream;
+
+/* The Philox stream (attn_rng, attn_train.h) a run with this seed draws the stream's windows
+ * from: SplitMix64's output function of seed ^ "train" or seed ^ "valid" (the ASCII letters as a
+ * big-endian integer: 0x747261696E, 0x76616C6964), so that the two streams and nearby seeds are
+ * unrelated. */
+uint64_t attn_data_lm_key(uint64_t seed, attn_data_lm_stream stream);
+
+/* Batch `index` of a stream, nanoGPT's get_batch: B windows of T + 1 consecutive tokens of
+ * ids[0..n),
+ *   x[b] = ids[o_b .. o_b + T)   (the model input)      y[b] = ids[o_b + 1 .. o_b + T]  (targets)
+ * with each offset o_b uniform in [0, n − T) (torch.randint(len(data) − T, (B,))), drawn in turn
+ * by attn_rng_below from words [index · 2^32, ...) of Philox stream attn_data_lm_key(seed,
+ * stream). So batch `index` depends on (seed, stream, index) only: training takes index
+ * step · grad_accum + micro-batch, validation index k for its k-th batch (the same K batches at
+ * every evaluation), and a resumed run draws what the uninterrupted one would have.
+ * tools/ref_gpt_train.py re-implements it in Python. x and y are (B, T). Errors
+ * (ATTN_STATUS_INVALID_ARGUMENT): a NULL pointer, B or T < 1, n <= T, index >= 2^32. */
+attn_status attn_data_lm_batch(const int32_t *ids, size_t n, int B, int T, uint64_t seed,
+                               attn_data_lm_stream stream, uint64_t index, int32_t *x,
+                               int32_t *y);
+
+/* ==== masked-LM sentences (BERT pre-training) ============================================== */
+
+/*   attn_data_sentences s;
+ *   attn_data_load_sentences("cmn.txt", tok, &(attn_data_text_options){1, 128}, &s);
+ *   attn_data_mlm_options mo = attn_data_mlm_default_options();      // seed, batch 32, 15%
+ *   attn_data_mlm *m;   attn_data_mlm_new(&s, tok, &mo, &m);
+ *   attn_data_mlm_batch b = {0};
+ *   attn_data_mlm_train_batch(m, epoch, k, &b);   // k < attn_data_mlm_train_batches(m)
+ *   attn_bert_forward(model, st, b.B, b.T, b.ids, NULL, b.len, NULL);
+ *   attn_bert_mlm_loss(model, st, b.labels, &loss); */
+
+typedef struct {
+    int column;  /* 0: the whole line (default); K >= 1: the K-th TAB-separated field */
+    int max_len; /* tokens per sentence, [CLS] and [SEP] included (default 128; at least 3) */
+} attn_data_text_options;
+
+attn_data_text_options attn_data_text_default_options(void);
+
+/* The sentences of a text file, tokenized. */
+typedef struct {
+    size_t n;       /* sentences kept */
+    int32_t *ids;   /* (tokens) every sentence's ids, concatenated */
+    size_t *off;    /* (n + 1) sentence i is ids[off[i] .. off[i + 1]) */
+    size_t n_lines; /* lines in the file */
+    size_t tokens;  /* off[n] */
+} attn_data_sentences;
+
+/* Each line of the file at path (split on '\n', a trailing '\r' dropped; a last line without '\n'
+ * counts), or its column K, tokenized with the special tokens and truncated to max_len
+ * ([CLS] ... [SEP]: Hugging Face's tokenizer(line, truncation=True, max_length=max_len)); a line
+ * with no token besides the specials (empty, blank) is skipped, so sentence i is the i-th line
+ * kept. Errors, naming path (and line): cannot open or read (ATTN_STATUS_IO), invalid UTF-8
+ * (path:line, ATTN_STATUS_INVALID_ARGUMENT), no column K (path:line, ATTN_STATUS_FORMAT), no
+ * sentence at all (ATTN_STATUS_INVALID_ARGUMENT), bad options. On failure *out is zeroed. */
+attn_status attn_data_load_sentences(const char *path, const attn_tok *tok,
+                                     const attn_data_text_options *opt, attn_data_sentences *out);
+void attn_data_sentences_free(attn_data_sentences *s);
+
+typedef struct {
+    uint64_t seed;          /* validation split, epoch order, masks (default 1) */
+    size_t valid_size;      /* sentences held out for validation; SIZE_MAX (the default):
+                               min(500, n / 20) */
+    int batch;              /* sentences per batch (default 32) */
+    float mlm_probability;  /* the masking of attn_embed_mlm_mask (attn_embed.h): 0.15, */
+    float mask_fraction;    /* 0.8 and */
+    float random_fraction;  /* 0.1 (BERT's, DataCollatorForLanguageModeling's) */
+} attn_data_mlm_options;
+
+attn_data_mlm_options attn_data_mlm_default_options(void);
+
+/* A batch of masked sentences for attn_bert_forward / attn_bert_mlm_loss. Zero-initialize once
+ * and reuse; the buffers grow as needed. Free with attn_data_mlm_batch_free. */
+typedef struct {
+    int B, T;          /* sentences, the longest one's tokens */
+    int32_t *ids;      /* (B, T) masked input ids, right-padded with 0 */
+    int32_t *labels;   /* (B, T) the original id where a token was chosen, -100
+                          (ATTN_BERT_IGNORE_INDEX) elsewhere and on the padding */
+    int32_t *len;      /* (B) tokens of each sentence */
+    uint32_t *example; /* (B) the sentence index of each row */
+    int64_t n_tokens;  /* real (non-pad) tokens: the sum of len */
+    int64_t n_labels;  /* chosen tokens: the loss's denominator */
+    size_t cap_rows, cap_cells; /* allocated sizes (internal) */
+} attn_data_mlm_batch;
+
+void attn_data_mlm_batch_free(attn_data_mlm_batch *b);
+
+/* Masked-LM batches of a set of sentences (which must outlive it):
+ *   split   valid_size sentences (a seeded shuffle of all: attn_rng_shuffle on the Philox stream
+ *           SplitMix64(seed ^ "valid")) validate; the others, in file order, train;
+ *   epochs  epoch e serves the training sentences in the order attn_rng_shuffle gives on words
+ *           [e · 2^32, ...) of stream SplitMix64(seed ^ "shuffle"), cut into batches of `batch`
+ *           (the last one smaller);
+ *   masks   attn_embed_mlm_mask(seed, epoch, sentence index): [CLS], [SEP] and every other
+ *           special token of tok are never chosen, [MASK] is tok's, random ids are drawn from
+ *           tok's vocabulary; so a sentence's mask depends on it and the epoch only (a new one
+ *           each epoch); validation masks are fixed (epoch 2^24 − 1).
+ * tools/ref_bert_train.py re-implements the masks in Python. Errors: tok without a [MASK] token,
+ * a validation set that leaves nothing to train on, more than 2^28 sentences, bad options. */
+typedef struct attn_data_mlm attn_data_mlm;
+
+attn_status attn_data_mlm_new(const attn_data_sentences *s, const attn_tok *tok,
+                              const attn_data_mlm_options *opt, attn_data_mlm **out);
+void attn_data_mlm_free(attn_data_mlm *m);
+
+size_t attn_data_mlm_num_train(const attn_data_mlm *m);     /* training sentences */
+size_t attn_data_mlm_num_valid(const attn_data_mlm *m);     /* validation sentences */
+size_t attn_data_mlm_train_batches(const attn_data_mlm *m); /* per epoch */
+size_t attn_data_mlm_valid_batches(const attn_data_mlm *m);
+/* The validation sentences' indices, ascending (n = attn_data_mlm_num_valid). */
+const uint32_t *attn_data_mlm_valid_examples(const attn_data_mlm *m);
+
+/* Batch k of epoch `epoch` (epoch < 2^24 − 1, k < attn_data_mlm_train_batches), masked. */
+attn_status attn_data_mlm_train_batch(attn_data_mlm *m, uint64_t epoch, size_t k,
+                                      attn_data_mlm_batch *b);
+/* Validation batch k (k < attn_data_mlm_valid_batches): the validation sentences in index
+ * order, `batch` at a time, with their fixed masks. */
+attn_status attn_data_mlm_valid_batch(const attn_data_mlm *m, size_t k, attn_data_mlm_batch *b);
 
 #ifdef __cplusplus
 }

@@ -13,10 +13,21 @@
  *              remaining batches, across the epoch boundary; truncation; fixed-order plans.
  *   bad input  missing file, invalid UTF-8, too few columns, empty fields or input, impossible
  *              split sizes and budgets: the right status and a message naming file and line.
+ *   GPT        attn_data_lm_batch (the windows `attn train --arch gpt` trains on): the window
+ *              offsets of a few batches and a hash of 200 batches, per seed and stream, equal
+ *              those the CLI's own sampler drew before it moved here (recorded with that code);
+ *              y is x shifted by one; bad arguments.
+ *   BERT       attn_data_load_sentences + attn_data_mlm_* on a generated text file with the
+ *              all-MiniLM-L6-v2 tokenizer (skipped without models/): sentence counts, token
+ *              hashes, the validation split and hashes of masked batches of two epochs equal
+ *              those of the CLI's code before it moved here (recorded); every cell of every batch
+ *              consistent (labels where chosen, ids kept elsewhere, padding 0 / -100); every
+ *              training sentence once per epoch; bad files, options and positions.
  *
  * Needs ../shared/data/tatoeba-eng-cmn/cmn.txt (relative to the repository root, where
  * tests/run.sh runs); the corpus tests are skipped with a message without it. Scratch files go to
  * a fresh mkdtemp directory, removed at the end. */
+#include "attn_bert.h"
 #include "attn_data.h"
 #include "attn_eval.h"
 #include "tu.h"
@@ -538,6 +549,336 @@ static void test_bad_input(void **state) {
     attn_data_corpus_free(&c);
 }
 
+/* ---- GPT: language-model windows ---- */
+
+static uint64_t fnv_i32(uint64_t h, const int32_t *v, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint32_t)v[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+#define FNV0 1469598103934665603ull
+
+/* Recorded with src/cli/cmd_train_gpt.c's sample_batch (commit e9f294f, before the move): ids
+ * 0..17999, B 4, T 16; the window offsets of training batches 0-2, of validation batch 1 over the
+ * first 2000 ids, and an FNV-1a hash of x and y of training batches 0-199. */
+static const struct {
+    uint64_t seed;
+    int32_t train[3][4], valid[4];
+    uint64_t hash200;
+} k_lm_rec[] = {
+    {1337,
+     {{17791, 8681, 3618, 7119}, {7857, 12634, 11349, 13566}, {9072, 14930, 1519, 5440}},
+     {249, 96, 1935, 1509},
+     0x0488912009f99b83ull},
+    {5,
+     {{2553, 10531, 8333, 12732}, {9116, 9216, 3460, 7487}, {11847, 435, 14780, 240}},
+     {1121, 185, 677, 1252},
+     0x7f414086316c62a3ull},
+};
+
+static void test_lm_windows(void **state) {
+    (void)state;
+    enum { N = 18000, B = 4, T = 16 };
+    static int32_t ids[N], x[B * T], y[B * T];
+    for (int i = 0; i < N; i++) ids[i] = i; /* a window's first id is its offset */
+    for (size_t r = 0; r < sizeof k_lm_rec / sizeof k_lm_rec[0]; r++) {
+        const uint64_t seed = k_lm_rec[r].seed;
+        for (int g = 0; g < 3; g++) {
+            assert_int_equal(
+                attn_data_lm_batch(ids, N, B, T, seed, ATTN_DATA_LM_TRAIN, (uint64_t)g, x, y), 0);
+            for (int b = 0; b < B; b++) {
+                if (x[b * T] != k_lm_rec[r].train[g][b])
+                    fail_msg("seed %llu batch %d window %d: offset %d, recorded %d",
+                             (unsigned long long)seed, g, b, x[b * T], k_lm_rec[r].train[g][b]);
+                for (int t = 0; t < T; t++) {
+                    assert_int_equal(x[b * T + t], x[b * T] + t);
+                    assert_int_equal(y[b * T + t], x[b * T + t] + 1);
+                }
+            }
+        }
+        assert_int_equal(attn_data_lm_batch(ids, 2000, B, T, seed, ATTN_DATA_LM_VALID, 1, x, y), 0);
+        for (int b = 0; b < B; b++) {
+            assert_int_equal(x[b * T], k_lm_rec[r].valid[b]);
+            assert_true(x[b * T] < 2000 - T); /* within [0, n - T) */
+        }
+        uint64_t h = FNV0;
+        for (uint64_t g = 0; g < 200; g++) {
+            assert_int_equal(attn_data_lm_batch(ids, N, B, T, seed, ATTN_DATA_LM_TRAIN, g, x, y), 0);
+            h = fnv_i32(fnv_i32(h, x, B * T), y, B * T);
+        }
+        printf("  seed %llu: windows of batches 0-2 and validation batch 1 as recorded; hash of "
+               "200 batches %016llx (recorded %016llx)\n",
+               (unsigned long long)seed, (unsigned long long)h,
+               (unsigned long long)k_lm_rec[r].hash200);
+        assert_true(h == k_lm_rec[r].hash200);
+    }
+    assert_true(attn_data_lm_key(1, ATTN_DATA_LM_TRAIN) != attn_data_lm_key(1, ATTN_DATA_LM_VALID));
+    /* The smallest text: n = T + 1 holds exactly one window. */
+    assert_int_equal(attn_data_lm_batch(ids, T + 1, B, T, 3, ATTN_DATA_LM_TRAIN, 0, x, y), 0);
+    for (int b = 0; b < B; b++) assert_int_equal(x[b * T], 0);
+    tu_expect_fail(attn_data_lm_batch(ids, T, B, T, 3, ATTN_DATA_LM_TRAIN, 0, x, y),
+                   ATTN_STATUS_INVALID_ARGUMENT, "no window", NULL);
+    tu_expect_fail(attn_data_lm_batch(ids, N, 0, T, 3, ATTN_DATA_LM_TRAIN, 0, x, y),
+                   ATTN_STATUS_INVALID_ARGUMENT, ">= 1", NULL);
+    tu_expect_fail(attn_data_lm_batch(ids, N, B, T, 3, ATTN_DATA_LM_TRAIN, (uint64_t)1 << 32, x, y),
+                   ATTN_STATUS_INVALID_ARGUMENT, "2^32", NULL);
+    tu_expect_fail(attn_data_lm_batch(NULL, N, B, T, 3, ATTN_DATA_LM_TRAIN, 0, x, y),
+                   ATTN_STATUS_INVALID_ARGUMENT, "NULL", NULL);
+    tu_expect_fail(attn_data_lm_batch(ids, N, B, T, 3, (attn_data_lm_stream)7, 0, x, y),
+                   ATTN_STATUS_INVALID_ARGUMENT, "stream", NULL);
+}
+
+/* ---- BERT: masked-LM sentences ---- */
+
+#define MINILM "models/all-MiniLM-L6-v2"
+
+/* 120 template sentences (some long, some with a CRLF, a TAB-separated 2nd and 3rd column, some
+ * non-ASCII), empty lines and separator-only lines between them (skipped), and a last line
+ * without '\n'. The recorded batches below were made from exactly these bytes. */
+static void write_mlm_corpus(const char *path) {
+    static const char *subj[] = {"the cat", "a dog", "my brother", "the teacher", "our neighbour",
+                                 "the old man", "a little girl", "the king"};
+    static const char *verb[] = {"likes", "sees", "wants", "buys", "finds", "loves", "eats", "reads"};
+    static const char *obj[] = {"the red apple", "a new book", "some cold water", "the big house",
+                                "a small car", "the blue sky", "fresh bread", "the long letter"};
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    for (int i = 0; i < 120; i++) {
+        if (i % 17 == 3) fputs("\n", fp);      /* empty: skipped */
+        if (i % 29 == 7) fputs("\t\t\r\n", fp); /* only separators: skipped */
+        fprintf(fp, "%s %s %s every day%s\t%d\t%s%s", subj[i % 8], verb[(i / 8) % 8],
+                obj[(i * 3 + i / 64) % 8], i % 5 == 0 ? ", and then again in the evening" : ".", i,
+                i % 11 == 0 ? "caf\xc3\xa9 \xe7\x9f\xa5\xe8\xaf\x86" : "x", i % 3 ? "\n" : "\r\n");
+    }
+    fputs("no newline at the end", fp);
+    fclose(fp);
+}
+
+typedef struct {
+    int epoch;
+    size_t k;
+    int B, T;
+    int64_t tokens, labels;
+    uint32_t ex0;
+    uint64_t hash;
+} mlm_batch_rec;
+
+/* Recorded with src/cli/cmd_train_bert.c's load_corpus, split, epoch shuffle and make_batch
+ * (commit e9f294f, before the move) on write_mlm_corpus and the MiniLM tokenizer. hash: FNV-1a of
+ * the masked ids, the labels and the lengths of the batch; batches 0, 1 and the last of epochs
+ * 0 and 1, then validation batch 0 (epoch -1). */
+static const struct {
+    int column, max_len;
+    uint64_t seed;
+    long long valid_size;
+    int batch;
+    size_t lines, n, tokens, n_train, n_valid;
+    uint64_t ids_hash;
+    uint32_t valid[8];
+    mlm_batch_rec b[7];
+} k_mlm_rec[] = {
+    {0, 16, 5, -1, 8, 132, 121, 1668, 115, 6, 0x0db634f40eea71c9ull,
+     {6, 33, 56, 60, 96, 110},
+     {{0, 0, 8, 16, 109, 13, 46, 0x6d285876d843cd48ull},
+      {0, 1, 8, 15, 109, 17, 11, 0x7e017e354deba848ull},
+      {0, 14, 3, 16, 43, 4, 77, 0xa0189db893294535ull},
+      {1, 0, 8, 16, 106, 19, 47, 0xd3cbd552b82a17eeull},
+      {1, 1, 8, 14, 104, 17, 98, 0x21dcda7a25eb8d7bull},
+      {1, 14, 3, 15, 42, 6, 62, 0x04fed3ea24de5517ull},
+      {-1, 0, 6, 16, 0, 0, 0, 0x6f95b5a847c0b2c6ull}}},
+    {0, 16, 5, 8, 8, 132, 121, 1668, 113, 8, 0x0db634f40eea71c9ull,
+     {6, 9, 33, 56, 60, 96, 110, 117},
+     {{0, 0, 8, 16, 108, 10, 67, 0xe764a1348af94295ull},
+      {0, 1, 8, 16, 107, 24, 32, 0x3c4a4590c14f4f0dull},
+      {0, 14, 1, 13, 13, 1, 3, 0x68aa9d488aebe72eull},
+      {1, 0, 8, 16, 121, 15, 90, 0x18b9d94badf9dbdcull},
+      {1, 1, 8, 16, 114, 16, 23, 0xf8dea2a8d60012e0ull},
+      {1, 14, 1, 12, 12, 1, 87, 0xfa403db65700e707ull},
+      {-1, 0, 8, 16, 0, 0, 0, 0xb9263fd57ac4dceeull}}},
+    {1, 12, 9, 3, 4, 132, 121, 1364, 118, 3, 0x8fa953956882ecdaull,
+     {10, 28, 62},
+     {{0, 0, 4, 12, 44, 7, 27, 0x0f9f14cdba54854dull},
+      {0, 1, 4, 12, 45, 4, 18, 0xb546ac1f78ecca4full},
+      {0, 29, 2, 11, 22, 3, 33, 0xd7ab9db1d2fe03feull},
+      {1, 0, 4, 12, 46, 5, 55, 0xb5e8ad6332867dd1ull},
+      {1, 1, 4, 12, 46, 8, 0, 0x835fd5b320ab3e63ull},
+      {1, 29, 2, 12, 23, 2, 16, 0xadcb90c147d2d330ull},
+      {-1, 0, 3, 12, 0, 0, 0, 0x280550b73d17774eull}}},
+};
+
+/* Every cell: a chosen token's label is the sentence's id there (never a special one), an
+ * unchosen one keeps its id; padding 0 / IGNORE; lengths and counts add up. */
+static void check_mlm_cells(const attn_data_sentences *s, const attn_tok *tok,
+                            const attn_data_mlm_batch *b) {
+    int64_t tokens = 0, labels = 0;
+    for (int i = 0; i < b->B; i++) {
+        const int32_t *ids = s->ids + s->off[b->example[i]];
+        const int n = (int)(s->off[b->example[i] + 1] - s->off[b->example[i]]);
+        assert_int_equal(b->len[i], n);
+        for (int t = 0; t < b->T; t++) {
+            int32_t x = b->ids[(size_t)i * b->T + t], l = b->labels[(size_t)i * b->T + t];
+            if (t >= n) {
+                assert_int_equal(x, 0);
+                assert_int_equal(l, ATTN_BERT_IGNORE_INDEX);
+            } else if (l == ATTN_BERT_IGNORE_INDEX) {
+                assert_int_equal(x, ids[t]);
+            } else {
+                assert_int_equal(l, ids[t]);
+                assert_false(attn_tok_is_special(tok, ids[t]));
+                labels++;
+            }
+        }
+        tokens += n;
+    }
+    assert_int_equal(tokens, b->n_tokens);
+    assert_int_equal(labels, b->n_labels);
+}
+
+static uint64_t mlm_hash(const attn_data_mlm_batch *b) {
+    size_t cells = (size_t)b->B * (size_t)b->T;
+    return fnv_i32(fnv_i32(fnv_i32(FNV0, b->ids, cells), b->labels, cells), b->len, (size_t)b->B);
+}
+
+static void test_mlm(void **state) {
+    (void)state;
+    if (access(MINILM "/tokenizer.json", R_OK) != 0) {
+        printf("  %s/tokenizer.json missing (tools/get_minilm.sh): skipped\n", MINILM);
+        skip();
+    }
+    attn_tok *tok;
+    assert_int_equal(attn_tok_load(MINILM, &tok), 0);
+    const char *path = tu_tmp("mlm.txt");
+    write_mlm_corpus(path);
+    for (size_t r = 0; r < sizeof k_mlm_rec / sizeof k_mlm_rec[0]; r++) {
+        attn_data_text_options to = {.column = k_mlm_rec[r].column, .max_len = k_mlm_rec[r].max_len};
+        attn_data_sentences s;
+        if (attn_data_load_sentences(path, tok, &to, &s)) fail_msg("%s", attn_last_error());
+        assert_int_equal(s.n_lines, k_mlm_rec[r].lines);
+        assert_int_equal(s.n, k_mlm_rec[r].n);
+        assert_int_equal(s.tokens, k_mlm_rec[r].tokens);
+        assert_true(fnv_i32(FNV0, s.ids, s.tokens) == k_mlm_rec[r].ids_hash);
+        attn_data_mlm_options mo = attn_data_mlm_default_options();
+        mo.seed = k_mlm_rec[r].seed;
+        mo.batch = k_mlm_rec[r].batch;
+        mo.valid_size = k_mlm_rec[r].valid_size < 0 ? SIZE_MAX : (size_t)k_mlm_rec[r].valid_size;
+        attn_data_mlm *m;
+        if (attn_data_mlm_new(&s, tok, &mo, &m)) fail_msg("%s", attn_last_error());
+        assert_int_equal(attn_data_mlm_num_train(m), k_mlm_rec[r].n_train);
+        assert_int_equal(attn_data_mlm_num_valid(m), k_mlm_rec[r].n_valid);
+        for (size_t i = 0; i < k_mlm_rec[r].n_valid; i++)
+            assert_int_equal(attn_data_mlm_valid_examples(m)[i], k_mlm_rec[r].valid[i]);
+        attn_data_mlm_batch b;
+        memset(&b, 0, sizeof b);
+        const size_t nb = attn_data_mlm_train_batches(m);
+        int checked = 0;
+        for (int e = 0; e < 2; e++) {
+            uint8_t *seen = calloc(s.n, 1);
+            for (size_t k = 0; k < nb; k++) {
+                assert_int_equal(attn_data_mlm_train_batch(m, (uint64_t)e, k, &b), 0);
+                check_mlm_cells(&s, tok, &b);
+                for (int i = 0; i < b.B; i++) {
+                    assert_int_equal(seen[b.example[i]], 0); /* once per epoch */
+                    seen[b.example[i]] = 1;
+                }
+                for (int q = 0; q < 7; q++) {
+                    const mlm_batch_rec *w = &k_mlm_rec[r].b[q];
+                    if (w->epoch != e || w->k != k) continue;
+                    if (b.B != w->B || b.T != w->T || b.n_tokens != w->tokens ||
+                        b.n_labels != w->labels || b.example[0] != w->ex0 || mlm_hash(&b) != w->hash)
+                        fail_msg("case %zu epoch %d batch %zu: B %d T %d tokens %lld labels %lld "
+                                 "ex0 %u hash %016llx, recorded %d %d %lld %lld %u %016llx",
+                                 r, e, k, b.B, b.T, (long long)b.n_tokens, (long long)b.n_labels,
+                                 b.example[0], (unsigned long long)mlm_hash(&b), w->B, w->T,
+                                 (long long)w->tokens, (long long)w->labels, w->ex0,
+                                 (unsigned long long)w->hash);
+                    checked++;
+                }
+            }
+            size_t n_seen = 0;
+            for (size_t i = 0; i < s.n; i++) n_seen += seen[i];
+            assert_int_equal(n_seen, k_mlm_rec[r].n_train);
+            free(seen);
+        }
+        /* the same position again (another epoch in between): the same batch */
+        assert_int_equal(attn_data_mlm_train_batch(m, 0, 1, &b), 0);
+        assert_true(mlm_hash(&b) == k_mlm_rec[r].b[1].hash);
+        assert_int_equal(attn_data_mlm_valid_batch(m, 0, &b), 0);
+        check_mlm_cells(&s, tok, &b);
+        assert_int_equal(b.B, k_mlm_rec[r].b[6].B);
+        assert_int_equal(b.T, k_mlm_rec[r].b[6].T);
+        assert_true(mlm_hash(&b) == k_mlm_rec[r].b[6].hash);
+        checked++;
+        assert_int_equal(checked, 7);
+        tu_expect_fail(attn_data_mlm_train_batch(m, 0, nb, &b), ATTN_STATUS_INVALID_ARGUMENT,
+                       "beyond", NULL);
+        tu_expect_fail(attn_data_mlm_train_batch(m, (1u << 24) - 1, 0, &b), ATTN_STATUS_TOO_LARGE,
+                       "epochs", NULL);
+        tu_expect_fail(attn_data_mlm_valid_batch(m, attn_data_mlm_valid_batches(m), &b),
+                       ATTN_STATUS_INVALID_ARGUMENT, "beyond", NULL);
+        printf("  column %d, max_len %d, seed %llu: %zu lines -> %zu sentences, %zu tokens; "
+               "%zu train / %zu valid; 7 recorded batches identical, %zu batches x 2 epochs "
+               "checked cell by cell\n",
+               to.column, to.max_len, (unsigned long long)mo.seed, s.n_lines, s.n, s.tokens,
+               attn_data_mlm_num_train(m), attn_data_mlm_num_valid(m), nb);
+        attn_data_mlm_batch_free(&b);
+        attn_data_mlm_free(m);
+        attn_data_sentences_free(&s);
+    }
+
+    /* bad input */
+    attn_data_sentences s;
+    attn_data_text_options to = attn_data_text_default_options();
+    tu_expect_fail(attn_data_load_sentences(tu_tmp("none.txt"), tok, &to, &s), ATTN_STATUS_IO,
+                   "none.txt", NULL);
+    tu_write_all(tu_tmp("bad.txt"), "fine line\nbroken \xC0\xAF line\n", 25);
+    tu_expect_fail(attn_data_load_sentences(tu_tmp("bad.txt"), tok, &to, &s),
+                   ATTN_STATUS_INVALID_ARGUMENT, "bad.txt:2: invalid UTF-8", NULL);
+    tu_write_all(tu_tmp("two.tsv"), "Hi.\tthere\nRun.\tx\n", 17);
+    to.column = 3;
+    tu_expect_fail(attn_data_load_sentences(tu_tmp("two.tsv"), tok, &to, &s), ATTN_STATUS_FORMAT,
+                   "two.tsv:1: no column 3", NULL);
+    to.column = 2;
+    assert_int_equal(attn_data_load_sentences(tu_tmp("two.tsv"), tok, &to, &s), 0);
+    assert_int_equal(s.n, 2);
+    attn_data_sentences_free(&s);
+    tu_write_all(tu_tmp("blank.txt"), "\n \t \r\n\n", 7);
+    to.column = 0;
+    tu_expect_fail(attn_data_load_sentences(tu_tmp("blank.txt"), tok, &to, &s),
+                   ATTN_STATUS_INVALID_ARGUMENT, "no line has a token", NULL);
+    to.max_len = 2;
+    tu_expect_fail(attn_data_load_sentences(tu_tmp("two.tsv"), tok, &to, &s),
+                   ATTN_STATUS_INVALID_ARGUMENT, "max_len", NULL);
+    to.max_len = 128;
+    assert_int_equal(attn_data_load_sentences(tu_tmp("two.tsv"), tok, &to, &s), 0);
+    attn_data_mlm_options mo = attn_data_mlm_default_options();
+    attn_data_mlm *m;
+    mo.valid_size = 2;
+    tu_expect_fail(attn_data_mlm_new(&s, tok, &mo, &m), ATTN_STATUS_INVALID_ARGUMENT,
+                   "leave none to train on", NULL);
+    mo.valid_size = SIZE_MAX; /* min(500, 2 / 20) = 0 */
+    assert_int_equal(attn_data_mlm_new(&s, tok, &mo, &m), 0);
+    assert_int_equal(attn_data_mlm_num_valid(m), 0);
+    assert_int_equal(attn_data_mlm_valid_batches(m), 0);
+    attn_data_mlm_free(m);
+    mo.batch = 0;
+    tu_expect_fail(attn_data_mlm_new(&s, tok, &mo, &m), ATTN_STATUS_INVALID_ARGUMENT, "batch",
+                   NULL);
+    mo = attn_data_mlm_default_options();
+    mo.mask_fraction = 0.95f; /* + 0.1 random > 1 */
+    tu_expect_fail(attn_data_mlm_new(&s, tok, &mo, &m), ATTN_STATUS_INVALID_ARGUMENT, "fractions",
+                   NULL);
+    /* a tokenizer without [MASK] (characters only) cannot mask */
+    attn_tok *chars;
+    assert_int_equal(attn_tok_train_chars("Hi there. Run x", 15, &chars), 0);
+    mo = attn_data_mlm_default_options();
+    tu_expect_fail(attn_data_mlm_new(&s, chars, &mo, &m), ATTN_STATUS_INVALID_ARGUMENT, "[MASK]",
+                   NULL);
+    attn_tok_free(chars);
+    attn_data_sentences_free(&s);
+    attn_tok_free(tok);
+}
 
 int main(void) {
     if (tu_mkdtemp(tu_dir, sizeof tu_dir, "data")) return 1;
@@ -547,6 +888,8 @@ int main(void) {
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_batches),
+        cmocka_unit_test(test_lm_windows),
+        cmocka_unit_test(test_mlm),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     attn_data_corpus_free(&g_c);

@@ -18,7 +18,7 @@ else
   rm -rf "$DIR"
   echo "== training $DIR for ${BUDGET}s on $DATA"
   "$B/attn" train --data "$DATA" --out "$DIR" --config configs/demo-en-zh.json \
-    --time-budget "$BUDGET" --max-tokens 2500 --lr 2e-3 --warmup 300 \
+    --time-budget "$BUDGET" --max-tokens 2500 --lr 2e-3 --warmup-steps 300 \
     --eval-every 400 --bleu-sentences 200 --save-every 400 --log-every 25
 fi
 echo

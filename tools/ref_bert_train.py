@@ -17,10 +17,11 @@ Writes into OUTDIR:
                           eps 1e-8, weight decay WD except on biases and LayerNorm weights — the
                           1-D tensors), warmup 0 so the linear schedule's first factor is 1
 
-The data pipeline the twin reproduces (documented in src/cli/cmd_train_bert.c): lines split on
-"\\n" (a trailing "\\r" dropped); each line tokenized with the special tokens and truncated to
-max_len tokens ([CLS] ... [SEP], as tokenizer(line, truncation=True, max_length=max_len)); lines
-with no token besides the specials skipped; example i = the i-th kept line. Masking: attn's
+The data pipeline the twin reproduces (attn_data_load_sentences and attn_data_mlm_* of
+src/data/mlm.c, documented in include/attn_data.h): lines split on "\\n" (a trailing "\\r"
+dropped); each line tokenized with the special tokens and truncated to max_len tokens ([CLS] ...
+[SEP], as tokenizer(line, truncation=True, max_length=max_len)); lines with no token besides the
+specials skipped; example i = the i-th kept line. Masking: attn's
 counter-based scheme (include/attn_embed.h, attn_embed_mlm_mask) re-implemented here with
 Philox4x32-10 in Python, epoch 0. One batch holds all the examples, so its order (the trainer
 shuffles) does not matter: the loss is the mean over all labelled tokens."""

@@ -5,7 +5,8 @@ The twin is a minimal nanoGPT-style GPT-2 in PyTorch (GPTTwin below: pre-LN bloc
 positions, tied embeddings, GELU tanh form, Hugging Face's Conv1D weight layout (in, out), the
 Hugging Face tensor names) plus a re-implementation of the trainer's data sampler:
 Philox4x32-10 (attn_rng, include/attn_train.h), attn_rng_below (Lemire), splitmix64, and the
-window draw of src/cli/cmd_train_gpt.c — so the twin trains on the very batches attn trains on.
+window draw of attn_data_lm_batch (src/data/lm.c) — so the twin trains on the very batches attn
+trains on.
 
 What this script does:
   1. writes a small text (the first 20,000 characters of tinyshakespeare) and a tiny config

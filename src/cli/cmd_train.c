@@ -1,6 +1,7 @@
 /* cmd_train.c — `attn train`: train the encoder–decoder translation model (issue 3) on a TSV
  * parallel corpus, with a progress line, periodic validation (loss and BLEU), crash-safe
- * checkpoints, exact resume, Ctrl-C and a time budget.
+ * checkpoints, exact resume, Ctrl-C and a time budget. The loop itself is train_loop.c's; this file
+ * is the translator's data, model, step and validation.
  *
  * The output directory is both the checkpoint and the model directory `attn translate` reads:
  *   config.json  tokenizer.json  model.safetensors  optimizer.safetensors  training_state.json
@@ -15,9 +16,9 @@
  * exactly, given the same thread count (sums over threads are ordered the same way). */
 #include "cli.h"
 #include "cmd_train.h"
-#include "train_common.h"
 #include "cmd_train_bert.h"
 #include "cmd_train_gpt.h"
+#include "train_loop.h"
 
 #include "attn_data.h"
 #include "attn_eval.h"
@@ -36,162 +37,153 @@
 #define ATTN_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define ATTN_MAX(a, b) ((a) > (b) ? (a) : (b))
 
-static const char train_usage[] =
-    "usage: attn train [--arch encdec] --data FILE.tsv --out DIR [options]\n"
-    "       attn train --out DIR --resume [--max-steps N] [--time-budget SECONDS]\n"
-    "\n"
-    "Trains the encoder-decoder Transformer on a parallel corpus (source<TAB>target[<TAB>...],\n"
-    "e.g. ../shared/data/tatoeba-eng-cmn/cmn.txt) and writes a model directory for\n"
-    "'attn translate'. Ctrl-C saves a checkpoint and exits; --resume continues it exactly.\n"
-    "\n"
-    "data and model:\n"
-    "  --config FILE        model configuration JSON (attn_models.h field names); default: a small\n"
-    "                       model (d_model 256, 4 heads, d_ff 1024, 3+3 layers, pre-LN, shared\n"
-    "                       and tied embeddings, max_len 64)\n"
-    "  --tokenizer PATH     an existing tokenizer.json (default: train a BPE on the train split)\n"
-    "  --vocab-size N       size of the trained tokenizer (default 8000)\n"
-    "  --valid-size N       at least N pairs for validation (default 1000)\n"
-    "  --test-size N        at least N pairs for test (default 1000)\n"
-    "  --seed N             split, initialization, batches and dropout (default 1)\n"
-    "optimization:\n"
-    "  --max-tokens N       padded tokens per batch, B x max(Ts, Tt) (default 6000)\n"
-    "  --lr X               peak learning rate (default 1e-3)\n"
-    "  --warmup N           linear warmup steps, then inverse-sqrt decay (default 400)\n"
-    "  --label-smoothing X  (default 0.1)\n"
-    "  --clip X             gradient clipping by global norm (default 1.0; 0 = off)\n"
-    "  --weight-decay X     AdamW decoupled weight decay on matrices (default 0.0)\n"
-    "  --dropout X          override the configuration's dropout\n"
-    "stopping, logging, saving:\n"
-    "  --max-steps N        stop after N optimizer steps (default: none)\n"
-    "  --time-budget S      stop (and save) after S seconds of training (default: none)\n"
-    "  --epochs N           stop after N epochs (default 20 when nothing else is given)\n"
-    "  --eval-every N       validation loss and BLEU every N steps (default 500)\n"
-    "  --bleu-sentences N   validation sentences translated for BLEU (default 300; 0 = off)\n"
-    "  --save-every N       checkpoint every N steps (default 1000)\n"
-    "  --log-every N        progress line every N steps (default 20)\n"
-    "  --resume             continue the checkpoint in DIR\n";
-
 /* ---- options -------------------------------------------------------------------------------- */
 
-typedef struct {
-    const char *data, *out, *config, *tokenizer;
-    int vocab_size;
-    size_t valid_size, test_size;
-    uint64_t seed;
-    size_t max_tokens;
-    double lr;
-    int warmup;
-    double label_smoothing, clip, weight_decay, dropout; /* dropout < 0: keep the config's */
-    int64_t max_steps, epochs;
-    double time_budget;
-    int eval_every, bleu_sentences, save_every, log_every;
-    bool resume;
-} train_opts;
+static const char *const default_text[] = {
+    "--epochs", "20 when neither --max-steps nor --time-budget is given", NULL};
 
-static train_opts default_opts(void) {
-    train_opts o;
-    memset(&o, 0, sizeof o);
-    o.vocab_size = 8000;
-    o.valid_size = 1000, o.test_size = 1000;
-    o.seed = 1;
-    o.max_tokens = 6000;
-    o.lr = 1e-3;
-    o.warmup = 400;
-    o.label_smoothing = 0.1;
-    o.clip = 1.0;
-    o.weight_decay = 0.0;
-    o.dropout = -1;
-    o.eval_every = 500, o.bleu_sentences = 300, o.save_every = 1000, o.log_every = 20;
-    return o;
-}
+static const train_family_info *const also_help[] = {&cmd_train_gpt_family, &cmd_train_bert_family,
+                                                     NULL};
+
+static const train_family_info family = {
+    .family = TRAIN_ENCDEC,
+    .arch = "encdec",
+    .usage =
+        "usage: attn train [--arch encdec] --data FILE.tsv --out DIR [options]\n"
+        "       attn train --out DIR --resume [--max-steps N] [--time-budget SECONDS]\n"
+        "\n"
+        "Trains the encoder-decoder Transformer on a parallel corpus\n"
+        "(source<TAB>target[<TAB>...], e.g. ../shared/data/tatoeba-eng-cmn/cmn.txt) and writes a\n"
+        "model directory for 'attn translate'. Ctrl-C saves a checkpoint and exits; --resume\n"
+        "continues it exactly.\n",
+    .own_data =
+        "  --config FILE        model configuration JSON (attn_models.h field names); default: a\n"
+        "                       small model (d_model 256, 4 heads, d_ff 1024, 3+3 layers, pre-LN,\n"
+        "                       shared and tied embeddings, max_len 64)\n"
+        "  --tokenizer PATH     an existing tokenizer.json (default: train a BPE on the train\n"
+        "                       split)\n"
+        "  --vocab-size N       size of the trained tokenizer (default 8000)\n"
+        "  --valid-size N       at least N pairs for validation (default 1000)\n"
+        "  --test-size N        at least N pairs for test (default 1000)\n",
+    .own_optimization =
+        "  --max-tokens N       padded tokens per batch, B x max(Ts, Tt) (default 6000)\n"
+        "  --batch N            at most N sentence pairs per batch (default: no cap; --max-tokens\n"
+        "                       cuts the batches)\n"
+        "  --label-smoothing X  (default 0.1)\n"
+        "  The schedule is linear warmup, then inverse-square-root decay.\n",
+    .own_stopping =
+        "  --bleu-sentences N   validation sentences translated (greedy) for BLEU at each\n"
+        "                       validation (default 300; 0 = off)\n",
+    .notes =
+        "A token, for tokens/s, is a non-pad source or target token of a batch (source tokens\n"
+        "with </s>, target tokens with </s>). Defaults that differ from the other families are\n"
+        "the paper's (Vaswani et al. 2017): Adam betas (0.9, 0.98), eps 1e-9, no weight decay,\n"
+        "label smoothing 0.1, warmup then 1/sqrt(step); its warmup 4000 and 25000-token batches\n"
+        "are scaled down to warmup 400 and --max-tokens 6000 for the small default model.\n",
+    .default_text = default_text,
+    .more_help = also_help,
+    .defaults = {.seed = 1,
+                 .lr = 1e-3,
+                 .warmup = 400,
+                 .decay_steps = -1,
+                 .grad_clip = 1.0,
+                 .weight_decay = 0.0,
+                 .beta1 = 0.9,
+                 .beta2 = 0.98,
+                 .adam_eps = 1e-9,
+                 .dropout = -1,
+                 .batch = 0,
+                 .max_steps = -1,
+                 .eval_every = 500,
+                 .save_every = 1000,
+                 .log_every = 20},
+};
+
+typedef struct {
+    train_opts c; /* the shared ones */
+    int vocab_size;
+    size_t valid_size, test_size, max_tokens;
+    double label_smoothing;
+    int bleu_sentences;
+} enc_opts;
 
 /* Returns -1 on success, else the exit code. */
-static int parse_args(int argc, char **argv, train_opts *o) {
-    const char *const usage[] = {train_usage, cmd_train_gpt_usage, cmd_train_bert_usage, NULL};
+static int parse_args(int argc, char **argv, enc_opts *o) {
+    /* `attn train --help` shows every family; `attn train --arch encdec --help` this one */
+    train_family_info fam = family;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--arch")) fam.more_help = NULL;
+    o->c = family.defaults;
+    o->vocab_size = 8000;
+    o->valid_size = 1000, o->test_size = 1000;
+    o->max_tokens = 6000;
+    o->label_smoothing = 0.1;
+    o->bleu_sentences = 300;
     for (int i = 1; i < argc; i++) {
         const char *a, *v;
-        int rc = train_next_arg(argc, argv, &i, usage, NULL, 0, &o->resume, &a, &v);
+        int rc = train_next_arg(argc, argv, &i, &fam, &o->c, &a, &v);
         if (rc >= 0) return rc;
-        if (!a) continue; /* --resume */
-#define INT_OPT(name, lo, hi, field) CLI_INT_OPT("train", name, lo, hi, o->field, )
-#define REAL_OPT(name, lo, hi, field) CLI_REAL_OPT("train", name, lo, hi, o->field, )
-        if (!strcmp(a, "--arch")) {
-            if (strcmp(v, "encdec") != 0)
-                return cli_usage_error("train: --arch must be encdec or gpt, got '%s'", v);
-            continue;
-        }
-        if (!strcmp(a, "--data")) { o->data = v; continue; }
-        if (!strcmp(a, "--out")) { o->out = v; continue; }
-        if (!strcmp(a, "--config")) { o->config = v; continue; }
-        if (!strcmp(a, "--tokenizer")) { o->tokenizer = v; continue; }
-        INT_OPT("--vocab-size", 300, 1000000, vocab_size)
-        INT_OPT("--valid-size", 1, 100000000, valid_size)
-        INT_OPT("--test-size", 1, 100000000, test_size)
-        INT_OPT("--max-tokens", 16, 100000000, max_tokens)
-        INT_OPT("--warmup", 1, 100000000, warmup)
-        REAL_OPT("--label-smoothing", 0, 1, label_smoothing)
-        INT_OPT("--bleu-sentences", 0, 100000000, bleu_sentences)
-        TRAIN_SHARED_OPTS(o) /* --seed --lr --weight-decay --clip --dropout, stopping, logging */
-#undef INT_OPT
-#undef REAL_OPT
-        return cli_usage_error("train: unknown option '%s'", a);
+        if (!a) continue; /* a shared option */
+#define OPT(name, lo, hi, field)                                                                 \
+    CLI_INT_OPT("train", name, lo, hi, o->field, TRAIN_FIXED(&o->c, name))
+        OPT("--vocab-size", 300, 1000000, vocab_size)
+        OPT("--valid-size", 1, 100000000, valid_size)
+        OPT("--test-size", 1, 100000000, test_size)
+        OPT("--max-tokens", 16, 100000000, max_tokens)
+        CLI_REAL_OPT("train", "--label-smoothing", 0, 1, o->label_smoothing,
+                     TRAIN_FIXED(&o->c, "--label-smoothing"))
+        CLI_INT_OPT("train", "--bleu-sentences", 0, 100000000, o->bleu_sentences, )
+#undef OPT
+        return train_unknown_option(&family, a);
     }
-    if (!o->out) return cli_usage_error("train: --out DIR is required");
-    if (!o->resume && !o->data) return cli_usage_error("train: --data FILE is required");
+    int rc = train_check_args(&family, &o->c);
+    if (rc >= 0) return rc;
+    if (o->c.warmup < 1)
+        return cli_usage_error("train: --warmup-steps must be at least 1 (inverse-square-root "
+                               "schedule)");
     return -1;
 }
 
 /* The options that define the run, saved in the training state so --resume repeats it. */
-static json_t *opts_to_json(const train_opts *o) {
+static json_t *opts_to_json(const enc_opts *o) {
     json_t *j = json_object();
-    json_object_set_new(j, "data", json_string(o->data));
+    json_object_set_new(j, "arch", json_string("encdec"));
+    train_opts_to_json(&o->c, j);
     json_object_set_new(j, "vocab_size", json_integer(o->vocab_size));
     json_object_set_new(j, "valid_size", json_integer((json_int_t)o->valid_size));
     json_object_set_new(j, "test_size", json_integer((json_int_t)o->test_size));
-    json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));
     json_object_set_new(j, "max_tokens", json_integer((json_int_t)o->max_tokens));
-    json_object_set_new(j, "lr", json_real(o->lr));
-    json_object_set_new(j, "warmup", json_integer(o->warmup));
     json_object_set_new(j, "label_smoothing", json_real(o->label_smoothing));
-    json_object_set_new(j, "clip", json_real(o->clip));
-    json_object_set_new(j, "weight_decay", json_real(o->weight_decay));
     return j;
 }
 
-static attn_status opts_from_json(const json_t *j, const char *dir, train_opts *o) {
+static attn_status opts_from_json(const json_t *j, const char *dir, enc_opts *o) {
     const char *data = json_string_value(json_object_get(j, "data"));
-    if (!json_is_object(j) || !data)
+    const char *arch = json_string_value(json_object_get(j, "arch"));
+    if (!json_is_object(j) || !data || (arch && strcmp(arch, "encdec") != 0))
         return attn_set_error(ATTN_STATUS_FORMAT,
                               "%s/training_state.json: \"extra\" lacks the run's options "
                               "(not a checkpoint written by attn train)",
                               dir);
     static char data_copy[4096];
     snprintf(data_copy, sizeof data_copy, "%s", data);
-    if (o->data && strcmp(o->data, data_copy) != 0)
-        return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
-                              "--resume: the checkpoint was trained on %s, not %s", data_copy,
-                              o->data);
-    o->data = data_copy;
+    o->c.data = data_copy;
+    train_opts_from_json(j, &o->c); /* older checkpoints: no betas, eps, batch (the defaults) */
     o->vocab_size = (int)json_integer_value(json_object_get(j, "vocab_size"));
     o->valid_size = (size_t)json_integer_value(json_object_get(j, "valid_size"));
     o->test_size = (size_t)json_integer_value(json_object_get(j, "test_size"));
-    o->seed = (uint64_t)json_integer_value(json_object_get(j, "seed"));
     o->max_tokens = (size_t)json_integer_value(json_object_get(j, "max_tokens"));
-    o->lr = json_number_value(json_object_get(j, "lr"));
-    o->warmup = (int)json_integer_value(json_object_get(j, "warmup"));
     o->label_smoothing = json_number_value(json_object_get(j, "label_smoothing"));
-    o->clip = json_number_value(json_object_get(j, "clip"));
-    o->weight_decay = json_number_value(json_object_get(j, "weight_decay"));
-    if (o->max_tokens < 16 || o->warmup < 1 || o->vocab_size < 300)
+    if (o->max_tokens < 16 || o->c.warmup < 1 || o->vocab_size < 300 || o->c.batch < 0)
         return attn_set_error(ATTN_STATUS_FORMAT,
                               "%s/training_state.json: \"extra\" holds invalid options", dir);
     return ATTN_STATUS_OK;
 }
 
-/* ---- the run ---------------------------------------------------------------------------------- */
+/* ---- the run --------------------------------------------------------------------------------- */
 
 typedef struct {
-    train_opts o;
+    enc_opts o;
     attn_data_corpus corpus;
     attn_data_split split;
     attn_tok *tok;
@@ -201,15 +193,11 @@ typedef struct {
     int capB, capTs, capTt;
     attn_encdec_trainer *tr;       /* training steps: data-parallel over the threads */
     int trB, trTs, trTt;
-    attn_optim *opt;
-    attn_optim_range *ranges;
-    int nranges;
-    attn_ckpt_tensor *tensors;
     attn_data_dataset *train, *valid;
     attn_data_loader *loader;
     attn_data_batch batch;
     attn_data_refs valid_refs;
-    attn_ckpt_state cs;
+    train_loop L;
 } run;
 
 static void run_free(run *r) {
@@ -218,16 +206,13 @@ static void run_free(run *r) {
     attn_data_dataset_free(r->train);
     attn_data_dataset_free(r->valid);
     attn_data_refs_free(&r->valid_refs);
-    attn_optim_destroy(r->opt);
-    free(r->ranges);
-    free(r->tensors);
+    train_loop_free(&r->L);
     attn_encdec_state_free(r->st);
     attn_encdec_trainer_free(r->tr);
     attn_encdec_model_free(r->model);
     attn_tok_free(r->tok);
     attn_data_split_free(&r->split);
     attn_data_corpus_free(&r->corpus);
-    if (r->cs.extra) json_decref(r->cs.extra);
 }
 
 static attn_status ensure_state(run *r, int B, int Ts, int Tt) {
@@ -264,53 +249,54 @@ static attn_status default_config(attn_encdec_config *c) {
 
 /* Split, tokenizer, configuration, model: from the options (fresh) or from DIR (resume). */
 static attn_status setup(run *r) {
-    train_opts *o = &r->o;
-    char *p_cfg = train_path_in(o->out, "config.json"), *p_tok = train_path_in(o->out, "tokenizer.json");
+    enc_opts *o = &r->o;
+    char *p_cfg = train_path_in(o->c.out, "config.json");
+    char *p_tok = train_path_in(o->c.out, "tokenizer.json");
     if (!p_cfg || !p_tok) {
         free(p_cfg), free(p_tok);
         return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     attn_status s = ATTN_STATUS_OK;
-    if (o->resume) {
-        if (!attn_ckpt_exists(o->out))
+    if (o->c.resume) {
+        if (!attn_ckpt_exists(o->c.out))
             s = attn_set_error(ATTN_STATUS_NOT_FOUND,
-                               "--resume: %s holds no checkpoint (training_state.json)", o->out);
+                               "--resume: %s holds no checkpoint (training_state.json)", o->c.out);
         /* Read the run's options first: the state's "extra". */
         if (!s) {
-            char *p_state = train_path_in(o->out, "training_state.json");
+            char *p_state = train_path_in(o->c.out, "training_state.json");
             json_t *j = NULL;
             s = train_load_state_json(p_state, &j);
-            if (!s) s = opts_from_json(json_object_get(j, "extra"), o->out, o);
+            if (!s) s = opts_from_json(json_object_get(j, "extra"), o->c.out, o);
             json_decref(j);
             free(p_state);
         }
         if (!s) s = attn_encdec_config_load(p_cfg, &r->cfg);
         if (!s) s = attn_tok_load(p_tok, &r->tok);
     } else {
-        s = train_fresh_out(o->out, o->out);
+        s = train_fresh_out(o->c.out, o->c.out);
         if (!s)
-            s = o->config ? attn_encdec_config_load_template(o->config, &r->cfg)
+            s = o->c.config ? attn_encdec_config_load_template(o->c.config, &r->cfg)
                           : default_config(&r->cfg);
-        if (!s && o->dropout >= 0) r->cfg.dropout = (float)o->dropout;
+        if (!s && o->c.dropout >= 0) r->cfg.dropout = (float)o->c.dropout;
     }
     if (s) goto done;
 
-    s = attn_data_load_tsv(o->data, NULL, &r->corpus);
+    s = attn_data_load_tsv(o->c.data, NULL, &r->corpus);
     if (s) goto done;
     attn_data_split_options so = attn_data_split_default_options();
-    so.seed = o->seed;
+    so.seed = o->c.seed;
     so.min_valid_pairs = o->valid_size;
     so.min_test_pairs = o->test_size;
     s = attn_data_split_make(&r->corpus, &so, &r->split);
     if (s) goto done;
 
-    if (!o->resume) {
+    if (!o->c.resume) {
         /* The split, with attribution, and the test set as files for translate and bleu. */
         const char *names[3] = {"split-train.tsv", "split-valid.tsv", "split-test.tsv"};
         const size_t *idx[3] = {r->split.train, r->split.valid, r->split.test};
         size_t n[3] = {r->split.n_train, r->split.n_valid, r->split.n_test};
         for (int k = 0; k < 3 && !s; k++) {
-            char *p = train_path_in(o->out, names[k]);
+            char *p = train_path_in(o->c.out, names[k]);
             s = p ? attn_data_write_tsv(&r->corpus, idx[k], n[k], p)
                   : attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
             free(p);
@@ -319,7 +305,8 @@ static attn_status setup(run *r) {
             attn_data_refs tr;
             s = attn_data_refs_make(&r->corpus, r->split.test, r->split.n_test, &tr);
             if (!s) {
-                char *ps = train_path_in(o->out, "test.src"), *pr = train_path_in(o->out, "test.ref");
+                char *ps = train_path_in(o->c.out, "test.src");
+                char *pr = train_path_in(o->c.out, "test.ref");
                 s = attn_data_refs_write(&tr, ps, pr);
                 free(ps), free(pr);
                 attn_data_refs_free(&tr);
@@ -328,11 +315,11 @@ static attn_status setup(run *r) {
         if (s) goto done;
         printf("data: %zu pairs from %s -> train %zu, valid %zu, test %zu (split by English "
                "sentence, seed %llu)\n",
-               r->corpus.n, o->data, r->split.n_train, r->split.n_valid, r->split.n_test,
-               (unsigned long long)o->seed);
+               r->corpus.n, o->c.data, r->split.n_train, r->split.n_valid, r->split.n_test,
+               (unsigned long long)o->c.seed);
 
-        if (o->tokenizer) {
-            s = attn_tok_load(o->tokenizer, &r->tok);
+        if (o->c.tokenizer) {
+            s = attn_tok_load(o->c.tokenizer, &r->tok);
         } else {
             /* A shared vocabulary learned from both sides of the train split. */
             size_t n2 = 2 * r->split.n_train;
@@ -374,55 +361,10 @@ static attn_status setup(run *r) {
                            r->cfg.src_vocab, r->cfg.tgt_vocab, (int)attn_tok_vocab_size(r->tok));
         goto done;
     }
-    s = attn_encdec_model_init(&r->cfg, o->seed, &r->model);
+    s = attn_encdec_model_init(&r->cfg, o->c.seed, &r->model);
 done:
     free(p_cfg), free(p_tok);
     return s;
-}
-
-static attn_status setup_training(run *r) {
-    train_opts *o = &r->o;
-    attn_encdec_model *m = r->model;
-    /* Checkpoint tensors and optimizer ranges from the model's tensor table. Vectors (biases,
-     * LayerNorm) get no weight decay. */
-    TRAIN_TRY(train_tables_alloc(m->n_tensors, &r->tensors, &r->ranges));
-    for (int i = 0; i < m->n_tensors; i++) {
-        const attn_encdec_tensor *t = &m->tensors[i];
-        train_table_set(&r->tensors[i], &r->ranges[i], t->name, t->ndim, t->shape, m->params,
-                        t->offset, t->numel, t->ndim > 1);
-    }
-    r->nranges = m->n_tensors;
-    attn_optim_params op = attn_optim_default_params(ATTN_OPTIM_ADAMW);
-    op.beta1 = 0.9, op.beta2 = 0.98, op.eps = 1e-9; /* the paper's Adam settings */
-    op.weight_decay = o->weight_decay;
-    TRAIN_TRY(attn_optim_create(&op, m->num_params, r->ranges, r->nranges, &r->opt));
-
-    attn_data_encode_options eo = attn_data_encode_default_options();
-    eo.max_len = r->cfg.max_len;
-    TRAIN_TRY(attn_data_encode(&r->corpus, r->split.train, r->split.n_train, r->tok, &eo, &r->train));
-    eo.truncate = true; /* validation keeps every pair */
-    TRAIN_TRY(attn_data_encode(&r->corpus, r->split.valid, r->split.n_valid, r->tok, &eo, &r->valid));
-    TRAIN_TRY(attn_data_refs_make(&r->corpus, r->split.valid, r->split.n_valid, &r->valid_refs));
-    attn_data_batch_options bo = attn_data_batch_default_options();
-    bo.max_tokens = o->max_tokens;
-    bo.seed = o->seed;
-    TRAIN_TRY(attn_data_loader_new(r->train, &bo, &r->loader));
-
-    r->cs = attn_ckpt_state_init();
-    if (o->resume) {
-        TRAIN_TRY(attn_ckpt_load(o->out, r->tensors, r->nranges, r->opt, &r->cs));
-        attn_data_pos pos = {(uint64_t)r->cs.epoch, (uint64_t)r->cs.data_position};
-        TRAIN_TRY(attn_data_loader_seek(r->loader, pos));
-        printf("resumed %s at step %lld (epoch %lld, batch %lld)\n", o->out,
-               (long long)r->cs.step, (long long)r->cs.epoch, (long long)r->cs.data_position);
-    }
-    return ATTN_STATUS_OK;
-}
-
-static attn_status save(run *r, int64_t step, double lr) {
-    attn_data_pos pos = attn_data_loader_tell(r->loader);
-    return train_save(r->o.out, r->tensors, r->nranges, r->opt, &r->cs, step, (int64_t)pos.epoch,
-                      (int64_t)pos.batch, lr, opts_to_json(&r->o));
 }
 
 /* Mean cross-entropy (no label smoothing) over the validation set, token-weighted. */
@@ -486,108 +428,110 @@ static attn_status valid_bleu(run *r, int n, double *out) {
     return s;
 }
 
-static void progress(const run *r, int64_t step, double loss, double lr, double tok_s,
-                     double elapsed, double eta) {
-    attn_data_pos pos = attn_data_loader_tell(r->loader);
-    char where[80];
-    snprintf(where, sizeof where, "step %6lld | epoch %3llu", (long long)step,
-             (unsigned long long)pos.epoch + 1);
-    train_progress(where, loss, lr, tok_s, elapsed, eta);
+
+/* ---- the loop's hooks ------------------------------------------------------------------------ */
+
+static attn_status next_batch(void *ctx, int64_t step) {
+    (void)step; /* the loader's position is the run's: (epoch, batch) */
+    run *r = ctx;
+    TRAIN_TRY(attn_data_loader_next(r->loader, &r->batch));
+    return ensure_trainer(r, r->batch.B, r->batch.Ts, r->batch.Tt);
 }
 
-static int train_loop(run *r) {
-    train_opts *o = &r->o;
-    int64_t step = r->cs.step;
-    if (!o->max_steps && !o->time_budget && !o->epochs) o->epochs = 20;
+static double lr_at(void *ctx, int64_t step) {
+    const run *r = ctx;
+    return attn_lr_inv_sqrt(step, r->o.c.lr, r->o.c.warmup);
+}
+
+static attn_status train_step(void *ctx, int64_t step, train_step_out *out) {
+    run *r = ctx;
+    const attn_data_batch *b = &r->batch;
+    float loss = 0;
+    attn_encdec_zero_grad(r->model);
+    TRAIN_TRY(attn_encdec_train_step(r->tr, true, r->o.c.seed, (uint64_t)step, b->B, b->Ts, b->Tt,
+                                     b->src, b->src_len, b->tgt_in, b->tgt_len, b->tgt_out,
+                                     (float)r->o.label_smoothing, &loss));
+    int64_t src_tok = 0;
+    for (int i = 0; i < b->B; i++) src_tok += b->src_len[i];
+    out->loss = loss;
+    out->weight = (double)b->n_tokens; /* the loss is a mean over the target tokens */
+    out->tokens = (double)(b->n_tokens + src_tok);
+    return ATTN_STATUS_OK;
+}
+
+static attn_status evaluate(void *ctx, train_eval_out *out) {
+    run *r = ctx;
+    TRAIN_TRY(valid_loss(r, &out->loss));
+    if (r->o.bleu_sentences) {
+        TRAIN_TRY(valid_bleu(r, r->o.bleu_sentences, &out->bleu));
+        snprintf(out->detail, sizeof out->detail, "BLEU %5.2f (greedy, %d sentences)", out->bleu,
+                 (int)ATTN_MIN((size_t)r->o.bleu_sentences, r->valid_refs.n));
+    }
+    return ATTN_STATUS_OK;
+}
+
+static void position(void *ctx, int64_t *epoch, int64_t *pos, int64_t *shown) {
+    const run *r = ctx;
+    attn_data_pos p = attn_data_loader_tell(r->loader);
+    *epoch = (int64_t)p.epoch, *pos = (int64_t)p.batch, *shown = (int64_t)p.epoch + 1;
+}
+
+static json_t *run_options(void *ctx) { return opts_to_json(&((run *)ctx)->o); }
+
+static attn_status setup_training(run *r) {
+    enc_opts *o = &r->o;
+    attn_encdec_model *m = r->model;
+    train_loop *L = &r->L;
+    /* Checkpoint tensors and optimizer ranges from the model's tensor table. Vectors (biases,
+     * LayerNorm) get no weight decay. */
+    TRAIN_TRY(train_loop_tables(L, m->n_tensors));
+    for (int i = 0; i < m->n_tensors; i++) {
+        const attn_encdec_tensor *t = &m->tensors[i];
+        train_table_set(&L->tensors[i], &L->ranges[i], t->name, t->ndim, t->shape, m->params,
+                        t->offset, t->numel, t->ndim > 1);
+    }
+    TRAIN_TRY(train_loop_optim(L, m->num_params, &o->c));
+
+    attn_data_encode_options eo = attn_data_encode_default_options();
+    eo.max_len = r->cfg.max_len;
+    TRAIN_TRY(
+        attn_data_encode(&r->corpus, r->split.train, r->split.n_train, r->tok, &eo, &r->train));
+    eo.truncate = true; /* validation keeps every pair */
+    TRAIN_TRY(
+        attn_data_encode(&r->corpus, r->split.valid, r->split.n_valid, r->tok, &eo, &r->valid));
+    TRAIN_TRY(attn_data_refs_make(&r->corpus, r->split.valid, r->split.n_valid, &r->valid_refs));
+    attn_data_batch_options bo = attn_data_batch_default_options();
+    bo.max_tokens = o->max_tokens;
+    bo.max_sentences = (size_t)o->c.batch;
+    bo.seed = o->c.seed;
+    TRAIN_TRY(attn_data_loader_new(r->train, &bo, &r->loader));
+
+    L->ctx = r;
+    L->ckpt_dir = o->c.out;
+    L->resume = o->c.resume;
+    L->out = o->c.out;
+    TRAIN_TRY(train_loop_resume(L, true));
+    if (o->c.resume) {
+        attn_data_pos pos = {(uint64_t)L->cs.epoch, (uint64_t)L->cs.data_position};
+        TRAIN_TRY(attn_data_loader_seek(r->loader, pos));
+    }
+    L->next_batch = next_batch, L->lr_at = lr_at, L->train_step = train_step;
+    L->evaluate = evaluate, L->position = position, L->run_options = run_options;
+    L->params = m->params, L->grads = m->grads;
+    train_loop_set(L, &o->c);
     size_t per_epoch = attn_data_loader_num_batches(r->loader);
+    if (o->c.max_steps < 0 && !o->c.time_budget && !o->c.epochs) o->c.epochs = 20;
+    if (o->c.epochs) {
+        int64_t e = o->c.epochs * (int64_t)per_epoch; /* approximate: batches per epoch vary */
+        if (e < L->end_step) L->end_step = e;
+    }
     printf("model: %zu parameters (d_model %d, %d heads, d_ff %d, %d+%d layers, %s, dropout %.2f)"
            "; %zu train pairs in %zu batches of <= %zu padded tokens; %d threads, %s kernels\n",
            r->model->num_params, r->cfg.d_model, r->cfg.n_head, r->cfg.d_ff, r->cfg.n_enc_layers,
            r->cfg.n_dec_layers, r->cfg.pre_ln ? "pre-LN" : "post-LN", (double)r->cfg.dropout,
            r->train->n, per_epoch, o->max_tokens, attn_get_num_threads(),
            attn_backend_name(attn_get_backend()));
-    int64_t end_step = o->max_steps ? o->max_steps : INT64_MAX;
-    if (o->epochs) {
-        int64_t e = o->epochs * (int64_t)per_epoch; /* approximate: batches per epoch vary */
-        if (e < end_step) end_step = e;
-    }
-    train_catch_signals();
-
-    const double t_start = train_now_s();
-    double t_log = t_start, win_loss = 0, win_tok = 0, total_tok = 0, lr = 0;
-    double last_loss = NAN;
-    attn_status s = ATTN_STATUS_OK;
-    const char *why = "done";
-    while (step < end_step) {
-        const char *stop = train_stop_reason(t_start, o->time_budget);
-        if (stop) {
-            why = stop;
-            break;
-        }
-        s = attn_data_loader_next(r->loader, &r->batch);
-        attn_data_batch *b = &r->batch;
-        if (!s) s = ensure_trainer(r, b->B, b->Ts, b->Tt);
-        if (s) break;
-        float loss = 0;
-        attn_encdec_zero_grad(r->model);
-        s = attn_encdec_train_step(r->tr, true, o->seed, (uint64_t)step, b->B, b->Ts, b->Tt,
-                                   b->src, b->src_len, b->tgt_in, b->tgt_len, b->tgt_out,
-                                   (float)o->label_smoothing, &loss);
-        if (s) break;
-        const double step_lr = attn_lr_inv_sqrt(step, o->lr, o->warmup);
-        /* finiteness check, clipping (o->clip > 0) and the update in one */
-        s = attn_optim_clip_step(r->opt, r->model->params, r->model->grads, o->clip, step_lr,
-                                 r->ranges, r->nranges, NULL);
-        if (s) break;
-        lr = step_lr;
-        step++;
-        last_loss = loss;
-        int64_t src_tok = 0;
-        for (int i = 0; i < b->B; i++) src_tok += b->src_len[i];
-        win_loss += (double)loss * (double)b->n_tokens;
-        win_tok += (double)b->n_tokens;
-        total_tok += (double)(b->n_tokens + src_tok);
-        if (step % o->log_every == 0 || step == end_step) {
-            double t = train_now_s(), el = t - t_start;
-            double rate = total_tok / (el > 0 ? el : 1);
-            double eta = train_eta(el / (double)(step - r->cs.step),
-                                   end_step != INT64_MAX ? end_step - step : -1, o->time_budget, el);
-            progress(r, step, win_loss / (win_tok > 0 ? win_tok : 1), lr, rate, el, eta);
-            win_loss = win_tok = 0;
-            t_log = t;
-        }
-        if (step % o->eval_every == 0) {
-            double vl = 0, bleu = 0;
-            double t0 = train_now_s();
-            s = valid_loss(r, &vl);
-            if (!s && o->bleu_sentences) s = valid_bleu(r, o->bleu_sentences, &bleu);
-            if (s) break;
-            if (vl < r->cs.best_valid_loss) r->cs.best_valid_loss = vl;
-            printf("valid  %6lld | loss %7.4f | ppl %8.2f | BLEU %5.2f (greedy, %d sentences) | "
-                   "%.1f s\n",
-                   (long long)step, vl, exp(vl), bleu,
-                   (int)ATTN_MIN((size_t)o->bleu_sentences, r->valid_refs.n), train_now_s() - t0);
-            fflush(stdout);
-        }
-        if (step % o->save_every == 0) {
-            s = save(r, step, lr);
-            if (s) break;
-        }
-    }
-    (void)t_log;
-    if (s) {
-        /* Keep what was learned if the failure was not the save itself. */
-        fprintf(stderr, "attn: error: %s\n", attn_last_error());
-        return CLI_EXIT_FAIL;
-    }
-    s = save(r, step, lr);
-    if (s) return cli_fail(s);
-    double el = train_now_s() - t_start;
-    double vl = 0;
-    if (valid_loss(r, &vl)) return cli_fail(ATTN_STATUS_IO);
-    printf("%s: step %lld, train loss %.4f, valid loss %.4f, %.0f s, tokens/s=%.0f; saved %s\n",
-           why, (long long)step, last_loss, vl, el, total_tok / (el > 0 ? el : 1), o->out);
-    return CLI_EXIT_OK;
+    return ATTN_STATUS_OK;
 }
 
 int cmd_train(int argc, char **argv) {
@@ -595,17 +539,11 @@ int cmd_train(int argc, char **argv) {
     if (cmd_train_bert_wanted(argc, argv)) return cmd_train_bert(argc, argv);
     run r;
     memset(&r, 0, sizeof r);
-    r.o = default_opts();
     int rc = parse_args(argc, argv, &r.o);
     if (rc >= 0) return rc;
     attn_status s = setup(&r);
     if (!s) s = setup_training(&r);
-    if (s) {
-        rc = cli_fail(s);
-        run_free(&r);
-        return rc;
-    }
-    rc = train_loop(&r);
+    rc = s ? cli_fail(s) : train_run(&r.L);
     run_free(&r);
     return rc;
 }

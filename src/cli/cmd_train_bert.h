@@ -3,10 +3,12 @@
 #ifndef ATTN_CMD_TRAIN_BERT_H
 #define ATTN_CMD_TRAIN_BERT_H
 
+#include "train_loop.h"
+
 #include <stdbool.h>
 
-/* The bert part of `attn train --help`. */
-extern const char cmd_train_bert_usage[];
+/* The bert family's options and --help (the part of `attn train --help` about it). */
+extern const train_family_info cmd_train_bert_family;
 
 /* Whether these `attn train` arguments are for the bert trainer: "--arch bert", or "--resume"
  * with an --out DIR whose config.json says "model_type": "bert" and which holds checkpoint/. */

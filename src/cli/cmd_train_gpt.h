@@ -2,10 +2,12 @@
 #ifndef ATTN_CMD_TRAIN_GPT_H
 #define ATTN_CMD_TRAIN_GPT_H
 
+#include "train_loop.h"
+
 #include <stdbool.h>
 
-/* The gpt part of `attn train --help`. */
-extern const char cmd_train_gpt_usage[];
+/* The gpt family's options and --help (the part of `attn train --help` about it). */
+extern const train_family_info cmd_train_gpt_family;
 
 /* Whether these `attn train` arguments are for the gpt trainer: "--arch gpt", or "--resume" with
  * an --out DIR whose config.json says "model_type": "gpt2". */

@@ -12,34 +12,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-/* ---- options ---- */
-
-int train_next_arg(int argc, char **argv, int *i, const char *const *usage,
-                   const char *const *known, size_t nknown, bool *resume, const char **a,
-                   const char **v) {
-    const char *arg = argv[*i];
-    *a = *v = NULL;
-    if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-        for (size_t k = 0; usage[k]; k++) fputs(usage[k], stdout);
-        return CLI_EXIT_OK;
-    }
-    if (!strcmp(arg, "--resume")) {
-        *resume = true;
-        return -1;
-    }
-    if (strncmp(arg, "--", 2) != 0)
-        return cli_usage_error("train: unexpected argument '%s'", arg);
-    if (known) {
-        bool found = false;
-        for (size_t k = 0; k < nknown; k++) found |= !strcmp(arg, known[k]);
-        if (!found) return cli_usage_error("train: unknown option '%s'", arg);
-    }
-    if (*i + 1 >= argc) return cli_usage_error("train: %s needs a value", arg);
-    *a = arg;
-    *v = argv[++*i];
-    return -1;
-}
-
 /* ---- time, signals, progress ---- */
 
 double train_now_s(void) {
@@ -149,10 +121,16 @@ attn_status train_fresh_out(const char *dir, const char *ckpt_dir) {
 attn_status train_load_state_json(const char *state_path, json_t **root) {
     json_error_t err;
     *root = state_path ? json_load_file(state_path, 0, &err) : NULL;
+    if (!*root && !state_path) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+    /* A file cut short gets one diagnosis wherever the cut falls (jansson words it after what it
+     * expected next: "premature end of input", "... expected near end of file"). */
+    if (!*root && (strstr(err.text, "end of file") || strstr(err.text, "end of input")))
+        return attn_set_error(ATTN_STATUS_FORMAT,
+                              "%s: unexpected end of input, the file is cut short: %s (line %d)",
+                              state_path, err.text, err.line);
     if (!*root)
-        return state_path ? attn_set_error(ATTN_STATUS_FORMAT, "%s: %s (line %d)", state_path,
-                                           err.text, err.line)
-                          : attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+        return attn_set_error(ATTN_STATUS_FORMAT, "%s: %s (line %d)", state_path, err.text,
+                              err.line);
     return ATTN_STATUS_OK;
 }
 

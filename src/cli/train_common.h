@@ -1,6 +1,7 @@
-/* train_common.h — what the training commands (`attn train` for encdec, --arch bert, --arch gpt)
- * share: the clock, Ctrl-C, the progress line, the checkpoint tables, the output directory and
- * the checkpoint save/resume plumbing. Internal to the CLI. */
+/* train_common.h — small pieces under the training loop (train_loop.h) that the training commands
+ * (`attn train` for encdec, --arch bert, --arch gpt) use: the clock, Ctrl-C, the progress line,
+ * the checkpoint tables, the output directory and the checkpoint save/resume plumbing. Internal
+ * to the CLI. */
 #ifndef ATTN_CLI_TRAIN_COMMON_H
 #define ATTN_CLI_TRAIN_COMMON_H
 
@@ -18,33 +19,6 @@
         attn_status s_ = (expr);                                                                 \
         if (s_) return s_;                                                                       \
     } while (0)
-
-/* ---- options (cli.h first: the rows are its CLI_INT_OPT / CLI_REAL_OPT) ---- */
-
-/* Rows of an option table (cli.h's CLI_INT_OPT / CLI_REAL_OPT, inside a loop over `a` and `v`)
- * for the options that `attn train` (encdec) and `attn train --arch bert` spell and bound alike,
- * stored into o->seed, o->lr, ... (fields of those names). */
-#define TRAIN_SHARED_OPTS(o)                                                                     \
-    CLI_INT_OPT("train", "--seed", 0, INT64_MAX, (o)->seed, )                                    \
-    CLI_REAL_OPT("train", "--lr", 0, 10, (o)->lr, )                                              \
-    CLI_REAL_OPT("train", "--weight-decay", 0, 10, (o)->weight_decay, )                          \
-    CLI_REAL_OPT("train", "--clip", 0, 1e9, (o)->clip, )                                         \
-    CLI_REAL_OPT("train", "--dropout", 0, 0.99, (o)->dropout, )                                  \
-    CLI_INT_OPT("train", "--max-steps", 1, INT64_MAX, (o)->max_steps, )                          \
-    CLI_INT_OPT("train", "--epochs", 1, 1000000, (o)->epochs, )                                  \
-    CLI_REAL_OPT("train", "--time-budget", 1, 1e9, (o)->time_budget, )                           \
-    CLI_INT_OPT("train", "--eval-every", 1, 100000000, (o)->eval_every, )                        \
-    CLI_INT_OPT("train", "--save-every", 1, 100000000, (o)->save_every, )                        \
-    CLI_INT_OPT("train", "--log-every", 1, 100000000, (o)->log_every, )
-
-/* The generic part of a training command's argument loop, at argv[*i]. --help / -h prints the
- * strings usage[0], usage[1], ... (NULL-terminated) and returns CLI_EXIT_OK; --resume sets
- * *resume and returns -1 with *a = NULL; an argument that is not an option, one not among
- * known[0..nknown) (known NULL: any) or one without a value is a usage error (printed; returns
- * CLI_EXIT_USAGE); else returns -1 with *a the option and *v its value (*i moves onto it). */
-int train_next_arg(int argc, char **argv, int *i, const char *const *usage,
-                   const char *const *known, size_t nknown, bool *resume, const char **a,
-                   const char **v);
 
 /* ---- time, signals, progress ---- */
 

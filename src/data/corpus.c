@@ -24,9 +24,9 @@ void attn_data_corpus_free(attn_data_corpus *c) {
     memset(c, 0, sizeof *c);
 }
 
-/* Whole file into a NUL-terminated buffer. Reads in chunks rather than trusting a size from
- * fstat, so pipes and /dev/stdin work too. */
-static attn_status read_file(const char *path, char **out, size_t *len) {
+/* Whole file into a NUL-terminated buffer (data-impl.h). Reads in chunks rather than trusting a
+ * size from fstat, so pipes and /dev/stdin work too. */
+attn_status attn_data_read_file(const char *path, char **out, size_t *len) {
     FILE *fp = fopen(path, "rb");
     if (!fp) return attn_fail(ATTN_STATUS_IO, "%s: cannot open: %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
@@ -82,7 +82,7 @@ attn_status attn_data_load_tsv(const char *path, const attn_data_tsv_options *op
 
     char *buf = NULL;
     size_t len = 0;
-    attn_status st = read_file(path, &buf, &len);
+    attn_status st = attn_data_read_file(path, &buf, &len);
     if (st) return st;
     char *s = buf, *end = buf + len;
     if (len >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) s += 3; /* BOM: not part of the first field */

@@ -55,6 +55,11 @@ static inline void attn_data_shuffle(attn_data_rng *r, size_t *a, size_t n) {
     }
 }
 
+/* The whole file at path into *out (malloc'ed, NUL-terminated, *len bytes before the NUL).
+ * Errors name the path: cannot open (ATTN_STATUS_IO), read error, larger than
+ * ATTN_MAX_BUFFER_BYTES (ATTN_STATUS_TOO_LARGE), out of memory. (corpus.c) */
+attn_status attn_data_read_file(const char *path, char **out, size_t *len);
+
 /* Atomic text file: write into "<path>.tmp", fsync, rename over path. */
 typedef struct {
     FILE *fp;
