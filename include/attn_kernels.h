@@ -256,7 +256,8 @@ typedef struct {
      * negative: bias_sq = -1 reads a relative-position vector as a Toeplitz matrix). Entries
      * are finite or -inf (+inf and NaN are not checked and give NaN): -inf hides the key, and a
      * query whose visible keys are all hidden is treated as one with no visible key — o = 0,
-     * lse = -inf, probabilities 0, no gradient. */
+     * lse = -inf, probabilities 0, no gradient. The SIMD kernels score in the log2 domain, so
+     * finite entries below about -2e38 (e.g. torch.finfo(float32).min) count as -inf there. */
     const float *bias;
     ptrdiff_t bias_sb, bias_sh, bias_sq;
     /* Backward only: with bias, d loss / d bias (B, H, Tq, Tk) is written here when not NULL
