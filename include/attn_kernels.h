@@ -246,7 +246,8 @@ attn_status attn_cross_entropy(int N, int V, const float *logits, const int32_t 
  *     queries are the last Tq positions (a KV cache)
  *   - key padding: kv_len[b] = number of real keys of sequence b (0 <= kv_len[b] <= Tk)
  *   - cross-attention: Tq != Tk, causal = false, kv_len = source lengths
- * A query with no visible key gets output 0 (and lse = -inf), where PyTorch would give NaN. */
+ * A query with no visible key gets output 0 (and lse = -inf), where PyTorch would give NaN; so
+ * does a query whose visible keys all have bias -inf (see bias below). */
 typedef struct {
     int B, H, Tq, Tk, D;   /* batch, heads, query length, key length, head size */
     float scale;           /* multiplies q·k; 1/sqrt(D) for the usual attention */
@@ -260,12 +261,17 @@ typedef struct {
      * gradient over the query heads of its group. */
     int H_kv;
     /* Batch strides in floats, 0 meaning the packed default (Tq·ldq, Tk·ldk, Tk·ldv, Tq·ldo):
-     * a KV cache of capacity max_T per sequence is read with sbk = sbv = max_T·ld. */
+     * a KV cache of capacity max_T per sequence is read with sbk = sbv = max_T·ld. Either sign;
+     * batches must not overlap (|sb| >= (T − 1)·ld + the H·D or H_kv·D columns used). */
     ptrdiff_t sbq, sbk, sbv, sbo;
     /* Additive score bias (T5-style relative positions, ALiBi, arbitrary masks) or NULL: the
      * score of (b, h, i, j) is scale·q·k + bias[b·bias_sb + h·bias_sh + i·bias_sq + j] before the
-     * softmax (a stride may be 0 to share the bias, e.g. bias_sb = 0 across the batch; entries
-     * may be -inf). */
+     * softmax (a stride may be 0 to share the bias, e.g. bias_sb = 0 across the batch, or
+     * negative: bias_sq = -1 reads a relative-position vector as a Toeplitz matrix). Entries
+     * are finite or -inf (+inf and NaN are not checked and give NaN): -inf hides the key, and a
+     * query whose visible keys are all hidden is treated as one with no visible key — o = 0,
+     * lse = -inf, probabilities 0, no gradient. The SIMD kernels score in the log2 domain, so
+     * finite entries below about -2e38 (e.g. torch.finfo(float32).min) count as -inf there. */
     const float *bias;
     ptrdiff_t bias_sb, bias_sh, bias_sq;
     /* Backward only: with bias, d loss / d bias (B, H, Tq, Tk) is written here when not NULL
@@ -287,8 +293,9 @@ attn_status attn_attention_forward(const attn_attention_params *p, const float *
                                    float *probs);
 
 /* Gradients of attn_attention_forward given do_ (B, Tq, H, D, stride ldo) and the forward's o and
- * lse. dq, dk, dv use the row strides ldq, ldk, ldv and are overwritten (only the H·D columns of
- * each row are written, so they can live inside one fused dQKV buffer). */
+ * lse. dq, dk, dv use the row strides ldq, ldk, ldv (and batch strides sbq, sbk, sbv) and are
+ * overwritten (only the H·D columns of each row — H_kv·D for dk, dv — are written, so they can
+ * live inside one fused dQKV buffer). */
 attn_status attn_attention_backward(const attn_attention_params *p, const float *q,
                                     const float *k, const float *v, const float *o,
                                     const float *lse, const float *do_, float *dq, float *dk,
