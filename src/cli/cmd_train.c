@@ -232,7 +232,8 @@ static attn_status ensure_trainer(run *r, int B, int Ts, int Tt) {
     r->tr = NULL;
     r->trB = ATTN_MAX(r->trB, B), r->trTs = ATTN_MAX(r->trTs, Ts);
     r->trTt = ATTN_MAX(r->trTt, Tt);
-    return attn_encdec_trainer_init(r->model, r->trB, r->trTs, r->trTt, attn_get_num_threads(),
+    return attn_encdec_trainer_init(r->model, r->trB, r->trTs, r->trTt,
+                                    train_loop_replicas(r->model->num_params),
                                     &r->tr);
 }
 
@@ -484,12 +485,7 @@ static attn_status setup_training(run *r) {
     train_loop *L = &r->L;
     /* Checkpoint tensors and optimizer ranges from the model's tensor table. Vectors (biases,
      * LayerNorm) get no weight decay. */
-    TRAIN_TRY(train_loop_tables(L, m->n_tensors));
-    for (int i = 0; i < m->n_tensors; i++) {
-        const attn_encdec_tensor *t = &m->tensors[i];
-        train_table_set(&L->tensors[i], &L->ranges[i], t->name, t->ndim, t->shape, m->params,
-                        t->offset, t->numel, t->ndim > 1);
-    }
+    TRAIN_TRY(train_loop_tables(L, m->tensors, m->n_tensors, m->params));
     TRAIN_TRY(train_loop_optim(L, m->num_params, &o->c));
 
     attn_data_encode_options eo = attn_data_encode_default_options();

@@ -255,7 +255,7 @@ typedef struct {
     bopts o;
     attn_tok *tok;
     attn_bert_model *model;
-    attn_bert_state *st;
+    attn_bert_trainer *tr; /* data-parallel: one replica per thread */
     int capB, capT;
     attn_data_sentences data;
     attn_data_mlm *mlm;
@@ -266,7 +266,7 @@ typedef struct {
 } run;
 
 static void run_free(run *r) {
-    attn_bert_state_free(r->st);
+    attn_bert_trainer_free(r->tr);
     attn_bert_model_free(r->model);
     attn_tok_free(r->tok);
     attn_data_mlm_batch_free(&r->batch);
@@ -276,13 +276,15 @@ static void run_free(run *r) {
     free(r->ckpt_dir);
 }
 
-static attn_status ensure_state(run *r, int B, int T) {
-    if (r->st && B <= r->capB && T <= r->capT) return ATTN_STATUS_OK;
-    attn_bert_state_free(r->st);
-    r->st = NULL;
+/* A trainer for batches of up to B x T (grown, never shrunk). */
+static attn_status ensure_trainer(run *r, int B, int T) {
+    if (r->tr && B <= r->capB && T <= r->capT) return ATTN_STATUS_OK;
+    attn_bert_trainer_free(r->tr);
+    r->tr = NULL;
     if (B > r->capB) r->capB = B;
     if (T > r->capT) r->capT = T;
-    return attn_bert_state_init(r->model, r->capB, r->capT, &r->st);
+    return attn_bert_trainer_init(r->model, r->capB, r->capT,
+                                  train_loop_replicas(r->model->num_params), &r->tr);
 }
 
 /* configs/bert-mlm-small.json's model, when no --config is given. */
@@ -418,47 +420,19 @@ static attn_status setup_data(run *r) {
 /* Mean cross-entropy over the validation set's masked tokens (fixed masks), evaluation mode. */
 static attn_status valid_loss(run *r, double *out) {
     *out = NAN;
-    const int V = r->model->cfg.vocab_size;
     double sum = 0, count = 0;
-    attn_status s = ATTN_STATUS_OK;
-    size_t cap = (size_t)r->o.c.batch * (size_t)r->o.max_len;
-    int32_t *pos = malloc(cap * sizeof *pos), *tgt = malloc(cap * sizeof *tgt);
-    float *logits = NULL;
-    size_t cap_l = 0;
     attn_data_mlm_batch *b = &r->batch;
-    if (!pos || !tgt) s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
-    for (size_t k = 0; k < attn_data_mlm_valid_batches(r->mlm) && !s; k++) {
-        if ((s = attn_data_mlm_valid_batch(r->mlm, k, b))) break;
-        const int B = b->B, T = b->T;
-        if ((s = ensure_state(r, B, T))) break;
-        int m = 0;
-        for (int i = 0; i < B; i++)
-            for (int t = 0; t < b->len[i]; t++)
-                if (b->labels[(size_t)i * (size_t)T + (size_t)t] != ATTN_BERT_IGNORE_INDEX) {
-                    pos[m] = i * T + t;
-                    tgt[m++] = b->labels[(size_t)i * (size_t)T + (size_t)t];
-                }
-        if (!m) continue;
-        if ((size_t)m * (size_t)V > cap_l) {
-            free(logits);
-            cap_l = (size_t)m * (size_t)V;
-            logits = malloc(cap_l * sizeof *logits);
-            if (!logits) {
-                s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
-                break;
-            }
-        }
-        attn_bert_set_train(r->st, false, 0, 0);
+    for (size_t k = 0; k < attn_data_mlm_valid_batches(r->mlm); k++) {
+        TRAIN_TRY(attn_data_mlm_valid_batch(r->mlm, k, b));
+        if (!b->n_labels) continue;
+        TRAIN_TRY(ensure_trainer(r, b->B, b->T));
         float l = 0;
-        s = attn_bert_forward(r->model, r->st, B, T, b->ids, NULL, b->len, NULL);
-        if (!s) s = attn_bert_mlm_logits(r->model, r->st, m, pos, logits);
-        if (!s) s = attn_cross_entropy(m, V, logits, tgt, ATTN_BERT_IGNORE_INDEX, 0.0f, &l, NULL);
-        sum += (double)l * m;
-        count += m;
+        TRAIN_TRY(attn_bert_trainer_eval(r->tr, b->B, b->T, b->ids, NULL, b->len, b->labels, &l));
+        sum += (double)l * (double)b->n_labels;
+        count += (double)b->n_labels;
     }
-    free(pos), free(tgt), free(logits);
-    if (!s && count > 0) *out = sum / count;
-    return s;
+    if (count > 0) *out = sum / count;
+    return ATTN_STATUS_OK;
 }
 
 /* ---- the loop's hooks ------------------------------------------------------------------------ */
@@ -469,7 +443,7 @@ static attn_status next_batch(void *ctx, int64_t step) {
     if ((size_t)r->next >= attn_data_mlm_train_batches(r->mlm)) r->epoch++, r->next = 0;
     TRAIN_TRY(attn_data_mlm_train_batch(r->mlm, (uint64_t)r->epoch, (size_t)r->next, &r->batch));
     r->next++;
-    return ensure_state(r, r->batch.B, r->batch.T);
+    return ensure_trainer(r, r->batch.B, r->batch.T);
 }
 
 static double lr_at(void *ctx, int64_t step) {
@@ -480,12 +454,10 @@ static double lr_at(void *ctx, int64_t step) {
 static attn_status train_step(void *ctx, int64_t step, train_step_out *out) {
     run *r = ctx;
     const attn_data_mlm_batch *b = &r->batch;
-    attn_bert_set_train(r->st, true, r->o.c.seed, (uint64_t)step);
     float loss = 0;
-    TRAIN_TRY(attn_bert_forward(r->model, r->st, b->B, b->T, b->ids, NULL, b->len, NULL));
-    TRAIN_TRY(attn_bert_mlm_loss(r->model, r->st, b->labels, &loss));
     attn_bert_zero_grad(r->model);
-    TRAIN_TRY(attn_bert_backward(r->model, r->st));
+    TRAIN_TRY(attn_bert_train_step(r->tr, true, r->o.c.seed, (uint64_t)step, b->B, b->T, b->ids,
+                                   NULL, b->len, b->labels, 1.0f, &loss));
     out->loss = loss;
     out->weight = (double)b->n_labels; /* the loss is a mean over the chosen tokens */
     out->tokens = (double)b->n_tokens;
@@ -510,12 +482,7 @@ static attn_status setup_training(run *r) {
     bopts *o = &r->o;
     attn_bert_model *m = r->model;
     train_loop *L = &r->L;
-    TRAIN_TRY(train_loop_tables(L, m->n_tensors));
-    for (int i = 0; i < m->n_tensors; i++) {
-        const attn_bert_tensor *t = &m->tensors[i];
-        train_table_set(&L->tensors[i], &L->ranges[i], t->name, t->ndim, t->shape, m->params,
-                        t->offset, t->numel, t->ndim > 1);
-    }
+    TRAIN_TRY(train_loop_tables(L, m->tensors, m->n_tensors, m->params));
     TRAIN_TRY(train_loop_optim(L, m->num_params, &o->c));
     L->ctx = r;
     L->ckpt_dir = r->ckpt_dir;

@@ -525,24 +525,13 @@ static attn_status setup_training(grun *r) {
     attn_gpt_model *m = r->m;
     train_loop *L = &r->L;
     if (o->c.decay_steps < 0) o->c.decay_steps = o->c.max_steps;
-    TRAIN_TRY(train_loop_tables(L, m->n_tensors));
+    TRAIN_TRY(train_loop_tables(L, m->tensors, m->n_tensors, m->params));
     const size_t cells = (size_t)o->grad_accum * (size_t)r->B * (size_t)r->T;
     r->x = malloc(cells * sizeof *r->x);
     r->y = malloc(cells * sizeof *r->y);
     if (!r->x || !r->y) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
-    for (int i = 0; i < m->n_tensors; i++) {
-        const attn_gpt_tensor *t = &m->tensors[i];
-        train_table_set(&L->tensors[i], &L->ranges[i], t->name, t->ndim, t->shape, m->params,
-                        t->offset, t->numel, t->decay);
-    }
     TRAIN_TRY(train_loop_optim(L, m->num_params, &o->c));
-    /* One data-parallel replica per thread, each but the first with its own gradient buffer:
-     * fewer when those buffers would pass 2 GiB (a large model's matrices keep every thread busy
-     * inside the kernels anyway). */
-    int replicas = attn_get_num_threads();
-    const double grad_bytes = (double)m->num_params * sizeof(float);
-    while (replicas > 1 && (replicas - 1) * grad_bytes > 2147483648.0) replicas--;
-    TRAIN_TRY(attn_gpt_trainer_init(m, r->B, r->T, replicas, &r->tr));
+    TRAIN_TRY(attn_gpt_trainer_init(m, r->B, r->T, train_loop_replicas(m->num_params), &r->tr));
     TRAIN_TRY(attn_gpt_trainer_set_precision(r->tr, o->precision));
     L->ctx = r;
     L->ckpt_dir = L->out = o->c.out;

@@ -342,9 +342,20 @@ void train_opts_from_json(const json_t *j, train_opts *o) {
 
 /* ==== the loop ============================================================================== */
 
-attn_status train_loop_tables(train_loop *L, int n) {
+attn_status train_loop_tables(train_loop *L, const attn_param_info *t, int n, float *params) {
     L->n_tensors = n;
-    return train_tables_alloc(n, &L->tensors, &L->ranges);
+    TRAIN_TRY(train_tables_alloc(n, &L->tensors, &L->ranges));
+    for (int i = 0; i < n; i++)
+        train_table_set(&L->tensors[i], &L->ranges[i], t[i].name, t[i].ndim, t[i].shape, params,
+                        t[i].offset, t[i].numel, t[i].decay);
+    return ATTN_STATUS_OK;
+}
+
+int train_loop_replicas(size_t num_params) {
+    int replicas = attn_get_num_threads();
+    const double grad_bytes = (double)num_params * sizeof(float);
+    while (replicas > 1 && (replicas - 1) * grad_bytes > 2147483648.0) replicas--;
+    return replicas;
 }
 
 attn_status train_loop_optim(train_loop *L, size_t num_params, const train_opts *o) {

@@ -16,6 +16,7 @@
 #ifndef ATTN_CLI_TRAIN_LOOP_H
 #define ATTN_CLI_TRAIN_LOOP_H
 
+#include "attn_models.h"
 #include "train_common.h"
 
 #include <jansson.h>
@@ -138,14 +139,19 @@ typedef struct {
     int64_t eval_every, save_every, log_every;
 } train_loop;
 
-/* The tables for n tensors, and AdamW over num_params floats with o's betas, eps and weight decay
- * (ranges with decay false get none). */
-attn_status train_loop_tables(train_loop *L, int n);
+/* The checkpoint and optimizer tables from a model's parameter table (attn_models.h: names,
+ * shapes, offsets into params, decay), and AdamW over num_params floats with o's betas, eps and
+ * weight decay (tensors with decay false get none). */
+attn_status train_loop_tables(train_loop *L, const attn_param_info *t, int n, float *params);
 attn_status train_loop_optim(train_loop *L, size_t num_params, const train_opts *o);
 /* --resume: loads the checkpoint in ckpt_dir into the tensors, the optimizer and L->cs, and says
  * so ("resumed DIR at step N[ (epoch E, batch B)]"; with_epoch: the family counts epochs). A fresh
  * run: L->cs starts empty. */
 attn_status train_loop_resume(train_loop *L, bool with_epoch);
+/* Data-parallel replicas for a model of num_params floats: one per thread, each but the first
+ * with its own gradient buffer — fewer when those buffers would pass 2 GiB (a large model's
+ * matrices keep every thread busy inside the kernels anyway). */
+int train_loop_replicas(size_t num_params);
 /* Copies the shared stopping, logging and saving options into L (end_step from max_steps). */
 void train_loop_set(train_loop *L, const train_opts *o);
 /* Runs the loop to its end (or the time budget, or Ctrl-C): returns the exit code, having printed
