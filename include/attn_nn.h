@@ -86,6 +86,20 @@ void attn_nn_dropout_bwd(float p, int M, int C, const uint64_t *mask, const floa
 /* Words of a mask for M rows of width C. */
 size_t attn_nn_dropout_words(int M, int C);
 
+/* ==== names in configuration files =========================================================== */
+/* Each parse fails with ATTN_STATUS_UNSUPPORTED and a one-line message "WHAT: unknown ... \"x\"
+ * (expected ...)", where the caller passes WHAT as "FILE: field" so the message names both. */
+
+/* transformers' ACT2FN names: "gelu", "gelu_python" (erf form); "gelu_new", "gelu_pytorch_tanh",
+ * "gelu_fast", "gelu_accurate" (tanh form); "relu"; "silu", "swish"; "linear"/"identity" (none). */
+attn_status attn_act_parse(const char *name, const char *what, attn_act *out);
+/* The name a config file gets: "gelu", "gelu_new", "relu", "silu", "linear". */
+const char *attn_act_name(attn_act act);
+/* "half" (rotate_half: transformers' Llama, Qwen, Mistral, GPT-NeoX) or "interleaved" (GPT-J,
+ * Meta's Llama, GGUF). */
+attn_status attn_rope_mode_parse(const char *name, const char *what, attn_rope_mode *out);
+const char *attn_rope_mode_name(attn_rope_mode mode);
+
 /* ==== linear ================================================================================= */
 
 typedef enum {
@@ -146,7 +160,7 @@ typedef struct {
 
 /* "layer_norm", "rms_norm". */
 const char *attn_norm_kind_name(attn_norm_kind k);
-/* Parses the names above (and "layernorm", "rmsnorm"); ATTN_STATUS_INVALID_ARGUMENT naming what. */
+/* Parses the names above (and "layernorm", "rmsnorm"); ATTN_STATUS_UNSUPPORTED naming what. */
 attn_status attn_norm_kind_parse(const char *name, const char *what, attn_norm_kind *out);
 
 /* y (M, C) = norm(x (M, C)); mean (M) (LayerNorm only) and rstd (M) saved for backward, or NULL.

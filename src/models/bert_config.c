@@ -1,6 +1,7 @@
 /* bert_config.c — BERT configuration (attn_bert.h): BertConfig's defaults, validation with sizes
  * refused before anything is allocated, and HF config.json load/save with jansson. */
 #include "attn_bert.h"
+#include "attn_nn.h"
 
 #include "../core/core-impl.h"
 #include "config-impl.h"
@@ -60,9 +61,9 @@ attn_status attn_bert_config_check(const attn_bert_config *c) {
                          "bert config: num_attention_heads (%d) must divide hidden_size (%d)",
                          c->num_attention_heads, c->hidden_size);
     if (c->hidden_act != ATTN_ACT_GELU_ERF && c->hidden_act != ATTN_ACT_GELU_TANH &&
-        c->hidden_act != ATTN_ACT_RELU)
+        c->hidden_act != ATTN_ACT_RELU && c->hidden_act != ATTN_ACT_SILU)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "bert config: hidden_act must be gelu, gelu_new or relu (got %d)",
+                         "bert config: hidden_act must be gelu, gelu_new, relu or silu (got %d)",
                          (int)c->hidden_act);
     if ((s = config_check_prob("bert", "hidden_dropout_prob", c->hidden_dropout_prob)) ||
         (s = config_check_prob("bert", "attention_probs_dropout_prob",
@@ -138,20 +139,12 @@ static attn_status parse_field(const char *path, const field *f, json_t *v, attn
         const char *t;
         attn_status s = config_read_string(path, f->name, v, &t);
         if (s) return s;
-        /* transformers' ACT2FN names: gelu / gelu_python are the erf form; gelu_new,
-         * gelu_pytorch_tanh, gelu_fast and gelu_accurate are all 0.5 x (1 + tanh(sqrt(2/pi)
-         * (x + 0.044715 x^3))) written differently. */
-        if (strcmp(t, "gelu") == 0 || strcmp(t, "gelu_python") == 0)
-            c->hidden_act = ATTN_ACT_GELU_ERF;
-        else if (strcmp(t, "gelu_new") == 0 || strcmp(t, "gelu_pytorch_tanh") == 0 ||
-                 strcmp(t, "gelu_fast") == 0 || strcmp(t, "gelu_accurate") == 0)
-            c->hidden_act = ATTN_ACT_GELU_TANH;
-        else if (strcmp(t, "relu") == 0)
-            c->hidden_act = ATTN_ACT_RELU;
-        else
-            return attn_fail(ATTN_STATUS_UNSUPPORTED,
-                             "%s: hidden_act \"%.40s\" is not supported (gelu, gelu_python, "
-                             "gelu_new, gelu_pytorch_tanh, gelu_fast, gelu_accurate or relu)",
+        /* transformers' ACT2FN names (attn_act_parse). */
+        char what[4200];
+        snprintf(what, sizeof what, "%s: hidden_act", path);
+        if ((s = attn_act_parse(t, what, &c->hidden_act))) return s;
+        if (c->hidden_act == ATTN_ACT_NONE)
+            return attn_fail(ATTN_STATUS_UNSUPPORTED, "%s: hidden_act \"%.40s\" is not supported",
                              path, t);
         return ATTN_STATUS_OK;
     }
@@ -232,9 +225,7 @@ attn_status attn_bert_config_save(const char *path, const attn_bert_config *c,
         case F_FLOAT: v = config_json_float(*(const float *)src); break;
         case F_BOOL: v = json_boolean(*(const bool *)src); break;
         case F_ACT:
-            v = json_string(c->hidden_act == ATTN_ACT_GELU_ERF    ? "gelu"
-                            : c->hidden_act == ATTN_ACT_GELU_TANH ? "gelu_new"
-                                                                  : "relu");
+            v = json_string(attn_act_name(c->hidden_act));
             break;
         }
         json_object_set_new(o, FIELDS[i].name, v);

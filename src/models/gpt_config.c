@@ -1,6 +1,7 @@
 /* gpt_config.c — GPT-2 configuration (attn_gpt.h): GPT2Config's defaults, validation with the
  * sizes checked before anything is allocated, and Hugging Face config.json load/save (jansson). */
 #include "attn_gpt.h"
+#include "attn_nn.h"
 
 #include "../core/core-impl.h"
 #include "config-impl.h"
@@ -41,14 +42,7 @@ int attn_gpt_inner(const attn_gpt_config *cfg) {
 }
 
 const char *attn_gpt_activation_name(attn_act act) {
-    switch (act) {
-    case ATTN_ACT_GELU_TANH: return "gelu_new";
-    case ATTN_ACT_GELU_ERF: return "gelu";
-    case ATTN_ACT_RELU: return "relu";
-    case ATTN_ACT_SILU: return "silu";
-    case ATTN_ACT_NONE: break;
-    }
-    return "none";
+    return act == ATTN_ACT_NONE ? "none" : attn_act_name(act);
 }
 
 /* Parameter count in double (exact below 2^53, no overflow), so the TOO_LARGE decision comes
@@ -197,13 +191,12 @@ static attn_status parse_object(json_t *root, const char *name, attn_gpt_config 
     if (act) {
         const char *a;
         if ((s = config_read_string(name, "activation_function", act, &a))) return s;
-        /* gelu_new, gelu_pytorch_tanh and gelu_fast are the same tanh formula in transformers. */
-        if (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_fast"))
-            c.activation = ATTN_ACT_GELU_TANH;
-        else if (!strcmp(a, "gelu"))
-            c.activation = ATTN_ACT_GELU_ERF;
-        else if (!strcmp(a, "relu"))
-            c.activation = ATTN_ACT_RELU;
+        /* transformers' ACT2FN names (attn_act_parse); GPT-2's MLP uses the GELUs or ReLU. */
+        attn_act pa = ATTN_ACT_NONE;
+        attn_status ps = attn_act_parse(a, "gpt", &pa);
+        attn_clear_error();
+        if (!ps && (pa == ATTN_ACT_GELU_TANH || pa == ATTN_ACT_GELU_ERF || pa == ATTN_ACT_RELU))
+            c.activation = pa;
         else
             return attn_fail(ATTN_STATUS_UNSUPPORTED,
                              "%s: activation_function \"%s\" is not supported (expected gelu_new, "

@@ -19,9 +19,9 @@ attn_status attn_norm_kind_parse(const char *name, const char *what, attn_norm_k
     else if (!strcasecmp(name, "rms_norm") || !strcasecmp(name, "rmsnorm"))
         *out = ATTN_NORM_RMS;
     else
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "%s: unknown norm \"%s\" (expected \"layer_norm\" or \"rms_norm\")", what,
-                         name);
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "%s: unknown norm \"%.40s\" (expected \"layer_norm\" or \"rms_norm\")",
+                         what, name);
     return ATTN_STATUS_OK;
 }
 
@@ -48,4 +48,55 @@ attn_status attn_nn_norm_backward(const attn_nn_norm *n, const attn_nn_norm *g, 
         ATTN_TRY(attn_layernorm_backward(M, n->dim, x, n->w, mean, rstd, dy, out, gw, gb));
     if (accumulate) nn_add((size_t)M * n->dim, dx, tmp, dx);
     return ATTN_STATUS_OK;
+}
+
+attn_status attn_act_parse(const char *name, const char *what, attn_act *out) {
+    static const struct {
+        const char *name;
+        attn_act act;
+    } T[] = {{"gelu", ATTN_ACT_GELU_ERF},          {"gelu_python", ATTN_ACT_GELU_ERF},
+             {"gelu_new", ATTN_ACT_GELU_TANH},     {"gelu_pytorch_tanh", ATTN_ACT_GELU_TANH},
+             {"gelu_fast", ATTN_ACT_GELU_TANH},    {"gelu_accurate", ATTN_ACT_GELU_TANH},
+             {"relu", ATTN_ACT_RELU},              {"silu", ATTN_ACT_SILU},
+             {"swish", ATTN_ACT_SILU},             {"linear", ATTN_ACT_NONE},
+             {"identity", ATTN_ACT_NONE}};
+    if (!name || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: NULL activation", what);
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++)
+        if (strcmp(name, T[i].name) == 0) {
+            *out = T[i].act;
+            return ATTN_STATUS_OK;
+        }
+    return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                     "%s: unknown activation \"%.40s\" (expected gelu, gelu_python, gelu_new, "
+                     "gelu_pytorch_tanh, gelu_fast, gelu_accurate, relu, silu, swish or linear)",
+                     what, name);
+}
+
+const char *attn_act_name(attn_act act) {
+    switch (act) {
+    case ATTN_ACT_GELU_ERF: return "gelu";
+    case ATTN_ACT_GELU_TANH: return "gelu_new";
+    case ATTN_ACT_RELU: return "relu";
+    case ATTN_ACT_SILU: return "silu";
+    case ATTN_ACT_NONE: break;
+    }
+    return "linear";
+}
+
+attn_status attn_rope_mode_parse(const char *name, const char *what, attn_rope_mode *out) {
+    if (!name || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: NULL rope mode", what);
+    if (strcmp(name, "half") == 0)
+        *out = ATTN_ROPE_HALF;
+    else if (strcmp(name, "interleaved") == 0)
+        *out = ATTN_ROPE_INTERLEAVED;
+    else
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "%s: unknown rotary embedding mode \"%.40s\" (expected \"half\" or "
+                         "\"interleaved\")",
+                         what, name);
+    return ATTN_STATUS_OK;
+}
+
+const char *attn_rope_mode_name(attn_rope_mode mode) {
+    return mode == ATTN_ROPE_INTERLEAVED ? "interleaved" : "half";
 }
