@@ -61,9 +61,9 @@ attn_status attn_bert_config_check(const attn_bert_config *c) {
                          "bert config: num_attention_heads (%d) must divide hidden_size (%d)",
                          c->num_attention_heads, c->hidden_size);
     if (c->hidden_act != ATTN_ACT_GELU_ERF && c->hidden_act != ATTN_ACT_GELU_TANH &&
-        c->hidden_act != ATTN_ACT_RELU && c->hidden_act != ATTN_ACT_SILU)
+        c->hidden_act != ATTN_ACT_RELU)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "bert config: hidden_act must be gelu, gelu_new, relu or silu (got %d)",
+                         "bert config: hidden_act must be gelu, gelu_new or relu (got %d)",
                          (int)c->hidden_act);
     if ((s = config_check_prob("bert", "hidden_dropout_prob", c->hidden_dropout_prob)) ||
         (s = config_check_prob("bert", "attention_probs_dropout_prob",
@@ -139,13 +139,16 @@ static attn_status parse_field(const char *path, const field *f, json_t *v, attn
         const char *t;
         attn_status s = config_read_string(path, f->name, v, &t);
         if (s) return s;
-        /* transformers' ACT2FN names (attn_act_parse). */
-        char what[4200];
-        snprintf(what, sizeof what, "%s: hidden_act", path);
-        if ((s = attn_act_parse(t, what, &c->hidden_act))) return s;
-        if (c->hidden_act == ATTN_ACT_NONE)
-            return attn_fail(ATTN_STATUS_UNSUPPORTED, "%s: hidden_act \"%.40s\" is not supported",
+        /* transformers' ACT2FN names (attn_act_parse); BERT's FFN uses the GELUs or ReLU. */
+        attn_act a = ATTN_ACT_NONE;
+        s = attn_act_parse(t, "bert", &a);
+        attn_clear_error();
+        if (s || (a != ATTN_ACT_GELU_ERF && a != ATTN_ACT_GELU_TANH && a != ATTN_ACT_RELU))
+            return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                             "%s: hidden_act \"%.40s\" is not supported (gelu, gelu_python, "
+                             "gelu_new, gelu_pytorch_tanh, gelu_fast, gelu_accurate or relu)",
                              path, t);
+        c->hidden_act = a;
         return ATTN_STATUS_OK;
     }
     }
