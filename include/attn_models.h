@@ -69,7 +69,7 @@ typedef struct {
     size_t numel;
     bool decay;          /* a matrix or embedding: AdamW's weight decay applies */
     attn_init_kind init;
-    float init_scale;    /* NORMAL: standard deviation; UNIFORM: bound */
+    double init_scale;   /* NORMAL: standard deviation; UNIFORM: bound */
     int64_t zero_row;    /* >= 0: that row starts at 0 (BERT's padding embedding); else -1 */
 } attn_param_info;
 

@@ -29,7 +29,7 @@
  * biases 0, LayerNorm gains 1. */
 static void layout(const attn_gpt_config *c, mdl_layout *L, attn_gpt_weights *w) {
     const int C = c->n_embd, F = attn_gpt_inner(c), V = c->vocab_size;
-    const float sd = c->initializer_range, proj_sd = (float)(sd / sqrt(2.0 * c->n_layer));
+    const double sd = c->initializer_range, proj_sd = sd / sqrt(2.0 * c->n_layer);
     const float eps = c->layer_norm_epsilon;
     char a[96], b[96];
     w->wte = mdl_take(L, 2, V, C, ATTN_INIT_NORMAL, sd, true, "transformer.wte.weight");

@@ -33,7 +33,7 @@ mdl_layout mdl_layout_begin(float *base, bool record);
 #if defined(__GNUC__)
 __attribute__((format(printf, 8, 9)))
 #endif
-float *mdl_take(mdl_layout *L, int ndim, int64_t d0, int64_t d1, attn_init_kind init, float scale,
+float *mdl_take(mdl_layout *L, int ndim, int64_t d0, int64_t d1, attn_init_kind init, double scale,
                 bool decay, const char *fmt, ...);
 
 /* The views of a block layer piece, recorded under the given names (bname unused without a
@@ -41,7 +41,7 @@ float *mdl_take(mdl_layout *L, int ndim, int64_t d0, int64_t d1, attn_init_kind 
 attn_nn_norm mdl_take_norm(mdl_layout *L, attn_norm_kind kind, int dim, float eps, bool bias,
                            const char *wname, const char *bname);
 attn_nn_linear mdl_take_linear(mdl_layout *L, int in, int out, attn_nn_layout layout, bool bias,
-                               attn_init_kind init, float scale, const char *wname,
+                               attn_init_kind init, double scale, const char *wname,
                                const char *bname);
 
 /* ==== run states ============================================================================== */

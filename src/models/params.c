@@ -20,7 +20,7 @@ mdl_layout mdl_layout_begin(float *base, bool record) {
     return L;
 }
 
-float *mdl_take(mdl_layout *L, int ndim, int64_t d0, int64_t d1, attn_init_kind init, float scale,
+float *mdl_take(mdl_layout *L, int ndim, int64_t d0, int64_t d1, attn_init_kind init, double scale,
                 bool decay, const char *fmt, ...) {
     const size_t numel = (size_t)d0 * (size_t)(ndim == 2 ? d1 : 1);
     float *p = L->base ? L->base + L->cursor : NULL;
@@ -67,7 +67,7 @@ attn_nn_norm mdl_take_norm(mdl_layout *L, attn_norm_kind kind, int dim, float ep
 }
 
 attn_nn_linear mdl_take_linear(mdl_layout *L, int in, int out, attn_nn_layout layout, bool bias,
-                               attn_init_kind init, float scale, const char *wname,
+                               attn_init_kind init, double scale, const char *wname,
                                const char *bname) {
     const int64_t d0 = layout == ATTN_NN_OUT_IN ? out : in, d1 = layout == ATTN_NN_OUT_IN ? in : out;
     float *w = mdl_take(L, 2, d0, d1, init, scale, true, "%s", wname);
