@@ -17,8 +17,12 @@
 # would test nothing under valgrind anyway.
 # PCRE2 runs without its JIT under valgrind (src/tok/split.c: tok_regex_jit), so memcheck checks
 # the interpreter instead of reporting on JIT-generated code; no suppressions are needed.
-# Exit status: non-zero on any valgrind error, leak or test failure. Per-program CPU and wall
-# times are printed, the slowest first.
+# Skips follow tests/run.sh's rule (tests/tu.h): every skipped test is listed with its reason;
+# under CI (CI set, as .ci/run does) a software skip (tu_skip: something missing) fails the run,
+# while skips for CPU features (tu_skip_hw: valgrind hides AVX-512 anyway) and for the environment
+# (tu_skip_env: a test deliberately not run under valgrind, or run as root) are allowed.
+# Exit status: non-zero on any valgrind error, leak or test failure, and under CI on a software
+# skip. Per-program CPU and wall times are printed, the slowest first.
 #   VALGRIND_BUILD=build-valgrind (default) VALGRIND_JOBS=2 VALGRIND_TIMEOUT=1200 \
 #   [VALGRIND_LOGS=DIR] bash .ci/valgrind.sh [NAME...]
 # With NAMEs (test_gemm, replay-npy, ...), only those run (after the build).
@@ -116,5 +120,7 @@ n_jobs=$(wc -l < "$jobs")
 n_done=$(cat "$LOGS"/*.result 2>/dev/null | wc -l)
 [ "$n_done" -eq "$n_jobs" ] || { echo "error: $n_done of $n_jobs programs reported"; fail=1; }
 echo "  total CPU ${total}s over $n_done programs"
+step "skipped tests (tests/run.sh --skips)"
+sh tests/run.sh --skips "$LOGS"/test_*.log || fail=1
 step "valgrind done in $(( $(date +%s) - start ))s: $([ $fail -eq 0 ] && echo clean || echo FAILED)"
 exit $fail

@@ -1,7 +1,85 @@
 #!/bin/sh
 # Run every test program of a build: first generate the PyTorch references live (tools/ref_*.py,
-# in the project venv), then each build/tests/test_* binary. Prints a closing
-# "N passed, N failed" line over all cmocka tests and exits non-zero on any failure.
+# in the project venv), then each build/tests/test_* binary. Ends with one line
+# "N passed, N failed, N skipped" over all cmocka tests (a program that exits non-zero without
+# cmocka's counts is one failed test) and the list of every skipped test with its reason.
+#
+# Skips (tests/tu.h): a test that cannot run is reported by cmocka as [  SKIPPED ], after one line
+#   tu-skip: TEST: REASON           a program, file or package it needs is missing (software);
+#   tu-skip-hw: TEST: REASON        this CPU lacks a feature it needs (AVX-512, AVX512-BF16);
+#   tu-skip-env: TEST: REASON       how it is run makes it meaningless (under valgrind, as root).
+# A skipped test without such a line (a bare cmocka skip()) counts as a software skip.
+# The CI rule: under CI (the CI variable set to anything but "", "0" or "false"; .ci/run sets
+# CI=true), where everything is installed, a software skip is an installation problem: it fails
+# the run and names the test. Hardware and environment skips are listed as such and allowed (our
+# CI machines may lack AVX-512, this one does). Outside CI every skip is only listed.
+# Exit status: non-zero on any failed test or reference generator, and under CI on a software skip.
+#   sh tests/run.sh [BUILD]              (default build)
+#   sh tests/run.sh --skips LOG...       only the skip list and the CI rule, over cmocka output
+#                                        files named PROG.log (.ci/valgrind.sh uses it)
+
+# The skipped tests of one program's output $1 (program name $2), one a line:
+# KIND PROGRAM TEST REASON, in the order they ran. cmocka prints "[  SKIPPED ] TEST" once when the
+# test ends and once in its closing list; the first occurrence counts.
+skips_of() {
+  awk -v prog="$2" '
+    /^tu-skip(-hw|-env)?: [A-Za-z_][A-Za-z0-9_]*: / {
+      kind = substr($1, 1, length($1) - 1); name = substr($2, 1, length($2) - 1)
+      reason = $0; sub(/^[^ ]* [^ ]* /, "", reason)
+      k[name] = kind; r[name] = reason; next
+    }
+    /^\[  SKIPPED \] [A-Za-z_][A-Za-z0-9_]*$/ {
+      if (!($4 in seen)) { seen[$4] = 1; order[++n] = $4 }
+    }
+    END {
+      for (i = 1; i <= n; i++) {
+        t = order[i]
+        printf "%s %s %s %s\n", (t in k) ? k[t] : "tu-skip", prog, t,
+               (t in r) ? r[t] : "(no reason given: a bare skip() without tu_skip)"
+      }
+    }' "$1"
+}
+
+# Print the skip list of the file $1 (skips_of lines); under CI, name each software skip as an
+# error. Returns 1 when that fails the run.
+report_skips() {
+  ci=0
+  case "${CI:-}" in "" | 0 | false) ;; *) ci=1 ;; esac
+  bad=0
+  echo "skipped tests: $(wc -l < "$1")"
+  [ -s "$1" ] || return 0
+  while read -r kind prog name reason; do
+    case $kind in
+      tu-skip-hw) what="CPU feature" ;;
+      tu-skip-env) what="environment" ;;
+      *) what="software"
+         [ $ci -eq 1 ] && bad=1 ;;
+    esac
+    echo "  $prog: $name ($what): $reason"
+  done < "$1"
+  if [ $bad -eq 1 ]; then
+    echo "error: under CI (CI=$CI) everything is installed: no test may skip for missing software:"
+    while read -r kind prog name reason; do
+      case $kind in
+        tu-skip-hw | tu-skip-env) ;;
+        *) echo "error:   $prog: $name skipped: $reason" ;;
+      esac
+    done < "$1"
+    return 1
+  fi
+  return 0
+}
+
+if [ "${1:-}" = --skips ]; then
+  shift
+  list=$(mktemp) || exit 1
+  for l in "$@"; do [ -f "$l" ] && skips_of "$l" "$(basename "$l" .log)" >> "$list"; done
+  report_skips "$list"
+  rc=$?
+  rm -f "$list"
+  exit $rc
+fi
+
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -18,8 +96,10 @@ for gen in tools/ref_*.py; do
   if ! "$PY" "$gen" "$ATTN_REF_DIR"; then echo "error: $gen failed"; fail=1; fi
 done
 
-passed=0; failed=0
+passed=0; failed=0; skipped=0
 log="$ATTN_REF_DIR/.last-test.log"
+skips="$ATTN_REF_DIR/.skipped-tests"
+: > "$skips"
 for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue
   echo "== $t"
@@ -28,11 +108,14 @@ for t in "$BUILD"/tests/test_*; do
   cat "$log"
   p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
   f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
-  passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
+  s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
+  passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
+  skips_of "$log" "$(basename "$t")" >> "$skips"
   if [ $rc -ne 0 ]; then
     fail=1
     [ -z "$f" ] && failed=$((failed + 1)) && echo "error: $t exited with status $rc"
   fi
 done
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
+report_skips "$skips" || fail=1
 [ $fail -eq 0 ] && [ $failed -eq 0 ]

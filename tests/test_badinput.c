@@ -32,6 +32,13 @@ static int g_vocab;
 static char g_err[1 << 16];
 static int g_cases, g_failed;
 
+/* Each test function fails when one of its cases failed (every case still runs and prints): a
+ * failed case counts into tu_failures too, which fails the running test (tests/tu.h). */
+static void case_failed(void) {
+    g_failed++;
+    tu_failures++;
+}
+
 static const char *const train_text[] = {
     "Knowledge is power.", "知识就是力量。", "I think, therefore I am.", "我思故我在。",
     "Where there is a will, there is a way.", "有志者事竟成。", "Time flies like an arrow.",
@@ -80,7 +87,7 @@ static void expect_(const char *what, const char *args, const char *in_path, int
         if (!strstr(g_err, sub)) why = "missing", missing = sub;
     va_end(ap);
     if (why) {
-        g_failed++;
+        case_failed();
         printf("  FAIL %-26s exit %d (want %d): %s%s%s%s\n    attn %.300s\n    stderr: %.2000s\n",
                what, rc, code, why, missing ? " \"" : "", missing ? missing : "",
                missing ? "\"" : "", args, g_err);
@@ -89,13 +96,6 @@ static void expect_(const char *what, const char *args, const char *in_path, int
     }
 }
 #define expect(...) expect_(__VA_ARGS__, (const char *)NULL)
-
-/* Each test function fails when one of its cases failed (every case still runs and prints). */
-#define GROUP_BEGIN() const int failed_before_ = g_failed
-#define GROUP_END()                                                                                \
-    do {                                                                                           \
-        if (g_failed > failed_before_) fail_msg("%d case(s) failed", g_failed - failed_before_);  \
-    } while (0)
 
 static void write_file(const char *path, const void *p, size_t n) { tu_write_all(path, p, n); }
 
@@ -225,7 +225,6 @@ static void test_good_model(void **state) {
 
 static void test_safetensors(void **state) {
     (void)state;
-    GROUP_BEGIN();
     char args[2048];
     attn_encdec_model *m;
     assert_int_equal(attn_encdec_load_dir(g_good, &m), ATTN_STATUS_OK);
@@ -362,7 +361,6 @@ static void test_safetensors(void **state) {
 #undef ST_CASE
     free(good);
     attn_encdec_model_free(m);
-    GROUP_END();
 }
 
 /* ---- config.json ---- */
@@ -379,7 +377,6 @@ static void cfg_case(const char *name, const char *text, const char *s1, const c
 
 static void test_config(void **state) {
     (void)state;
-    GROUP_BEGIN();
     size_t n;
     char *good = read_file(in_dir(g_good, "config.json"), &n);
     char text[4096];
@@ -460,14 +457,12 @@ static void test_config(void **state) {
                want, "config.json has src_vocab");
     }
     free(good);
-    GROUP_END();
 }
 
 /* ---- tokenizer.json ---- */
 
 static void test_tokenizer_file(void **state) {
     (void)state;
-    GROUP_BEGIN();
     char args[2048];
     struct {
         const char *name, *text, *s1;
@@ -492,14 +487,12 @@ static void test_tokenizer_file(void **state) {
     }
     snprintf(args, sizeof args, "tokenizer encode --tokenizer '%s/absent.json' hello", tu_dir);
     expect("tok_absent", args, NULL, 1, "absent.json", "cannot open", NULL);
-    GROUP_END();
 }
 
 /* ---- text and ids ---- */
 
 static void test_text(void **state) {
     (void)state;
-    GROUP_BEGIN();
     char args[2048];
     const char *in = tu_tmp("in.txt");
     char in_path[800];
@@ -521,7 +514,7 @@ static void test_text(void **state) {
     write_file(in_path, "", 0);
     g_cases++;
     if (run(args, in_path) != 0 || g_err[0]) {
-        g_failed++;
+        case_failed();
         printf("  FAIL translate of empty input: %s\n", g_err);
     }
     /* more tokens than the model's positions: cut, with one warning line, by design */
@@ -534,7 +527,7 @@ static void test_text(void **state) {
         int rc = run(largs, NULL);
         if (rc != 0 || !one_line(g_err) || !strstr(g_err, "attn: warning:") ||
             !strstr(g_err, "were cut") || sanitizer_report(g_err)) {
-            g_failed++;
+            case_failed();
             printf("  FAIL translate of a text over max_len: exit %d, stderr %s\n", rc, g_err);
         } else if (!tu_quiet()) {
             printf("  ok   %-26s %d  %s", "translate over max_len", rc, g_err);
@@ -583,14 +576,12 @@ static void test_text(void **state) {
            NULL);
     snprintf(args, sizeof args, "tokenizer train --data - --out '%s/tok-out'", tu_dir);
     expect("tokenizer train bad stdin", args, tdata, 1, "<stdin>:2", "invalid UTF-8", NULL);
-    GROUP_END();
 }
 
 /* ---- bleu ---- */
 
 static void test_bleu_files(void **state) {
     (void)state;
-    GROUP_BEGIN();
     char args[4096], h[800], r[800];
     snprintf(h, sizeof h, "%s", tu_tmp("hyp.txt"));
     snprintf(r, sizeof r, "%s", tu_tmp("ref.txt"));
@@ -611,14 +602,12 @@ static void test_bleu_files(void **state) {
     snprintf(args, sizeof args, "bleu - '%s'", r);
     write_file(h, "", 0);
     expect("bleu empty stdin", args, h, 1, "<stdin>", "no lines to score", NULL);
-    GROUP_END();
 }
 
 /* ---- train: data, config, tokenizer, checkpoint ---- */
 
 static void test_train_inputs(void **state) {
     (void)state;
-    GROUP_BEGIN();
     char args[8192], data[800], cfg[800], out[800];
     snprintf(data, sizeof data, "%s", tu_tmp("pairs.tsv"));
     snprintf(cfg, sizeof cfg, "%s", tu_tmp("tiny.json"));
@@ -726,14 +715,12 @@ static void test_train_inputs(void **state) {
            NULL);
     free(model);
     free(state_json);
-    GROUP_END();
 }
 
 /* ---- explain FILE ---- */
 
 static void test_explain(void **state) {
     (void)state;
-    GROUP_BEGIN();
     char args[2048];
     const char *p = tu_tmp("explain.safetensors");
     char path[800];
@@ -754,7 +741,6 @@ static void test_explain(void **state) {
                           {"w_v", ATTN_DTYPE_F32, 2, {4, 2}, f}};
     assert_int_equal(attn_st_save(path, e, 4, NULL), 0);
     expect("explain shapes disagree", args, NULL, 1, "explain.safetensors", "'w_q'", NULL);
-    GROUP_END();
 }
 
 /* ---- GPT-2 and BERT commands: generate, forward, attention, embed, fill-mask ----
@@ -763,7 +749,6 @@ static void test_explain(void **state) {
 
 static void test_model_commands(void **state) {
     (void)state;
-    GROUP_BEGIN();
     char args[4096], text[800], g[800], b[800], cfg[800];
     snprintf(text, sizeof text, "%s", tu_tmp("gpt.txt"));
     snprintf(cfg, sizeof cfg, "%s", tu_tmp("gpt.json"));
@@ -834,7 +819,6 @@ static void test_model_commands(void **state) {
     expect("bert empty model", args, NULL, 1, "bert/model.safetensors", "too short", NULL);
     snprintf(args, sizeof args, "generate --model '%s/absent' --prompt x", tu_dir);
     expect("generate missing model", args, NULL, 1, "absent", NULL);
-    GROUP_END();
 }
 
 /* ---- the library refuses what the CLI cuts or never sends ---- */

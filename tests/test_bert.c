@@ -94,16 +94,6 @@ static void test_config(void **state) {
     assert_int_equal(attn_bert_config_check(&c), ATTN_STATUS_OK);
     assert_int_equal(c.hidden_size, 768);
     assert_int_equal(c.hidden_act, ATTN_ACT_GELU_ERF);
-    /* the real MiniLM config: ignores _name_or_path, architectures, gradient_checkpointing,
-     * transformers_version, use_cache */
-    if (access("models/all-MiniLM-L6-v2/config.json", R_OK) == 0) {
-        assert_int_equal(attn_bert_config_load("models/all-MiniLM-L6-v2/config.json", &c), 0);
-        assert_int_equal(c.hidden_size, 384);
-        assert_int_equal(c.num_attention_heads, 12);
-        assert_int_equal(c.num_hidden_layers, 6);
-        assert_int_equal(c.intermediate_size, 1536);
-        assert_true(c.layer_norm_eps == 1e-12f);
-    }
     /* save -> load round trip */
     c = attn_bert_default_config();
     c.vocab_size = 101, c.hidden_size = 48, c.num_attention_heads = 3, c.intermediate_size = 100;
@@ -156,6 +146,21 @@ static void test_config(void **state) {
                "\"model_type\": \"bert\", \"position_embedding_type\": \"absolute\"}");
     assert_int_equal(attn_bert_config_load(tu_tmp("cfg_ok.json"), &d), 0);
     assert_int_equal(d.pad_token_id, -1);
+}
+
+/* the real MiniLM config: ignores _name_or_path, architectures, gradient_checkpointing,
+ * transformers_version, use_cache */
+static void test_config_minilm(void **state) {
+    (void)state;
+    if (access("models/all-MiniLM-L6-v2/config.json", R_OK) != 0)
+        tu_skip("models/all-MiniLM-L6-v2/config.json absent (sh tools/get_minilm.sh)");
+    attn_bert_config c;
+    assert_int_equal(attn_bert_config_load("models/all-MiniLM-L6-v2/config.json", &c), 0);
+    assert_int_equal(c.hidden_size, 384);
+    assert_int_equal(c.num_attention_heads, 12);
+    assert_int_equal(c.num_hidden_layers, 6);
+    assert_int_equal(c.intermediate_size, 1536);
+    assert_true(c.layer_norm_eps == 1e-12f);
 }
 
 /* ---- forward against transformers ---- */
@@ -264,7 +269,6 @@ static void check_forward(const char *name, attn_bert_model *m, const char *ref_
 
 static void test_forward(void **state) {
     (void)state;
-    TU_BEGIN();
     for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
         attn_bert_model *m = load_case(CASES[k].name);
         assert_int_equal(m->has_pooler, CASES[k].pooler);
@@ -291,7 +295,6 @@ static void test_forward(void **state) {
     }
     printf("  worst hidden-state error %.2e, worst MLM-logit error %.2e (x max|ref|; bound 1e-4)\n",
            worst_hidden, worst_logits);
-    TU_END();
 }
 
 /* ---- gradients against transformers ---- */
@@ -348,12 +351,10 @@ static void check_grads(const char *name) {
 
 static void test_gradients(void **state) {
     (void)state;
-    TU_BEGIN();
     check_grads("tiny");
     check_grads("odd");
     printf("  worst gradient error %.2e x max|ref| (bound %.0e)\n", worst_grad,
            ATTN_TEST_GRAD_RTOL);
-    TU_END();
 }
 
 /* ---- batch independence ---- */
@@ -627,10 +628,6 @@ static void test_dropout(void **state) {
 
 static void check_python_reload(const char *saved, const char *orig) {
     const char *py = ".venv/bin/python";
-    if (access(py, X_OK) != 0 || access("tools/check_bert.py", R_OK) != 0) {
-        printf("  skipped transformers reload: %s or tools/check_bert.py not found\n", py);
-        return;
-    }
     char cmd[3000];
     snprintf(cmd, sizeof cmd, "%s tools/check_bert.py '%s' '%s'", py, saved, orig);
     fflush(stdout);
@@ -653,7 +650,6 @@ static void test_save_load(void **state) {
         assert_int_equal(m->has_mlm, m2->has_mlm);
         assert_int_equal(m->num_params, m2->num_params);
         assert_memory_equal(m->params, m2->params, m->num_params * sizeof(float));
-        if (k < 2) check_python_reload(dir, model_dir(names[k]));
         attn_bert_model_free(m2);
         attn_bert_model_free(m);
     }
@@ -694,6 +690,23 @@ static void test_save_load(void **state) {
     assert_memory_equal(m->params, m2->params, m->num_params * sizeof(float));
     attn_bert_model_free(m2);
     attn_bert_model_free(m);
+}
+
+/* transformers loads what attn_bert_save_dir wrote (tools/check_bert.py) */
+static void test_save_load_transformers(void **state) {
+    (void)state;
+    if (access(".venv/bin/python", X_OK) != 0 || access("tools/check_bert.py", R_OK) != 0)
+        tu_skip(".venv/bin/python or tools/check_bert.py not found (run from the repository "
+                "root; sh tools/install_deps.sh)");
+    const char *names[] = {"tiny", "pool"};
+    for (int k = 0; k < 2; k++) {
+        attn_bert_model *m = load_case(names[k]);
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/saved_py_%s", tu_dir, names[k]);
+        assert_int_equal(attn_bert_save_dir(m, dir), 0);
+        check_python_reload(dir, model_dir(names[k]));
+        attn_bert_model_free(m);
+    }
 }
 
 /* ---- bad inputs ---- */
@@ -855,12 +868,8 @@ static void test_minilm(void **state) {
     (void)state;
     const char *dir = "models/all-MiniLM-L6-v2";
     if (access("models/all-MiniLM-L6-v2/model.safetensors", R_OK) != 0 ||
-        access(tu_ref_path("bert/minilm.safetensors"), R_OK) != 0) {
-        printf("  skipped: %s or its reference absent (sh tools/get_minilm.sh; tools/ref_bert.py)\n",
-               dir);
-        return;
-    }
-    TU_BEGIN();
+        access(tu_ref_path("bert/minilm.safetensors"), R_OK) != 0)
+        tu_skip("%s or its reference absent (sh tools/get_minilm.sh; tools/ref_bert.py)", dir);
     attn_bert_model *m;
     assert_int_equal(attn_bert_load_dir(dir, &m), 0);
     assert_true(m->has_pooler);
@@ -932,13 +941,13 @@ done:
     attn_bert_state_free(st);
     attn_bert_model_free(m);
     attn_st_close(r.f);
-    TU_END();
 }
 
 int main(void) {
     if (tu_mkdtemp(tu_dir, sizeof tu_dir, "bert")) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_config_minilm),
         cmocka_unit_test(test_forward),
         cmocka_unit_test(test_gradients),
         cmocka_unit_test(test_batch_independence),
@@ -946,6 +955,7 @@ int main(void) {
         cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_save_load),
+        cmocka_unit_test(test_save_load_transformers),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_minilm),
     };

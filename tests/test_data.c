@@ -25,7 +25,7 @@
  *              training sentence once per epoch; bad files, options and positions.
  *
  * Needs ../shared/data/tatoeba-eng-cmn/cmn.txt (relative to the repository root, where
- * tests/run.sh runs); the corpus tests are skipped with a message without it. Scratch files go to
+ * tests/run.sh runs); the corpus tests are skipped (tu_skip) without it. Scratch files go to
  * a fresh mkdtemp directory, removed at the end. */
 #include "attn_bert.h"
 #include "attn_data.h"
@@ -81,10 +81,7 @@ static const char *part_name(const attn_data_split *sp, size_t i) {
 
 static void test_split(void **state) {
     (void)state;
-    if (!g_have_corpus) {
-        printf("  skipped: %s not found\n", CORPUS);
-        return;
-    }
+    if (!g_have_corpus) tu_skip("%s not found", CORPUS);
     const attn_data_corpus *c = &g_c;
     assert_int_equal(c->n, 28090);
     assert_string_equal(c->src[0], "Hi."); /* the BOM is gone */
@@ -303,10 +300,7 @@ static size_t *take(attn_data_loader *ld, size_t count, size_t *len) {
 
 static void test_batches(void **state) {
     (void)state;
-    if (!g_have_corpus) {
-        printf("  skipped: %s not found\n", CORPUS);
-        return;
-    }
+    if (!g_have_corpus) tu_skip("%s not found", CORPUS);
     const attn_data_corpus *c = &g_c;
     /* A tokenizer trained on both columns of the whole corpus (shared vocabulary). */
     const char **lines = malloc(2 * c->n * sizeof *lines);

@@ -39,7 +39,6 @@ static int ncases(void) {
 
 static void test_library_against_pytorch(void **state) {
     (void)state;
-    TU_BEGIN();
     for (int c = 0; c < ncases(); c++) {
         char name[64];
         snprintf(name, sizeof name, "explain%d_in.safetensors", c);
@@ -78,7 +77,6 @@ static void test_library_against_pytorch(void **state) {
                      ATTN_STATUS_INVALID_ARGUMENT);
     assert_int_equal(attn_explain_compute(5000, 1, 1, &one, &one, &one, &one, &r),
                      ATTN_STATUS_TOO_LARGE);
-    TU_END();
 }
 
 /* Run the CLI; capture stdout (and stderr when merge); return the exit code. */
@@ -111,7 +109,6 @@ static float *json_to_matrix(json_t *rows, size_t *n) {
 
 static void test_cli_json_against_pytorch(void **state) {
     (void)state;
-    TU_BEGIN();
     for (int c = 0; c < ncases(); c++) {
         char args[4200], name[64];
         snprintf(name, sizeof name, "explain%d_in.safetensors", c);
@@ -144,7 +141,6 @@ static void test_cli_json_against_pytorch(void **state) {
         attn_st_close(ref);
         json_decref(root);
     }
-    TU_END();
 }
 
 static void test_cli_builtin(void **state) {

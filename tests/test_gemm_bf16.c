@@ -64,11 +64,22 @@ typedef struct {
     int pad;
 } bshape;
 
-/* Run s on backend be; returns the number of failed checks (0 if be or BF16 is unavailable). */
-static void check_shape(const bshape *s, attn_backend be, bool general, tu_rng *rng) {
-    if (!attn_backend_available(be)) return;
+/* Select backend be for BF16 products, or skip the test (a hardware skip) where this CPU cannot
+ * run them there: one cmocka test per backend, so that a missing one is skipped alone. */
+static void use_bf16_backend(attn_backend be) {
+    tu_need_backend(be);
     assert_int_equal(attn_set_backend(be), ATTN_STATUS_OK);
-    if (!attn_precision_available(ATTN_PRECISION_BF16)) return;
+    if (!attn_precision_available(ATTN_PRECISION_BF16)) {
+        attn_set_backend(ATTN_BACKEND_AUTO);
+        tu_skip_hw("precision bf16 on backend %s needs AVX512-BF16, which this CPU lacks",
+                   attn_backend_name(be));
+    }
+}
+
+/* Run s on backend be (use_bf16_backend(be) first); failed checks count into tu_failures. */
+static void check_shape(const bshape *s, attn_backend be, bool general, tu_rng *rng) {
+    assert_int_equal(attn_set_backend(be), ATTN_STATUS_OK);
+    assert_true(attn_precision_available(ATTN_PRECISION_BF16));
     const int ra = s->ta ? s->K : s->M, ca = s->ta ? s->M : s->K;
     const int rb = s->tb ? s->N : s->K, cb = s->tb ? s->K : s->N;
     const int lda = (ca > 0 ? ca : 1) + s->pad, ldb = (cb > 0 ? cb : 1) + s->pad,
@@ -133,17 +144,17 @@ static void check_shape(const bshape *s, attn_backend be, bool general, tu_rng *
 
 static const attn_backend BACKENDS[] = {ATTN_BACKEND_REF, ATTN_BACKEND_AVX512};
 
-static void test_against_oracle(void **state) {
-    (void)state;
-    TU_BEGIN();
-    tu_rng rng = {0x5eedbf16ull};
+/* Every shape on backend BACKENDS[b]. */
+static void against_oracle(size_t b) {
+    use_bf16_backend(BACKENDS[b]);
+    tu_rng rng = {0x5eedbf16ull + b};
     const bool vg = tu_valgrind();
     /* Row counts across the microkernel's 1..14 and several panels; K odd/even, one and
      * several blocks (512-row blocks: 513, 1025, 1536); N across panel edges. */
     static const int Ms[] = {1, 2, 7, 14, 15, 29, 230};
     static const int Ns[] = {1, 17, 32, 33, 100, 384};
     static const int Ks[] = {0, 1, 2, 3, 64, 385, 513, 1536};
-    for (size_t b = 0; b < sizeof BACKENDS / sizeof *BACKENDS; b++)
+    {
         for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
             for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
                 for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++) {
@@ -160,8 +171,18 @@ static void test_against_oracle(void **state) {
                     s.ta = !s.ta, s.tb = !s.tb;
                     check_shape(&s, BACKENDS[b], true, &rng);
                 }
+    }
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
+}
+
+static void test_against_oracle_ref(void **state) {
+    (void)state;
+    against_oracle(0);
+}
+
+static void test_against_oracle_avx512(void **state) {
+    (void)state;
+    against_oracle(1);
 }
 
 /* Halfway cases: bfloat16 keeps 7 fraction bits, so its spacing at 1 is 2^-7. 1 + 2^-8 is
@@ -169,18 +190,15 @@ static void test_against_oracle(void **state) {
  * 1 + 2^-7 and 1 + 2^-6 and rounds to the even 1 + 2^-6; 1 + 2^-8 + 2^-20 is above halfway and
  * rounds up; a subnormal becomes 0. A 1 x 1 x 1 product with B = 1 shows A's rounding; with
  * A = 1, B's. */
-static void test_rounding(void **state) {
-    (void)state;
+static void rounding_on(size_t b) {
+    use_bf16_backend(BACKENDS[b]);
     const float cases[][2] = {{1.0f + 0x1p-8f, 1.0f},
                               {1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-6f},
                               {1.0f + 0x1p-8f + 0x1p-20f, 1.0f + 0x1p-7f},
                               {-(1.0f + 0x1p-8f + 0x1p-20f), -(1.0f + 0x1p-7f)},
                               {0x1p-130f, 0.0f}, /* subnormal: zero */
                               {3.0e38f, 2.9908e38f}};
-    for (size_t b = 0; b < sizeof BACKENDS / sizeof *BACKENDS; b++) {
-        if (!attn_backend_available(BACKENDS[b])) continue;
-        assert_int_equal(attn_set_backend(BACKENDS[b]), ATTN_STATUS_OK);
-        if (!attn_precision_available(ATTN_PRECISION_BF16)) continue;
+    {
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
             const float x = cases[i][0], one = 1.0f, want = bf16_oracle(x);
             if (i < 5) assert_true(want == cases[i][1]);
@@ -204,17 +222,22 @@ static void test_rounding(void **state) {
     attn_set_backend(ATTN_BACKEND_AUTO);
 }
 
+static void test_rounding_ref(void **state) {
+    (void)state;
+    rounding_on(0);
+}
+
+static void test_rounding_avx512(void **state) {
+    (void)state;
+    rounding_on(1);
+}
+
 /* 1 and 2 threads give the same bits (each element is summed by one thread in one order), and
  * BF16 is a real approximation of the F32 product: off by more than F32 rounding, by far less
  * than the values. */
 static void test_threads_and_distance(void **state) {
     (void)state;
-    if (!attn_backend_available(ATTN_BACKEND_AVX512)) skip();
-    attn_set_backend(ATTN_BACKEND_AVX512);
-    if (!attn_precision_available(ATTN_PRECISION_BF16)) {
-        attn_set_backend(ATTN_BACKEND_AUTO);
-        skip();
-    }
+    use_bf16_backend(ATTN_BACKEND_AVX512);
     const int M = tu_valgrind() ? 29 : 230, N = 384, K = 1536;
     tu_rng rng = {42};
     float *A = alloc_f((size_t)M * K), *B = alloc_f((size_t)N * K), *C1 = alloc_f((size_t)M * N),
@@ -257,24 +280,39 @@ static void test_errors(void **state) {
     assert_int_equal(p, ATTN_PRECISION_F32);
     tu_expect_fail(attn_precision_parse("fp8", &p), ATTN_STATUS_INVALID_ARGUMENT, "fp8", NULL);
     assert_string_equal(attn_precision_name(ATTN_PRECISION_BF16), "bf16");
-    if (attn_backend_available(ATTN_BACKEND_AVX2)) {
-        /* No BF16 kernel for AVX2: a clear error, not a slow or wrong product. */
-        attn_set_backend(ATTN_BACKEND_AVX2);
-        assert_false(attn_precision_available(ATTN_PRECISION_BF16));
-        tu_expect_fail(attn_gemm_pack_b_precision(false, 2, 2, B, 2, ATTN_PRECISION_BF16, &P),
-                       ATTN_STATUS_UNSUPPORTED, "bf16", NULL);
-    }
-    /* Packed under one backend, used under another: refused. */
     attn_set_backend(ATTN_BACKEND_REF);
     assert_int_equal(attn_gemm_pack_b_precision(false, 2, 2, B, 2, ATTN_PRECISION_BF16, &P), 0);
-    if (attn_backend_available(ATTN_BACKEND_AVX512)) {
-        attn_set_backend(ATTN_BACKEND_AVX512);
-        tu_expect_fail(attn_gemm_packed(false, 2, 2, 2, 1, A, 2, &P, 0, C, 2, NULL, 0),
-                       ATTN_STATUS_INVALID_ARGUMENT, "backend", NULL);
-    }
-    attn_set_backend(ATTN_BACKEND_REF);
     tu_expect_fail(attn_gemm_packed(false, 2, 3, 2, 1, A, 2, &P, 0, C, 3, NULL, 0),
                    ATTN_STATUS_INVALID_ARGUMENT, "packed as", NULL);
+    attn_gemm_packed_b_free(&P);
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+
+/* No BF16 kernel for AVX2: a clear error, not a slow or wrong product. */
+static void test_errors_avx2(void **state) {
+    (void)state;
+    float B[4] = {1, 2, 3, 4};
+    attn_gemm_packed_b P;
+    tu_need_backend(ATTN_BACKEND_AVX2);
+    attn_set_backend(ATTN_BACKEND_AVX2);
+    assert_false(attn_precision_available(ATTN_PRECISION_BF16));
+    tu_expect_fail(attn_gemm_pack_b_precision(false, 2, 2, B, 2, ATTN_PRECISION_BF16, &P),
+                   ATTN_STATUS_UNSUPPORTED, "bf16", NULL);
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+
+/* Packed under one backend (ref), used under another (avx512): refused. */
+static void test_errors_avx512(void **state) {
+    (void)state;
+    float B[4] = {1, 2, 3, 4}, A[4] = {1, 1, 1, 1}, C[4];
+    attn_gemm_packed_b P;
+    tu_need_backend(ATTN_BACKEND_AVX512);
+    attn_set_backend(ATTN_BACKEND_REF);
+    assert_int_equal(attn_gemm_pack_b_precision(false, 2, 2, B, 2, ATTN_PRECISION_BF16, &P), 0);
+    attn_set_backend(ATTN_BACKEND_AVX512);
+    tu_expect_fail(attn_gemm_packed(false, 2, 2, 2, 1, A, 2, &P, 0, C, 2, NULL, 0),
+                   ATTN_STATUS_INVALID_ARGUMENT, "backend", NULL);
+    attn_set_backend(ATTN_BACKEND_REF);
     attn_gemm_packed_b_free(&P);
     attn_set_backend(ATTN_BACKEND_AUTO);
 }
@@ -288,10 +326,14 @@ int main(void) {
     attn_set_backend(ATTN_BACKEND_AUTO);
     printf("avx512 bf16 kernel: %s\n", have ? "available" : "not available on this CPU (ref only)");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rounding),
-        cmocka_unit_test(test_against_oracle),
+        cmocka_unit_test(test_rounding_ref),
+        cmocka_unit_test(test_rounding_avx512),
+        cmocka_unit_test(test_against_oracle_ref),
+        cmocka_unit_test(test_against_oracle_avx512),
         cmocka_unit_test(test_threads_and_distance),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_errors_avx2),
+        cmocka_unit_test(test_errors_avx512),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

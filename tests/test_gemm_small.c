@@ -117,15 +117,15 @@ static void label(const sshape *s, const char *backend, int threads, char *buf, 
              s->bias ? "bias " : "", (int)s->act, s->pad);
 }
 
-/* One shape on every SIMD backend and thread counts 1..4: each close to float64, the padding of
- * C untouched, and all thread counts bit-identical. */
-static void check_shape(const sshape *s, tu_rng *rng) {
+/* One shape on SIMD backend SIMD_BACKENDS[b] and thread counts 1..4: each close to float64, the
+ * padding of C untouched, and all thread counts bit-identical. One cmocka test per backend (a
+ * missing one is skipped alone), each drawing the same data from the same seed. */
+static void check_shape(const sshape *s, tu_rng *rng, size_t b) {
     sdata d;
     data_init(&d, s, rng);
     float *want = alloc_f(d.nc), *first = alloc_f(d.nc), *got = alloc_f(d.nc);
     expected(&d, want);
-    for (size_t b = 0; b < sizeof SIMD_BACKENDS / sizeof SIMD_BACKENDS[0]; b++) {
-        if (!attn_backend_available(SIMD_BACKENDS[b])) continue;
+    {
         assert_int_equal(attn_set_backend(SIMD_BACKENDS[b]), ATTN_STATUS_OK);
         for (int th = 1; th <= 4; th++) {
             attn_set_num_threads(th);
@@ -157,9 +157,8 @@ static void check_shape(const sshape *s, tu_rng *rng) {
 }
 
 /* Sizes around the K blocks and the vector tails, with varied epilogues. */
-static void test_small_shapes(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void small_shapes(size_t b) {
+    tu_need_backend(SIMD_BACKENDS[b]);
     tu_rng rng = {0x5eedull};
     static const int NK[][2] = {{1, 1},    {5, 3},     {17, 63},   {16, 64},  {100, 65},
                                 {33, 128}, {129, 200}, {768, 768}, {40, 3072}};
@@ -174,15 +173,23 @@ static void test_small_shapes(void **state) {
             s.beta = (n % 4 == 0) ? 0.0f : (n % 4 == 1) ? 1.0f : -0.75f;
             s.alpha = (n % 5 == 4) ? -1.5f : 1.0f;
             s.pad = (n % 3 == 1) ? 5 : 0;
-            check_shape(&s, &rng);
+            check_shape(&s, &rng, b);
         }
-    TU_END();
+}
+
+static void test_small_shapes_avx2(void **state) {
+    (void)state;
+    small_shapes(0);
+}
+
+static void test_small_shapes_avx512(void **state) {
+    (void)state;
+    small_shapes(1);
 }
 
 /* GPT-2-124M's generation shapes (M = 1; B = 2 for QKV) and the edges of the K-split limit. */
-static void test_generation_shapes(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void generation_shapes(size_t b) {
+    tu_need_backend(SIMD_BACKENDS[b]);
     tu_rng rng = {0xabcdefull};
     const sshape shapes[] = {
         {1, 2304, 768, false, 1.0f, 0.0f, true, ATTN_ACT_NONE, 0},     /* QKV */
@@ -195,15 +202,23 @@ static void test_generation_shapes(void **state) {
         {8, 769, 130, true, 1.0f, -1.0f, true, ATTN_ACT_GELU_ERF, 1},  /* column path */
         {8, 752, 130, true, 1.0f, 0.0f, true, ATTN_ACT_GELU_ERF, 1},   /* K split, M = 8 */
     };
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_shape(&shapes[i], &rng);
-    TU_END();
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_shape(&shapes[i], &rng, b);
+}
+
+static void test_generation_shapes_avx2(void **state) {
+    (void)state;
+    generation_shapes(0);
+}
+
+static void test_generation_shapes_avx512(void **state) {
+    (void)state;
+    generation_shapes(1);
 }
 
 /* Several threads calling attn_gemm at once (each then runs single-threaded on its own scratch)
  * give what one call alone gives, bit for bit. */
 static void test_concurrent_calls(void **state) {
     (void)state;
-    TU_BEGIN();
     tu_rng rng = {77};
     enum { NCALL = 6 };
     sshape s[NCALL];
@@ -246,13 +261,14 @@ static void test_concurrent_calls(void **state) {
         attn_free(together[i]);
         data_free(&d[i]);
     }
-    TU_END();
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_small_shapes),
-        cmocka_unit_test(test_generation_shapes),
+        cmocka_unit_test(test_small_shapes_avx2),
+        cmocka_unit_test(test_small_shapes_avx512),
+        cmocka_unit_test(test_generation_shapes_avx2),
+        cmocka_unit_test(test_generation_shapes_avx512),
         cmocka_unit_test(test_concurrent_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

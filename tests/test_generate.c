@@ -78,7 +78,6 @@ static bool utf8_valid(const char *s, size_t n) { return attn_tok_utf8_check(s, 
 
 static void test_warpers(void **state) {
     (void)state;
-    TU_BEGIN();
     attn_st_file *f;
     assert_int_equal(attn_st_open(ref("warpers.safetensors"), &f), ATTN_STATUS_OK);
     float *logits, *probs;
@@ -134,7 +133,6 @@ static void test_warpers(void **state) {
     free(got), free(x);
     attn_free(logits), attn_free(probs), attn_free(kept);
     attn_st_close(f);
-    TU_END();
 }
 
 /* ---- draws -------------------------------------------------------------------------------------- */

@@ -215,23 +215,19 @@ static void check_forward(const char *name) {
 
 static void test_hf_forward(void **state) {
     (void)state;
-    TU_BEGIN();
     worst_logit_rel = 0;
     for (int i = 0; i < NMODELS; i++) check_forward(MODELS[i]);
     printf("  worst logits error over all models: %.3e x max|logit| (bar %.0e)\n", worst_logit_rel,
            RTOL_LOGITS);
-    TU_END();
 }
 
 /* The same on the reference kernels (plain loops) for one model: both backends agree with HF. */
 static void test_hf_forward_ref_backend(void **state) {
     (void)state;
-    TU_BEGIN();
     attn_backend prev = attn_get_backend();
     assert_int_equal(attn_set_backend(ATTN_BACKEND_REF), ATTN_STATUS_OK);
     check_forward("odd");
     attn_set_backend(prev);
-    TU_END();
 }
 
 /* ---- loss and gradients ------------------------------------------------------------------ */
@@ -300,9 +296,7 @@ static void check_grads(const char *name) {
 
 static void test_hf_gradients(void **state) {
     (void)state;
-    TU_BEGIN();
     for (int i = 0; i < NMODELS; i++) check_grads(MODELS[i]);
-    TU_END();
 }
 
 /* ---- finite differences, with dropout on ----------------------------------------------------- */
@@ -459,22 +453,17 @@ static bool same_params(const attn_gpt_model *a, const attn_gpt_model *b) {
            memcmp(&a->cfg, &b->cfg, sizeof a->cfg) == 0;
 }
 
-/* transformers loads a directory attn wrote and gives the same logits (skipped without the
- * project venv). */
+/* transformers loads a directory attn wrote and gives the same logits (the test is skipped
+ * without the project venv). */
 static void check_hf_loads(const char *dir, const attn_gpt_model *m) {
     const char *b = getenv("ATTN_BUILD");
     char py[4096], cmd[16384], out[4200];
     snprintf(py, sizeof py, "%s/../.venv/bin/python", b && *b ? b : "build");
-    if (access(py, X_OK) != 0) {
-        printf("  (transformers check skipped: no %s)\n", py);
-        return;
-    }
+    if (access(py, X_OK) != 0) tu_skip("no %s (sh tools/install_deps.sh)", py);
     snprintf(out, sizeof out, "%s/hf_logits.npy", dir);
     snprintf(cmd, sizeof cmd, "'%s' tools/check_gpt_hf.py '%s' 3,1,4,1,5,9,2,6 '%s'", py, dir, out);
-    if (access("tools/check_gpt_hf.py", R_OK) != 0) {
-        printf("  (transformers check skipped: run from the repository root)\n");
-        return;
-    }
+    if (access("tools/check_gpt_hf.py", R_OK) != 0)
+        tu_skip("tools/check_gpt_hf.py not found (run from the repository root)");
     int rc = system(cmd);
     assert_int_equal(rc, 0);
     int64_t sh[ATTN_MAX_DIMS];
@@ -492,18 +481,22 @@ static void check_hf_loads(const char *dir, const attn_gpt_model *m) {
     attn_gpt_state_free(st);
 }
 
-static void test_save_load(void **state) {
-    (void)state;
-    TU_BEGIN();
-    /* A fresh model with an untied head, n_inner, erf GELU and non-default flags. */
+/* A fresh model with an untied head, n_inner, erf GELU and non-default flags. */
+static attn_gpt_model *fresh_untied_model(void) {
     attn_gpt_config c = attn_gpt_default_config();
     c.vocab_size = 61, c.n_positions = 16, c.n_embd = 24, c.n_layer = 2, c.n_head = 3;
     c.n_inner = 40, c.activation = ATTN_ACT_GELU_ERF, c.tie_word_embeddings = false;
     c.scale_attn_by_inverse_layer_idx = true, c.layer_norm_epsilon = 1e-6f;
     c.resid_pdrop = 0.0f, c.bos_token_id = 1, c.eos_token_id = -1;
     c.initializer_range = 0.2f;
-    attn_gpt_model *m, *back;
+    attn_gpt_model *m;
     assert_int_equal(attn_gpt_model_init(&c, 3, &m), ATTN_STATUS_OK);
+    return m;
+}
+
+static void test_save_load(void **state) {
+    (void)state;
+    attn_gpt_model *m = fresh_untied_model(), *back;
     const char *dir = tu_tmp("saved");
     char d1[1024];
     snprintf(d1, sizeof d1, "%s", dir);
@@ -511,7 +504,6 @@ static void test_save_load(void **state) {
     if (attn_gpt_load_dir(d1, &back)) fail_msg("%s", attn_last_error());
     assert_true(same_params(m, back));
     assert_non_null(attn_gpt_find_tensor(back, "lm_head.weight"));
-    check_hf_loads(d1, back);
     attn_gpt_model_free(back);
     attn_gpt_model_free(m);
 
@@ -526,7 +518,19 @@ static void test_save_load(void **state) {
         attn_gpt_model_free(back);
         attn_gpt_model_free(m);
     }
-    TU_END();
+}
+
+/* transformers reads what attn_gpt_save_dir wrote (the fresh untied model above). */
+static void test_save_load_transformers(void **state) {
+    (void)state;
+    attn_gpt_model *m = fresh_untied_model(), *back;
+    char d1[1024];
+    snprintf(d1, sizeof d1, "%s", tu_tmp("saved_hf"));
+    if (attn_gpt_save_dir(m, d1)) fail_msg("%s", attn_last_error());
+    if (attn_gpt_load_dir(d1, &back)) fail_msg("%s", attn_last_error());
+    check_hf_loads(d1, back);
+    attn_gpt_model_free(back);
+    attn_gpt_model_free(m);
 }
 
 /* ---- configuration ------------------------------------------------------------------------- */
@@ -723,7 +727,6 @@ static void test_bad_inputs(void **state) {
  * every logit and hidden state still equals the full forward's. */
 static void test_decode_chunks(void **state) {
     (void)state;
-    TU_BEGIN();
     attn_gpt_config c = attn_gpt_default_config();
     c.vocab_size = 37, c.n_positions = 700, c.n_embd = 16, c.n_layer = 2, c.n_head = 2;
     c.initializer_range = 0.3f;
@@ -763,7 +766,6 @@ static void test_decode_chunks(void **state) {
     attn_gpt_kv_free(kv);
     attn_gpt_state_free(st);
     attn_gpt_model_free(m);
-    TU_END();
 }
 
 /* ---- attention probabilities capture ----------------------------------------------------- */
@@ -803,7 +805,6 @@ static void test_capture_probs(void **state) {
             for (int t = 0; t < 3; t++)
                 memcpy(&pd[l][((size_t)h * T + 3 + t) * T], &part[l][((size_t)h * 3 + t) * T],
                        T * sizeof(float));
-    TU_BEGIN();
     for (int l = 0; l < L; l++) {
         /* Rows sum to 1, the future is 0. */
         for (int h = 0; h < H; h++)
@@ -822,7 +823,6 @@ static void test_capture_probs(void **state) {
         free(pd[l]);
         free(part[l]);
     }
-    TU_END();
     attn_gpt_kv_free(kv);
     attn_gpt_state_free(st);
     attn_gpt_model_free(m);
@@ -856,7 +856,6 @@ static void expect_cli_error(const char *args, int want_rc, const char *sub) {
 
 static void test_cli_forward(void **state) {
     (void)state;
-    TU_BEGIN();
     const char *name = "odd";
     json_t *ref = load_ref(name);
     int B, T;
@@ -955,7 +954,6 @@ static void test_cli_forward(void **state) {
     attn_free(gh);
     free(ids);
     json_decref(ref);
-    TU_END();
 }
 
 static int setup(void **state) {
@@ -975,7 +973,8 @@ int main(void) {
         cmocka_unit_test(test_hf_forward),    cmocka_unit_test(test_hf_forward_ref_backend),
         cmocka_unit_test(test_hf_gradients),  cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_decode_chunks), cmocka_unit_test(test_capture_probs),
-        cmocka_unit_test(test_save_load),     cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_save_load),     cmocka_unit_test(test_save_load_transformers),
+        cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_cli_forward),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

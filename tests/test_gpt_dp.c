@@ -131,38 +131,30 @@ static void check_case(const char *what, float pdrop, attn_act act, int n_rep, i
 
 static void test_grads_even(void **state) {
     (void)state;
-    TU_BEGIN();
     check_case("B=4 over 2", 0.0f, ATTN_ACT_GELU_TANH, 2, 1, 4, 8, 0);
     check_case("B=4 over 3 (2+1+1), T=5", 0.0f, ATTN_ACT_GELU_TANH, 3, 1, 4, 5, 0);
     check_case("B=4 over 2, relu", 0.0f, ATTN_ACT_RELU, 2, 1, 4, 8, 0);
-    TU_END();
 }
 
 static void test_grads_uneven(void **state) {
     (void)state;
-    TU_BEGIN();
     check_case("B=3 over 2 (2+1)", 0.0f, ATTN_ACT_GELU_TANH, 2, 1, 3, 8, 0);
     check_case("B=1 (one replica)", 0.0f, ATTN_ACT_GELU_TANH, 2, 1, 1, 8, 0);
     check_case("B=4 over 2, 11 ignored targets", 0.0f, ATTN_ACT_GELU_TANH, 2, 1, 4, 8, 11);
     check_case("B=2 over 2, row 0 all ignored", 0.0f, ATTN_ACT_GELU_TANH, 2, 1, 2, 8, 8);
-    TU_END();
 }
 
 static void test_grads_dropout(void **state) {
     (void)state;
-    TU_BEGIN();
     check_case("dropout 0.3, B=4 over 2", 0.3f, ATTN_ACT_GELU_TANH, 2, 1, 4, 8, 0);
     check_case("dropout 0.3, B=3 over 2, T=7", 0.3f, ATTN_ACT_GELU_TANH, 2, 1, 3, 7, 0);
     check_case("dropout 0.3, B=5 over 3, relu", 0.3f, ATTN_ACT_RELU, 3, 1, 5, 8, 0);
-    TU_END();
 }
 
 static void test_grads_accumulation(void **state) {
     (void)state;
-    TU_BEGIN();
     check_case("2 micro-batches, B=4 over 2", 0.0f, ATTN_ACT_GELU_TANH, 2, 2, 4, 8, 0);
     check_case("3 micro-batches, dropout, B=3 over 2", 0.2f, ATTN_ACT_GELU_TANH, 2, 3, 3, 8, 5);
-    TU_END();
 }
 
 static void test_eval(void **state) {
@@ -259,7 +251,6 @@ static void test_trajectory(void **state) {
  * into the next. */
 static void test_reuse(void **state) {
     (void)state;
-    TU_BEGIN();
     attn_gpt_model *m = small_model(0.1f, ATTN_ACT_GELU_TANH);
     const int T = 8, V = m->cfg.vocab_size, sizes[] = {4, 1, 3, 2, 4};
     float *got = malloc(m->num_params * sizeof(float));
@@ -294,7 +285,6 @@ static void test_reuse(void **state) {
     attn_gpt_trainer_free(t);
     free(got);
     attn_gpt_model_free(m);
-    TU_END();
 }
 
 /* The opt-in mixed precision (attn_gpt_trainer_set_precision BF16): every product's operands
@@ -303,15 +293,16 @@ static void test_reuse(void **state) {
  * float32 plain path: each gradient tensor within 5e-2 of its largest |entry| and the loss within
  * 1e-2 relative (bfloat16 keeps 8 significant bits: measured ~1e-2 and ~1e-3), and not equal to
  * the float32 numbers (worst tensor above 1e-5: the products really are rounded). */
-static void test_bf16(void **state) {
-    (void)state;
+static void bf16_on(int b) {
     const attn_backend bes[] = {ATTN_BACKEND_REF, ATTN_BACKEND_AVX512};
-    int ran = 0;
-    for (int b = 0; b < 2; b++) {
-        if (!attn_backend_available(bes[b])) continue;
-        attn_set_backend(bes[b]);
-        if (!attn_precision_available(ATTN_PRECISION_BF16)) continue;
-        ran++;
+    tu_need_backend(bes[b]);
+    attn_set_backend(bes[b]);
+    if (!attn_precision_available(ATTN_PRECISION_BF16)) {
+        attn_set_backend(ATTN_BACKEND_AUTO);
+        tu_skip_hw("precision bf16 on backend %s needs AVX512-BF16, which this CPU lacks",
+                   attn_backend_name(bes[b]));
+    }
+    {
         attn_gpt_model *m = small_model(0.0f, ATTN_ACT_GELU_TANH);
         const int B = 4, T = 8, V = m->cfg.vocab_size;
         int32_t x[4 * 8], y[4 * 8];
@@ -349,21 +340,44 @@ static void test_bf16(void **state) {
         free(gref);
         attn_gpt_model_free(m);
     }
-    /* errors: an unknown precision; BF16 where no kernel runs it */
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+
+static void test_bf16_ref(void **state) {
+    (void)state;
+    bf16_on(0);
+}
+
+static void test_bf16_avx512(void **state) {
+    (void)state;
+    bf16_on(1);
+}
+
+/* errors: an unknown precision */
+static void test_bf16_errors(void **state) {
+    (void)state;
     attn_gpt_model *m = small_model(0.0f, ATTN_ACT_GELU_TANH);
     attn_gpt_trainer *t;
     assert_int_equal(attn_gpt_trainer_init(m, 2, 8, 1, &t), ATTN_STATUS_OK);
     tu_expect_fail(attn_gpt_trainer_set_precision(t, (attn_precision)9),
                    ATTN_STATUS_INVALID_ARGUMENT, "precision", NULL);
-    if (attn_backend_available(ATTN_BACKEND_AVX2)) {
-        attn_set_backend(ATTN_BACKEND_AVX2);
-        tu_expect_fail(attn_gpt_trainer_set_precision(t, ATTN_PRECISION_BF16),
-                       ATTN_STATUS_UNSUPPORTED, "AVX512-BF16", NULL);
-    }
+    attn_gpt_trainer_free(t);
+    attn_gpt_model_free(m);
+}
+
+/* errors: BF16 where no kernel runs it (the avx2 backend) */
+static void test_bf16_errors_avx2(void **state) {
+    (void)state;
+    tu_need_backend(ATTN_BACKEND_AVX2);
+    attn_gpt_model *m = small_model(0.0f, ATTN_ACT_GELU_TANH);
+    attn_gpt_trainer *t;
+    assert_int_equal(attn_gpt_trainer_init(m, 2, 8, 1, &t), ATTN_STATUS_OK);
+    attn_set_backend(ATTN_BACKEND_AVX2);
+    tu_expect_fail(attn_gpt_trainer_set_precision(t, ATTN_PRECISION_BF16),
+                   ATTN_STATUS_UNSUPPORTED, "AVX512-BF16", NULL);
     attn_gpt_trainer_free(t);
     attn_gpt_model_free(m);
     attn_set_backend(ATTN_BACKEND_AUTO);
-    if (!ran) skip();
 }
 
 static void test_errors(void **state) {
@@ -407,8 +421,9 @@ int main(void) {
         cmocka_unit_test(test_grads_even),     cmocka_unit_test(test_grads_uneven),
         cmocka_unit_test(test_grads_dropout),  cmocka_unit_test(test_grads_accumulation),
         cmocka_unit_test(test_eval),           cmocka_unit_test(test_trajectory),
-        cmocka_unit_test(test_reuse),          cmocka_unit_test(test_bf16),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_reuse),          cmocka_unit_test(test_bf16_ref),
+        cmocka_unit_test(test_bf16_avx512),    cmocka_unit_test(test_bf16_errors),
+        cmocka_unit_test(test_bf16_errors_avx2), cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -124,7 +124,6 @@ static bool same_file(const char *a, const char *b) {
 
 static void test_step0_gradients(void **state) {
     (void)state;
-    TU_BEGIN();
     attn_set_num_threads(2);
     attn_gpt_model *m;
     attn_status s = attn_gpt_load_dir(ref("init"), &m);
@@ -185,7 +184,6 @@ static void test_step0_gradients(void **state) {
     attn_st_close(gf);
     attn_gpt_state_free(st);
     attn_gpt_model_free(m);
-    TU_END();
 }
 
 /* The --max-steps 0 run evaluated the initial model on the fixed validation batches. */
@@ -326,28 +324,49 @@ static void test_resume_exact_dropout(void **state) {
 
 /* ---- a fresh run: defaults, auto-detected resume, SIGINT, generate --------------------------------- */
 
-/* --precision bf16 (mixed precision): a run trains, saves the precision in its checkpoint, and
- * resumes exactly (3 + 2 steps give the 5-step run's weights, bit for bit); an unknown precision
- * is a usage error. Without AVX512-BF16 the run must fail with a clear error instead. */
-static void test_bf16_run(void **state) {
+/* --precision: an unknown precision is a usage error. */
+static void test_bf16_option(void **state) {
     (void)state;
-    char args[12000], cmd[12000];
-    const char *a = work("B16a"), *b = work("B16b");
+    char args[12000];
     snprintf(args, sizeof args,
              "train --arch gpt --config '%s' --data '%s' --batch 2 --max-steps 3 --eval-iters 2 "
              "--precision fp16 --out '%s'",
-             ref("tiny.json"), ref("data.txt"), a);
+             ref("tiny.json"), ref("data.txt"), work("B16a"));
     assert_int_equal(attn(args), 2);
     assert_non_null(strstr(buf, "--precision must be f32 or bf16"));
+}
+
+/* Without AVX512-BF16 a --precision bf16 run fails with a clear error. (The CLI picks its backend
+ * as this process does, from ATTN_BACKEND or the CPU, so attn_precision_available says which.) */
+static void test_bf16_refused(void **state) {
+    (void)state;
+    if (attn_precision_available(ATTN_PRECISION_BF16))
+        tu_skip_hw("this CPU runs bf16 (backend %s): the refusal cannot happen here",
+                   attn_backend_name(attn_get_backend()));
+    char args[12000];
+    snprintf(args, sizeof args,
+             "train --arch gpt --config '%s' --data '%s' --batch 2 --max-steps 5 --eval-iters 2 "
+             "--precision bf16 --out '%s'",
+             ref("tiny.json"), ref("data.txt"), work("B16r"));
+    int rc = attn(args);
+    printf("  [%d] %s", rc, buf);
+    if (rc != 1 || !strstr(buf, "needs a CPU with AVX512-BF16"))
+        fail_msg("a bf16 run without AVX512-BF16: exit %d, expected 1 and a clear error: %s", rc,
+                 buf);
+}
+
+/* --precision bf16 (mixed precision): a run trains, saves the precision in its checkpoint, and
+ * resumes exactly (3 + 2 steps give the 5-step run's weights, bit for bit). */
+static void test_bf16_run(void **state) {
+    (void)state;
+    tu_need_bf16();
+    char args[12000], cmd[12000];
+    const char *a = work("B16a"), *b = work("B16b");
     snprintf(args, sizeof args,
              "train --arch gpt --config '%s' --data '%s' --batch 2 --max-steps 5 --eval-iters 2 "
              "--precision bf16 --out '%s'",
              ref("tiny.json"), ref("data.txt"), a);
     int rc = attn(args);
-    if (rc == 1 && strstr(buf, "needs a CPU with AVX512-BF16")) {
-        printf("  this CPU has no AVX512-BF16: the run says so (skipped)\n");
-        skip();
-    }
     if (rc) fail_msg("bf16 run failed: %s", buf);
     assert_non_null(strstr(buf, "done: step 5"));
     snprintf(args, sizeof args,
@@ -533,6 +552,8 @@ int main(void) {
         cmocka_unit_test(test_resume_exact),
         cmocka_unit_test(test_resume_exact_dropout),
         cmocka_unit_test(test_fresh_run),
+        cmocka_unit_test(test_bf16_option),
+        cmocka_unit_test(test_bf16_refused),
         cmocka_unit_test(test_bf16_run),
         cmocka_unit_test(test_sigint),
         cmocka_unit_test(test_errors),

@@ -817,19 +817,7 @@ static void test_st_save_atomic(void **state) {
     unlink(inner);
     rmdir(d);
 
-    /* 3. a read-only directory (only meaningful when not root: root ignores permissions) */
-    if (geteuid() != 0) {
-        const char *ro = tu_tmp("ro");
-        assert_int_equal(mkdir(ro, 0555), 0);
-        const char *rp = tu_tmp("ro/x.safetensors");
-        tu_expect_fail3(attn_st_save(rp, &e, 1, NULL), ATTN_STATUS_IO, rp, "Permission denied",
-                    NULL);
-        assert_int_equal(count_temporaries(ro), 0);
-        chmod(ro, 0755);
-        rmdir(ro);
-    } else {
-        printf("  (read-only directory case skipped: running as root)\n");
-    }
+    /* 3. a read-only directory: test_st_save_readonly_dir */
 
     /* 4. the new content replaces the old one on success */
     assert_int_equal(attn_st_save(p, &e2, 1, NULL), ATTN_STATUS_OK);
@@ -1151,15 +1139,28 @@ static void test_interop_python_to_c(void **state) {
     }
 }
 
+/* test_st_save_atomic's case 3: saving into a read-only directory fails cleanly, leaving no
+ * temporary (only meaningful when not root: root ignores permissions). */
+static void test_st_save_readonly_dir(void **state) {
+    (void)state;
+    if (geteuid() == 0) tu_skip_env("running as root, which ignores directory permissions");
+    float old[4] = {1, 2, 3, 4};
+    attn_st_entry e = {"w", ATTN_DTYPE_F32, 1, {4}, old};
+    const char *ro = tu_tmp("ro");
+    assert_int_equal(mkdir(ro, 0555), 0);
+    const char *rp = tu_tmp("ro/x.safetensors");
+    tu_expect_fail3(attn_st_save(rp, &e, 1, NULL), ATTN_STATUS_IO, rp, "Permission denied", NULL);
+    assert_int_equal(count_temporaries(ro), 0);
+    chmod(ro, 0755);
+    rmdir(ro);
+}
+
 /* C-written files read back by Python (tools/check_io.py), when the project venv is present. */
 static void test_interop_c_to_python(void **state) {
     (void)state;
     const char *py = ".venv/bin/python";
-    if (access(py, X_OK) != 0 || access("tools/check_io.py", R_OK) != 0) {
-        printf("  skipped: %s or tools/check_io.py not found (run from the repository root)\n",
-               py);
-        return;
-    }
+    if (access(py, X_OK) != 0 || access("tools/check_io.py", R_OK) != 0)
+        tu_skip("%s or tools/check_io.py not found (run from the repository root)", py);
     float f32[6] = {0.5f, -1.25f, 3.0f, 1e-3f, -0.0f, 65504.0f};
     uint16_t f16[3] = {0x3c00, 0xc000, 0x7c00};
     uint16_t bf16[3] = {0x3f80, 0x4049, 0xff80};
@@ -1207,6 +1208,7 @@ int main(void) {
         cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_st_save_errors),
         cmocka_unit_test(test_st_save_atomic),
+        cmocka_unit_test(test_st_save_readonly_dir),
         cmocka_unit_test(test_npy_roundtrip),
         cmocka_unit_test(test_npy_variants),
         cmocka_unit_test(test_npy_bad),

@@ -73,10 +73,9 @@ static void embed_run(void *ctx) {
 
 static void test_embed_single(void **state) {
     (void)state;
-    if (tu_valgrind()) { /* the 90 MB model; test_embed runs the same path under valgrind */
-        printf("  skipped under valgrind (loading MiniLM takes a minute there)\n");
-        return;
-    }
+    if (tu_valgrind()) /* the 90 MB model; test_embed runs the same path under valgrind */
+        tu_skip_env("not under valgrind (loading MiniLM takes a minute there; test_embed runs "
+                    "the same path)");
     json_error_t err;
     json_t *s = json_load_file(tu_ref_path("embed_sentences.json"), 0, &err);
     if (!s) printf("cannot read %s: %s (run tools/ref_embed.py)\n", tu_ref_path("x"), err.text);

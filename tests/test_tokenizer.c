@@ -43,11 +43,9 @@ static void test_reference(void **state) {
     (void)state;
     size_t n;
     char *txt = tu_read_all(tu_ref_path("tok_cases.json"), &n);
-    if (!txt) {
-        printf("  SKIP: %s missing (tools/ref_tokenizer.py needs the corpus and tokenizers)\n",
-               tu_ref_path("tok_cases.json"));
-        skip();
-    }
+    if (!txt)
+        tu_skip("%s missing (tools/ref_tokenizer.py needs the corpus and tokenizers)",
+                tu_ref_path("tok_cases.json"));
     json_error_t err;
     json_t *root = json_loadb(txt, n, JSON_ALLOW_NUL, &err);
     free(txt);
@@ -249,10 +247,7 @@ static void add_case(json_t *cases, const attn_tok *t, const char *s, size_t n) 
 static void test_train_corpus(void **state) {
     (void)state;
     corpus c;
-    if (!corpus_load(&c)) {
-        printf("  SKIP: %s not found\n", CORPUS);
-        skip();
-    }
+    if (!corpus_load(&c)) tu_skip("%s not found", CORPUS);
     attn_tok_train_params p = attn_tok_train_default_params();
     p.vocab_size = 8000;
     attn_tok *t;
@@ -320,12 +315,27 @@ static void test_train_corpus(void **state) {
     assert_int_equal(ids[0], attn_tok_token_to_id(t, "\xE2\x96\x81Tom"));
     assert_int_equal(ids[3], attn_tok_token_to_id(t, "."));
     attn_free(ids);
+    attn_tok_free(t);
+    attn_tok_free(t2);
+    corpus_free(&c);
+}
 
-    /* Python: tokenizers must load the C-written file and agree on ids and decodes */
+/* Python: tokenizers must load the C-written file of test_train_corpus's tokenizer (trained again
+ * here: the training is deterministic, and takes under a second) and agree on ids and decodes. */
+static void test_train_corpus_python(void **state) {
+    (void)state;
     const char *py = py_path();
-    if (!py) {
-        printf("  SKIP (Python check): .venv/bin/python missing: run 'sh tools/install_deps.sh'\n");
-    } else {
+    if (!py) tu_skip(".venv/bin/python missing: run 'sh tools/install_deps.sh'");
+    corpus c;
+    if (!corpus_load(&c)) tu_skip("%s not found", CORPUS);
+    attn_tok_train_params p = attn_tok_train_default_params();
+    p.vocab_size = 8000;
+    attn_tok *t, *t2;
+    if (attn_tok_train_bpe(&p, c.line, c.len, c.n, &t)) fail_msg("train: %s", attn_last_error());
+    const char *path = tu_tmp("trained_py.json");
+    assert_int_equal(attn_tok_save(t, path), 0);
+    if (attn_tok_load(path, &t2)) fail_msg("%s", attn_last_error());
+    {
         json_t *cases = json_array();
         for (size_t i = 0; i < c.n; i += 14) add_case(cases, t2, c.line[i], c.len[i]);
         tu_rng r = {0x1234567u};
@@ -671,6 +681,7 @@ int main(void) {
         cmocka_unit_test(test_train_details),
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_train_corpus),
+        cmocka_unit_test(test_train_corpus_python),
         cmocka_unit_test(test_random_roundtrip),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,7 +15,7 @@
  *               BertPreTokenizer: the pieces of 52 texts identical to pre_tokenize_str's. Patterns
  *               PCRE2 cannot express (class intersection &&) must be refused, never misread.
  *   bad input   empty or invalid UTF-8 training text, NULL arguments.
- * Parts whose reference files are missing are skipped with a message. */
+ * Parts whose reference files are missing are skipped (tu_skip). */
 #include "../src/tok/tok-impl.h" /* tok_split_apply: the pieces */
 #include "attn_tok.h"
 #include "tu.h"
@@ -43,11 +43,9 @@ static json_t *cases_root(void) {
 
 #define SKIP_IF_NO_REF()                                                                           \
     json_t *root = cases_root();                                                                   \
-    if (!root) {                                                                                   \
-        printf("  SKIP: %s missing (tools/ref_tokenizer_char.py needs %s)\n",                      \
-               tu_ref_path("char_cases.json"), TEXT);                                              \
-        skip();                                                                                    \
-    }
+    if (!root)                                                                                     \
+        tu_skip("%s missing (tools/ref_tokenizer_char.py needs %s)",                               \
+                tu_ref_path("char_cases.json"), TEXT);
 
 static double now_s(void) {
     struct timespec ts;
@@ -62,25 +60,40 @@ static const char *py_path(void) {
     return access(buf, X_OK) == 0 ? buf : NULL;
 }
 
-/* tools/check_tokenizer.py on attn's file: cases [{"text", "ids", "decode"} or "error"]. */
+/* tools/check_tokenizer.py on attn's file: cases [{"text", "ids", "decode"} or "error"]. The
+ * tests write the spec (queued here) and test_python_check runs them all: a cmocka test of its
+ * own, skipped alone without the project venv. */
+enum { N_HF = 2 }; /* test_train_shakespeare, test_train_random */
+static char g_hf_spec[N_HF][1100];
+static int g_n_hf;
+
 static void hf_check(const char *tok_path, json_t *cases) {
-    const char *py = py_path();
-    if (!py) {
-        printf("  SKIP (Python check): .venv/bin/python missing\n");
-        json_decref(cases);
-        return;
-    }
+    assert_true(g_n_hf < N_HF);
     json_t *spec = json_object();
     json_object_set_new(spec, "tokenizer", json_string(tok_path));
     json_object_set_new(spec, "cases", cases);
-    const char *cpath = tu_tmp("check_cases.json");
-    assert_int_equal(json_dump_file(spec, cpath, JSON_COMPACT), 0);
+    char name[64];
+    snprintf(name, sizeof name, "check_cases_%d.json", g_n_hf);
+    snprintf(g_hf_spec[g_n_hf], sizeof g_hf_spec[0], "%s", tu_tmp(name));
+    assert_int_equal(json_dump_file(spec, g_hf_spec[g_n_hf], JSON_COMPACT), 0);
     json_decref(spec);
-    char cmd[9000];
-    snprintf(cmd, sizeof cmd, "%s tools/check_tokenizer.py '%s' | sed 's/^/  /'", py, cpath);
-    fflush(stdout);
-    int rc = system(cmd);
-    if (rc != 0) fail_msg("tools/check_tokenizer.py failed (status %d)", rc);
+    g_n_hf++;
+}
+
+static void test_python_check(void **state) {
+    (void)state;
+    const char *py = py_path();
+    if (!py) tu_skip(".venv/bin/python missing (sh tools/install_deps.sh)");
+    if (g_n_hf < N_HF)
+        tu_skip("%d of the %d tokenizers checks were prepared (a test before failed or skipped)",
+                g_n_hf, N_HF);
+    for (int i = 0; i < g_n_hf; i++) {
+        char cmd[9000];
+        snprintf(cmd, sizeof cmd, "%s tools/check_tokenizer.py '%s'", py, g_hf_spec[i]);
+        int rc = tu_sh_indented(cmd, "  ");
+        if (rc != 0)
+            fail_msg("tools/check_tokenizer.py failed on %s (status %d)", g_hf_spec[i], rc);
+    }
 }
 
 /* A case for hf_check: attn's ids and decode of s, or "error" when attn refuses it. */
@@ -494,6 +507,7 @@ int main(void) {
         cmocka_unit_test(test_train_shakespeare), cmocka_unit_test(test_train_random),
         cmocka_unit_test(test_reference),         cmocka_unit_test(test_splits),
         cmocka_unit_test(test_classes),           cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_python_check),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     json_decref(g_root);

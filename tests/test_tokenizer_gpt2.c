@@ -13,7 +13,7 @@
  *               space, other), from the table the reference script writes.
  *   bad input   invalid UTF-8, malformed vocab.json / merges.txt, bad ByteLevel fields.
  *
- * Parts whose reference files are missing are skipped with a message. */
+ * Parts whose reference files are missing are skipped (tu_skip). */
 #include "attn_tok.h"
 #include "tu.h"
 #include "tu_tok.h"
@@ -103,12 +103,9 @@ static size_t check_cases(const char *vname, const attn_tok *t, const attn_tok *
 static void test_reference(void **state) {
     (void)state;
     json_t *root = load_cases();
-    if (!root) {
-        printf("  SKIP: %s missing (tools/ref_tokenizer_gpt2.py needs the corpus and "
-               "tokenizers)\n",
-               tu_ref_path("gpt2_cases.json"));
-        skip();
-    }
+    if (!root)
+        tu_skip("%s missing (tools/ref_tokenizer_gpt2.py needs the corpus and tokenizers)",
+                tu_ref_path("gpt2_cases.json"));
     json_t *variants = json_object_get(root, "variants");
     const char *vname;
     json_t *v;
@@ -175,7 +172,7 @@ static void test_reference(void **state) {
 static void test_decodes(void **state) {
     (void)state;
     json_t *root = load_cases();
-    if (!root) skip();
+    if (!root) tu_skip("%s missing (tools/ref_tokenizer_gpt2.py)", tu_ref_path("gpt2_cases.json"));
     attn_tok *t;
     if (attn_tok_load(tu_ref_path("gpt2_gpt2.json"), &t)) fail_msg("%s", attn_last_error());
     json_t *decs = json_object_get(root, "decodes");
@@ -213,8 +210,7 @@ static void test_corpus(void **state) {
     if (!root || !text) {
         free(text);
         json_decref(root);
-        printf("  SKIP: reference or %s missing\n", CORPUS);
-        skip();
+        tu_skip("%s or %s missing", tu_ref_path("gpt2_cases.json"), CORPUS);
     }
     attn_tok *t;
     if (attn_tok_load(tu_ref_path("gpt2_gpt2.json"), &t)) fail_msg("%s", attn_last_error());
@@ -279,7 +275,7 @@ static void test_corpus(void **state) {
 static void test_bad_input(void **state) {
     (void)state;
     json_t *root = load_cases();
-    if (!root) skip();
+    if (!root) tu_skip("%s missing (tools/ref_tokenizer_gpt2.py)", tu_ref_path("gpt2_cases.json"));
     json_decref(root);
     attn_tok *t;
     if (attn_tok_load(tu_ref_path("gpt2_gpt2.json"), &t)) fail_msg("%s", attn_last_error());
@@ -397,7 +393,7 @@ static char char_class(const attn_tok *t, uint32_t cp) {
 static void test_char_classes(void **state) {
     (void)state;
     json_t *root = load_cases();
-    if (!root) skip();
+    if (!root) tu_skip("%s missing (tools/ref_tokenizer_gpt2.py)", tu_ref_path("gpt2_cases.json"));
     attn_tok *t;
     if (attn_tok_load(tu_ref_path("gpt2_noregex.json"), &t)) fail_msg("%s", attn_last_error());
     attn_tok_free(t);

@@ -27,7 +27,7 @@
  *               params, unknown words without [UNK]: the right status and a one-line message.
  *
  * Needs models/all-MiniLM-L6-v2 (sh tools/get_minilm.sh) for the reference files; parts that
- * lack them are skipped with a message. */
+ * lack them are skipped (tu_skip). */
 #include "../src/tok/tok-impl.h" /* tok_norm_apply, tok_split_apply: the per-code-point classes */
 #include "attn_tok.h"
 #include "tu.h"
@@ -53,12 +53,10 @@ static json_t *cases_root(void) {
 
 #define SKIP_IF_NO_REF()                                                                           \
     json_t *root = cases_root();                                                                   \
-    if (!root) {                                                                                   \
-        printf("  SKIP: %s missing (tools/ref_tokenizer_wordpiece.py needs "                       \
-               "models/all-MiniLM-L6-v2: sh tools/get_minilm.sh)\n",                               \
-               tu_ref_path("wp_cases.json"));                                                      \
-        skip();                                                                                    \
-    }
+    if (!root)                                                                                     \
+        tu_skip("%s missing (tools/ref_tokenizer_wordpiece.py needs models/all-MiniLM-L6-v2: "     \
+                "sh tools/get_minilm.sh)",                                                         \
+                tu_ref_path("wp_cases.json"));
 
 /* The variant's tokenizer, loaded once. */
 #define MAX_VARIANTS 32
@@ -499,16 +497,26 @@ static const char *py_path(void) {
     return access(buf, X_OK) == 0 ? buf : NULL;
 }
 
+/* The saved files test_save prepared for tools/check_tokenizer.py (spec files and the variant
+ * names), which test_save_python runs: a cmocka test of its own, skipped alone without the
+ * project venv. */
+static char g_hf_spec[MAX_VARIANTS][1100], g_hf_name[MAX_VARIANTS][128];
+static size_t g_n_hf;
+static bool g_save_done; /* test_save went through every variant */
+
 static void test_save(void **state) {
     (void)state;
     SKIP_IF_NO_REF();
     json_t *files = json_object_get(root, "files"), *cases = json_object_get(root, "cases");
     const char *vname;
     json_t *v;
-    size_t checked = 0, bad = 0, hf_files = 0;
+    size_t checked = 0, bad = 0;
+    g_n_hf = 0;
     json_object_foreach(files, vname, v) {
         attn_tok *t = variant(root, vname), *t2;
-        const char *path = tu_tmp("saved.json");
+        char path[1100], name[64];
+        snprintf(name, sizeof name, "saved_%zu.json", g_n_hf);
+        snprintf(path, sizeof path, "%s", tu_tmp(name));
         if (attn_tok_save(t, path)) fail_msg("save %s: %s", vname, attn_last_error());
         if (attn_tok_load(path, &t2)) fail_msg("reload %s: %s", vname, attn_last_error());
         assert_int_equal(attn_tok_vocab_size(t), attn_tok_vocab_size(t2));
@@ -560,32 +568,46 @@ static void test_save(void **state) {
             if (!s1) attn_tok_encoding_free(&e1);
             if (!s2) attn_tok_encoding_free(&e2);
         }
-        const char *py = py_path();
-        if (py && json_array_size(hf)) {
+        if (json_array_size(hf)) {
+            assert_true(g_n_hf < MAX_VARIANTS);
             json_t *spec = json_object();
             json_object_set_new(spec, "tokenizer", json_string(path));
             json_object_set_new(spec, "file_settings", json_false());
             json_object_set_new(spec, "cases", hf);
             hf = NULL;
-            const char *cpath = tu_tmp("check_cases.json");
-            assert_int_equal(json_dump_file(spec, cpath, JSON_COMPACT), 0);
+            snprintf(name, sizeof name, "check_cases_%zu.json", g_n_hf);
+            snprintf(g_hf_spec[g_n_hf], sizeof g_hf_spec[0], "%s", tu_tmp(name));
+            snprintf(g_hf_name[g_n_hf], sizeof g_hf_name[0], "%s", vname);
+            assert_int_equal(json_dump_file(spec, g_hf_spec[g_n_hf], JSON_COMPACT), 0);
             json_decref(spec);
-            char cmd[9000];
-            snprintf(cmd, sizeof cmd, "%s tools/check_tokenizer.py '%s' | sed 's/^/  %s: /'", py,
-                     cpath, vname);
-            fflush(stdout);
-            int rc = system(cmd);
-            if (rc != 0)
-                fail_msg("tools/check_tokenizer.py failed on attn's %s (status %d)", vname, rc);
-            hf_files++;
+            g_n_hf++;
         }
         json_decref(hf);
         attn_tok_free(t2);
     }
-    printf("  save + reload: %zu/%zu encodings identical; %zu saved files checked by tokenizers\n",
-           checked - bad, checked, hf_files);
-    if (!py_path()) printf("  SKIP (Python check): .venv/bin/python missing\n");
+    printf("  save + reload: %zu/%zu encodings identical; %zu saved files for tokenizers to check "
+           "(test_save_python)\n",
+           checked - bad, checked, g_n_hf);
     assert_int_equal(bad, 0);
+    g_save_done = true;
+}
+
+/* tokenizers loads each file test_save wrote and agrees on its ids, type ids and decodes */
+static void test_save_python(void **state) {
+    (void)state;
+    const char *py = py_path();
+    if (!py) tu_skip(".venv/bin/python missing (sh tools/install_deps.sh)");
+    if (!g_save_done) tu_skip("test_save did not prepare the files (it failed or was skipped)");
+    assert_true(g_n_hf > 0);
+    for (size_t i = 0; i < g_n_hf; i++) {
+        char cmd[9000], prefix[160];
+        snprintf(cmd, sizeof cmd, "%s tools/check_tokenizer.py '%.1099s'", py, g_hf_spec[i]);
+        snprintf(prefix, sizeof prefix, "  %s: ", g_hf_name[i]);
+        int rc = tu_sh_indented(cmd, prefix);
+        if (rc != 0)
+            fail_msg("tools/check_tokenizer.py failed on attn's %s (status %d)", g_hf_name[i], rc);
+    }
+    printf("  %zu saved files checked by tokenizers\n", g_n_hf);
 }
 
 /* ---- speed ---- */
@@ -860,8 +882,8 @@ int main(void) {
         cmocka_unit_test(test_classes),     cmocka_unit_test(test_norms),
         cmocka_unit_test(test_reference),   cmocka_unit_test(test_batches),
         cmocka_unit_test(test_decodes),     cmocka_unit_test(test_save),
-        cmocka_unit_test(test_special_ids), cmocka_unit_test(test_speed),
-        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_save_python), cmocka_unit_test(test_special_ids),
+        cmocka_unit_test(test_speed),       cmocka_unit_test(test_bad_input),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     free_variants();

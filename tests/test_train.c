@@ -45,7 +45,6 @@ static json_t *ref_meta(attn_st_file *f, const char *key) {
 
 static void test_optim_torch(void **state) {
     (void)state;
-    TU_BEGIN();
     attn_st_file *f = ref_open();
     int ncase = atoi(attn_st_metadata(f, "n_opt"));
     assert_true(ncase >= 7);
@@ -103,12 +102,10 @@ static void test_optim_torch(void **state) {
     }
     printf("  optimizers: worst max|err|/max|p| over all cases and steps = %.2e\n", worst);
     attn_st_close(f);
-    TU_END();
 }
 
 static void test_clip_torch(void **state) {
     (void)state;
-    TU_BEGIN();
     attn_st_file *f = ref_open();
     for (int c = 0; c < 2; c++) {
         char key[64];
@@ -137,7 +134,6 @@ static void test_clip_torch(void **state) {
         json_decref(m);
     }
     attn_st_close(f);
-    TU_END();
 }
 
 static void sched_check(const char *what, const double *got, const double *ref, size_t n,
@@ -162,7 +158,6 @@ static void sched_check(const char *what, const double *got, const double *ref, 
 
 static void test_schedules(void **state) {
     (void)state;
-    TU_BEGIN();
     attn_st_file *f = ref_open();
     const attn_st_tensor *ts = attn_st_find(f, "sched.steps");
     assert_non_null(ts);
@@ -218,7 +213,6 @@ static void test_schedules(void **state) {
     free(got);
     attn_free(st32);
     attn_st_close(f);
-    TU_END();
 }
 
 /* ---- RNG ---- */

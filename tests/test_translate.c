@@ -105,10 +105,8 @@ static void check_kv_cache(bool pre_ln, bool gelu, bool learned, bool shared) {
 
 static void test_kv_cache(void **state) {
     (void)state;
-    TU_BEGIN();
     check_kv_cache(false, false, false, false); /* post-LN, ReLU, sinusoidal, separate */
     check_kv_cache(true, true, true, true);     /* pre-LN, GELU, learned, shared + tied */
-    TU_END();
 }
 
 /* ---- naive references ----------------------------------------------------------------------- */

@@ -173,7 +173,6 @@ static void plain_beam(const attn_encdec_model *m, const attn_translate_options 
 
 static void test_same_as_plain_beam(void **state) {
     (void)state;
-    TU_BEGIN();
     /* 18 sentences: the first beam step runs one row per sentence (16 or more); 9 of them: it
      * runs K rows per sentence, K − 1 dead. */
     enum { BMAX = 18, Ts = 9, T = 40 };
@@ -229,13 +228,11 @@ static void test_same_as_plain_beam(void **state) {
     }
     printf("  %d of %d sentences identical to the plain beam search (%d at the length limit)\n",
            checked, sentences, at_limit);
-    TU_END();
 }
 
 /* The first step with 1 row per sentence gives the same logits bits as with K rows. */
 static void test_first_step_rows(void **state) {
     (void)state;
-    TU_BEGIN();
     enum { Ts = 7, V = 37, K = 4 };
     const int Bs[3] = {1, 3, 12};
     attn_encdec_model *m = make_model(true, V, 24, 5);
@@ -267,19 +264,13 @@ static void test_first_step_rows(void **state) {
         attn_translate_session_free(sk);
     }
     attn_encdec_model_free(m);
-    TU_END();
 }
 
 /* attn_encdec_dropout's vectorized path (AVX-512 backend) gives the same bits as the scalar
  * loop (any other backend), for lengths around the 16-wide blocks and the per-thread chunks. */
 static void test_dropout_paths(void **state) {
     (void)state;
-    TU_BEGIN();
-    if (!attn_backend_available(ATTN_BACKEND_AVX512)) {
-        printf("  no AVX-512 on this CPU: only the scalar path exists\n");
-        TU_END();
-        return;
-    }
+    tu_need_backend(ATTN_BACKEND_AVX512); /* without it only the scalar path exists */
     const attn_backend was = attn_get_backend();
     const size_t ns[7] = {1, 15, 16, 17, 1000, 16385, 70001};
     const float ps[3] = {0.1f, 0.5f, 0.9f};
@@ -317,7 +308,6 @@ static void test_dropout_paths(void **state) {
     assert_int_equal(attn_set_backend(was), ATTN_STATUS_OK);
     free(a);
     free(b);
-    TU_END();
 }
 
 int main(void) {

@@ -5,7 +5,7 @@
  *   - save / load round trip (bit-exact), the JSON file beside it, and bad files refused;
  *   - PNG heatmaps decoded with libpng: dimensions, a one-hot map shows exactly its cell bright,
  *     a causal map's upper triangle has the colour of 0, CJK labels render as distinct glyphs;
- *   - the HTML page in headless Chromium (skipped when Debian's chromium is absent): no console
+ *   - the HTML page in headless Chromium (tu_skip when Debian's chromium is absent): no console
  *     output or script error, the number of lines drawn for a head and token equals the count of
  *     keys with a visible weight, and switching layer changes it; a 512-token page loads;
  *   - the CLI: files written, --from, the translation path (the captured target is exactly the
@@ -109,7 +109,6 @@ static const char *model_dir(void) {
 
 static void test_capture_encdec(void **state) {
     (void)state;
-    TU_BEGIN();
     attn_encdec_model *m = small_model(50, 11);
     const int32_t src[] = {5, 9, 13, 21, 3}, tgt[] = {2, 7, 8, 44, 30, 3};
     const int Ts = 5, Tt = 5;
@@ -168,7 +167,6 @@ static void test_capture_encdec(void **state) {
                    ATTN_STATUS_INVALID_ARGUMENT, "30 tokens", "1 to 24");
     attn_viz_free(v);
     attn_encdec_model_free(m);
-    TU_END();
 }
 
 static void test_container(void **state) {
@@ -230,7 +228,6 @@ static void test_container(void **state) {
 
 static void test_save_load(void **state) {
     (void)state;
-    TU_BEGIN();
     attn_encdec_model *m = small_model(50, 3);
     const int32_t src[] = {5, 9, 3}, tgt[] = {2, 7, 8, 3};
     attn_viz *v, *w;
@@ -297,22 +294,21 @@ static void test_save_load(void **state) {
                    NULL);
     attn_viz_free(v);
     attn_encdec_model_free(m);
-    TU_END();
 }
 
 /* ---- PNG ---------------------------------------------------------------------------------- */
 
-static bool have_font(void) {
+/* Skip the PNG test (tu_skip) without a CJK font. */
+static void need_font(void) {
     char f[1024];
-    if (attn_viz_find_font(f, sizeof f) == ATTN_STATUS_OK) return true;
-    printf("  no CJK font (%s): PNG checks skipped\n", attn_last_error());
-    return false;
+    if (attn_viz_find_font(f, sizeof f) != ATTN_STATUS_OK)
+        tu_skip("no CJK font (%s): fonts-noto-cjk (sh tools/install_deps.sh)", attn_last_error());
 }
 
 /* A one-hot map: exactly the hot cell is bright, every other cell has the colour of 0. */
 static void test_png_one_hot(void **state) {
     (void)state;
-    if (!have_font()) skip();
+    need_font();
     attn_viz *v;
     assert_int_equal(attn_viz_init(&v), ATTN_STATUS_OK);
     const char *tok[] = {"The", "cat", "知识", "力量", "sat", "."};
@@ -390,7 +386,7 @@ static void test_png_one_hot(void **state) {
 /* The decoder's masked self-attention: the upper triangle has exactly the colour of 0. */
 static void test_png_causal(void **state) {
     (void)state;
-    if (!have_font()) skip();
+    need_font();
     attn_encdec_model *m = small_model(50, 5);
     const int32_t src[] = {5, 9, 13, 3}, tgt[] = {2, 7, 8, 44, 30, 11, 12, 3};
     const int Tt = 7;
@@ -449,7 +445,7 @@ static void test_png_causal(void **state) {
 
 static void test_explain_png(void **state) {
     (void)state;
-    if (!have_font()) skip();
+    need_font();
     float x[12], wq[12], wk[12], wv[12];
     tu_rng r = {77};
     tu_fill(&r, x, 12, -1, 1), tu_fill(&r, wq, 12, -1, 1), tu_fill(&r, wk, 12, -1, 1);
@@ -575,10 +571,7 @@ static long result_lines(json_t *j, size_t k) {
 
 static void test_html_chromium(void **state) {
     (void)state;
-    if (!chromium()) {
-        printf("  chromium not installed: HTML checks skipped\n");
-        skip();
-    }
+    if (!chromium()) tu_skip("chromium not installed (sh tools/install_deps.sh; or ATTN_CHROMIUM)");
     attn_viz *v;
     assert_int_equal(attn_viz_init(&v), ATTN_STATUS_OK);
     const char *src[] = {"Knowledge", "is",    "power", ".", "</script><!--<script>",
@@ -632,7 +625,7 @@ static void test_html_chromium(void **state) {
 /* A 512-token page stays usable: it loads, draws a focused token and the model view. */
 static void test_html_long(void **state) {
     (void)state;
-    if (!chromium()) skip();
+    if (!chromium()) tu_skip("chromium not installed (sh tools/install_deps.sh; or ATTN_CHROMIUM)");
     const int T = 512, H = 4, L = 2;
     attn_viz *v;
     assert_int_equal(attn_viz_init(&v), ATTN_STATUS_OK);
@@ -824,7 +817,8 @@ static void test_cli(void **state) {
 /* src/viz/viewer_page.c is generated from tools/viz_viewer.html: they must agree. */
 static void test_viewer_in_sync(void **state) {
     (void)state;
-    if (access("tools/viz_embed.py", R_OK) != 0) skip(); /* not run from the source tree */
+    if (access("tools/viz_embed.py", R_OK) != 0)
+        tu_skip("tools/viz_embed.py not found (not run from the source tree)");
     const char *py = access(".venv/bin/python", X_OK) == 0 ? ".venv/bin/python" : "python3";
     char cmd[256];
     snprintf(cmd, sizeof cmd, "%s tools/viz_embed.py --check", py);

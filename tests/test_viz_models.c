@@ -82,7 +82,6 @@ static void compare(const char *what, const attn_viz *v, const ref *r, bool caus
 
 static void test_gpt(void **state) {
     (void)state;
-    TU_BEGIN();
     ref r;
     if (!load_ref("viz/gpt.ref.safetensors", &r))
         fail_msg("missing viz/gpt.ref (run tools/ref_viz.py)");
@@ -155,12 +154,10 @@ static void test_gpt(void **state) {
     attn_viz_free(want);
     attn_gpt_model_free(m);
     free_ref(&r);
-    TU_END();
 }
 
 static void test_bert(void **state) {
     (void)state;
-    TU_BEGIN();
     ref r;
     if (!load_ref("viz/bert.ref.safetensors", &r))
         fail_msg("missing viz/bert.ref (run tools/ref_viz.py)");
@@ -177,18 +174,15 @@ static void test_bert(void **state) {
                    "id -1 at position 0", "BERT");
     attn_bert_model_free(m);
     free_ref(&r);
-    TU_END();
 }
 
 /* The real all-MiniLM-L6-v2 on the article's sentence, from TEXT through its own tokenizer. */
 static void test_minilm(void **state) {
     (void)state;
-    TU_BEGIN();
     ref r;
-    if (!load_ref("viz/minilm.ref.safetensors", &r)) {
-        printf("  models/all-MiniLM-L6-v2 absent: skipped\n");
-        skip();
-    }
+    if (!load_ref("viz/minilm.ref.safetensors", &r))
+        tu_skip("%s absent: models/all-MiniLM-L6-v2 missing (sh tools/get_minilm.sh)",
+                tu_ref_path("viz/minilm.ref.safetensors"));
     const char *dir = "models/all-MiniLM-L6-v2";
     char out[1024], cmd[8192];
     snprintf(out, sizeof out, "%s", tu_tmp("minilm.safetensors"));
@@ -206,7 +200,6 @@ static void test_minilm(void **state) {
     compare("all-MiniLM-L6-v2", v, &r, false);
     attn_viz_free(v);
     free_ref(&r);
-    TU_END();
 }
 
 int main(void) {

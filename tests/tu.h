@@ -1,6 +1,22 @@
 /* tu.h — shared helpers for the cmocka test programs: tolerance checks that report the measured
  * error, a seeded random generator, and the location of the PyTorch reference files that
- * tests/run.sh generates live (ATTN_REF_DIR). */
+ * tests/run.sh generates live (ATTN_REF_DIR).
+ *
+ * Two rules make a test unable to pass by accident (both built into this header):
+ *   - A failed check fails the cmocka test it ran in, by itself: every cmocka_unit_test(f) runs
+ *     f through tu_run_test (below), which fails the test when any closeness check in it failed
+ *     (tu_failures != 0). Nothing depends on remembering TU_END().
+ *   - A test that cannot run says why and is reported as skipped, never as passed: it calls
+ *     tu_skip("reason") when a program, file or package it needs is missing (a software skip)
+ *     or tu_skip_hw("reason") when this CPU lacks a feature (AVX-512, AVX512-BF16). Each prints
+ *     one line "tu-skip: TEST: REASON" / "tu-skip-hw: TEST: REASON" and calls cmocka's skip().
+ *     tu_skip_env("reason") is for the way the test is run, which no installation changes: under
+ *     valgrind (a test deliberately not run under memcheck), as root (permissions not enforced).
+ *     Where only part of a test cannot run (one backend, one optional tool), that part is its own
+ *     cmocka test, skipped on its own.
+ * tests/run.sh counts the skips and lists each with its reason; under CI (CI set, as .ci/run
+ * does) where everything is installed, a software skip fails the run; hardware skips (the CI
+ * machine may lack AVX-512) and environment skips are listed and allowed. */
 #ifndef ATTN_TU_H
 #define ATTN_TU_H
 
@@ -17,6 +33,7 @@
 #include <cmocka.h>
 
 #include "attn_core.h"
+#include "attn_kernels.h" /* attn_backend_available, attn_precision_available: tu_need_* */
 
 #include <dirent.h>
 #include <signal.h>
@@ -29,8 +46,109 @@
 #endif
 #endif
 
-/* Number of failed closeness checks in the running test; tests end with TU_END(). */
+/* Number of failed closeness checks in the running test (tu_close counts into it, and so may a
+ * test's own checks); tu_run_test zeroes it before each test and fails the test if it is not 0
+ * after. */
 static int tu_failures;
+
+/* ---- every test runs through tu_run_test -------------------------------------------------------
+ * cmocka_unit_test(f) is redefined so that the test is { "f", tu_run_test, with f in its initial
+ * state }: tu_run_test zeroes tu_failures, runs f and then fails the test with the count when a
+ * check failed. This, rather than failing inside tu_close at once, keeps a failing test printing
+ * every comparison it makes (all backends, all shapes: what one needs to see what broke), and
+ * covers the tests' hand-made checks that count into tu_failures; and rather than a cmocka
+ * teardown, because cmocka reports a failing teardown as an ERROR that its "[  FAILED  ] N
+ * test(s)" count and list leave out, whereas a failure here is an ordinary [  FAILED  ] f.
+ * The one constraint: a group setup must not set *state (cmocka would hand that state to every
+ * test in place of f's; none does, and tu_run_test fails the test loudly if one did). Tests do not
+ * read their state argument. */
+typedef struct {
+    unsigned magic; /* TU_UNIT_MAGIC: the state really is this struct */
+    CMUnitTestFunction fn;
+    const char *name;
+} tu_unit;
+#define TU_UNIT_MAGIC 0x7475u
+
+/* The running test's name, for the skip lines ("?" outside a test). */
+static const char *tu_test_name __attribute__((unused)) = "?";
+
+static inline void tu_run_test(void **state) {
+    const tu_unit *u = *state;
+    if (!u || u->magic != TU_UNIT_MAGIC)
+        fail_msg("tu.h: the test's state is not its tu_unit (did a group setup set *state?)");
+    tu_failures = 0;
+    tu_test_name = u->name;
+    u->fn(state);
+    fflush(stdout); /* the test's lines before cmocka's verdict (stderr) */
+    if (tu_failures) {
+        const int n = tu_failures;
+        tu_failures = 0;
+        fail_msg("%s: %d check(s) failed (see the lines above)", u->name, n);
+    }
+}
+
+#undef cmocka_unit_test
+#define cmocka_unit_test(f) {#f, tu_run_test, NULL, NULL, &(tu_unit){TU_UNIT_MAGIC, f, #f}}
+
+/* ---- skipping a test -------------------------------------------------------------------------
+ * One line "KIND: TEST: REASON" on stdout (tests/run.sh and .ci/valgrind.sh parse it), then
+ * cmocka's skip(). A test whose checks already failed fails instead of being skipped. KIND:
+ *   tu-skip           a program, file or package the test needs is missing: an installation
+ *                     problem, so it fails a CI run;
+ *   tu-skip-hw        this CPU lacks a feature (AVX-512, AVX512-BF16): allowed everywhere;
+ *   tu-skip-env       how the test is run makes the check meaningless (under valgrind, as root):
+ *                     allowed everywhere.
+ * A bare skip() is a software skip with no reason; use the helpers. */
+static inline void tu_skip_line(const char *kind, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static inline void tu_skip_line(const char *kind, const char *fmt, ...) {
+    if (tu_failures) {
+        const int n = tu_failures;
+        tu_failures = 0;
+        fail_msg("%s: %d check(s) failed before the skip", tu_test_name, n);
+    }
+    char reason[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    for (char *c = reason; *c; c++)
+        if (*c == '\n') *c = ' '; /* one line */
+    printf("%s: %s: %s\n", kind, tu_test_name, reason);
+    fflush(stdout);
+}
+#undef skip
+#define skip() tu_skip("skip() without a reason at %s:%d", __FILE__, __LINE__)
+#define tu_skip(...)                                                                             \
+    do {                                                                                         \
+        tu_skip_line("tu-skip", __VA_ARGS__);                                                    \
+        _skip(__FILE__, __LINE__);                                                               \
+    } while (0)
+#define tu_skip_hw(...)                                                                          \
+    do {                                                                                         \
+        tu_skip_line("tu-skip-hw", __VA_ARGS__);                                                 \
+        _skip(__FILE__, __LINE__);                                                               \
+    } while (0)
+#define tu_skip_env(...)                                                                         \
+    do {                                                                                         \
+        tu_skip_line("tu-skip-env", __VA_ARGS__);                                                \
+        _skip(__FILE__, __LINE__);                                                               \
+    } while (0)
+/* Skip the test (a hardware skip) unless this CPU can run backend be. */
+#define tu_need_backend(be)                                                                      \
+    do {                                                                                         \
+        if (!attn_backend_available(be))                                                         \
+            tu_skip_hw("backend %s not available on this CPU", attn_backend_name(be));           \
+    } while (0)
+/* Skip the test (a hardware skip) unless bfloat16 GEMMs run under the current backend: the avx512
+ * backend on a CPU with AVX512-BF16 (or the ref backend). */
+#define tu_need_bf16()                                                                           \
+    do {                                                                                         \
+        if (!attn_precision_available(ATTN_PRECISION_BF16))                                      \
+            tu_skip_hw("precision bf16 not available with backend %s (needs the avx512 backend "  \
+                       "on a CPU with AVX512-BF16)",                                             \
+                       attn_backend_name(attn_get_backend()));                                   \
+    } while (0)
 
 /* got ≈ ref when max|got − ref| <= rtol · max|ref| + atol. Prints one line with the numbers
  * (quiet when ATTN_TEST_QUIET is set and the check passes). Returns 1 if close. */
@@ -61,10 +179,17 @@ static inline int tu_close(const char *what, const float *got, const float *ref,
     return ok;
 }
 
-#define TU_BEGIN() (tu_failures = 0)
+/* Not needed any more (tu_run_test does both); kept for the files that still use them. TU_BEGIN
+ * does nothing: zeroing tu_failures in the middle of a test would forget failed checks. TU_END
+ * is a checkpoint: fail the test now if a check so far failed (before work that depends on it). */
+#define TU_BEGIN() ((void)0)
 #define TU_END()                                                                                 \
     do {                                                                                         \
-        if (tu_failures) fail_msg("%d closeness check(s) failed", tu_failures);                  \
+        if (tu_failures) {                                                                       \
+            const int tu_n_ = tu_failures;                                                       \
+            tu_failures = 0;                                                                     \
+            fail_msg("%d closeness check(s) failed", tu_n_);                                     \
+        }                                                                                        \
     } while (0)
 
 /* Deterministic uniform floats in [lo, hi). */
@@ -251,6 +376,24 @@ static inline int tu_sh_capture(const char *cmd, int with_stderr, char *out, siz
     assert_non_null(p);
     size_t n = fread(out, 1, cap - 1, p);
     out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Run the shell command line cmd with its stdout and stderr printed, each line after `prefix`;
+ * returns the command's exit status (-1: killed). Unlike `cmd | sed 's/^/  /'` in system(), whose
+ * status is sed's, a failing command is seen. */
+static inline int tu_sh_indented(const char *cmd, const char *prefix) {
+    size_t len = strlen(cmd) + 16;
+    char *full = malloc(len);
+    assert_non_null(full);
+    snprintf(full, len, "%s 2>&1", cmd);
+    fflush(stdout);
+    FILE *p = popen(full, "r");
+    free(full);
+    assert_non_null(p);
+    char line[4096];
+    while (fgets(line, sizeof line, p)) printf("%s%s", prefix, line);
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
