@@ -47,8 +47,10 @@ typedef struct {
     /* Latency over row independence: nn.Linear products of 9..48 rows go through the GEMM's
      * direct small-M path in chunks of 8 rows (~1.5x faster than its packed path for a short
      * sentence, measured on all-MiniLM-L6-v2), so a row's result may then differ in the last bit
-     * from the same row in a larger batch. Off by default: every row's result is then the same
-     * whatever else shares its call (the translator's beams and batches rely on it). */
+     * from the same row in a larger batch. Off by default. Row independence then holds for
+     * pre-packed weights (always the panel path) and for calls of more than 8 rows; a call of
+     * 8 rows or fewer on unpacked weights takes attn_gemm's direct path, whose sums may differ in
+     * the last bit (~2e-7) from the blocked path's. The translator packs its decoder for this. */
     bool few_rows;
 } attn_nn_run;
 
@@ -81,7 +83,8 @@ attn_nn_rows attn_nn_rows_plain(int T); /* {0, T, T} */
  * out may equal y or base. p <= 0: out = base + y exactly; p >= 1: everything dropped. */
 void attn_nn_dropout_fwd(const attn_nn_run *run, uint32_t site, float p, attn_nn_rows rows, int M,
                          int C, const float *base, const float *y, float *out, uint64_t *mask);
-/* out (M, C) = drop(g) from the bits attn_nn_dropout_fwd recorded; out may equal g. */
+/* (The caller decides whether dropout runs: these draw for any p > 0, whatever run->training.)
+ * out (M, C) = drop(g) from the bits attn_nn_dropout_fwd recorded; out may equal g. */
 void attn_nn_dropout_bwd(float p, int M, int C, const uint64_t *mask, const float *g, float *out);
 /* Words of a mask for M rows of width C. */
 size_t attn_nn_dropout_words(int M, int C);
@@ -250,7 +253,9 @@ typedef struct {
     attn_nn_linear qkv, q, k, v, kv, o;
 } attn_nn_attn;
 
-/* How the rows of a call form sequences.
+/* How the rows of a call form sequences (notes for a KV cache: Tk is unused by self-attention
+ * with a cache but must be > 0; kv_len[b] then counts the cache's keys and must be <= pos0 + Tq;
+ * a score bias is indexed by the call's queries, so offset it by pos0 · bias_sq yourself).
  * Padded layout (off == NULL): sequence b's queries are rows b·Tq .. b·Tq + Tq − 1 of x and its
  * keys rows b·Tk .. of the key source (self-attention without cache: Tk = Tq); kv_len (B), when
  * not NULL, hides keys t >= kv_len[b] (padding).

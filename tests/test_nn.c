@@ -46,8 +46,7 @@
  *     differences with h = 4e-2 and 2e-2): TOL_FD = 2e-3 · max|analytic| of the tensor
  *     (measured 4.8e-4: float32 rounding of the loss over 2h is the floor);
  *   dropout, row numbering, thread counts, in-place calls: bit for bit.
- * One known block-layer bug is marked TODO below (varlen rows ignore cfg->causal): that case
- * prints its error instead of failing until the fix lands. */
+ * Variable-length rows with a causal configuration are checked like every other case. */
 #include "tu.h"
 
 #include "attn_io.h"
@@ -847,10 +846,6 @@ static void agrads_check(const alayout *G, const adata *d, double gs, double mul
     }
 }
 
-/* Whether the case runs into a known block-layer bug (see the report in test_attention's
- * TODO): variable-length rows ignore cfg->causal. */
-static bool varlen_causal(const acase *c) { return c->has_off && c->causal; }
-
 static void attn_run(const acase *c, const adata *d, int mode, int k) {
     const attn_nn_attn_cfg cfg = acfg_of(c, d);
     alayout W, G;
@@ -871,17 +866,6 @@ static void attn_run(const acase *c, const adata *d, int mode, int k) {
     char what[96];
     snprintf(what, sizeof what, "attn %d %s %s", k, PJ_NAME[mode], bname());
     OK(attn_nn_attention_forward(&run, &cfg, &W.w, &s, d->x, d->src, NULL, &a, probs, 0.0f, y));
-    const bool bug = varlen_causal(c);
-    if (bug) {
-        /* TODO(block layer): variable-length rows (seqs.off) ignore cfg->causal: varlen_fwd_one
-         * and varlen_bwd_one in src/nn/attention.c never set p.causal, so packed decoder rows
-         * attend to their future. Reported; until fixed the check only records the error. */
-        double e = 0;
-        for (size_t i = 0; i < MC; i++) e = fmax(e, fabs(y[i] - d->y[i]));
-        printf("  TODO %s: varlen + causal: max|y - causal ref| = %.3g (causal ignored)\n", what,
-               e);
-        goto done;
-    }
     check(y, d->y, MC, TOL_FWD, 0, "%s y", what);
     check(probs, d->probs, nP, TOL_FWD, 0, "%s probs", what);
 
@@ -915,7 +899,6 @@ static void attn_run(const acase *c, const adata *d, int mode, int k) {
     OK(attn_nn_attention_forward(&run, &cfg, &W.w, &s, d->x, d->src, NULL, &e, NULL, 1.0f, y1));
     check(y1, r2, MC, TOL_FWD, 0, "attn %d %s %s eval, beta=1", k, PJ_NAME[mode], bname());
     attn_free(y1), attn_free(r2), attn_free(dx), attn_free(dsrc), attn_free(work);
-done:
     attn_free(dbias), attn_free(a.proj), attn_free(a.ctx), attn_free(a.lse), attn_free(probs);
     attn_free(y);
     alayout_free(&W), alayout_free(&G);
@@ -2004,8 +1987,20 @@ static void test_bad_arguments(void **state) {
     EXPECT(attn_nn_norm_backward(NULL, NULL, M, x, NULL, rstd, y, dx, false, NULL), INVALID,
            "norm backward: NULL block", NULL);
     attn_norm_kind nk;
-    EXPECT(attn_norm_kind_parse("batchnorm", "layer 2 norm", &nk), INVALID,
+    /* A name a configuration file spells is unsupported, not an invalid argument (as the
+     * families' unknown activations). */
+    EXPECT(attn_norm_kind_parse("batchnorm", "layer 2 norm", &nk), ATTN_STATUS_UNSUPPORTED,
            "layer 2 norm: unknown norm \"batchnorm\"", "\"rms_norm\"");
+        attn_act act;
+    EXPECT(attn_act_parse("mish", "config.json: hidden_act", &act), ATTN_STATUS_UNSUPPORTED,
+           "config.json: hidden_act: unknown activation \"mish\"", NULL);
+    OK(attn_act_parse("swish", "config.json: hidden_act", &act));
+    assert_int_equal(act, ATTN_ACT_SILU);
+    attn_rope_mode rm;
+    EXPECT(attn_rope_mode_parse("yarn", "config.json: rope", &rm), ATTN_STATUS_UNSUPPORTED,
+           "config.json: rope: unknown rotary embedding mode \"yarn\"", NULL);
+    OK(attn_rope_mode_parse("interleaved", "config.json: rope", &rm));
+    assert_int_equal(rm, ATTN_ROPE_INTERLEAVED);
     EXPECT(attn_norm_kind_parse(NULL, "cfg", &nk), INVALID, "cfg: NULL norm name", NULL);
 
     /* ---- feed-forward */
@@ -2082,10 +2077,19 @@ static void test_bad_arguments(void **state) {
     EXPECT(attn_nn_sub_forward(&run, &Sb, &s, M, attn_nn_rows_plain(T), x, NULL, NULL, &A, NULL,
                                NULL),
            INVALID, "ffn: down is (12 -> 32)", NULL);
-    /* TODO(block layer): a sub-layer whose norm.dim differs from its f's width (acfg->d_model,
-     * ffn.up.in / down.out) is not rejected: attn_nn_sub_forward reads and writes M·norm.dim
-     * floats around f's M·d_model ones (out-of-bounds for a larger d_model). Not exercised here
-     * (it would be a memory error); reported. */
+    /* A sub-layer whose norm width differs from its function's, or whose row count differs from
+     * its sequences', is refused before anything is read. */
+    Sb = S, Sb.norm.dim = S.norm.dim + 4;
+    EXPECT(attn_nn_sub_forward(&run, &Sb, &s, M, attn_nn_rows_plain(T), x, NULL, NULL, &A, NULL,
+                               NULL),
+           INVALID, "norm width", NULL);
+    attn_nn_sublayer Sa = S;
+    Sa.kind = ATTN_SUB_ATTN, Sa.acfg = &c, Sa.attn = w;
+    attn_nn_sub_acts Aa = A;
+    Aa.attn = a;
+    EXPECT(attn_nn_sub_forward(&run, &Sa, &s, M - 1, attn_nn_rows_plain(T), x, NULL, NULL, &Aa,
+                               NULL, NULL),
+           INVALID, "rows but the sequences hold", NULL);
 
     attn_free(wq), attn_free(wk), attn_free(wv), attn_free(wo), attn_free(x), attn_free(y);
     attn_free(a.proj), attn_free(a.ctx), attn_free(a.lse), attn_free(work), attn_free(dx);

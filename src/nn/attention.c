@@ -253,6 +253,7 @@ static int varlen_fwd_one(const varlen *v, int b) {
     const size_t o = (size_t)v->s->off[b];
     if (n <= 0) return 0;
     attn_attention_params p = base_params(v->c, g, 1, n, n);
+    p.causal = v->c->causal; /* a sequence's rows are its own queries and keys */
     p.ldq = p.ldk = p.ldv = g->W;
     const float *q = v->proj + o * g->W;
     float *pr = v->probs ? v->tmp : NULL;
@@ -277,6 +278,7 @@ static int varlen_bwd_one(const varlen *v, int b) {
     const size_t o = (size_t)v->s->off[b];
     if (n <= 0) return 0;
     attn_attention_params p = base_params(v->c, g, 1, n, n);
+    p.causal = v->c->causal; /* a sequence's rows are its own queries and keys */
     p.ldq = p.ldk = p.ldv = g->W;
     const float *q = v->proj + o * g->W;
     float *dq = v->dproj + o * g->W;

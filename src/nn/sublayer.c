@@ -39,6 +39,25 @@ static attn_status check(const attn_nn_sublayer *S, const attn_nn_sub_acts *A, c
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "sub-layer: unknown kind %d", (int)S->kind);
     if (S->kind == ATTN_SUB_ATTN && !S->acfg)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "sub-layer: attention without its config");
+    const int C = S->norm.dim;
+    if (S->kind == ATTN_SUB_ATTN && S->acfg->d_model != C)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "sub-layer: norm width %d differs from the attention's d_model %d", C,
+                         S->acfg->d_model);
+    if (S->kind == ATTN_SUB_FFN && (S->ffn.up.in != C || S->ffn.down.out != C))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "sub-layer: norm width %d differs from the FFN's (%d -> ... -> %d)", C,
+                         S->ffn.up.in, S->ffn.down.out);
+    return ATTN_STATUS_OK;
+}
+
+/* The rows an attention sub-layer's sequences describe must be the call's. */
+static attn_status check_rows(const attn_nn_sublayer *S, const attn_nn_seqs *s, int M) {
+    if (S->kind != ATTN_SUB_ATTN || !s) return ATTN_STATUS_OK;
+    const int rows = s->off ? s->off[s->B] : s->B * s->Tq;
+    if (rows != M)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "sub-layer: M = %d rows but the sequences hold %d", M, rows);
     return ATTN_STATUS_OK;
 }
 
@@ -47,6 +66,7 @@ attn_status attn_nn_sub_forward(const attn_nn_run *run, const attn_nn_sublayer *
                                 const float *src, const attn_nn_kv *cache, attn_nn_sub_acts *A,
                                 float *probs, float *tmp) {
     ATTN_TRY(check(S, A, x));
+    ATTN_TRY(check_rows(S, s, M));
     const int C = width(S);
     const size_t n = (size_t)M * C;
     const float *in = x;
@@ -73,6 +93,7 @@ attn_status attn_nn_sub_backward(const attn_nn_run *run, const attn_nn_sublayer 
                                  const float *x, const float *src, attn_nn_sub_acts *A, float *G,
                                  float *dsrc, float *work) {
     ATTN_TRY(check(S, A, x));
+    ATTN_TRY(check_rows(S, s, M));
     if (!G || !work) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "sub-layer backward: NULL");
     const int C = width(S);
     const size_t n = (size_t)M * C;
