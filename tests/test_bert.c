@@ -624,6 +624,94 @@ static void test_dropout(void **state) {
     attn_bert_model_free(m);
 }
 
+/* ---- the data-parallel MLM trainer ---- */
+
+/* attn_bert_trainer against the plain path (forward + mlm loss + backward on one state over the
+ * whole batch): with 1 replica bit for bit; with 2 and 3 replicas (dropout off) the loss within
+ * 1e-6 relative and every tensor's gradient within 1e-5 of its largest |entry| plus 1e-5 of the
+ * model's largest gradient (the key biases' gradients are exactly 0 in exact arithmetic, by
+ * softmax's shift invariance: float32 leaves ~6e-8 of rounding noise there, 1e-7 of the largest
+ * gradient) — the paths differ only in the order of the float sums over rows. With dropout on, the replicas draw the masks of
+ * their packed rows: 1, 2 and 3 replicas give the same loss within 1e-6 and the same gradients
+ * within the same tolerance, and a replica count gives the same bits every time. */
+static void test_trainer(void **state) {
+    (void)state;
+    for (int drop = 0; drop < 2; drop++) {
+        attn_bert_model *m = fd_model();
+        if (!drop) m->cfg.hidden_dropout_prob = 0.0f;
+        const size_t P = m->num_params;
+        float *g0 = malloc(P * sizeof(float)), *g1 = malloc(P * sizeof(float));
+        float l0 = 0;
+        /* Reference: the plain path on one state (training mode draws the masks of rows 0..). */
+        attn_bert_state *st;
+        assert_int_equal(attn_bert_state_init(m, FD_B, FD_T, &st), 0);
+        attn_bert_set_train(st, true, 5, 2);
+        assert_int_equal(attn_bert_forward(m, st, FD_B, FD_T, FD_IDS, FD_TYPES, FD_LEN, NULL), 0);
+        assert_int_equal(attn_bert_mlm_loss(m, st, FD_LABELS, &l0), 0);
+        attn_bert_zero_grad(m);
+        assert_int_equal(attn_bert_backward(m, st), 0);
+        memcpy(g0, m->grads, P * sizeof(float));
+        attn_bert_state_free(st);
+        for (int n = 1; n <= 3; n++) {
+            attn_bert_trainer *t;
+            assert_int_equal(attn_bert_trainer_init(m, FD_B, FD_T, n, &t), 0);
+            assert_int_equal(attn_bert_trainer_replicas(t), n < FD_B ? n : FD_B);
+            float l = 0;
+            for (int rep = 0; rep < 2; rep++) {
+                attn_bert_zero_grad(m);
+                assert_int_equal(attn_bert_train_step(t, true, 5, 2, FD_B, FD_T, FD_IDS,
+                                                      FD_TYPES, FD_LEN, FD_LABELS, 1.0f, &l),
+                                 0);
+                if (rep == 0) memcpy(g1, m->grads, P * sizeof(float));
+            }
+            assert_memory_equal(g1, m->grads, P * sizeof(float)); /* deterministic */
+            if (n == 1) {
+                assert_true(l == l0);
+                assert_memory_equal(m->grads, g0, P * sizeof(float));
+            } else {
+                assert_true(fabs(l - l0) <= 1e-6 * fabs(l0));
+                double gmax = 0;
+                for (size_t k = 0; k < P; k++) gmax = fmax(gmax, fabs(g0[k]));
+                for (int i = 0; i < m->n_tensors; i++) {
+                    const attn_bert_tensor *e = &m->tensors[i];
+                    char what[128];
+                    snprintf(what, sizeof what, "%s %d replicas: %s", drop ? "dropout" : "plain",
+                             n, e->name);
+                    tu_close(what, m->grads + e->offset, g0 + e->offset, e->numel, 1e-5,
+                             1e-5 * gmax);
+                }
+            }
+            float le = 0;
+            assert_int_equal(attn_bert_trainer_eval(t, FD_B, FD_T, FD_IDS, FD_TYPES, FD_LEN,
+                                                    FD_LABELS, &le),
+                             0);
+            assert_true(isfinite(le));
+            attn_bert_trainer_free(t);
+        }
+        /* Argument errors. */
+        attn_bert_trainer *t;
+        tu_expect_fail(attn_bert_trainer_init(m, FD_B, FD_T, 0, &t), ATTN_STATUS_INVALID_ARGUMENT,
+                       "replicas must be 1..256", NULL);
+        tu_expect_fail(attn_bert_trainer_init(m, 0, FD_T, 2, &t), ATTN_STATUS_INVALID_ARGUMENT,
+                       "B and T", NULL);
+        assert_int_equal(attn_bert_trainer_init(m, FD_B, FD_T, 2, &t), 0);
+        int32_t bad[FD_B * FD_T];
+        memcpy(bad, FD_LABELS, sizeof bad);
+        bad[1 * FD_T + 4] = 3; /* a label on padding */
+        float l;
+        tu_expect_fail(attn_bert_train_step(t, true, 5, 2, FD_B, FD_T, FD_IDS, FD_TYPES, FD_LEN,
+                                            bad, 1.0f, &l),
+                       ATTN_STATUS_INVALID_ARGUMENT, "padded position (batch 1, position 4)",
+                       NULL);
+        tu_expect_fail(attn_bert_train_step(t, true, 5, 2, FD_B + 1, FD_T, FD_IDS, FD_TYPES,
+                                            FD_LEN, FD_LABELS, 1.0f, &l),
+                       ATTN_STATUS_INVALID_ARGUMENT, "capacity", NULL);
+        attn_bert_trainer_free(t);
+        free(g0), free(g1);
+        attn_bert_model_free(m);
+    }
+}
+
 /* ---- save / load ---- */
 
 static void check_python_reload(const char *saved, const char *orig) {
@@ -954,6 +1042,7 @@ int main(void) {
         cmocka_unit_test(test_pooling),
         cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_trainer),
         cmocka_unit_test(test_save_load),
         cmocka_unit_test(test_save_load_transformers),
         cmocka_unit_test(test_bad_inputs),

@@ -106,12 +106,7 @@ attn_status attn_bert_trainer_init(attn_bert_model *m, int B, int T, int n_repli
     if (!m->has_mlm)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "bert trainer: the model has no masked-LM head");
-    if (B < 1 || T < 1)
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "bert trainer: B and T must be > 0 (got %d, %d)", B, T);
-    if (n_replicas < 1 || n_replicas > 256)
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "bert trainer: replicas must be 1..256 (got %d)", n_replicas);
+    ATTN_TRY(mdl_trainer_args("bert trainer", B, T, n_replicas));
     attn_bert_trainer *t = attn_calloc(sizeof *t);
     if (!t) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "bert trainer: out of memory");
     t->m = m, t->n = ATTN_MIN(n_replicas, B), t->capB = B, t->capT = T;

@@ -196,12 +196,7 @@ attn_status attn_encdec_trainer_init(attn_encdec_model *m, int B, int Ts, int Tt
                                      attn_encdec_trainer **out) {
     if (!m || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec trainer: NULL argument");
     *out = NULL;
-    if (n_replicas < 1 || n_replicas > 256)
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "encdec trainer: replicas must be 1..256 (got %d)", n_replicas);
-    if (B < 1 || Ts < 1 || Tt < 1)
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "encdec trainer: B, Ts, Tt must be > 0 (got %d, %d, %d)", B, Ts, Tt);
+    ATTN_TRY(mdl_trainer_args("encdec trainer", B, ATTN_MIN(Ts, Tt), n_replicas));
     attn_encdec_trainer *t = attn_calloc(sizeof *t);
     if (!t) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "encdec trainer: out of memory");
     t->m = m, t->n = ATTN_MIN(n_replicas, B), t->capB = B, t->capTs = Ts, t->capTt = Tt;

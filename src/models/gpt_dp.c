@@ -129,12 +129,7 @@ attn_status attn_gpt_trainer_init(attn_gpt_model *m, int B, int T, int n_replica
     if (!m->grads)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "gpt trainer: the model has no gradient buffer (attn_gpt_alloc_grads)");
-    if (B < 1 || T < 1)
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "gpt trainer: B and T must be > 0 (got %d, %d)", B, T);
-    if (n_replicas < 1 || n_replicas > 256)
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "gpt trainer: replicas must be 1..256 (got %d)", n_replicas);
+    ATTN_TRY(mdl_trainer_args("gpt trainer", B, T, n_replicas));
     attn_gpt_trainer *t = attn_calloc(sizeof *t);
     if (!t) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt trainer: out of memory");
     t->m = m, t->n = ATTN_MIN(n_replicas, B), t->capB = B, t->capT = T;

@@ -124,6 +124,9 @@ typedef struct {
 } mdl_trainer_ops;
 
 typedef struct mdl_trainer mdl_trainer;
+/* The arguments every family's trainer takes: rows B >= 1, length T >= 1, replicas 1..256; the
+ * message names what. */
+attn_status mdl_trainer_args(const char *what, int B, int T, int n_replicas);
 /* n_replicas 1..256, cut to max_rows; grads: the model's gradient buffer (num_params floats). */
 attn_status mdl_trainer_init(const mdl_trainer_ops *ops, void *family, float *grads,
                              size_t num_params, int max_rows, int n_replicas, const char *what,

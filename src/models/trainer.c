@@ -58,6 +58,16 @@ void *mdl_trainer_replica(const mdl_trainer *t, int i) {
     return t && i >= 0 && i < t->n ? t->r[i].st : NULL;
 }
 
+attn_status mdl_trainer_args(const char *what, int B, int T, int n_replicas) {
+    if (B < 1 || T < 1)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: B and T must be > 0 (got %d, %d)",
+                         what, B, T);
+    if (n_replicas < 1 || n_replicas > 256)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: replicas must be 1..256 (got %d)",
+                         what, n_replicas);
+    return ATTN_STATUS_OK;
+}
+
 attn_status mdl_trainer_init(const mdl_trainer_ops *ops, void *family, float *grads,
                              size_t num_params, int max_rows, int n_replicas, const char *what,
                              mdl_trainer **out) {

@@ -247,14 +247,24 @@ typedef struct {
     float *probs, *tmp; /* capture: (B, H, T, T) and (H, T, T) scratch */
 } varlen;
 
+/* Sequence b's kernel parameters (its n rows attend over themselves, starting at row *o);
+ * false for an empty sequence. */
+static bool varlen_params(const varlen *v, int b, attn_attention_params *p, int *n, size_t *o) {
+    *n = v->s->off[b + 1] - v->s->off[b];
+    *o = (size_t)v->s->off[b];
+    if (*n <= 0) return false;
+    *p = base_params(v->c, v->g, 1, *n, *n);
+    p->causal = v->c->causal;
+    p->ldq = p->ldk = p->ldv = v->g->W;
+    return true;
+}
+
 static int varlen_fwd_one(const varlen *v, int b) {
     const geom *g = v->g;
-    const int n = v->s->off[b + 1] - v->s->off[b];
-    const size_t o = (size_t)v->s->off[b];
-    if (n <= 0) return 0;
-    attn_attention_params p = base_params(v->c, g, 1, n, n);
-    p.causal = v->c->causal; /* a sequence's rows are its own queries and keys */
-    p.ldq = p.ldk = p.ldv = g->W;
+    attn_attention_params p;
+    int n;
+    size_t o;
+    if (!varlen_params(v, b, &p, &n, &o)) return 0;
     const float *q = v->proj + o * g->W;
     float *pr = v->probs ? v->tmp : NULL;
     if (attn_attention_forward(&p, q, q + g->HD, q + g->HD + g->KD, v->out_ctx + o * g->HD,
@@ -274,12 +284,10 @@ static int varlen_fwd_one(const varlen *v, int b) {
 
 static int varlen_bwd_one(const varlen *v, int b) {
     const geom *g = v->g;
-    const int n = v->s->off[b + 1] - v->s->off[b];
-    const size_t o = (size_t)v->s->off[b];
-    if (n <= 0) return 0;
-    attn_attention_params p = base_params(v->c, g, 1, n, n);
-    p.causal = v->c->causal; /* a sequence's rows are its own queries and keys */
-    p.ldq = p.ldk = p.ldv = g->W;
+    attn_attention_params p;
+    int n;
+    size_t o;
+    if (!varlen_params(v, b, &p, &n, &o)) return 0;
     const float *q = v->proj + o * g->W;
     float *dq = v->dproj + o * g->W;
     return attn_attention_backward(&p, q, q + g->HD, q + g->HD + g->KD, v->ctx + o * g->HD,
