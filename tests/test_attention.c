@@ -49,6 +49,27 @@ static const attn_backend ALL_BACKENDS[] = {ATTN_BACKEND_REF, ATTN_BACKEND_AVX2,
                                             ATTN_BACKEND_AVX512};
 #define NBACKENDS 3
 
+/* Every check that runs on one backend is its own cmocka test per backend: NAME(bi) runs on
+ * ALL_BACKENDS[bi] and starts with tu_need_backend, so a backend this CPU lacks is skipped alone
+ * (a hardware skip); each draws the same data from the same seeds.
+ * PER_BACKEND(NAME): test_NAME_ref, test_NAME_avx2, test_NAME_avx512;
+ * PER_SIMD_BACKEND(NAME): test_NAME_avx2, test_NAME_avx512 (NAME compares them to ref). */
+#define PER_SIMD_BACKEND(name)                                                                   \
+    static void test_##name##_avx2(void **state) {                                               \
+        (void)state;                                                                             \
+        name(1);                                                                                 \
+    }                                                                                            \
+    static void test_##name##_avx512(void **state) {                                             \
+        (void)state;                                                                             \
+        name(2);                                                                                 \
+    }
+#define PER_BACKEND(name)                                                                        \
+    static void test_##name##_ref(void **state) {                                                \
+        (void)state;                                                                             \
+        name(0);                                                                                 \
+    }                                                                                            \
+    PER_SIMD_BACKEND(name)
+
 /* ---- running one attention with a chosen memory layout --------------------------------------- */
 
 /* Results, always contiguous: o (B, Tq, H, D), lse (B, H, Tq), probs (B, H, Tq, Tk) or NULL,
@@ -329,9 +350,8 @@ static float *load_f32(attn_st_file *f, int c, const char *name, bool required) 
     return x;
 }
 
-static void test_vs_torch(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void vs_torch(int bi) {
+    tu_need_backend(ALL_BACKENDS[bi]);
     attn_st_file *f = NULL;
     const char *path = tu_ref_path("attention.safetensors");
     if (attn_st_open(path, &f))
@@ -388,18 +408,15 @@ static void test_vs_torch(void **state) {
         ref.dv = load_f32(f, c, "dv", true);
         ref.dbias = has_bias ? load_f32(f, c, "dbias", true) : NULL;
         printf("case %d: %s\n", c, meta);
-        for (int bi = 0; bi < NBACKENDS; bi++) {
-            if (!attn_backend_available(ALL_BACKENDS[bi])) continue;
-            assert_int_equal(attn_set_backend(ALL_BACKENDS[bi]), ATTN_STATUS_OK);
-            outs got;
-            outs_alloc(&got, &p, ref.probs != NULL, has_bias);
-            attn_status s = run_attention(&p, &L, q, k, v, dO, &got);
-            if (s) fail_msg("case %d %s: %s", c, attn_backend_name(ALL_BACKENDS[bi]),
-                            attn_last_error());
-            compare(bi, attn_backend_name(ALL_BACKENDS[bi]), &p, &got, &ref, ref.probs != NULL,
-                    has_bias, 1.0);
-            outs_free(&got);
-        }
+        assert_int_equal(attn_set_backend(ALL_BACKENDS[bi]), ATTN_STATUS_OK);
+        outs got;
+        outs_alloc(&got, &p, ref.probs != NULL, has_bias);
+        attn_status s = run_attention(&p, &L, q, k, v, dO, &got);
+        if (s) fail_msg("case %d %s: %s", c, attn_backend_name(ALL_BACKENDS[bi]),
+                        attn_last_error());
+        compare(bi, attn_backend_name(ALL_BACKENDS[bi]), &p, &got, &ref, ref.probs != NULL,
+                has_bias, 1.0);
+        outs_free(&got);
         attn_free(q);
         attn_free(k);
         attn_free(v);
@@ -423,14 +440,11 @@ static void test_vs_torch(void **state) {
     printf("  %-8s", "backend");
     for (int i = 0; i < NQ; i++) printf(" %9s", QNAMES[i]);
     printf("\n");
-    for (int bi = 0; bi < NBACKENDS; bi++) {
-        if (!attn_backend_available(ALL_BACKENDS[bi])) continue;
-        printf("  %-8s", attn_backend_name(ALL_BACKENDS[bi]));
-        for (int i = 0; i < NQ; i++) printf(" %9.2e", worst[bi][i]);
-        printf("\n");
-    }
-    TU_END();
+    printf("  %-8s", attn_backend_name(ALL_BACKENDS[bi]));
+    for (int i = 0; i < NQ; i++) printf(" %9.2e", worst[bi][i]);
+    printf("\n");
 }
+PER_BACKEND(vs_torch)
 
 /* ---- 2. central differences on the reference path --------------------------------------------- */
 
@@ -501,7 +515,6 @@ static void gradcheck_ref(attn_attention_params p, float *bias, size_t nb, uint6
 
 static void test_gradcheck_ref(void **state) {
     (void)state;
-    TU_BEGIN();
     assert_int_equal(attn_set_backend(ATTN_BACKEND_REF), ATTN_STATUS_OK);
     /* Tiny, with every mask at once: causal with offset 1, key padding, one empty query. */
     attn_attention_params p = attn_attention_default_params(2, 2, 3, 5, 4);
@@ -529,7 +542,6 @@ static void test_gradcheck_ref(void **state) {
     gradcheck_ref(p, bias, nb, 0x51ed270b27a4b1c3ull);
     free(bias);
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
 
 /* ---- 3. SIMD against the reference over random shapes ------------------------------------------ */
@@ -574,9 +586,8 @@ static float *random_bias(tu_rng *r, attn_attention_params *p) {
     return bias;
 }
 
-static void test_simd_vs_ref_random(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void simd_vs_ref_random(int bi) {
+    tu_need_backend(ALL_BACKENDS[bi]);
     static const int DS[] = {1, 3, 8, 16, 20, 32, 36, 48, 64, 72, 80, 96, 100, 128, 136, 200, 256, 264};
     /* rng draws the shapes, masks and data as before GQA, strides and bias existed; rng2 draws
      * those (about a third of the draws leave all three off, which reproduces an older draw). */
@@ -638,17 +649,14 @@ static void test_simd_vs_ref_random(void **state) {
                it, B, H, kv_heads(&p), Tq, Tk, D, (double)p.scale, p.causal, p.causal_offset,
                p.kv_len ? "yes" : "no", L.fused, L.pad, L.extra, L.reverse,
                !bias ? "none" : p.bias_sq < 0 ? "relative" : "dense", dbias ? " +dbias" : "");
-        for (int bi = 1; bi < NBACKENDS; bi++) {
-            if (!attn_backend_available(ALL_BACKENDS[bi])) continue;
-            assert_int_equal(attn_set_backend(ALL_BACKENDS[bi]), ATTN_STATUS_OK);
-            outs got;
-            outs_alloc(&got, &p, probs, dbias);
-            assert_int_equal(run_attention(&p, &L, q, k, v, dO, &got), ATTN_STATUS_OK);
-            char tag[32];
-            snprintf(tag, sizeof tag, "%s vs ref", attn_backend_name(ALL_BACKENDS[bi]));
-            compare(-1, tag, &p, &got, &ref, probs, dbias, RANDOM_LOOSE);
-            outs_free(&got);
-        }
+        assert_int_equal(attn_set_backend(ALL_BACKENDS[bi]), ATTN_STATUS_OK);
+        outs got;
+        outs_alloc(&got, &p, probs, dbias);
+        assert_int_equal(run_attention(&p, &L, q, k, v, dO, &got), ATTN_STATUS_OK);
+        char tag[32];
+        snprintf(tag, sizeof tag, "%s vs ref", attn_backend_name(ALL_BACKENDS[bi]));
+        compare(-1, tag, &p, &got, &ref, probs, dbias, RANDOM_LOOSE);
+        outs_free(&got);
         outs_free(&ref);
         free(q);
         free(k);
@@ -657,8 +665,8 @@ static void test_simd_vs_ref_random(void **state) {
         free(bias);
     }
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
+PER_SIMD_BACKEND(simd_vs_ref_random)
 
 /* ---- 4. properties ---------------------------------------------------------------------------- */
 
@@ -685,9 +693,8 @@ static void check(bool ok, const char *fmt, ...) {
     tu_failures++;
 }
 
-static void test_properties(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void properties(int bi) {
+    tu_need_backend(ALL_BACKENDS[bi]);
     const int B = 2, H = 2, T = 70, D = 24, hd = H * D, cut = 37;
     const size_t n = (size_t)B * T * hd;
     tu_rng rng = {777};
@@ -711,86 +718,83 @@ static void test_properties(void **state) {
                 k2[i] -= 0.7f;
                 v2[i] *= -2.0f;
             }
-    for (int bi = 0; bi < NBACKENDS; bi++) {
-        if (!attn_backend_available(ALL_BACKENDS[bi])) continue;
-        assert_int_equal(attn_set_backend(ALL_BACKENDS[bi]), ATTN_STATUS_OK);
-        const char *name = attn_backend_name(ALL_BACKENDS[bi]);
-        printf("properties, backend %s\n", name);
-        attn_attention_params p = attn_attention_default_params(B, H, T, T, D);
-        outs r1, r2;
-        /* Causal: rows <= cut ignore later tokens. */
-        p.causal = true;
-        outs_alloc(&r1, &p, true, false);
-        outs_alloc(&r2, &p, true, false);
-        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
-        assert_int_equal(run_attention(&p, &PACKED, q2, k2, v2, dO, &r2), ATTN_STATUS_OK);
-        for (int b = 0; b < B; b++) {
-            double d = row_diff(r1.o, r2.o, T, hd, b, 0, cut + 1);
-            check(d == 0, "%s causal: rows <= %d changed by %g when later tokens changed", name,
-                  cut, d);
-            d = row_diff(r1.o, r2.o, T, hd, b, cut + 1, T);
-            check(d > 1e-3, "%s causal: rows > %d did not change (%g)", name, cut, d);
-        }
-        /* Probabilities: rows sum to 1; entries above the diagonal are exactly 0. */
-        double worst_sum = 0;
-        size_t nonzero_masked = 0;
-        for (size_t r = 0; r < (size_t)B * H * T; r++) {
-            const int i = (int)(r % T);
-            double s = 0;
-            for (int j = 0; j < T; j++) {
-                s += r1.probs[r * T + j];
-                nonzero_masked += j > i && r1.probs[r * T + j] != 0.0f;
-            }
-            if (fabs(s - 1) > worst_sum) worst_sum = fabs(s - 1);
-        }
-        printf("  %s: max |row sum of probs - 1| = %.2e\n", name, worst_sum);
-        check(worst_sum < 1e-5, "%s: probability rows sum to 1 within %g", name, worst_sum);
-        check(nonzero_masked == 0, "%s: %zu masked probabilities are not 0", name,
-              nonzero_masked);
-        outs_free(&r1);
-        outs_free(&r2);
-
-        /* No mask: rows <= cut do change when later tokens change. */
-        p.causal = false;
-        outs_alloc(&r1, &p, false, false);
-        outs_alloc(&r2, &p, false, false);
-        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
-        assert_int_equal(run_attention(&p, &PACKED, q2, k2, v2, dO, &r2), ATTN_STATUS_OK);
-        double d = row_diff(r1.o, r2.o, T, hd, 0, 0, cut + 1);
-        check(d > 1e-3, "%s unmasked: rows <= %d did not change (%g)", name, cut, d);
-        outs_free(&r1);
-        outs_free(&r2);
-
-        /* Key padding: keys >= kv_len (here: tokens after cut, in k2/v2) change nothing, get
-         * zero gradients; batch 1 has no keys at all: o = 0, lse = -inf, gradients 0. */
-        int32_t kv_len[2] = {cut + 1, 0};
-        p.kv_len = kv_len;
-        outs_alloc(&r1, &p, true, false);
-        outs_alloc(&r2, &p, true, false);
-        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
-        assert_int_equal(run_attention(&p, &PACKED, q, k2, v2, dO, &r2), ATTN_STATUS_OK);
-        d = row_diff(r1.o, r2.o, T, hd, 0, 0, T);
-        check(d == 0, "%s padding: outputs changed by %g when padded keys changed", name, d);
-        d = row_diff(r1.dq, r2.dq, T, hd, 0, 0, T);
-        check(d == 0, "%s padding: dq changed by %g when padded keys changed", name, d);
-        float *zero = calloc(n, sizeof(float));
-        d = row_diff(r1.dk, zero, T, hd, 0, cut + 1, T) + row_diff(r1.dv, zero, T, hd, 0, cut + 1, T);
-        check(d == 0, "%s padding: padded keys have gradient %g", name, d);
-        d = row_diff(r1.o, zero, T, hd, 1, 0, T) + row_diff(r1.dq, zero, T, hd, 1, 0, T) +
-            row_diff(r1.dk, zero, T, hd, 1, 0, T) + row_diff(r1.dv, zero, T, hd, 1, 0, T);
-        check(d == 0, "%s: the batch with kv_len 0 has nonzero o or gradients (%g)", name, d);
-        size_t bad = 0;
-        for (int h = 0; h < H; h++)
-            for (int t = 0; t < T; t++) {
-                float l = r1.lse[((size_t)1 * H + h) * T + t];
-                bad += !(isinf(l) && l < 0);
-                for (int j = 0; j < T; j++) bad += r1.probs[(((size_t)1 * H + h) * T + t) * T + j] != 0;
-            }
-        check(bad == 0, "%s: %zu lse/probs entries of the empty batch are not -inf/0", name, bad);
-        free(zero);
-        outs_free(&r1);
-        outs_free(&r2);
+    assert_int_equal(attn_set_backend(ALL_BACKENDS[bi]), ATTN_STATUS_OK);
+    const char *name = attn_backend_name(ALL_BACKENDS[bi]);
+    printf("properties, backend %s\n", name);
+    attn_attention_params p = attn_attention_default_params(B, H, T, T, D);
+    outs r1, r2;
+    /* Causal: rows <= cut ignore later tokens. */
+    p.causal = true;
+    outs_alloc(&r1, &p, true, false);
+    outs_alloc(&r2, &p, true, false);
+    assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
+    assert_int_equal(run_attention(&p, &PACKED, q2, k2, v2, dO, &r2), ATTN_STATUS_OK);
+    for (int b = 0; b < B; b++) {
+        double d = row_diff(r1.o, r2.o, T, hd, b, 0, cut + 1);
+        check(d == 0, "%s causal: rows <= %d changed by %g when later tokens changed", name,
+              cut, d);
+        d = row_diff(r1.o, r2.o, T, hd, b, cut + 1, T);
+        check(d > 1e-3, "%s causal: rows > %d did not change (%g)", name, cut, d);
     }
+    /* Probabilities: rows sum to 1; entries above the diagonal are exactly 0. */
+    double worst_sum = 0;
+    size_t nonzero_masked = 0;
+    for (size_t r = 0; r < (size_t)B * H * T; r++) {
+        const int i = (int)(r % T);
+        double s = 0;
+        for (int j = 0; j < T; j++) {
+            s += r1.probs[r * T + j];
+            nonzero_masked += j > i && r1.probs[r * T + j] != 0.0f;
+        }
+        if (fabs(s - 1) > worst_sum) worst_sum = fabs(s - 1);
+    }
+    printf("  %s: max |row sum of probs - 1| = %.2e\n", name, worst_sum);
+    check(worst_sum < 1e-5, "%s: probability rows sum to 1 within %g", name, worst_sum);
+    check(nonzero_masked == 0, "%s: %zu masked probabilities are not 0", name,
+          nonzero_masked);
+    outs_free(&r1);
+    outs_free(&r2);
+
+    /* No mask: rows <= cut do change when later tokens change. */
+    p.causal = false;
+    outs_alloc(&r1, &p, false, false);
+    outs_alloc(&r2, &p, false, false);
+    assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
+    assert_int_equal(run_attention(&p, &PACKED, q2, k2, v2, dO, &r2), ATTN_STATUS_OK);
+    double d = row_diff(r1.o, r2.o, T, hd, 0, 0, cut + 1);
+    check(d > 1e-3, "%s unmasked: rows <= %d did not change (%g)", name, cut, d);
+    outs_free(&r1);
+    outs_free(&r2);
+
+    /* Key padding: keys >= kv_len (here: tokens after cut, in k2/v2) change nothing, get
+     * zero gradients; batch 1 has no keys at all: o = 0, lse = -inf, gradients 0. */
+    int32_t kv_len[2] = {cut + 1, 0};
+    p.kv_len = kv_len;
+    outs_alloc(&r1, &p, true, false);
+    outs_alloc(&r2, &p, true, false);
+    assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
+    assert_int_equal(run_attention(&p, &PACKED, q, k2, v2, dO, &r2), ATTN_STATUS_OK);
+    d = row_diff(r1.o, r2.o, T, hd, 0, 0, T);
+    check(d == 0, "%s padding: outputs changed by %g when padded keys changed", name, d);
+    d = row_diff(r1.dq, r2.dq, T, hd, 0, 0, T);
+    check(d == 0, "%s padding: dq changed by %g when padded keys changed", name, d);
+    float *zero = calloc(n, sizeof(float));
+    d = row_diff(r1.dk, zero, T, hd, 0, cut + 1, T) + row_diff(r1.dv, zero, T, hd, 0, cut + 1, T);
+    check(d == 0, "%s padding: padded keys have gradient %g", name, d);
+    d = row_diff(r1.o, zero, T, hd, 1, 0, T) + row_diff(r1.dq, zero, T, hd, 1, 0, T) +
+        row_diff(r1.dk, zero, T, hd, 1, 0, T) + row_diff(r1.dv, zero, T, hd, 1, 0, T);
+    check(d == 0, "%s: the batch with kv_len 0 has nonzero o or gradients (%g)", name, d);
+    size_t bad = 0;
+    for (int h = 0; h < H; h++)
+        for (int t = 0; t < T; t++) {
+            float l = r1.lse[((size_t)1 * H + h) * T + t];
+            bad += !(isinf(l) && l < 0);
+            for (int j = 0; j < T; j++) bad += r1.probs[(((size_t)1 * H + h) * T + t) * T + j] != 0;
+        }
+    check(bad == 0, "%s: %zu lse/probs entries of the empty batch are not -inf/0", name, bad);
+    free(zero);
+    outs_free(&r1);
+    outs_free(&r2);
     free(q);
     free(k);
     free(v);
@@ -799,8 +803,8 @@ static void test_properties(void **state) {
     free(k2);
     free(v2);
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
+PER_BACKEND(properties)
 
 /* Whether every result of a and b is bit-identical (probs and dbias where both have them). */
 static bool outs_equal(const attn_attention_params *p, const outs *a, const outs *b) {
@@ -818,9 +822,8 @@ static bool outs_equal(const attn_attention_params *p, const outs *a, const outs
 }
 
 /* GQA, batch strides and the bias: layouts that must not change a single bit, and masks. */
-static void test_layout_bias_properties(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void layout_bias_properties(int bi) {
+    tu_need_backend(ALL_BACKENDS[bi]);
     const int B = 2, H = 4, T = 70, D = 24;
     const size_t n = (size_t)B * T * H * D, nb = (size_t)B * H * T * T;
     tu_rng rng = {31337};
@@ -835,71 +838,68 @@ static void test_layout_bias_properties(void **state) {
     for (size_t r = 0; r < (size_t)B * H * T; r++)
         for (int j = 0; j < T; j++)
             mask[r * T + j] = j > (int)(r % T) ? -INFINITY : tu_uniform(&rng, -2.0f, 2.0f);
-    for (int bi = 0; bi < NBACKENDS; bi++) {
-        if (!attn_backend_available(ALL_BACKENDS[bi])) continue;
-        assert_int_equal(attn_set_backend(ALL_BACKENDS[bi]), ATTN_STATUS_OK);
-        const char *name = attn_backend_name(ALL_BACKENDS[bi]);
-        printf("layout and bias properties, backend %s\n", name);
-        attn_attention_params p = attn_attention_default_params(B, H, T, T, D);
-        p.causal = true;
-        outs r0, r1;
-        outs_alloc(&r0, &p, true, false);
-        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r0), ATTN_STATUS_OK);
-        /* The batch strides move base pointers only: a cache layout (NaN in the unused rows),
-         * negative strides, H_kv = H spelled out: all bit-identical to the packed default. */
-        static const layout LS[3] = {{false, 0, 13, false}, {false, 5, 0, true}, {true, 2, 7, true}};
-        for (int li = 0; li < 3; li++) {
-            outs_alloc(&r1, &p, true, false);
-            p.H_kv = li == 2 ? H : 0;
-            assert_int_equal(run_attention(&p, &LS[li], q, k, v, dO, &r1), ATTN_STATUS_OK);
-            check(outs_equal(&p, &r0, &r1),
-                  "%s: layout %d (extra rows %d, reverse %d, fused %d) changes the results", name,
-                  li, LS[li].extra, LS[li].reverse, LS[li].fused);
-            outs_free(&r1);
-        }
-        p.H_kv = 0;
-        /* An all-zero bias changes nothing, to the bit; with dbias, the gradients are the same
-         * bits as without, and dbias is 0 exactly where the mask hides a key. */
-        p.bias = zero;
-        p.bias_sq = T;
-        p.bias_sh = (ptrdiff_t)T * T;
-        p.bias_sb = 0; /* shared across the batch */
-        for (int with_db = 0; with_db < 2; with_db++) {
-            outs_alloc(&r1, &p, true, with_db);
-            assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
-            check(outs_equal(&p, &r0, &r1), "%s: a zero bias (dbias %d) changes the results",
-                  name, with_db);
-            if (with_db) {
-                size_t bad = 0, nonzero = 0;
-                for (size_t r = 0; r < (size_t)B * H * T; r++)
-                    for (int j = 0; j < T; j++) {
-                        bad += j > (int)(r % T) && r1.dbias[r * T + j] != 0.0f;
-                        nonzero += j <= (int)(r % T) && r1.dbias[r * T + j] != 0.0f;
-                    }
-                check(bad == 0, "%s: %zu masked dbias entries are not 0", name, bad);
-                check(nonzero > nb / 4, "%s: only %zu visible dbias entries are nonzero", name,
-                      nonzero);
-            }
-            outs_free(&r1);
-        }
-        /* The causal mask written as a -inf bias (plus finite values) == the causal flag with
-         * the finite part as the bias: the kernels take different paths (full tiles of -inf
-         * scores vs skipped ones) to the same values. Measured: bit-identical on ref, rounding
-         * noise <= 2.4e-7 relative on avx2 (checked at the PyTorch tolerances). */
-        outs_free(&r0);
-        p.bias = mask;
-        p.bias_sb = (ptrdiff_t)H * T * T;
-        outs_alloc(&r0, &p, true, true);
-        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r0), ATTN_STATUS_OK);
-        p.causal = false;
-        outs_alloc(&r1, &p, true, true);
-        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
-        char tag[64];
-        snprintf(tag, sizeof tag, "%s bias mask vs causal", name);
-        compare(-1, tag, &p, &r1, &r0, true, true, 1.0);
-        outs_free(&r0);
+    assert_int_equal(attn_set_backend(ALL_BACKENDS[bi]), ATTN_STATUS_OK);
+    const char *name = attn_backend_name(ALL_BACKENDS[bi]);
+    printf("layout and bias properties, backend %s\n", name);
+    attn_attention_params p = attn_attention_default_params(B, H, T, T, D);
+    p.causal = true;
+    outs r0, r1;
+    outs_alloc(&r0, &p, true, false);
+    assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r0), ATTN_STATUS_OK);
+    /* The batch strides move base pointers only: a cache layout (NaN in the unused rows),
+     * negative strides, H_kv = H spelled out: all bit-identical to the packed default. */
+    static const layout LS[3] = {{false, 0, 13, false}, {false, 5, 0, true}, {true, 2, 7, true}};
+    for (int li = 0; li < 3; li++) {
+        outs_alloc(&r1, &p, true, false);
+        p.H_kv = li == 2 ? H : 0;
+        assert_int_equal(run_attention(&p, &LS[li], q, k, v, dO, &r1), ATTN_STATUS_OK);
+        check(outs_equal(&p, &r0, &r1),
+              "%s: layout %d (extra rows %d, reverse %d, fused %d) changes the results", name,
+              li, LS[li].extra, LS[li].reverse, LS[li].fused);
         outs_free(&r1);
     }
+    p.H_kv = 0;
+    /* An all-zero bias changes nothing, to the bit; with dbias, the gradients are the same
+     * bits as without, and dbias is 0 exactly where the mask hides a key. */
+    p.bias = zero;
+    p.bias_sq = T;
+    p.bias_sh = (ptrdiff_t)T * T;
+    p.bias_sb = 0; /* shared across the batch */
+    for (int with_db = 0; with_db < 2; with_db++) {
+        outs_alloc(&r1, &p, true, with_db);
+        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
+        check(outs_equal(&p, &r0, &r1), "%s: a zero bias (dbias %d) changes the results",
+              name, with_db);
+        if (with_db) {
+            size_t bad = 0, nonzero = 0;
+            for (size_t r = 0; r < (size_t)B * H * T; r++)
+                for (int j = 0; j < T; j++) {
+                    bad += j > (int)(r % T) && r1.dbias[r * T + j] != 0.0f;
+                    nonzero += j <= (int)(r % T) && r1.dbias[r * T + j] != 0.0f;
+                }
+            check(bad == 0, "%s: %zu masked dbias entries are not 0", name, bad);
+            check(nonzero > nb / 4, "%s: only %zu visible dbias entries are nonzero", name,
+                  nonzero);
+        }
+        outs_free(&r1);
+    }
+    /* The causal mask written as a -inf bias (plus finite values) == the causal flag with
+     * the finite part as the bias: the kernels take different paths (full tiles of -inf
+     * scores vs skipped ones) to the same values. Measured: bit-identical on ref, rounding
+     * noise <= 2.4e-7 relative on avx2 (checked at the PyTorch tolerances). */
+    outs_free(&r0);
+    p.bias = mask;
+    p.bias_sb = (ptrdiff_t)H * T * T;
+    outs_alloc(&r0, &p, true, true);
+    assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r0), ATTN_STATUS_OK);
+    p.causal = false;
+    outs_alloc(&r1, &p, true, true);
+    assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s bias mask vs causal", name);
+    compare(-1, tag, &p, &r1, &r0, true, true, 1.0);
+    outs_free(&r0);
+    outs_free(&r1);
     free(q);
     free(k);
     free(v);
@@ -907,8 +907,8 @@ static void test_layout_bias_properties(void **state) {
     free(zero);
     free(mask);
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
+PER_BACKEND(layout_bias_properties)
 
 /* ---- 5. invalid parameters -------------------------------------------------------------------- */
 
@@ -928,7 +928,6 @@ static void expect_invalid(const attn_attention_params *p, const float *x, float
 
 static void test_bad_params(void **state) {
     (void)state;
-    TU_BEGIN();
     float x[512] = {0}, y[512];
     const attn_attention_params good = attn_attention_default_params(1, 2, 4, 4, 8);
     /* The good parameters do work (so the failures below are about the one change). */
@@ -1050,16 +1049,22 @@ static void test_bad_params(void **state) {
     s = attn_attention_backward(&p, x, x, x, y, lse2, x, y, y, y);
     check(s == ATTN_STATUS_INVALID_ARGUMENT, "dbias without bias accepted by backward");
     printf("  %-28s -> %s: %s\n", "dbias without bias", attn_status_str(s), attn_last_error());
-    TU_END();
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vs_torch),
+        cmocka_unit_test(test_vs_torch_ref),
+        cmocka_unit_test(test_vs_torch_avx2),
+        cmocka_unit_test(test_vs_torch_avx512),
         cmocka_unit_test(test_gradcheck_ref),
-        cmocka_unit_test(test_simd_vs_ref_random),
-        cmocka_unit_test(test_properties),
-        cmocka_unit_test(test_layout_bias_properties),
+        cmocka_unit_test(test_simd_vs_ref_random_avx2),
+        cmocka_unit_test(test_simd_vs_ref_random_avx512),
+        cmocka_unit_test(test_properties_ref),
+        cmocka_unit_test(test_properties_avx2),
+        cmocka_unit_test(test_properties_avx512),
+        cmocka_unit_test(test_layout_bias_properties_ref),
+        cmocka_unit_test(test_layout_bias_properties_avx2),
+        cmocka_unit_test(test_layout_bias_properties_avx512),
         cmocka_unit_test(test_bad_params),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,19 +32,27 @@
 #define TOL_HF 1e-6
 
 static const attn_backend ALL[] = {ATTN_BACKEND_REF, ATTN_BACKEND_AVX2, ATTN_BACKEND_AVX512};
-#define NBACKENDS (sizeof ALL / sizeof ALL[0])
 
-/* Selects backend i if this CPU has it; says so once when it does not. */
-static int use_backend(size_t i) {
-    static int told[NBACKENDS];
-    if (!attn_backend_available(ALL[i])) {
-        if (!told[i]++) printf("  (backend %s not available on this CPU: skipped)\n",
-                               attn_backend_name(ALL[i]));
-        return 0;
+/* Every check that runs on one backend is its own cmocka test per backend: NAME(b) runs on
+ * ALL[b] and starts with tu_need_backend, so a backend this CPU lacks is skipped alone (a
+ * hardware skip); each draws the same data from the same seeds.
+ * PER_BACKEND(NAME): test_NAME_ref, test_NAME_avx2, test_NAME_avx512;
+ * PER_SIMD_BACKEND(NAME): test_NAME_avx2, test_NAME_avx512 (NAME compares them to ref). */
+#define PER_SIMD_BACKEND(name)                                                                   \
+    static void test_##name##_avx2(void **state) {                                               \
+        (void)state;                                                                             \
+        name(1);                                                                                 \
+    }                                                                                            \
+    static void test_##name##_avx512(void **state) {                                             \
+        (void)state;                                                                             \
+        name(2);                                                                                 \
     }
-    assert_int_equal(attn_set_backend(ALL[i]), ATTN_STATUS_OK);
-    return 1;
-}
+#define PER_BACKEND(name)                                                                        \
+    static void test_##name##_ref(void **state) {                                                \
+        (void)state;                                                                             \
+        name(0);                                                                                 \
+    }                                                                                            \
+    PER_SIMD_BACKEND(name)
 
 static int check(const float *got, const float *ref, size_t n, double rtol, double atol,
                  const char *fmt, ...) {
@@ -95,9 +103,8 @@ static const char *getmeta(attn_st_file *f, const char *prefix, int k, const cha
 
 /* ---- (a) against PyTorch ----------------------------------------------------------------- */
 
-static void test_torch_softmax(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void torch_softmax(size_t b) {
+    tu_need_backend(ALL[b]);
     attn_st_file *f = open_ref();
     int k = 0;
     for (;; k++) {
@@ -109,26 +116,23 @@ static void test_torch_softmax(void **state) {
         float *dy = getf(f, "softmax", k, "dy", NULL), *y = getf(f, "softmax", k, "y", NULL);
         float *dx = getf(f, "softmax", k, "dx", NULL);
         float *gy = falloc(n), *gdx = falloc(n);
-        for (size_t b = 0; b < NBACKENDS; b++) {
-            if (!use_backend(b)) continue;
-            const char *bn = attn_backend_name(ALL[b]);
-            assert_int_equal(attn_softmax_forward(N, D, x, gy), ATTN_STATUS_OK);
-            check(gy, y, n, TOL_TORCH, 0, "softmax.%d y  (%dx%d) %s", k, N, D, bn);
-            /* The backward takes PyTorch's y, so it is judged on its own. */
-            assert_int_equal(attn_softmax_backward(N, D, y, dy, gdx), ATTN_STATUS_OK);
-            check(gdx, dx, n, TOL_TORCH, 0, "softmax.%d dx (%dx%d) %s", k, N, D, bn);
-        }
+        assert_int_equal(attn_set_backend(ALL[b]), ATTN_STATUS_OK);
+        const char *bn = attn_backend_name(ALL[b]);
+        assert_int_equal(attn_softmax_forward(N, D, x, gy), ATTN_STATUS_OK);
+        check(gy, y, n, TOL_TORCH, 0, "softmax.%d y  (%dx%d) %s", k, N, D, bn);
+        /* The backward takes PyTorch's y, so it is judged on its own. */
+        assert_int_equal(attn_softmax_backward(N, D, y, dy, gdx), ATTN_STATUS_OK);
+        check(gdx, dx, n, TOL_TORCH, 0, "softmax.%d dx (%dx%d) %s", k, N, D, bn);
         attn_free(x), attn_free(dy), attn_free(y), attn_free(dx), attn_free(gy), attn_free(gdx);
     }
     assert_true(k > 0);
     attn_st_close(f);
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
+PER_BACKEND(torch_softmax)
 
-static void test_torch_layernorm(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void torch_layernorm(size_t b) {
+    tu_need_backend(ALL[b]);
     attn_st_file *f = open_ref();
     int k = 0;
     for (;; k++) {
@@ -151,44 +155,41 @@ static void test_torch_layernorm(void **state) {
         const float *wp = strcmp(aff, "none") ? w : NULL, *bp = strcmp(aff, "wb") ? NULL : bias;
         float *gy = falloc(n), *gm = falloc(N), *gr = falloc(N), *gdx = falloc(n);
         float *gdw = falloc(C), *gdb = falloc(C);
-        for (size_t b = 0; b < NBACKENDS; b++) {
-            if (!use_backend(b)) continue;
-            const char *bn = attn_backend_name(ALL[b]);
-            assert_int_equal(attn_layernorm_forward(N, C, x, wp, bp, eps, gy, gm, gr),
-                             ATTN_STATUS_OK);
-            check(gy, y, n, TOL_TORCH, 0, "layernorm.%d y    (%dx%d,%s) %s", k, N, C, aff, bn);
-            check(gm, mean, N, TOL_TORCH, 0, "layernorm.%d mean (%dx%d) %s", k, N, C, bn);
-            check(gr, rstd, N, TOL_TORCH, 0, "layernorm.%d rstd (%dx%d) %s", k, N, C, bn);
-            memset(gdw, 0, sizeof(float) * C);
-            memset(gdb, 0, sizeof(float) * C);
-            assert_int_equal(attn_layernorm_backward(N, C, x, wp, mean, rstd, dy, gdx,
-                                                     wp ? gdw : NULL, bp ? gdb : NULL),
-                             ATTN_STATUS_OK);
-            /* atol: PyTorch's float64 result for C = 1 is rounding noise (1e-17), ours exact 0 */
-            if (bwd) {
-                check(gdx, dx, n, TOL_TORCH, 1e-7, "layernorm.%d dx   (%dx%d) %s", k, N, C, bn);
-                if (wp)
-                    check(gdw, dw, C, TOL_TORCH, 1e-7, "layernorm.%d dw   (%dx%d) %s", k, N, C, bn);
-                if (bp)
-                    check(gdb, db, C, TOL_TORCH, 1e-7, "layernorm.%d db   (%dx%d) %s", k, N, C, bn);
-            }
-            /* mean and rstd are optional outputs */
-            assert_int_equal(attn_layernorm_forward(N, C, x, wp, bp, eps, gdx, NULL, NULL),
-                             ATTN_STATUS_OK);
-            assert_memory_equal(gdx, gy, n * sizeof(float));
+        assert_int_equal(attn_set_backend(ALL[b]), ATTN_STATUS_OK);
+        const char *bn = attn_backend_name(ALL[b]);
+        assert_int_equal(attn_layernorm_forward(N, C, x, wp, bp, eps, gy, gm, gr),
+                         ATTN_STATUS_OK);
+        check(gy, y, n, TOL_TORCH, 0, "layernorm.%d y    (%dx%d,%s) %s", k, N, C, aff, bn);
+        check(gm, mean, N, TOL_TORCH, 0, "layernorm.%d mean (%dx%d) %s", k, N, C, bn);
+        check(gr, rstd, N, TOL_TORCH, 0, "layernorm.%d rstd (%dx%d) %s", k, N, C, bn);
+        memset(gdw, 0, sizeof(float) * C);
+        memset(gdb, 0, sizeof(float) * C);
+        assert_int_equal(attn_layernorm_backward(N, C, x, wp, mean, rstd, dy, gdx,
+                                                 wp ? gdw : NULL, bp ? gdb : NULL),
+                         ATTN_STATUS_OK);
+        /* atol: PyTorch's float64 result for C = 1 is rounding noise (1e-17), ours exact 0 */
+        if (bwd) {
+            check(gdx, dx, n, TOL_TORCH, 1e-7, "layernorm.%d dx   (%dx%d) %s", k, N, C, bn);
+            if (wp)
+                check(gdw, dw, C, TOL_TORCH, 1e-7, "layernorm.%d dw   (%dx%d) %s", k, N, C, bn);
+            if (bp)
+                check(gdb, db, C, TOL_TORCH, 1e-7, "layernorm.%d db   (%dx%d) %s", k, N, C, bn);
         }
+        /* mean and rstd are optional outputs */
+        assert_int_equal(attn_layernorm_forward(N, C, x, wp, bp, eps, gdx, NULL, NULL),
+                         ATTN_STATUS_OK);
+        assert_memory_equal(gdx, gy, n * sizeof(float));
         float *all[] = {x, w, bias, dy, y, mean, rstd, dx, dw, db, gy, gm, gr, gdx, gdw, gdb};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) attn_free(all[i]);
     }
     assert_true(k > 0);
     attn_st_close(f);
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
+PER_BACKEND(torch_layernorm)
 
-static void test_torch_activations(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void torch_activations(size_t b) {
+    tu_need_backend(ALL[b]);
     attn_st_file *f = open_ref();
     static const struct {
         const char *name;
@@ -208,14 +209,12 @@ static void test_torch_activations(void **state) {
             float *y = getf(f, acts[a].name, k, "y", NULL);
             float *dx = getf(f, acts[a].name, k, "dx", NULL);
             float *gy = falloc(n), *gdx = falloc(n);
-            for (size_t b = 0; b < NBACKENDS; b++) {
-                if (!use_backend(b)) continue;
-                const char *bn = attn_backend_name(ALL[b]);
-                assert_int_equal(attn_act_forward(acts[a].act, n, x, gy), ATTN_STATUS_OK);
-                check(gy, y, n, TOL_TORCH, 0, "%s.%d y  (%zu) %s", acts[a].name, k, n, bn);
-                assert_int_equal(attn_act_backward(acts[a].act, n, x, dy, gdx), ATTN_STATUS_OK);
-                check(gdx, dx, n, TOL_TORCH, 0, "%s.%d dx (%zu) %s", acts[a].name, k, n, bn);
-            }
+            assert_int_equal(attn_set_backend(ALL[b]), ATTN_STATUS_OK);
+            const char *bn = attn_backend_name(ALL[b]);
+            assert_int_equal(attn_act_forward(acts[a].act, n, x, gy), ATTN_STATUS_OK);
+            check(gy, y, n, TOL_TORCH, 0, "%s.%d y  (%zu) %s", acts[a].name, k, n, bn);
+            assert_int_equal(attn_act_backward(acts[a].act, n, x, dy, gdx), ATTN_STATUS_OK);
+            check(gdx, dx, n, TOL_TORCH, 0, "%s.%d dx (%zu) %s", acts[a].name, k, n, bn);
             attn_free(x), attn_free(dy), attn_free(y), attn_free(dx), attn_free(gy);
             attn_free(gdx);
         }
@@ -223,12 +222,11 @@ static void test_torch_activations(void **state) {
     }
     attn_st_close(f);
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
+PER_BACKEND(torch_activations)
 
-static void test_torch_embedding(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void torch_embedding(size_t b) {
+    tu_need_backend(ALL[b]);
     attn_st_file *f = open_ref();
     int k = 0;
     for (;; k++) {
@@ -244,29 +242,26 @@ static void test_torch_embedding(void **state) {
         float *out = getf(f, "embedding", k, "out", NULL);
         float *dtable = getf(f, "embedding", k, "dtable", NULL);
         float *gout = falloc((size_t)N * C), *gdt = falloc((size_t)V * C);
-        for (size_t b = 0; b < NBACKENDS; b++) {
-            if (!use_backend(b)) continue;
-            const char *bn = attn_backend_name(ALL[b]);
-            assert_int_equal(attn_embedding_forward(N, V, C, ids, table, gout), ATTN_STATUS_OK);
-            check(gout, out, (size_t)N * C, 0, 0, "embedding.%d out    (N=%d V=%d C=%d) %s", k, N,
-                  V, C, bn);
-            memset(gdt, 0, sizeof(float) * (size_t)V * C);
-            assert_int_equal(attn_embedding_backward(N, V, C, ids, dout, gdt), ATTN_STATUS_OK);
-            check(gdt, dtable, (size_t)V * C, TOL_TORCH, 0,
-                  "embedding.%d dtable (N=%d V=%d C=%d) %s", k, N, V, C, bn);
-        }
+        assert_int_equal(attn_set_backend(ALL[b]), ATTN_STATUS_OK);
+        const char *bn = attn_backend_name(ALL[b]);
+        assert_int_equal(attn_embedding_forward(N, V, C, ids, table, gout), ATTN_STATUS_OK);
+        check(gout, out, (size_t)N * C, 0, 0, "embedding.%d out    (N=%d V=%d C=%d) %s", k, N,
+              V, C, bn);
+        memset(gdt, 0, sizeof(float) * (size_t)V * C);
+        assert_int_equal(attn_embedding_backward(N, V, C, ids, dout, gdt), ATTN_STATUS_OK);
+        check(gdt, dtable, (size_t)V * C, TOL_TORCH, 0,
+              "embedding.%d dtable (N=%d V=%d C=%d) %s", k, N, V, C, bn);
         attn_free(ids), attn_free(table), attn_free(dout), attn_free(out), attn_free(dtable);
         attn_free(gout), attn_free(gdt);
     }
     assert_true(k > 0);
     attn_st_close(f);
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
+PER_BACKEND(torch_embedding)
 
-static void test_torch_cross_entropy(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void torch_cross_entropy(size_t b) {
+    tu_need_backend(ALL[b]);
     attn_st_file *f = open_ref();
     int k = 0;
     for (;; k++) {
@@ -283,32 +278,29 @@ static void test_torch_cross_entropy(void **state) {
         float ls = strtof(getmeta(f, "ce", k, "label_smoothing"), NULL);
         float *loss = getf(f, "ce", k, "loss", NULL), *dx = getf(f, "ce", k, "dx", NULL);
         float *gdx = falloc(n), gl = NAN, gl2 = NAN;
-        for (size_t b = 0; b < NBACKENDS; b++) {
-            if (!use_backend(b)) continue;
-            const char *bn = attn_backend_name(ALL[b]);
-            assert_int_equal(attn_cross_entropy(N, V, x, tg, ignore, ls, &gl, gdx),
-                             ATTN_STATUS_OK);
-            check(&gl, loss, 1, TOL_TORCH, 0, "ce.%d loss (%dx%d ls=%g ign=%d) %s", k, N, V,
-                  (double)ls, (int)ignore, bn);
-            check(gdx, dx, n, TOL_TORCH, 0, "ce.%d dx   (%dx%d) %s", k, N, V, bn);
-            /* Loss only: the same value without a gradient buffer. */
-            assert_int_equal(attn_cross_entropy(N, V, x, tg, ignore, ls, &gl2, NULL),
-                             ATTN_STATUS_OK);
-            assert_true(gl2 == gl);
-        }
+        assert_int_equal(attn_set_backend(ALL[b]), ATTN_STATUS_OK);
+        const char *bn = attn_backend_name(ALL[b]);
+        assert_int_equal(attn_cross_entropy(N, V, x, tg, ignore, ls, &gl, gdx),
+                         ATTN_STATUS_OK);
+        check(&gl, loss, 1, TOL_TORCH, 0, "ce.%d loss (%dx%d ls=%g ign=%d) %s", k, N, V,
+              (double)ls, (int)ignore, bn);
+        check(gdx, dx, n, TOL_TORCH, 0, "ce.%d dx   (%dx%d) %s", k, N, V, bn);
+        /* Loss only: the same value without a gradient buffer. */
+        assert_int_equal(attn_cross_entropy(N, V, x, tg, ignore, ls, &gl2, NULL),
+                         ATTN_STATUS_OK);
+        assert_true(gl2 == gl);
         attn_free(x), attn_free(tg), attn_free(loss), attn_free(dx), attn_free(gdx);
     }
     assert_true(k > 0);
     attn_st_close(f);
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
+PER_BACKEND(torch_cross_entropy)
 
 /* RMSNorm against the float64 form of transformers' LlamaRMSNorm (y, rstd, dx, dw) and against
  * the module's own float32 output y_hf. */
-static void test_torch_rmsnorm(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void torch_rmsnorm(size_t b) {
+    tu_need_backend(ALL[b]);
     attn_st_file *f = open_ref();
     int k = 0;
     for (;; k++) {
@@ -325,56 +317,53 @@ static void test_torch_rmsnorm(void **state) {
         float *dw = getf(f, "rmsnorm", k, "dw", NULL);
         const float *wp = affine ? w : NULL;
         float *gy = falloc(n), *gr = falloc(N), *gdx = falloc(n), *gdw = falloc(C);
-        for (size_t b = 0; b < NBACKENDS; b++) {
-            if (!use_backend(b)) continue;
-            const char *bn = attn_backend_name(ALL[b]);
-            assert_int_equal(attn_rmsnorm_forward(N, C, x, wp, eps, gy, gr), ATTN_STATUS_OK);
-            check(gy, y, n, TOL_TORCH, 0, "rmsnorm.%d y    (%dx%d%s) %s", k, N, C,
-                  affine ? ",w" : "", bn);
-            check(gr, rstd, N, TOL_TORCH, 0, "rmsnorm.%d rstd (%dx%d) %s", k, N, C, bn);
-            /* transformers' float32 module: its own two roundings and float32 sum of squares
-             * (measured worst 2.4e-7 relative) */
-            check(gy, yhf, n, TOL_HF, 0, "rmsnorm.%d y vs LlamaRMSNorm fp32 %s", k, bn);
-            /* the backward takes the reference rstd (rounded to float), as layer norm's; dw
-             * is the gradient of the weight also when none is passed (a weight of ones) */
-            memset(gdw, 0, sizeof(float) * C);
-            assert_int_equal(attn_rmsnorm_backward(N, C, x, wp, rstd, dy, gdx, gdw),
-                             ATTN_STATUS_OK);
-            /* atol: for C = 1, dx = g·eps/(x² + eps)^1.5 is ~1e-6 of the terms it is the
-             * difference of, and float rounding of those terms is all that is left (measured
-             * 2.6e-9 absolute against |dx| = 1.4e-7 on avx2) */
-            check(gdx, dx, n, TOL_TORCH, C == 1 ? 2e-8 : 0, "rmsnorm.%d dx   (%dx%d) %s", k, N,
-                  C, bn);
-            check(gdw, dw, C, TOL_TORCH, 0, "rmsnorm.%d dw   (%dx%d) %s", k, N, C, bn);
-            /* in place (dx = dy, with dw), and rstd is optional */
-            float *tdw = falloc(C);
-            memset(tdw, 0, sizeof(float) * C);
-            memcpy(gy, dy, n * sizeof(float));
-            assert_int_equal(attn_rmsnorm_backward(N, C, x, wp, rstd, gy, gy, tdw), ATTN_STATUS_OK);
-            assert_memory_equal(gy, gdx, n * sizeof(float));
-            assert_memory_equal(tdw, gdw, C * sizeof(float));
-            attn_free(tdw);
-            assert_int_equal(attn_rmsnorm_forward(N, C, x, wp, eps, gy, gr), ATTN_STATUS_OK);
-            memcpy(gdx, x, n * sizeof(float));
-            assert_int_equal(attn_rmsnorm_forward(N, C, gdx, wp, eps, gdx, NULL), ATTN_STATUS_OK);
-            assert_memory_equal(gdx, gy, n * sizeof(float));
-        }
+        assert_int_equal(attn_set_backend(ALL[b]), ATTN_STATUS_OK);
+        const char *bn = attn_backend_name(ALL[b]);
+        assert_int_equal(attn_rmsnorm_forward(N, C, x, wp, eps, gy, gr), ATTN_STATUS_OK);
+        check(gy, y, n, TOL_TORCH, 0, "rmsnorm.%d y    (%dx%d%s) %s", k, N, C,
+              affine ? ",w" : "", bn);
+        check(gr, rstd, N, TOL_TORCH, 0, "rmsnorm.%d rstd (%dx%d) %s", k, N, C, bn);
+        /* transformers' float32 module: its own two roundings and float32 sum of squares
+         * (measured worst 2.4e-7 relative) */
+        check(gy, yhf, n, TOL_HF, 0, "rmsnorm.%d y vs LlamaRMSNorm fp32 %s", k, bn);
+        /* the backward takes the reference rstd (rounded to float), as layer norm's; dw
+         * is the gradient of the weight also when none is passed (a weight of ones) */
+        memset(gdw, 0, sizeof(float) * C);
+        assert_int_equal(attn_rmsnorm_backward(N, C, x, wp, rstd, dy, gdx, gdw),
+                         ATTN_STATUS_OK);
+        /* atol: for C = 1, dx = g·eps/(x² + eps)^1.5 is ~1e-6 of the terms it is the
+         * difference of, and float rounding of those terms is all that is left (measured
+         * 2.6e-9 absolute against |dx| = 1.4e-7 on avx2) */
+        check(gdx, dx, n, TOL_TORCH, C == 1 ? 2e-8 : 0, "rmsnorm.%d dx   (%dx%d) %s", k, N,
+              C, bn);
+        check(gdw, dw, C, TOL_TORCH, 0, "rmsnorm.%d dw   (%dx%d) %s", k, N, C, bn);
+        /* in place (dx = dy, with dw), and rstd is optional */
+        float *tdw = falloc(C);
+        memset(tdw, 0, sizeof(float) * C);
+        memcpy(gy, dy, n * sizeof(float));
+        assert_int_equal(attn_rmsnorm_backward(N, C, x, wp, rstd, gy, gy, tdw), ATTN_STATUS_OK);
+        assert_memory_equal(gy, gdx, n * sizeof(float));
+        assert_memory_equal(tdw, gdw, C * sizeof(float));
+        attn_free(tdw);
+        assert_int_equal(attn_rmsnorm_forward(N, C, x, wp, eps, gy, gr), ATTN_STATUS_OK);
+        memcpy(gdx, x, n * sizeof(float));
+        assert_int_equal(attn_rmsnorm_forward(N, C, gdx, wp, eps, gdx, NULL), ATTN_STATUS_OK);
+        assert_memory_equal(gdx, gy, n * sizeof(float));
         float *all[] = {x, w, dy, y, yhf, rstd, dx, dw, gy, gr, gdx, gdw};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) attn_free(all[i]);
     }
     assert_true(k >= 10);
     attn_st_close(f);
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
+PER_BACKEND(torch_rmsnorm)
 
 /* Rotary embeddings against transformers' rotary modules (HALF: Llama, GPT-NeoX and Phi with
  * partial rotary) and Meta's complex-number form (INTERLEAVED), in float64: the tables from the
  * module's inv_freq, the rotation with the module's own float32 tables, the full pipeline (our
  * tables), and the inverse against autograd's gradient. */
-static void test_torch_rope(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void torch_rope(size_t b) {
+    tu_need_backend(ALL[b]);
     attn_st_file *f = open_ref();
     int k = 0, nmode[2] = {0, 0};
     for (;; k++) {
@@ -403,41 +392,43 @@ static void test_torch_rope(void **state) {
 
         /* Tables: the cos/sin of the float32 angles, rounded once (measured: bit-identical to
          * the float64 values rounded to float); transformers' float32 cos/sin are within
-         * 1 ulp of those (measured 6.0e-8), hence the atol of 2 ulp at 1. */
+         * 1 ulp of those (measured 6.0e-8), hence the atol of 2 ulp at 1. attn_rope_tables has
+         * one implementation for every backend (attn_rope_tables_impl): checked once, in the ref
+         * test; the other tests use the tables in the pipeline check below. */
         assert_int_equal(attn_rope_tables(P, R, inv, ct, st), ATTN_STATUS_OK);
-        check(ct, c64, nt, 0, 6e-8, "rope.%d cos table (P=%d R=%d) vs float64", k, P, R);
-        check(st, s64, nt, 0, 6e-8, "rope.%d sin table (P=%d R=%d) vs float64", k, P, R);
-        check(ct, chf, nt, 0, 1.2e-7, "rope.%d cos table vs transformers fp32", k);
-        check(st, shf, nt, 0, 1.2e-7, "rope.%d sin table vs transformers fp32", k);
-
-        for (size_t b = 0; b < NBACKENDS; b++) {
-            if (!use_backend(b)) continue;
-            const char *bn = attn_backend_name(ALL[b]);
-            /* the module's tables: the rotation alone (padding must pass through exactly) */
-            memcpy(buf, x, n * sizeof(float));
-            assert_int_equal(attn_rope_apply(m, N, H, D, R, buf, ld, pos, P, chf, shf, false),
-                             ATTN_STATUS_OK);
-            check(buf, y, n, TOL_TORCH, 0, "rope.%d y  %s %s N=%d H=%d D=%d R=%d ld=%d %s", k,
-                  family, mn, N, H, D, R, ld, bn);
-            for (int i = 0; i < N; i++)
-                for (int j = H * D; j < ld; j++)
-                    if (memcmp(&buf[(size_t)i * ld + j], &x[(size_t)i * ld + j], sizeof(float)))
-                        fail_msg("rope.%d: padding written at (%d, %d)", k, i, j);
-            /* the backward is the inverse rotation of dy */
-            memcpy(buf, dy, n * sizeof(float));
-            assert_int_equal(attn_rope_apply(m, N, H, D, R, buf, ld, pos, P, chf, shf, true),
-                             ATTN_STATUS_OK);
-            check(buf, dx, n, TOL_TORCH, 0, "rope.%d dx (inverse) %s", k, bn);
-            /* our own tables: the whole pipeline against transformers */
-            memcpy(buf, x, n * sizeof(float));
-            assert_int_equal(attn_rope_apply(m, N, H, D, R, buf, ld, pos, P, ct, st, false),
-                             ATTN_STATUS_OK);
-            check(buf, y, n, TOL_TORCH, 0, "rope.%d y with attn_rope_tables %s", k, bn);
-            /* and back: R(−θ) R(θ) x = x up to rounding (measured <= 2.4e-7) */
-            assert_int_equal(attn_rope_apply(m, N, H, D, R, buf, ld, pos, P, ct, st, true),
-                             ATTN_STATUS_OK);
-            check(buf, x, n, 1e-6, 0, "rope.%d round trip %s", k, bn);
+        if (ALL[b] == ATTN_BACKEND_REF) {
+            check(ct, c64, nt, 0, 6e-8, "rope.%d cos table (P=%d R=%d) vs float64", k, P, R);
+            check(st, s64, nt, 0, 6e-8, "rope.%d sin table (P=%d R=%d) vs float64", k, P, R);
+            check(ct, chf, nt, 0, 1.2e-7, "rope.%d cos table vs transformers fp32", k);
+            check(st, shf, nt, 0, 1.2e-7, "rope.%d sin table vs transformers fp32", k);
         }
+
+        assert_int_equal(attn_set_backend(ALL[b]), ATTN_STATUS_OK);
+        const char *bn = attn_backend_name(ALL[b]);
+        /* the module's tables: the rotation alone (padding must pass through exactly) */
+        memcpy(buf, x, n * sizeof(float));
+        assert_int_equal(attn_rope_apply(m, N, H, D, R, buf, ld, pos, P, chf, shf, false),
+                         ATTN_STATUS_OK);
+        check(buf, y, n, TOL_TORCH, 0, "rope.%d y  %s %s N=%d H=%d D=%d R=%d ld=%d %s", k,
+              family, mn, N, H, D, R, ld, bn);
+        for (int i = 0; i < N; i++)
+            for (int j = H * D; j < ld; j++)
+                if (memcmp(&buf[(size_t)i * ld + j], &x[(size_t)i * ld + j], sizeof(float)))
+                    fail_msg("rope.%d: padding written at (%d, %d)", k, i, j);
+        /* the backward is the inverse rotation of dy */
+        memcpy(buf, dy, n * sizeof(float));
+        assert_int_equal(attn_rope_apply(m, N, H, D, R, buf, ld, pos, P, chf, shf, true),
+                         ATTN_STATUS_OK);
+        check(buf, dx, n, TOL_TORCH, 0, "rope.%d dx (inverse) %s", k, bn);
+        /* our own tables: the whole pipeline against transformers */
+        memcpy(buf, x, n * sizeof(float));
+        assert_int_equal(attn_rope_apply(m, N, H, D, R, buf, ld, pos, P, ct, st, false),
+                         ATTN_STATUS_OK);
+        check(buf, y, n, TOL_TORCH, 0, "rope.%d y with attn_rope_tables %s", k, bn);
+        /* and back: R(−θ) R(θ) x = x up to rounding (measured <= 2.4e-7) */
+        assert_int_equal(attn_rope_apply(m, N, H, D, R, buf, ld, pos, P, ct, st, true),
+                         ATTN_STATUS_OK);
+        check(buf, x, n, 1e-6, 0, "rope.%d round trip %s", k, bn);
         float *all[] = {x, dy, inv, chf, shf, c64, s64, y, dx, ct, st, buf};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) attn_free(all[i]);
         attn_free(pos);
@@ -445,14 +436,13 @@ static void test_torch_rope(void **state) {
     assert_true(nmode[0] >= 5 && nmode[1] >= 4);
     attn_st_close(f);
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
+PER_BACKEND(torch_rope)
 
 /* Gated linear units with every activation, g and u the halves of one (N, 2F) buffer (row
  * stride 2F), the gradients into the halves of one (N, 2F) buffer; then in place. */
-static void test_torch_glu(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void torch_glu(size_t b) {
+    tu_need_backend(ALL[b]);
     attn_st_file *f = open_ref();
     static const char *names[] = {"glu_none", "glu_relu", "glu_gelu_tanh", "glu_gelu_erf",
                                   "glu_silu"};
@@ -469,31 +459,29 @@ static void test_torch_glu(void **state) {
             float *dh = getf(f, names[a], k, "dh", NULL), *h = getf(f, names[a], k, "h", NULL);
             float *dgu = getf(f, names[a], k, "dgu", NULL);
             float *gh = falloc(n), *gd = falloc(2 * n), *buf = falloc(2 * n);
-            for (size_t b = 0; b < NBACKENDS; b++) {
-                if (!use_backend(b)) continue;
-                const char *bn = attn_backend_name(ALL[b]);
-                assert_int_equal(attn_glu_forward(act, N, F, gu, 2 * F, gu + F, 2 * F, gh, F),
-                                 ATTN_STATUS_OK);
-                check(gh, h, n, TOL_TORCH, 0, "%s.%d h   (%dx%d) %s", names[a], k, N, F, bn);
-                assert_int_equal(attn_glu_backward(act, N, F, gu, 2 * F, gu + F, 2 * F, dh, F, gd,
-                                                   2 * F, gd + F, 2 * F),
-                                 ATTN_STATUS_OK);
-                check(gd, dgu, 2 * n, TOL_TORCH, 0, "%s.%d dgu (%dx%d) %s", names[a], k, N, F,
-                      bn);
-                /* in place: gradients over g and u, then h over g */
-                memcpy(buf, gu, 2 * n * sizeof(float));
-                assert_int_equal(attn_glu_backward(act, N, F, buf, 2 * F, buf + F, 2 * F, dh, F,
-                                                   buf, 2 * F, buf + F, 2 * F),
-                                 ATTN_STATUS_OK);
-                assert_memory_equal(buf, gd, 2 * n * sizeof(float));
-                memcpy(buf, gu, 2 * n * sizeof(float));
-                assert_int_equal(attn_glu_forward(act, N, F, buf, 2 * F, buf + F, 2 * F, buf,
-                                                  2 * F),
-                                 ATTN_STATUS_OK);
-                for (int i = 0; i < N; i++)
-                    assert_memory_equal(buf + (size_t)i * 2 * F, gh + (size_t)i * F,
-                                        F * sizeof(float));
-            }
+            assert_int_equal(attn_set_backend(ALL[b]), ATTN_STATUS_OK);
+            const char *bn = attn_backend_name(ALL[b]);
+            assert_int_equal(attn_glu_forward(act, N, F, gu, 2 * F, gu + F, 2 * F, gh, F),
+                             ATTN_STATUS_OK);
+            check(gh, h, n, TOL_TORCH, 0, "%s.%d h   (%dx%d) %s", names[a], k, N, F, bn);
+            assert_int_equal(attn_glu_backward(act, N, F, gu, 2 * F, gu + F, 2 * F, dh, F, gd,
+                                               2 * F, gd + F, 2 * F),
+                             ATTN_STATUS_OK);
+            check(gd, dgu, 2 * n, TOL_TORCH, 0, "%s.%d dgu (%dx%d) %s", names[a], k, N, F,
+                  bn);
+            /* in place: gradients over g and u, then h over g */
+            memcpy(buf, gu, 2 * n * sizeof(float));
+            assert_int_equal(attn_glu_backward(act, N, F, buf, 2 * F, buf + F, 2 * F, dh, F,
+                                               buf, 2 * F, buf + F, 2 * F),
+                             ATTN_STATUS_OK);
+            assert_memory_equal(buf, gd, 2 * n * sizeof(float));
+            memcpy(buf, gu, 2 * n * sizeof(float));
+            assert_int_equal(attn_glu_forward(act, N, F, buf, 2 * F, buf + F, 2 * F, buf,
+                                              2 * F),
+                             ATTN_STATUS_OK);
+            for (int i = 0; i < N; i++)
+                assert_memory_equal(buf + (size_t)i * 2 * F, gh + (size_t)i * F,
+                                    F * sizeof(float));
             attn_free(gu), attn_free(dh), attn_free(h), attn_free(dgu), attn_free(gh);
             attn_free(gd), attn_free(buf);
         }
@@ -501,8 +489,8 @@ static void test_torch_glu(void **state) {
     }
     attn_st_close(f);
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
+PER_BACKEND(torch_glu)
 
 /* ---- (b) finite differences -------------------------------------------------------------- */
 
@@ -615,7 +603,6 @@ static double loss_ce(void *v) {
 
 static void test_finite_differences(void **state) {
     (void)state;
-    TU_BEGIN();
     assert_int_equal(attn_set_backend(ATTN_BACKEND_REF), ATTN_STATUS_OK);
     tu_rng r = {0x9e3779b97f4a7c15ull};
     enum { N = 3, D = 11, NMAX = N * D };
@@ -730,7 +717,6 @@ static void test_finite_differences(void **state) {
     fd_check("cross_entropy dlogits (3x11, ls=0.1)", loss_ce, &c, x, NMAX, g, 1e-2f);
 
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
 
 /* ---- (c) SIMD against the reference path ------------------------------------------------- */
@@ -741,9 +727,8 @@ static const int SHAPES[][2] = {{1, 1},   {3, 7},   {5, 17},   {4, 100}, {2, 100
                                 {2, 50257}, {64, 768}, {333, 129}, {1, 40000}};
 #define NSHAPES (sizeof SHAPES / sizeof SHAPES[0])
 
-static void test_simd_vs_ref(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void simd_vs_ref(size_t bi) {
+    tu_need_backend(ALL[bi]);
     tu_rng r = {12345};
     for (size_t s = 0; s < NSHAPES; s++) {
         int N = SHAPES[s][0], D = SHAPES[s][1];
@@ -787,93 +772,91 @@ static void test_simd_vs_ref(void **state) {
                              ATTN_STATUS_OK);
         }
 
-        for (size_t bi = 1; bi < NBACKENDS; bi++) {
-            if (!use_backend(bi)) continue;
-            const char *bn = attn_backend_name(ALL[bi]);
-            assert_int_equal(attn_softmax_forward(N, D, x, gy), ATTN_STATUS_OK);
-            check(gy, rsm, n, TOL_SIMD, 0, "softmax y   %dx%d %s vs ref", N, D, bn);
-            assert_int_equal(attn_softmax_backward(N, D, rsm, dy, gdx), ATTN_STATUS_OK);
-            check(gdx, rsmb, n, TOL_SIMD, 0, "softmax dx  %dx%d %s vs ref", N, D, bn);
-            /* in place: y = x, dx = dy give the same bits */
-            memcpy(gy, x, n * sizeof(float));
-            assert_int_equal(attn_softmax_forward(N, D, gy, gy), ATTN_STATUS_OK);
-            assert_int_equal(attn_softmax_forward(N, D, x, gdx), ATTN_STATUS_OK);
-            assert_memory_equal(gy, gdx, n * sizeof(float));
-            memcpy(gdx, dy, n * sizeof(float));
-            assert_int_equal(attn_softmax_backward(N, D, rsm, gdx, gdx), ATTN_STATUS_OK);
-            assert_int_equal(attn_softmax_backward(N, D, rsm, dy, gy), ATTN_STATUS_OK);
-            assert_memory_equal(gy, gdx, n * sizeof(float));
+        assert_int_equal(attn_set_backend(ALL[bi]), ATTN_STATUS_OK);
+        const char *bn = attn_backend_name(ALL[bi]);
+        assert_int_equal(attn_softmax_forward(N, D, x, gy), ATTN_STATUS_OK);
+        check(gy, rsm, n, TOL_SIMD, 0, "softmax y   %dx%d %s vs ref", N, D, bn);
+        assert_int_equal(attn_softmax_backward(N, D, rsm, dy, gdx), ATTN_STATUS_OK);
+        check(gdx, rsmb, n, TOL_SIMD, 0, "softmax dx  %dx%d %s vs ref", N, D, bn);
+        /* in place: y = x, dx = dy give the same bits */
+        memcpy(gy, x, n * sizeof(float));
+        assert_int_equal(attn_softmax_forward(N, D, gy, gy), ATTN_STATUS_OK);
+        assert_int_equal(attn_softmax_forward(N, D, x, gdx), ATTN_STATUS_OK);
+        assert_memory_equal(gy, gdx, n * sizeof(float));
+        memcpy(gdx, dy, n * sizeof(float));
+        assert_int_equal(attn_softmax_backward(N, D, rsm, gdx, gdx), ATTN_STATUS_OK);
+        assert_int_equal(attn_softmax_backward(N, D, rsm, dy, gy), ATTN_STATUS_OK);
+        assert_memory_equal(gy, gdx, n * sizeof(float));
 
-            assert_int_equal(attn_layernorm_forward(N, D, x, w, b, 1e-5f, gy, gm, gr),
-                             ATTN_STATUS_OK);
-            check(gy, rln, n, TOL_SIMD, 0, "layernorm y %dx%d %s vs ref", N, D, bn);
-            check(gm, rm, N, TOL_SIMD, 0, "layernorm mean %dx%d %s vs ref", N, D, bn);
-            check(gr, rr, N, TOL_SIMD, 0, "layernorm rstd %dx%d %s vs ref", N, D, bn);
-            memcpy(gdw, acc0, sizeof(float) * D);
-            memcpy(gdb, acc0, sizeof(float) * D);
-            assert_int_equal(attn_layernorm_backward(N, D, x, w, rm, rr, dy, gdx, gdw, gdb),
-                             ATTN_STATUS_OK);
-            check(gdx, rlnb, n, TOL_SIMD, 0, "layernorm dx %dx%d %s vs ref", N, D, bn);
-            check(gdw, rdw, D, TOL_SIMD, 0, "layernorm dw (accumulated) %dx%d %s", N, D, bn);
-            check(gdb, rdb, D, TOL_SIMD, 0, "layernorm db (accumulated) %dx%d %s", N, D, bn);
-            /* dx aliasing dy, no parameter gradients */
-            memcpy(gy, dy, n * sizeof(float));
-            assert_int_equal(attn_layernorm_backward(N, D, x, w, rm, rr, gy, gy, NULL, NULL),
-                             ATTN_STATUS_OK);
-            assert_memory_equal(gy, gdx, n * sizeof(float));
+        assert_int_equal(attn_layernorm_forward(N, D, x, w, b, 1e-5f, gy, gm, gr),
+                         ATTN_STATUS_OK);
+        check(gy, rln, n, TOL_SIMD, 0, "layernorm y %dx%d %s vs ref", N, D, bn);
+        check(gm, rm, N, TOL_SIMD, 0, "layernorm mean %dx%d %s vs ref", N, D, bn);
+        check(gr, rr, N, TOL_SIMD, 0, "layernorm rstd %dx%d %s vs ref", N, D, bn);
+        memcpy(gdw, acc0, sizeof(float) * D);
+        memcpy(gdb, acc0, sizeof(float) * D);
+        assert_int_equal(attn_layernorm_backward(N, D, x, w, rm, rr, dy, gdx, gdw, gdb),
+                         ATTN_STATUS_OK);
+        check(gdx, rlnb, n, TOL_SIMD, 0, "layernorm dx %dx%d %s vs ref", N, D, bn);
+        check(gdw, rdw, D, TOL_SIMD, 0, "layernorm dw (accumulated) %dx%d %s", N, D, bn);
+        check(gdb, rdb, D, TOL_SIMD, 0, "layernorm db (accumulated) %dx%d %s", N, D, bn);
+        /* dx aliasing dy, no parameter gradients */
+        memcpy(gy, dy, n * sizeof(float));
+        assert_int_equal(attn_layernorm_backward(N, D, x, w, rm, rr, gy, gy, NULL, NULL),
+                         ATTN_STATUS_OK);
+        assert_memory_equal(gy, gdx, n * sizeof(float));
 
-            /* RMSNorm: y, rstd, dx and dw accumulated onto acc0; then in place (y = x, dx = dy
-             * without dw), which must give the same bits, and without a weight */
-            assert_int_equal(attn_rmsnorm_forward(N, D, x, w, 1e-6f, gy, gr), ATTN_STATUS_OK);
-            check(gy, rrm, n, TOL_SIMD, 0, "rmsnorm y    %dx%d %s vs ref", N, D, bn);
-            check(gr, rrr, N, TOL_SIMD, 0, "rmsnorm rstd %dx%d %s vs ref", N, D, bn);
-            memcpy(gdw, acc0, sizeof(float) * D);
-            assert_int_equal(attn_rmsnorm_backward(N, D, x, w, rrr, dy, gdx, gdw), ATTN_STATUS_OK);
-            /* atol for D = 1: dx ~ rstd·g·eps/x² is what is left of a cancellation, which float
-             * rounding of rstd²·mean(g x) leaves at ~6e-8·rstd·|g| (measured 5.6e-10) */
-            check(gdx, rrmb, n, TOL_SIMD, D == 1 ? 1e-8 : 0, "rmsnorm dx   %dx%d %s vs ref", N, D,
-                  bn);
-            check(gdw, rrdw, D, TOL_SIMD, 0, "rmsnorm dw (accumulated) %dx%d %s", N, D, bn);
-            float *tmp = falloc(n);
-            memcpy(tmp, x, n * sizeof(float));
-            assert_int_equal(attn_rmsnorm_forward(N, D, tmp, w, 1e-6f, tmp, NULL), ATTN_STATUS_OK);
-            assert_memory_equal(tmp, gy, n * sizeof(float));
-            memcpy(tmp, dy, n * sizeof(float));
-            memcpy(gdb, acc0, sizeof(float) * D);
-            assert_int_equal(attn_rmsnorm_backward(N, D, x, w, rrr, tmp, tmp, gdb), ATTN_STATUS_OK);
-            assert_memory_equal(tmp, gdx, n * sizeof(float));
-            assert_memory_equal(gdb, gdw, D * sizeof(float));
-            memcpy(tmp, dy, n * sizeof(float));
-            assert_int_equal(attn_rmsnorm_backward(N, D, x, w, rrr, tmp, tmp, NULL),
-                             ATTN_STATUS_OK);
-            assert_memory_equal(tmp, gdx, n * sizeof(float));
-            attn_set_backend(ATTN_BACKEND_REF);
-            assert_int_equal(attn_rmsnorm_forward(N, D, x, NULL, 1e-6f, tmp, NULL), ATTN_STATUS_OK);
-            assert_int_equal(attn_set_backend(ALL[bi]), ATTN_STATUS_OK);
-            assert_int_equal(attn_rmsnorm_forward(N, D, x, NULL, 1e-6f, gy, NULL), ATTN_STATUS_OK);
-            check(gy, tmp, n, TOL_SIMD, 0, "rmsnorm y, no weight %dx%d %s vs ref", N, D, bn);
-            attn_free(tmp);
+        /* RMSNorm: y, rstd, dx and dw accumulated onto acc0; then in place (y = x, dx = dy
+         * without dw), which must give the same bits, and without a weight */
+        assert_int_equal(attn_rmsnorm_forward(N, D, x, w, 1e-6f, gy, gr), ATTN_STATUS_OK);
+        check(gy, rrm, n, TOL_SIMD, 0, "rmsnorm y    %dx%d %s vs ref", N, D, bn);
+        check(gr, rrr, N, TOL_SIMD, 0, "rmsnorm rstd %dx%d %s vs ref", N, D, bn);
+        memcpy(gdw, acc0, sizeof(float) * D);
+        assert_int_equal(attn_rmsnorm_backward(N, D, x, w, rrr, dy, gdx, gdw), ATTN_STATUS_OK);
+        /* atol for D = 1: dx ~ rstd·g·eps/x² is what is left of a cancellation, which float
+         * rounding of rstd²·mean(g x) leaves at ~6e-8·rstd·|g| (measured 5.6e-10) */
+        check(gdx, rrmb, n, TOL_SIMD, D == 1 ? 1e-8 : 0, "rmsnorm dx   %dx%d %s vs ref", N, D,
+              bn);
+        check(gdw, rrdw, D, TOL_SIMD, 0, "rmsnorm dw (accumulated) %dx%d %s", N, D, bn);
+        float *tmp = falloc(n);
+        memcpy(tmp, x, n * sizeof(float));
+        assert_int_equal(attn_rmsnorm_forward(N, D, tmp, w, 1e-6f, tmp, NULL), ATTN_STATUS_OK);
+        assert_memory_equal(tmp, gy, n * sizeof(float));
+        memcpy(tmp, dy, n * sizeof(float));
+        memcpy(gdb, acc0, sizeof(float) * D);
+        assert_int_equal(attn_rmsnorm_backward(N, D, x, w, rrr, tmp, tmp, gdb), ATTN_STATUS_OK);
+        assert_memory_equal(tmp, gdx, n * sizeof(float));
+        assert_memory_equal(gdb, gdw, D * sizeof(float));
+        memcpy(tmp, dy, n * sizeof(float));
+        assert_int_equal(attn_rmsnorm_backward(N, D, x, w, rrr, tmp, tmp, NULL),
+                         ATTN_STATUS_OK);
+        assert_memory_equal(tmp, gdx, n * sizeof(float));
+        attn_set_backend(ATTN_BACKEND_REF);
+        assert_int_equal(attn_rmsnorm_forward(N, D, x, NULL, 1e-6f, tmp, NULL), ATTN_STATUS_OK);
+        assert_int_equal(attn_set_backend(ALL[bi]), ATTN_STATUS_OK);
+        assert_int_equal(attn_rmsnorm_forward(N, D, x, NULL, 1e-6f, gy, NULL), ATTN_STATUS_OK);
+        check(gy, tmp, n, TOL_SIMD, 0, "rmsnorm y, no weight %dx%d %s vs ref", N, D, bn);
+        attn_free(tmp);
 
-            for (int a = 0; a < 4; a++) {
-                attn_act act = (attn_act)(a + 1);
-                assert_int_equal(attn_act_forward(act, n, x, gy), ATTN_STATUS_OK);
-                check(gy, rg[a], n, TOL_SIMD, 0, "act %d y  %zu %s vs ref", (int)act, n, bn);
-                assert_int_equal(attn_act_backward(act, n, x, dy, gdx), ATTN_STATUS_OK);
-                check(gdx, rgb[a], n, TOL_SIMD, 0, "act %d dx %zu %s vs ref", (int)act, n, bn);
-                memcpy(gdx, x, n * sizeof(float));
-                assert_int_equal(attn_act_forward(act, n, gdx, gdx), ATTN_STATUS_OK);
-                assert_memory_equal(gdx, gy, n * sizeof(float));
-            }
-
-            assert_int_equal(attn_cross_entropy(N, D, x, tg, -100, ls, &gl, gdx), ATTN_STATUS_OK);
-            check(&gl, &rl, 1, TOL_SIMD, 0, "cross_entropy loss %dx%d %s vs ref", N, D, bn);
-            check(gdx, rce, n, TOL_SIMD, 0, "cross_entropy dx   %dx%d %s vs ref", N, D, bn);
-            float al;
-            memcpy(gy, x, n * sizeof(float)); /* dlogits = logits */
-            assert_int_equal(attn_cross_entropy(N, D, gy, tg, -100, ls, &al, gy), ATTN_STATUS_OK);
-            assert_memory_equal(gy, gdx, n * sizeof(float));
-            assert_true(al == gl);
+        for (int a = 0; a < 4; a++) {
+            attn_act act = (attn_act)(a + 1);
+            assert_int_equal(attn_act_forward(act, n, x, gy), ATTN_STATUS_OK);
+            check(gy, rg[a], n, TOL_SIMD, 0, "act %d y  %zu %s vs ref", (int)act, n, bn);
+            assert_int_equal(attn_act_backward(act, n, x, dy, gdx), ATTN_STATUS_OK);
+            check(gdx, rgb[a], n, TOL_SIMD, 0, "act %d dx %zu %s vs ref", (int)act, n, bn);
+            memcpy(gdx, x, n * sizeof(float));
+            assert_int_equal(attn_act_forward(act, n, gdx, gdx), ATTN_STATUS_OK);
+            assert_memory_equal(gdx, gy, n * sizeof(float));
         }
+
+        assert_int_equal(attn_cross_entropy(N, D, x, tg, -100, ls, &gl, gdx), ATTN_STATUS_OK);
+        check(&gl, &rl, 1, TOL_SIMD, 0, "cross_entropy loss %dx%d %s vs ref", N, D, bn);
+        check(gdx, rce, n, TOL_SIMD, 0, "cross_entropy dx   %dx%d %s vs ref", N, D, bn);
+        float al;
+        memcpy(gy, x, n * sizeof(float)); /* dlogits = logits */
+        assert_int_equal(attn_cross_entropy(N, D, gy, tg, -100, ls, &al, gy), ATTN_STATUS_OK);
+        assert_memory_equal(gy, gdx, n * sizeof(float));
+        assert_true(al == gl);
         float *all[] = {x,  dy, w,  b,  rm,   rr,   rdw, rdb, acc0, gy, gdx,
                         gm, gr, gdw, gdb, rsm, rsmb, rln, rlnb, rce, rg[0], rg[1], rg[2],
                         rgb[0], rgb[1], rgb[2], rg[3], rgb[3], rrm, rrmb, rrr, rrdw};
@@ -881,16 +864,15 @@ static void test_simd_vs_ref(void **state) {
         attn_free(tg);
     }
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
+PER_SIMD_BACKEND(simd_vs_ref)
 
 /* GLU on random data, every activation: g and u inside one padded (N, 2F + 3) buffer, dh and h
  * with their own padded strides (padding must come back untouched), sizes with vector tails and
  * above the threading threshold; then the in-place forms (h = u; dg = g and du = u; dh = dg),
  * which must give the out-of-place bits. */
-static void test_glu_simd_vs_ref(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void glu_simd_vs_ref(size_t bi) {
+    tu_need_backend(ALL[bi]);
     tu_rng r = {2718281828ull};
     static const int S[][2] = {{1, 1},    {3, 7},     {5, 17},   {4, 100}, {2, 1000},
                                {16, 688}, {33, 1377}, {8, 11008}, {1, 40000}};
@@ -916,62 +898,59 @@ static void test_glu_simd_vs_ref(void **state) {
                 for (int j = F; j < ldo; j++) assert_true(rh[(size_t)i * ldo + j] == 7.0f);
                 for (int j = 2 * F; j < ld; j++) assert_true(rd[(size_t)i * ld + j] == 7.0f);
             }
-            for (size_t bi = 1; bi < NBACKENDS; bi++) {
-                if (!use_backend(bi)) continue;
-                const char *bn = attn_backend_name(ALL[bi]);
-                for (size_t i = 0; i < no; i++) h[i] = 7.0f;
-                for (size_t i = 0; i < ngu; i++) d[i] = 7.0f;
-                assert_int_equal(attn_glu_forward(act, N, F, gu, ld, gu + F, ld, h, ldo),
-                                 ATTN_STATUS_OK);
-                assert_int_equal(attn_glu_backward(act, N, F, gu, ld, gu + F, ld, dh, ldh, d, ld,
-                                                   d + F, ld),
-                                 ATTN_STATUS_OK);
-                /* the whole buffers: the sentinel padding compares exactly */
-                check(h, rh, no, TOL_SIMD, 0, "glu act %d h  %dx%d %s vs ref", a, N, F, bn);
-                check(d, rd, ngu, TOL_SIMD, 0, "glu act %d dg,du %dx%d %s vs ref", a, N, F, bn);
-                for (int i = 0; i < N; i++) {
-                    for (int j = F; j < ldo; j++) assert_true(h[(size_t)i * ldo + j] == 7.0f);
-                    for (int j = 2 * F; j < ld; j++) assert_true(d[(size_t)i * ld + j] == 7.0f);
-                }
-                /* forward in place over u */
-                memcpy(buf, gu, ngu * sizeof(float));
-                assert_int_equal(attn_glu_forward(act, N, F, buf, ld, buf + F, ld, buf + F, ld),
-                                 ATTN_STATUS_OK);
-                for (int i = 0; i < N; i++)
-                    assert_memory_equal(buf + (size_t)i * ld + F, h + (size_t)i * ldo,
-                                        F * sizeof(float));
-                /* backward in place over g and u */
-                memcpy(buf, gu, ngu * sizeof(float));
-                assert_int_equal(attn_glu_backward(act, N, F, buf, ld, buf + F, ld, dh, ldh, buf,
-                                                   ld, buf + F, ld),
-                                 ATTN_STATUS_OK);
-                for (int i = 0; i < N; i++)
-                    assert_memory_equal(buf + (size_t)i * ld, d + (size_t)i * ld,
-                                        2 * F * sizeof(float));
-                /* dh given in the buffer that receives dg */
-                for (int i = 0; i < N; i++)
-                    memcpy(b2 + (size_t)i * ld, dh + (size_t)i * ldh, F * sizeof(float));
-                assert_int_equal(attn_glu_backward(act, N, F, gu, ld, gu + F, ld, b2, ld, b2, ld,
-                                                   b2 + F, ld),
-                                 ATTN_STATUS_OK);
-                for (int i = 0; i < N; i++)
-                    assert_memory_equal(b2 + (size_t)i * ld, d + (size_t)i * ld,
-                                        2 * F * sizeof(float));
+            assert_int_equal(attn_set_backend(ALL[bi]), ATTN_STATUS_OK);
+            const char *bn = attn_backend_name(ALL[bi]);
+            for (size_t i = 0; i < no; i++) h[i] = 7.0f;
+            for (size_t i = 0; i < ngu; i++) d[i] = 7.0f;
+            assert_int_equal(attn_glu_forward(act, N, F, gu, ld, gu + F, ld, h, ldo),
+                             ATTN_STATUS_OK);
+            assert_int_equal(attn_glu_backward(act, N, F, gu, ld, gu + F, ld, dh, ldh, d, ld,
+                                               d + F, ld),
+                             ATTN_STATUS_OK);
+            /* the whole buffers: the sentinel padding compares exactly */
+            check(h, rh, no, TOL_SIMD, 0, "glu act %d h  %dx%d %s vs ref", a, N, F, bn);
+            check(d, rd, ngu, TOL_SIMD, 0, "glu act %d dg,du %dx%d %s vs ref", a, N, F, bn);
+            for (int i = 0; i < N; i++) {
+                for (int j = F; j < ldo; j++) assert_true(h[(size_t)i * ldo + j] == 7.0f);
+                for (int j = 2 * F; j < ld; j++) assert_true(d[(size_t)i * ld + j] == 7.0f);
             }
+            /* forward in place over u */
+            memcpy(buf, gu, ngu * sizeof(float));
+            assert_int_equal(attn_glu_forward(act, N, F, buf, ld, buf + F, ld, buf + F, ld),
+                             ATTN_STATUS_OK);
+            for (int i = 0; i < N; i++)
+                assert_memory_equal(buf + (size_t)i * ld + F, h + (size_t)i * ldo,
+                                    F * sizeof(float));
+            /* backward in place over g and u */
+            memcpy(buf, gu, ngu * sizeof(float));
+            assert_int_equal(attn_glu_backward(act, N, F, buf, ld, buf + F, ld, dh, ldh, buf,
+                                               ld, buf + F, ld),
+                             ATTN_STATUS_OK);
+            for (int i = 0; i < N; i++)
+                assert_memory_equal(buf + (size_t)i * ld, d + (size_t)i * ld,
+                                    2 * F * sizeof(float));
+            /* dh given in the buffer that receives dg */
+            for (int i = 0; i < N; i++)
+                memcpy(b2 + (size_t)i * ld, dh + (size_t)i * ldh, F * sizeof(float));
+            assert_int_equal(attn_glu_backward(act, N, F, gu, ld, gu + F, ld, b2, ld, b2, ld,
+                                               b2 + F, ld),
+                             ATTN_STATUS_OK);
+            for (int i = 0; i < N; i++)
+                assert_memory_equal(b2 + (size_t)i * ld, d + (size_t)i * ld,
+                                    2 * F * sizeof(float));
         }
         float *all[] = {gu, dh, rh, rd, h, d, buf, b2};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) attn_free(all[i]);
     }
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
+PER_SIMD_BACKEND(glu_simd_vs_ref)
 
 /* RoPE on random data, both modes, forward and inverse: head sizes and rotary widths whose R/2
  * (half) or R (interleaved) leave vector tails of every kind, partial rotary, padded rows (which
  * must stay untouched), and a size above the threading threshold. */
-static void test_rope_simd_vs_ref(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void rope_simd_vs_ref(size_t bi) {
+    tu_need_backend(ALL[bi]);
     tu_rng r = {1414213562ull};
     static const int S[][5] = {/* N, H, D, R, pad */
                                {1, 1, 2, 2, 0},     {3, 2, 8, 8, 8},   {5, 3, 64, 64, 0},
@@ -999,27 +978,25 @@ static void test_rope_simd_vs_ref(void **state) {
             memcpy(ri, x, n * sizeof(float));
             assert_int_equal(attn_rope_apply(mode, N, H, D, R, ri, ld, pos, P, ct, st, true),
                              ATTN_STATUS_OK);
-            for (size_t bi = 1; bi < NBACKENDS; bi++) {
-                if (!use_backend(bi)) continue;
-                const char *bn = attn_backend_name(ALL[bi]);
-                for (int inverse = 0; inverse < 2; inverse++) {
-                    memcpy(g, x, n * sizeof(float));
-                    assert_int_equal(attn_rope_apply(mode, N, H, D, R, g, ld, pos, P, ct, st,
-                                                     inverse != 0),
-                                     ATTN_STATUS_OK);
-                    check(g, inverse ? ri : rf, n, TOL_SIMD, 0,
-                          "rope %s%s N=%d H=%d D=%d R=%d ld=%d %s vs ref",
-                          m ? "interleaved" : "half", inverse ? " inverse" : "", N, H, D, R, ld,
-                          bn);
-                    for (int i = 0; i < N; i++)
-                        for (int j = 0; j < ld; j++) {
-                            /* past R in each head, and past H·D: unchanged, bit for bit */
-                            const size_t o = (size_t)i * ld + j;
-                            if ((j >= H * D || j % D >= R) && memcmp(&g[o], &x[o], sizeof(float)))
-                                fail_msg("rope: element (%d, %d) outside the rotary part changed",
-                                         i, j);
-                        }
-                }
+            assert_int_equal(attn_set_backend(ALL[bi]), ATTN_STATUS_OK);
+            const char *bn = attn_backend_name(ALL[bi]);
+            for (int inverse = 0; inverse < 2; inverse++) {
+                memcpy(g, x, n * sizeof(float));
+                assert_int_equal(attn_rope_apply(mode, N, H, D, R, g, ld, pos, P, ct, st,
+                                                 inverse != 0),
+                                 ATTN_STATUS_OK);
+                check(g, inverse ? ri : rf, n, TOL_SIMD, 0,
+                      "rope %s%s N=%d H=%d D=%d R=%d ld=%d %s vs ref",
+                      m ? "interleaved" : "half", inverse ? " inverse" : "", N, H, D, R, ld,
+                      bn);
+                for (int i = 0; i < N; i++)
+                    for (int j = 0; j < ld; j++) {
+                        /* past R in each head, and past H·D: unchanged, bit for bit */
+                        const size_t o = (size_t)i * ld + j;
+                        if ((j >= H * D || j % D >= R) && memcmp(&g[o], &x[o], sizeof(float)))
+                            fail_msg("rope: element (%d, %d) outside the rotary part changed",
+                                     i, j);
+                    }
             }
         }
         float *all[] = {x, rf, ri, g, inv, ct, st};
@@ -1027,14 +1004,13 @@ static void test_rope_simd_vs_ref(void **state) {
         attn_free(pos);
     }
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
+PER_SIMD_BACKEND(rope_simd_vs_ref)
 
 /* Embedding on random data: SIMD equals ref bit for bit (same summation order), including the
  * threaded column split and accumulation onto a non-zero dtable with heavily repeated ids. */
-static void test_embedding_simd_vs_ref(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void embedding_simd_vs_ref(size_t bi) {
+    tu_need_backend(ALL[bi]);
     tu_rng r = {777};
     static const int S[][3] = {{1, 1, 1}, {9, 3, 7}, {50, 10, 17}, {200, 7, 1000}, {512, 50, 768}};
     for (size_t s = 0; s < sizeof S / sizeof S[0]; s++) {
@@ -1051,64 +1027,59 @@ static void test_embedding_simd_vs_ref(void **state) {
         memcpy(rt, t0, sizeof(float) * (size_t)V * C);
         assert_int_equal(attn_embedding_forward(N, V, C, ids, table, ro), ATTN_STATUS_OK);
         assert_int_equal(attn_embedding_backward(N, V, C, ids, dout, rt), ATTN_STATUS_OK);
-        for (size_t bi = 1; bi < NBACKENDS; bi++) {
-            if (!use_backend(bi)) continue;
-            const char *bn = attn_backend_name(ALL[bi]);
-            memcpy(gt, t0, sizeof(float) * (size_t)V * C);
-            assert_int_equal(attn_embedding_forward(N, V, C, ids, table, go), ATTN_STATUS_OK);
-            assert_int_equal(attn_embedding_backward(N, V, C, ids, dout, gt), ATTN_STATUS_OK);
-            check(go, ro, (size_t)N * C, 0, 0, "embedding out    N=%d V=%d C=%d %s", N, V, C, bn);
-            check(gt, rt, (size_t)V * C, 0, 0, "embedding dtable N=%d V=%d C=%d %s", N, V, C, bn);
-        }
+        assert_int_equal(attn_set_backend(ALL[bi]), ATTN_STATUS_OK);
+        const char *bn = attn_backend_name(ALL[bi]);
+        memcpy(gt, t0, sizeof(float) * (size_t)V * C);
+        assert_int_equal(attn_embedding_forward(N, V, C, ids, table, go), ATTN_STATUS_OK);
+        assert_int_equal(attn_embedding_backward(N, V, C, ids, dout, gt), ATTN_STATUS_OK);
+        check(go, ro, (size_t)N * C, 0, 0, "embedding out    N=%d V=%d C=%d %s", N, V, C, bn);
+        check(gt, rt, (size_t)V * C, 0, 0, "embedding dtable N=%d V=%d C=%d %s", N, V, C, bn);
         attn_free(ids), attn_free(table), attn_free(dout), attn_free(t0), attn_free(rt);
         attn_free(gt), attn_free(ro), attn_free(go);
     }
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
+PER_SIMD_BACKEND(embedding_simd_vs_ref)
 
 /* Special values on every backend: huge logits, -inf entries and all -inf rows in softmax,
  * constant layer-norm rows, and the GELU tails. */
-static void test_special_values(void **state) {
-    (void)state;
-    TU_BEGIN();
-    for (size_t bi = 0; bi < NBACKENDS; bi++) {
-        if (!use_backend(bi)) continue;
-        const char *bn = attn_backend_name(ALL[bi]);
-        float x[3 * 37], y[3 * 37];
-        for (int j = 0; j < 37; j++) {
-            x[j] = -INFINITY;                         /* row 0: all -inf -> zeros */
-            x[37 + j] = j == 20 ? 3e38f : -3e38f;     /* row 1: extreme finite values */
-            x[74 + j] = j % 2 ? -INFINITY : 1e30f;    /* row 2: half masked, ties */
-        }
-        assert_int_equal(attn_softmax_forward(3, 37, x, y), ATTN_STATUS_OK);
-        float want[3 * 37];
-        for (int j = 0; j < 37; j++) {
-            want[j] = 0;
-            want[37 + j] = j == 20 ? 1.0f : 0.0f;
-            want[74 + j] = j % 2 ? 0.0f : 1.0f / 19;
-        }
-        check(y, want, 3 * 37, 1e-6, 0, "softmax special rows %s", bn);
+static void special_values(size_t bi) {
+    tu_need_backend(ALL[bi]);
+    assert_int_equal(attn_set_backend(ALL[bi]), ATTN_STATUS_OK);
+    const char *bn = attn_backend_name(ALL[bi]);
+    float x[3 * 37], y[3 * 37];
+    for (int j = 0; j < 37; j++) {
+        x[j] = -INFINITY;                         /* row 0: all -inf -> zeros */
+        x[37 + j] = j == 20 ? 3e38f : -3e38f;     /* row 1: extreme finite values */
+        x[74 + j] = j % 2 ? -INFINITY : 1e30f;    /* row 2: half masked, ties */
+    }
+    assert_int_equal(attn_softmax_forward(3, 37, x, y), ATTN_STATUS_OK);
+    float want[3 * 37];
+    for (int j = 0; j < 37; j++) {
+        want[j] = 0;
+        want[37 + j] = j == 20 ? 1.0f : 0.0f;
+        want[74 + j] = j % 2 ? 0.0f : 1.0f / 19;
+    }
+    check(y, want, 3 * 37, 1e-6, 0, "softmax special rows %s", bn);
 
-        float c[2 * 9], cy[2 * 9], m[2], rs[2], wantc[2 * 9];
-        for (int j = 0; j < 18; j++) c[j] = j < 9 ? 7.125f : -1e6f, wantc[j] = 0;
-        assert_int_equal(attn_layernorm_forward(2, 9, c, NULL, NULL, 1e-5f, cy, m, rs),
-                         ATTN_STATUS_OK);
-        check(cy, wantc, 18, 0, 0, "layernorm constant rows -> 0 %s", bn);
-        assert_true(m[0] == 7.125f && m[1] == -1e6f);
+    float c[2 * 9], cy[2 * 9], m[2], rs[2], wantc[2 * 9];
+    for (int j = 0; j < 18; j++) c[j] = j < 9 ? 7.125f : -1e6f, wantc[j] = 0;
+    assert_int_equal(attn_layernorm_forward(2, 9, c, NULL, NULL, 1e-5f, cy, m, rs),
+                     ATTN_STATUS_OK);
+    check(cy, wantc, 18, 0, 0, "layernorm constant rows -> 0 %s", bn);
+    assert_true(m[0] == 7.125f && m[1] == -1e6f);
 
-        float g[6] = {-200, -30, 0, 30, 200, -0.0f}, gy[6], gd[6], dy1[6] = {1, 1, 1, 1, 1, 1};
-        float wy[6] = {0, 0, 0, 30, 200, 0}, wd[6] = {0, 0, 0.5f, 1, 1, 0.5f};
-        for (int a = ATTN_ACT_GELU_TANH; a <= ATTN_ACT_GELU_ERF; a++) {
-            assert_int_equal(attn_act_forward((attn_act)a, 6, g, gy), ATTN_STATUS_OK);
-            assert_int_equal(attn_act_backward((attn_act)a, 6, g, dy1, gd), ATTN_STATUS_OK);
-            check(gy, wy, 6, 1e-7, 1e-30, "gelu %d tails y  %s", a, bn);
-            check(gd, wd, 6, 1e-7, 1e-30, "gelu %d tails dx %s", a, bn);
-        }
+    float g[6] = {-200, -30, 0, 30, 200, -0.0f}, gy[6], gd[6], dy1[6] = {1, 1, 1, 1, 1, 1};
+    float wy[6] = {0, 0, 0, 30, 200, 0}, wd[6] = {0, 0, 0.5f, 1, 1, 0.5f};
+    for (int a = ATTN_ACT_GELU_TANH; a <= ATTN_ACT_GELU_ERF; a++) {
+        assert_int_equal(attn_act_forward((attn_act)a, 6, g, gy), ATTN_STATUS_OK);
+        assert_int_equal(attn_act_backward((attn_act)a, 6, g, dy1, gd), ATTN_STATUS_OK);
+        check(gy, wy, 6, 1e-7, 1e-30, "gelu %d tails y  %s", a, bn);
+        check(gd, wd, 6, 1e-7, 1e-30, "gelu %d tails dx %s", a, bn);
     }
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
+PER_BACKEND(special_values)
 
 /* Element by element: |got − want| <= rtol·|want| + atol, infinities exactly (with their sign),
  * NaN only where NaN is wanted. */
@@ -1132,9 +1103,8 @@ static void check_each(const char *what, const float *got, const float *want, in
  * subnormals, a zero RMSNorm row. Expected values: float64 (torch) rounded to float; the
  * tolerance 1e-5 relative covers exp(−90) = 8e-40 being subnormal inside the SIMD sigmoid
  * (1.7e-6 measured), 1e-40 absolute the tail below that. */
-static void test_special_values_llama(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void special_values_llama(size_t bi) {
+    tu_need_backend(ALL[bi]);
     enum { NS = 13 };
     const float x[NS] = {-INFINITY, -1e30f, -100.0f, -90.0f, -0.0f, 1e-30f, 90.0f,
                          1e30f,     INFINITY, 3e38f, -3e38f, NAN,   -1.2784645f};
@@ -1144,52 +1114,50 @@ static void test_special_values_llama(void **state) {
                           1.0f, 1.0f, 1.0f, -0.0f, NAN, 0.0f};
     float ones[NS], y[NS], d[NS];
     for (int i = 0; i < NS; i++) ones[i] = 1.0f;
-    for (size_t bi = 0; bi < NBACKENDS; bi++) {
-        if (!use_backend(bi)) continue;
-        const char *bn = attn_backend_name(ALL[bi]);
-        char what[96];
-        assert_int_equal(attn_act_forward(ATTN_ACT_SILU, NS, x, y), ATTN_STATUS_OK);
-        assert_int_equal(attn_act_backward(ATTN_ACT_SILU, NS, x, ones, d), ATTN_STATUS_OK);
-        snprintf(what, sizeof what, "silu extremes y  %s", bn);
-        check_each(what, y, wy, NS, 1e-5, 1e-40);
-        /* silu'(−1.2785) = 0 exactly in theory: only an absolute bound means anything */
-        snprintf(what, sizeof what, "silu extremes dx %s", bn);
-        check_each(what, d, wd, NS, 1e-5, 1e-6);
+    assert_int_equal(attn_set_backend(ALL[bi]), ATTN_STATUS_OK);
+    const char *bn = attn_backend_name(ALL[bi]);
+    char what[96];
+    assert_int_equal(attn_act_forward(ATTN_ACT_SILU, NS, x, y), ATTN_STATUS_OK);
+    assert_int_equal(attn_act_backward(ATTN_ACT_SILU, NS, x, ones, d), ATTN_STATUS_OK);
+    snprintf(what, sizeof what, "silu extremes y  %s", bn);
+    check_each(what, y, wy, NS, 1e-5, 1e-40);
+    /* silu'(−1.2785) = 0 exactly in theory: only an absolute bound means anything */
+    snprintf(what, sizeof what, "silu extremes dx %s", bn);
+    check_each(what, d, wd, NS, 1e-5, 1e-6);
 
-        /* SwiGLU at the extremes: u = 2 */
-        float g4[4] = {-INFINITY, -1e30f, 1e30f, INFINITY}, u4[4] = {2, 2, 2, 2}, h4[4];
-        float dg4[4], du4[4], one4[4] = {1, 1, 1, 1};
-        const float wh[4] = {-0.0f, -0.0f, 2e30f, INFINITY}, wdg[4] = {0, 0, 2, 2};
-        const float wdu[4] = {-0.0f, -0.0f, 1e30f, INFINITY};
-        assert_int_equal(attn_glu_forward(ATTN_ACT_SILU, 1, 4, g4, 4, u4, 4, h4, 4),
-                         ATTN_STATUS_OK);
-        assert_int_equal(attn_glu_backward(ATTN_ACT_SILU, 1, 4, g4, 4, u4, 4, one4, 4, dg4, 4, du4,
-                                           4),
-                         ATTN_STATUS_OK);
-        snprintf(what, sizeof what, "swiglu extremes h  %s", bn);
-        check_each(what, h4, wh, 4, 1e-6, 0);
-        snprintf(what, sizeof what, "swiglu extremes dg %s", bn);
-        check_each(what, dg4, wdg, 4, 1e-6, 0);
-        snprintf(what, sizeof what, "swiglu extremes du %s", bn);
-        check_each(what, du4, wdu, 4, 1e-6, 0);
+    /* SwiGLU at the extremes: u = 2 */
+    float g4[4] = {-INFINITY, -1e30f, 1e30f, INFINITY}, u4[4] = {2, 2, 2, 2}, h4[4];
+    float dg4[4], du4[4], one4[4] = {1, 1, 1, 1};
+    const float wh[4] = {-0.0f, -0.0f, 2e30f, INFINITY}, wdg[4] = {0, 0, 2, 2};
+    const float wdu[4] = {-0.0f, -0.0f, 1e30f, INFINITY};
+    assert_int_equal(attn_glu_forward(ATTN_ACT_SILU, 1, 4, g4, 4, u4, 4, h4, 4),
+                     ATTN_STATUS_OK);
+    assert_int_equal(attn_glu_backward(ATTN_ACT_SILU, 1, 4, g4, 4, u4, 4, one4, 4, dg4, 4, du4,
+                                       4),
+                     ATTN_STATUS_OK);
+    snprintf(what, sizeof what, "swiglu extremes h  %s", bn);
+    check_each(what, h4, wh, 4, 1e-6, 0);
+    snprintf(what, sizeof what, "swiglu extremes dg %s", bn);
+    check_each(what, dg4, wdg, 4, 1e-6, 0);
+    snprintf(what, sizeof what, "swiglu extremes du %s", bn);
+    check_each(what, du4, wdu, 4, 1e-6, 0);
 
-        /* RMSNorm: a zero row gives y = 0 and rstd = 1/sqrt(eps); a row of 1e18 (x² = 1e36,
-         * still finite in float) gives ±w */
-        float z[2 * 19], zy[2 * 19], zr[2], wz[2 * 19];
-        for (int j = 0; j < 19; j++) {
-            z[j] = 0.0f, wz[j] = 0.0f;
-            z[19 + j] = j % 2 ? -1e18f : 1e18f, wz[19 + j] = j % 2 ? -1.0f : 1.0f;
-        }
-        assert_int_equal(attn_rmsnorm_forward(2, 19, z, NULL, 1e-6f, zy, zr), ATTN_STATUS_OK);
-        snprintf(what, sizeof what, "rmsnorm zero / huge rows %s", bn);
-        check_each(what, zy, wz, 2 * 19, 1e-6, 0);
-        const float wr[2] = {(float)(1.0 / sqrt((double)1e-6f)), 1e-18f};
-        snprintf(what, sizeof what, "rmsnorm zero / huge rows rstd %s", bn);
-        check_each(what, zr, wr, 2, 1e-6, 0);
+    /* RMSNorm: a zero row gives y = 0 and rstd = 1/sqrt(eps); a row of 1e18 (x² = 1e36,
+     * still finite in float) gives ±w */
+    float z[2 * 19], zy[2 * 19], zr[2], wz[2 * 19];
+    for (int j = 0; j < 19; j++) {
+        z[j] = 0.0f, wz[j] = 0.0f;
+        z[19 + j] = j % 2 ? -1e18f : 1e18f, wz[19 + j] = j % 2 ? -1.0f : 1.0f;
     }
+    assert_int_equal(attn_rmsnorm_forward(2, 19, z, NULL, 1e-6f, zy, zr), ATTN_STATUS_OK);
+    snprintf(what, sizeof what, "rmsnorm zero / huge rows %s", bn);
+    check_each(what, zy, wz, 2 * 19, 1e-6, 0);
+    const float wr[2] = {(float)(1.0 / sqrt((double)1e-6f)), 1e-18f};
+    snprintf(what, sizeof what, "rmsnorm zero / huge rows rstd %s", bn);
+    check_each(what, zr, wr, 2, 1e-6, 0);
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
+PER_BACKEND(special_values_llama)
 
 /* ---- (d) invalid arguments --------------------------------------------------------------- */
 
@@ -1322,21 +1290,45 @@ static void test_bad_arguments(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_torch_softmax),
-        cmocka_unit_test(test_torch_layernorm),
-        cmocka_unit_test(test_torch_activations),
-        cmocka_unit_test(test_torch_embedding),
-        cmocka_unit_test(test_torch_cross_entropy),
-        cmocka_unit_test(test_torch_rmsnorm),
-        cmocka_unit_test(test_torch_rope),
-        cmocka_unit_test(test_torch_glu),
+        cmocka_unit_test(test_torch_softmax_ref),
+        cmocka_unit_test(test_torch_softmax_avx2),
+        cmocka_unit_test(test_torch_softmax_avx512),
+        cmocka_unit_test(test_torch_layernorm_ref),
+        cmocka_unit_test(test_torch_layernorm_avx2),
+        cmocka_unit_test(test_torch_layernorm_avx512),
+        cmocka_unit_test(test_torch_activations_ref),
+        cmocka_unit_test(test_torch_activations_avx2),
+        cmocka_unit_test(test_torch_activations_avx512),
+        cmocka_unit_test(test_torch_embedding_ref),
+        cmocka_unit_test(test_torch_embedding_avx2),
+        cmocka_unit_test(test_torch_embedding_avx512),
+        cmocka_unit_test(test_torch_cross_entropy_ref),
+        cmocka_unit_test(test_torch_cross_entropy_avx2),
+        cmocka_unit_test(test_torch_cross_entropy_avx512),
+        cmocka_unit_test(test_torch_rmsnorm_ref),
+        cmocka_unit_test(test_torch_rmsnorm_avx2),
+        cmocka_unit_test(test_torch_rmsnorm_avx512),
+        cmocka_unit_test(test_torch_rope_ref),
+        cmocka_unit_test(test_torch_rope_avx2),
+        cmocka_unit_test(test_torch_rope_avx512),
+        cmocka_unit_test(test_torch_glu_ref),
+        cmocka_unit_test(test_torch_glu_avx2),
+        cmocka_unit_test(test_torch_glu_avx512),
         cmocka_unit_test(test_finite_differences),
-        cmocka_unit_test(test_simd_vs_ref),
-        cmocka_unit_test(test_glu_simd_vs_ref),
-        cmocka_unit_test(test_rope_simd_vs_ref),
-        cmocka_unit_test(test_embedding_simd_vs_ref),
-        cmocka_unit_test(test_special_values),
-        cmocka_unit_test(test_special_values_llama),
+        cmocka_unit_test(test_simd_vs_ref_avx2),
+        cmocka_unit_test(test_simd_vs_ref_avx512),
+        cmocka_unit_test(test_glu_simd_vs_ref_avx2),
+        cmocka_unit_test(test_glu_simd_vs_ref_avx512),
+        cmocka_unit_test(test_rope_simd_vs_ref_avx2),
+        cmocka_unit_test(test_rope_simd_vs_ref_avx512),
+        cmocka_unit_test(test_embedding_simd_vs_ref_avx2),
+        cmocka_unit_test(test_embedding_simd_vs_ref_avx512),
+        cmocka_unit_test(test_special_values_ref),
+        cmocka_unit_test(test_special_values_avx2),
+        cmocka_unit_test(test_special_values_avx512),
+        cmocka_unit_test(test_special_values_llama_ref),
+        cmocka_unit_test(test_special_values_llama_avx2),
+        cmocka_unit_test(test_special_values_llama_avx512),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

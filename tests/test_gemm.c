@@ -21,9 +21,9 @@
 #define RTOL 1e-5
 #define SWEEP_TOL 1e-6
 
-static const attn_backend SIMD_BACKENDS[] = {ATTN_BACKEND_AVX2, ATTN_BACKEND_AVX512};
-static const attn_backend ALL_BACKENDS[] = {ATTN_BACKEND_REF, ATTN_BACKEND_AVX2,
-                                            ATTN_BACKEND_AVX512};
+/* Every check that runs on one backend is its own cmocka test per backend (PER_SIMD_BACKEND,
+ * PER_BACKEND below), which starts with tu_need_backend: a backend this CPU lacks is skipped
+ * alone, as a hardware skip, and the data are drawn from the same seeds in each. */
 static const char *const ACT_NAMES[] = {"none", "relu", "gelu_tanh", "gelu_erf", "silu"};
 #define NACTS ((int)(sizeof ACT_NAMES / sizeof ACT_NAMES[0]))
 
@@ -42,9 +42,9 @@ static float *alloc_f(size_t n) {
     return p;
 }
 
-/* Run one shape on the reference and on every available SIMD backend and compare. The whole C
- * buffer including the ldc padding is compared, so writes outside the matrix are caught too. */
-static void compare_shape(const gshape *s, tu_rng *rng) {
+/* Run one shape on the reference and on the SIMD backend be and compare. The whole C buffer
+ * including the ldc padding is compared, so writes outside the matrix are caught too. */
+static void compare_shape(const gshape *s, tu_rng *rng, attn_backend be) {
     int ra = s->ta ? s->K : s->M, ca = s->ta ? s->M : s->K;
     int rb = s->tb ? s->N : s->K, cb = s->tb ? s->K : s->N;
     int lda = (ca > 0 ? ca : 1) + s->pad, ldb = (cb > 0 ? cb : 1) + s->pad, ldc = s->N + s->pad;
@@ -69,26 +69,23 @@ static void compare_shape(const gshape *s, tu_rng *rng) {
     assert_int_equal(attn_gemm(s->ta, s->tb, s->M, s->N, s->K, s->alpha, A, lda, B, ldb, s->beta,
                                Cref, ldc, s->bias ? bias : NULL, s->act),
                      ATTN_STATUS_OK);
-    for (size_t b = 0; b < sizeof SIMD_BACKENDS / sizeof SIMD_BACKENDS[0]; b++) {
-        if (!attn_backend_available(SIMD_BACKENDS[b])) continue;
-        assert_int_equal(attn_set_backend(SIMD_BACKENDS[b]), ATTN_STATUS_OK);
-        memcpy(Cgot, C0, nc * sizeof(float));
-        assert_int_equal(attn_gemm(s->ta, s->tb, s->M, s->N, s->K, s->alpha, A, lda, B, ldb,
-                                   s->beta, Cgot, ldc, s->bias ? bias : NULL, s->act),
-                         ATTN_STATUS_OK);
-        char label[200];
-        snprintf(label, sizeof label, "%s %s", attn_backend_name(SIMD_BACKENDS[b]), what);
-        /* Padding must be bit-identical; compare it separately with zero tolerance. */
-        for (int i = 0; i < s->M; i++)
-            for (int j = s->N; j < ldc; j++)
-                if (memcmp(&Cgot[(size_t)i * ldc + j], &C0[(size_t)i * ldc + j], sizeof(float))) {
-                    printf("  %s: padding of C written at (%d, %d)\n", label, i, j);
-                    tu_failures++;
-                    i = s->M;
-                    break;
-                }
-        tu_close(label, Cgot, Cref, nc, RTOL, 0.0);
-    }
+    assert_int_equal(attn_set_backend(be), ATTN_STATUS_OK);
+    memcpy(Cgot, C0, nc * sizeof(float));
+    assert_int_equal(attn_gemm(s->ta, s->tb, s->M, s->N, s->K, s->alpha, A, lda, B, ldb, s->beta,
+                               Cgot, ldc, s->bias ? bias : NULL, s->act),
+                     ATTN_STATUS_OK);
+    char label[200];
+    snprintf(label, sizeof label, "%s %s", attn_backend_name(be), what);
+    /* Padding must be bit-identical; compare it separately with zero tolerance. */
+    for (int i = 0; i < s->M; i++)
+        for (int j = s->N; j < ldc; j++)
+            if (memcmp(&Cgot[(size_t)i * ldc + j], &C0[(size_t)i * ldc + j], sizeof(float))) {
+                printf("  %s: padding of C written at (%d, %d)\n", label, i, j);
+                tu_failures++;
+                i = s->M;
+                break;
+            }
+    tu_close(label, Cgot, Cref, nc, RTOL, 0.0);
     attn_set_backend(ATTN_BACKEND_AUTO);
     attn_free(A);
     attn_free(B);
@@ -98,10 +95,27 @@ static void compare_shape(const gshape *s, tu_rng *rng) {
     attn_free(bias);
 }
 
+/* test_NAME_avx2 and test_NAME_avx512: NAME(backend) on one SIMD backend each. */
+#define PER_SIMD_BACKEND(name)                                                                   \
+    static void test_##name##_avx2(void **state) {                                               \
+        (void)state;                                                                             \
+        name(ATTN_BACKEND_AVX2);                                                                 \
+    }                                                                                            \
+    static void test_##name##_avx512(void **state) {                                             \
+        (void)state;                                                                             \
+        name(ATTN_BACKEND_AVX512);                                                               \
+    }
+/* test_NAME_ref, test_NAME_avx2 and test_NAME_avx512. */
+#define PER_BACKEND(name)                                                                        \
+    static void test_##name##_ref(void **state) {                                                \
+        (void)state;                                                                             \
+        name(ATTN_BACKEND_REF);                                                                  \
+    }                                                                                            \
+    PER_SIMD_BACKEND(name)
+
 /* Odd sizes around the register-tile edges, every transpose and epilogue. */
-static void test_simd_vs_ref_small(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void simd_vs_ref_small(attn_backend be) {
+    tu_need_backend(be);
     tu_rng rng = {0x9e3779b97f4a7c15ull};
     static const int sizes[] = {1, 7, 17, 33, 100, 257};
     int n = 0;
@@ -117,42 +131,40 @@ static void test_simd_vs_ref_small(void **state) {
                 s.pad = (n % 5 == 0) ? 3 : (n % 7 == 0) ? 16 : 0;
                 s.beta = (n % 4 == 0) ? 0.0f : (n % 4 == 1) ? 1.0f : -0.75f;
                 s.alpha = (n % 6 == 5) ? -1.5f : 1.0f;
-                compare_shape(&s, &rng);
+                compare_shape(&s, &rng, be);
                 n++;
             }
-    TU_END();
 }
+PER_SIMD_BACKEND(simd_vs_ref_small)
 
 /* Every transpose × activation on one mid-size shape; K = 0; alpha = 0; threads 1, 2, 3. */
-static void test_simd_vs_ref_variants(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void simd_vs_ref_variants(attn_backend be) {
+    tu_need_backend(be);
     tu_rng rng = {12345};
     for (int t = 0; t < 4; t++)
         for (int a = 0; a < NACTS; a++) {
             gshape s = {45, 70, 129, t & 1, t >> 1, 0.75f, 0.5f, true, (attn_act)a, 1};
-            compare_shape(&s, &rng);
+            compare_shape(&s, &rng, be);
         }
     gshape k0 = {33, 65, 0, false, false, 1.0f, 0.5f, true, ATTN_ACT_GELU_ERF, 2};
-    compare_shape(&k0, &rng);
+    compare_shape(&k0, &rng, be);
     gshape k0b = {33, 65, 0, true, true, 1.0f, 0.0f, false, ATTN_ACT_NONE, 0};
-    compare_shape(&k0b, &rng);
+    compare_shape(&k0b, &rng, be);
     gshape a0 = {33, 65, 17, false, true, 0.0f, 2.0f, true, ATTN_ACT_RELU, 0};
-    compare_shape(&a0, &rng);
+    compare_shape(&a0, &rng, be);
     for (int th = 1; th <= 3; th++) {
         attn_set_num_threads(th);
         gshape s = {150, 190, 130, false, true, 1.0f, 0.0f, true, ATTN_ACT_GELU_TANH, 0};
-        compare_shape(&s, &rng);
+        compare_shape(&s, &rng, be);
     }
     attn_set_num_threads(0);
-    TU_END();
 }
+PER_SIMD_BACKEND(simd_vs_ref_variants)
 
 /* Shapes that cross every cache block (K > KC, M > MC, N > NC) and both thread splits (along M,
  * and along N when M is a single register tile). */
-static void test_simd_vs_ref_blocked(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void simd_vs_ref_blocked(attn_backend be) {
+    tu_need_backend(be);
     tu_rng rng = {777};
     const gshape shapes[] = {
         {300, 1600, 700, false, false, 1.0f, 0.0f, true, ATTN_ACT_NONE, 0},
@@ -174,16 +186,15 @@ static void test_simd_vs_ref_blocked(void **state) {
         {30, 200, 400, false, true, 1.0f, 0.0f, false, ATTN_ACT_NONE, 0},
     };
     const gshape *use = tu_valgrind() ? small : shapes;
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) compare_shape(&use[i], &rng);
-    TU_END();
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) compare_shape(&use[i], &rng, be);
 }
+PER_SIMD_BACKEND(simd_vs_ref_blocked)
 
 /* Every row count of the packed path's last panel: M from 9 to 9 + 2·14 covers remainders 1..14 of
  * the AVX-512 kernel's 14-row panels and 1..6 of AVX2's 6-row ones (one kernel per row count),
  * with both thread splits (M over threads, or N), odd N and K, beta, bias and an activation. */
-static void test_simd_vs_ref_every_row_count(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void simd_vs_ref_every_row_count(attn_backend be) {
+    tu_need_backend(be);
     tu_rng rng = {31337};
     for (int th = 1; th <= 2; th++) {
         attn_set_num_threads(th);
@@ -193,20 +204,19 @@ static void test_simd_vs_ref_every_row_count(void **state) {
             const int K = th == 1 ? 37 : tu_valgrind() ? 40 : 260;
             gshape s = {M, N, K, M % 3 == 0, M % 2 == 0, 1.0f, M % 4 == 0 ? 1.0f : 0.0f,
                         M % 5 != 0, (attn_act)((M / 3) % NACTS), 0};
-            compare_shape(&s, &rng);
+            compare_shape(&s, &rng, be);
         }
     }
     attn_set_num_threads(1);
-    TU_END();
 }
+PER_SIMD_BACKEND(simd_vs_ref_every_row_count)
 
 /* The small-M path (M <= 8: generation's one-token products, which stream B once from its own
  * layout with the columns split across threads): every M from 1 to 9 (9 takes the packed path),
  * both layouts of B, odd and vector-multiple N and K (K tails of the 4-row unroll and of the
  * vector), a transposed A, ld padding, alpha/beta/bias/activations, and 1 to 3 threads. */
-static void test_simd_vs_ref_small_m(void **state) {
-    (void)state;
-    TU_BEGIN();
+static void simd_vs_ref_small_m(attn_backend be) {
+    tu_need_backend(be);
     tu_rng rng = {4242};
     int n = 0;
     for (int th = 1; th <= 3; th++) {
@@ -227,7 +237,7 @@ static void test_simd_vs_ref_small_m(void **state) {
                 s.pad = n % 4 == 0 ? 5 : 0;
                 s.beta = n % 5 == 0 ? 0.0f : n % 5 == 1 ? 1.0f : -0.5f;
                 s.alpha = n % 7 == 3 ? -2.0f : 1.0f;
-                compare_shape(&s, &rng);
+                compare_shape(&s, &rng, be);
             }
         }
     }
@@ -240,11 +250,11 @@ static void test_simd_vs_ref_small_m(void **state) {
         lm.K = 76;
         fc.K = 76;
     }
-    compare_shape(&lm, &rng);
-    compare_shape(&fc, &rng);
+    compare_shape(&lm, &rng, be);
+    compare_shape(&fc, &rng, be);
     attn_set_num_threads(0);
-    TU_END();
 }
+PER_SIMD_BACKEND(simd_vs_ref_small_m)
 
 /* ---- against PyTorch ------------------------------------------------------------------------ */
 
@@ -312,9 +322,9 @@ static void check_sweep(const char *what, const float *got, const float *want, s
     }
 }
 
-static void test_against_pytorch(void **state) {
-    (void)state;
-    TU_BEGIN();
+/* Every case on backend be. */
+static void against_pytorch(attn_backend be) {
+    tu_need_backend(be);
     attn_st_file *f = NULL;
     const char *path = tu_ref_path("gemm.safetensors");
     if (attn_st_open(path, &f) != ATTN_STATUS_OK)
@@ -331,22 +341,19 @@ static void test_against_pytorch(void **state) {
         float *bias = load_t(f, i, "bias", true);
         size_t nc = (size_t)c.M * c.ldc;
         float *C = alloc_f(nc);
-        for (size_t b = 0; b < sizeof ALL_BACKENDS / sizeof ALL_BACKENDS[0]; b++) {
-            if (!attn_backend_available(ALL_BACKENDS[b])) continue;
-            assert_int_equal(attn_set_backend(ALL_BACKENDS[b]), ATTN_STATUS_OK);
-            memcpy(C, C0, nc * sizeof(float));
-            attn_status s = attn_gemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, A, c.lda, B, c.ldb,
-                                      c.beta, C, c.ldc, bias, c.act);
-            if (s != ATTN_STATUS_OK) fail_msg("case %d: %s", i, attn_last_error());
-            char what[160];
-            snprintf(what, sizeof what, "torch %s #%d %dx%dx%d %c%c %s%s",
-                     attn_backend_name(ALL_BACKENDS[b]), i, c.M, c.N, c.K, c.ta ? 'T' : 'N',
-                     c.tb ? 'T' : 'N', bias ? "bias " : "", ACT_NAMES[c.act]);
-            if (c.sweep)
-                check_sweep(what, C, want, nc, SWEEP_TOL);
-            else
-                tu_close(what, C, want, nc, RTOL, 0.0);
-        }
+        assert_int_equal(attn_set_backend(be), ATTN_STATUS_OK);
+        memcpy(C, C0, nc * sizeof(float));
+        attn_status s = attn_gemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, A, c.lda, B, c.ldb, c.beta,
+                                  C, c.ldc, bias, c.act);
+        if (s != ATTN_STATUS_OK) fail_msg("case %d: %s", i, attn_last_error());
+        char what[160];
+        snprintf(what, sizeof what, "torch %s #%d %dx%dx%d %c%c %s%s", attn_backend_name(be), i,
+                 c.M, c.N, c.K, c.ta ? 'T' : 'N', c.tb ? 'T' : 'N', bias ? "bias " : "",
+                 ACT_NAMES[c.act]);
+        if (c.sweep)
+            check_sweep(what, C, want, nc, SWEEP_TOL);
+        else
+            tu_close(what, C, want, nc, RTOL, 0.0);
         attn_set_backend(ATTN_BACKEND_AUTO);
         attn_free(A);
         attn_free(B);
@@ -357,8 +364,8 @@ static void test_against_pytorch(void **state) {
     }
     attn_st_close(f);
     if (ncases == 0) fail_msg("%s holds no cases", path);
-    TU_END();
 }
+PER_BACKEND(against_pytorch)
 
 /* ---- the SiLU epilogue on every path ------------------------------------------------------ */
 
@@ -382,81 +389,100 @@ static void check_silu_of(const char *what, const float *pre, const float *got, 
     attn_free(want);
 }
 
-static void test_silu_epilogue(void **state) {
-    (void)state;
-    TU_BEGIN();
+/* The products above at M = 37, 5, 1 (blocked and small-M paths, direct and pre-packed B) in
+ * precision p on the current backend (bn: its name). Each test draws its data from the same
+ * seed, so every backend and precision gets the same A, B and bias. */
+static void silu_products(const char *bn, attn_precision p) {
     tu_rng rng = {0x51lu};
     static const int MS[] = {37, 5, 1};
     const int N = 70, K = 45;
-    for (size_t b = 0; b < sizeof ALL_BACKENDS / sizeof ALL_BACKENDS[0]; b++) {
-        if (!attn_backend_available(ALL_BACKENDS[b])) continue;
-        assert_int_equal(attn_set_backend(ALL_BACKENDS[b]), ATTN_STATUS_OK);
-        const char *bn = attn_backend_name(ALL_BACKENDS[b]);
-        for (size_t mi = 0; mi < sizeof MS / sizeof MS[0]; mi++) {
-            const int M = MS[mi];
-            float *A = alloc_f((size_t)M * K), *B = alloc_f((size_t)N * K);
-            float *bias = alloc_f(N), *pre = alloc_f((size_t)M * N), *C = alloc_f((size_t)M * N);
-            /* pre-activations over about [-12, 12]: both tails and the minimum near -1.28 */
-            tu_fill(&rng, A, (size_t)M * K, -1.0f, 1.0f);
-            tu_fill(&rng, B, (size_t)N * K, -1.0f, 1.0f);
-            tu_fill(&rng, bias, N, -4.0f, 4.0f);
-            char what[96];
-            for (int prec = 0; prec < 2; prec++) {
-                const attn_precision p = prec ? ATTN_PRECISION_BF16 : ATTN_PRECISION_F32;
-                if (!attn_precision_available(p)) continue;
-                const char *pn = attn_precision_name(p);
-                assert_int_equal(attn_gemm_precision(false, true, M, N, K, 2.0f, A, K, B, K, 0.0f,
-                                                     pre, N, bias, ATTN_ACT_NONE, p),
-                                 ATTN_STATUS_OK);
-                assert_int_equal(attn_gemm_precision(false, true, M, N, K, 2.0f, A, K, B, K, 0.0f,
-                                                     C, N, bias, ATTN_ACT_SILU, p),
-                                 ATTN_STATUS_OK);
-                snprintf(what, sizeof what, "silu epilogue %s %s M=%d", pn, bn, M);
-                check_silu_of(what, pre, C, (size_t)M * N);
-                attn_gemm_packed_b pb;
-                assert_int_equal(attn_gemm_pack_b_precision(true, K, N, B, K, p, &pb),
-                                 ATTN_STATUS_OK);
-                assert_int_equal(attn_gemm_packed(false, M, N, K, 2.0f, A, K, &pb, 0.0f, pre, N,
-                                                  bias, ATTN_ACT_NONE),
-                                 ATTN_STATUS_OK);
-                assert_int_equal(attn_gemm_packed(false, M, N, K, 2.0f, A, K, &pb, 0.0f, C, N,
-                                                  bias, ATTN_ACT_SILU),
-                                 ATTN_STATUS_OK);
-                attn_gemm_packed_b_free(&pb);
-                snprintf(what, sizeof what, "silu epilogue packed %s %s M=%d", pn, bn, M);
-                check_silu_of(what, pre, C, (size_t)M * N);
+    const char *pn = attn_precision_name(p);
+    for (size_t mi = 0; mi < sizeof MS / sizeof MS[0]; mi++) {
+        const int M = MS[mi];
+        float *A = alloc_f((size_t)M * K), *B = alloc_f((size_t)N * K);
+        float *bias = alloc_f(N), *pre = alloc_f((size_t)M * N), *C = alloc_f((size_t)M * N);
+        /* pre-activations over about [-12, 12]: both tails and the minimum near -1.28 */
+        tu_fill(&rng, A, (size_t)M * K, -1.0f, 1.0f);
+        tu_fill(&rng, B, (size_t)N * K, -1.0f, 1.0f);
+        tu_fill(&rng, bias, N, -4.0f, 4.0f);
+        char what[96];
+        assert_int_equal(attn_gemm_precision(false, true, M, N, K, 2.0f, A, K, B, K, 0.0f, pre, N,
+                                             bias, ATTN_ACT_NONE, p),
+                         ATTN_STATUS_OK);
+        assert_int_equal(attn_gemm_precision(false, true, M, N, K, 2.0f, A, K, B, K, 0.0f, C, N,
+                                             bias, ATTN_ACT_SILU, p),
+                         ATTN_STATUS_OK);
+        snprintf(what, sizeof what, "silu epilogue %s %s M=%d", pn, bn, M);
+        check_silu_of(what, pre, C, (size_t)M * N);
+        attn_gemm_packed_b pb;
+        assert_int_equal(attn_gemm_pack_b_precision(true, K, N, B, K, p, &pb), ATTN_STATUS_OK);
+        assert_int_equal(attn_gemm_packed(false, M, N, K, 2.0f, A, K, &pb, 0.0f, pre, N, bias,
+                                          ATTN_ACT_NONE),
+                         ATTN_STATUS_OK);
+        assert_int_equal(attn_gemm_packed(false, M, N, K, 2.0f, A, K, &pb, 0.0f, C, N, bias,
+                                          ATTN_ACT_SILU),
+                         ATTN_STATUS_OK);
+        attn_gemm_packed_b_free(&pb);
+        snprintf(what, sizeof what, "silu epilogue packed %s %s M=%d", pn, bn, M);
+        check_silu_of(what, pre, C, (size_t)M * N);
+        attn_free(A), attn_free(B), attn_free(bias), attn_free(pre), attn_free(C);
+    }
+}
+
+/* fp32 products and the extremes on backend be. */
+static void silu_epilogue(attn_backend be) {
+    tu_need_backend(be);
+    assert_int_equal(attn_set_backend(be), ATTN_STATUS_OK);
+    const char *bn = attn_backend_name(be);
+    silu_products(bn, ATTN_PRECISION_F32);
+    /* Extremes, through K = 0 and beta = 1 (C = silu(C)) on the blocked (9 rows) and the
+     * small-M (1 row) paths: −inf gives −0 (PyTorch: NaN), +inf gives +inf, NaN stays
+     * NaN, and no finite input gives NaN or inf. */
+    enum { NX = 13 };
+    const float xs[NX] = {-INFINITY, -1e30f, -100.0f, -90.0f, -0.0f, 0.0f, 1e-30f,
+                          90.0f,     1e30f,  INFINITY, 3e38f, -3e38f, NAN};
+    for (int M = 1; M <= 9; M += 8) {
+        float C[9 * NX];
+        for (int i = 0; i < M * NX; i++) C[i] = xs[i % NX];
+        assert_int_equal(attn_gemm(false, false, M, NX, 0, 1.0f, NULL, 1, NULL, NX, 1.0f, C, NX,
+                                   NULL, ATTN_ACT_SILU),
+                         ATTN_STATUS_OK);
+        int bad = 0;
+        for (int i = 0; i < M * NX; i++) {
+            const double x = xs[i % NX], w = silu_f64(x), g = C[i];
+            int ok = isnan(x)    ? isnan(g)
+                     : isinf(w) ? g == w
+                                : isfinite(g) && fabs(g - w) <= 1e-5 * fabs(w) + 1e-40;
+            if (!ok) {
+                printf("  silu(%g) = %.9g, expected %.9g FAIL\n", x, g, w);
+                bad++;
             }
-            attn_free(A), attn_free(B), attn_free(bias), attn_free(pre), attn_free(C);
         }
-        /* Extremes, through K = 0 and beta = 1 (C = silu(C)) on the blocked (9 rows) and the
-         * small-M (1 row) paths: −inf gives −0 (PyTorch: NaN), +inf gives +inf, NaN stays
-         * NaN, and no finite input gives NaN or inf. */
-        enum { NX = 13 };
-        const float xs[NX] = {-INFINITY, -1e30f, -100.0f, -90.0f, -0.0f, 0.0f, 1e-30f,
-                              90.0f,     1e30f,  INFINITY, 3e38f, -3e38f, NAN};
-        for (int M = 1; M <= 9; M += 8) {
-            float C[9 * NX];
-            for (int i = 0; i < M * NX; i++) C[i] = xs[i % NX];
-            assert_int_equal(attn_gemm(false, false, M, NX, 0, 1.0f, NULL, 1, NULL, NX, 1.0f, C,
-                                       NX, NULL, ATTN_ACT_SILU),
-                             ATTN_STATUS_OK);
-            int bad = 0;
-            for (int i = 0; i < M * NX; i++) {
-                const double x = xs[i % NX], w = silu_f64(x), g = C[i];
-                int ok = isnan(x)    ? isnan(g)
-                         : isinf(w) ? g == w
-                                    : isfinite(g) && fabs(g - w) <= 1e-5 * fabs(w) + 1e-40;
-                if (!ok) {
-                    printf("  silu(%g) = %.9g, expected %.9g FAIL\n", x, g, w);
-                    bad++;
-                }
-            }
-            printf("  silu epilogue extremes %s M=%d %s\n", bn, M, bad ? "FAIL" : "ok");
-            tu_failures += bad;
-        }
+        printf("  silu epilogue extremes %s M=%d %s\n", bn, M, bad ? "FAIL" : "ok");
+        tu_failures += bad;
     }
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
+}
+PER_BACKEND(silu_epilogue)
+
+/* The bfloat16 products on backend be: the ref backend's reference (gemm_bf16.c) always runs;
+ * avx512 needs AVX512-BF16 (a hardware skip without it); avx2 has no BF16 GEMM. */
+static void silu_epilogue_bf16(attn_backend be) {
+    tu_need_backend(be);
+    assert_int_equal(attn_set_backend(be), ATTN_STATUS_OK);
+    tu_need_bf16();
+    silu_products(attn_backend_name(be), ATTN_PRECISION_BF16);
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+
+static void test_silu_epilogue_bf16_ref(void **state) {
+    (void)state;
+    silu_epilogue_bf16(ATTN_BACKEND_REF);
+}
+
+static void test_silu_epilogue_bf16_avx512(void **state) {
+    (void)state;
+    silu_epilogue_bf16(ATTN_BACKEND_AVX512);
 }
 
 /* ---- bad arguments ------------------------------------------------------------------------ */
@@ -505,17 +531,25 @@ static void test_bad_arguments(void **state) {
 }
 
 int main(void) {
-    for (size_t b = 0; b < sizeof ALL_BACKENDS / sizeof ALL_BACKENDS[0]; b++)
-        printf("backend %-6s %s\n", attn_backend_name(ALL_BACKENDS[b]),
-               attn_backend_available(ALL_BACKENDS[b]) ? "available" : "not available (skipped)");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_simd_vs_ref_small),
-        cmocka_unit_test(test_simd_vs_ref_variants),
-        cmocka_unit_test(test_simd_vs_ref_blocked),
-        cmocka_unit_test(test_simd_vs_ref_every_row_count),
-        cmocka_unit_test(test_simd_vs_ref_small_m),
-        cmocka_unit_test(test_silu_epilogue),
-        cmocka_unit_test(test_against_pytorch),
+        cmocka_unit_test(test_simd_vs_ref_small_avx2),
+        cmocka_unit_test(test_simd_vs_ref_small_avx512),
+        cmocka_unit_test(test_simd_vs_ref_variants_avx2),
+        cmocka_unit_test(test_simd_vs_ref_variants_avx512),
+        cmocka_unit_test(test_simd_vs_ref_blocked_avx2),
+        cmocka_unit_test(test_simd_vs_ref_blocked_avx512),
+        cmocka_unit_test(test_simd_vs_ref_every_row_count_avx2),
+        cmocka_unit_test(test_simd_vs_ref_every_row_count_avx512),
+        cmocka_unit_test(test_simd_vs_ref_small_m_avx2),
+        cmocka_unit_test(test_simd_vs_ref_small_m_avx512),
+        cmocka_unit_test(test_silu_epilogue_ref),
+        cmocka_unit_test(test_silu_epilogue_avx2),
+        cmocka_unit_test(test_silu_epilogue_avx512),
+        cmocka_unit_test(test_silu_epilogue_bf16_ref),
+        cmocka_unit_test(test_silu_epilogue_bf16_avx512),
+        cmocka_unit_test(test_against_pytorch_ref),
+        cmocka_unit_test(test_against_pytorch_avx2),
+        cmocka_unit_test(test_against_pytorch_avx512),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
