@@ -411,7 +411,6 @@ static void run_model(const char *name) {
 
 static void test_llama(void **state) {
     (void)state;
-    TU_BEGIN();
     if (attn_st_open(tu_ref_path("compose.safetensors"), &REF))
         fail_msg("%s (run tools/ref_compose.py; tests/run.sh does)", attn_last_error());
     const char *models = attn_st_metadata(REF, "models");
@@ -434,7 +433,6 @@ static void test_llama(void **state) {
     attn_set_backend(ATTN_BACKEND_AUTO);
     attn_st_close(REF);
     REF = NULL;
-    TU_END();
 }
 
 int main(void) {

@@ -251,7 +251,6 @@ static int32_t *opt_i32(const char *prefix, const char *name) {
 
 static void test_linear(void **state) {
     (void)state;
-    TU_BEGIN();
     const int n = ncases("lin");
     for (size_t bi = 0; bi < NB; bi++) {
         if (!use_backend(bi)) continue;
@@ -341,14 +340,12 @@ static void test_linear(void **state) {
         }
     }
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
 
 /* Packed weights are a copy, used by forwards outside training on the backend they were packed
  * for, and never by a backward; the few-rows option stays within rounding of the plain path. */
 static void test_linear_packed(void **state) {
     (void)state;
-    TU_BEGIN();
     const int M = 20, K = 48, N = 40;
     tu_rng r = {42};
     float *x = falloc((size_t)M * K), *w = falloc((size_t)N * K), *b = falloc(N);
@@ -464,14 +461,12 @@ static void test_linear_packed(void **state) {
     }
     attn_free(x), attn_free(w), attn_free(b), attn_free(y_old), attn_free(y_new), attn_free(y);
     attn_free(dy);
-    TU_END();
 }
 
 /* ==== norms ================================================================================== */
 
 static void test_norm(void **state) {
     (void)state;
-    TU_BEGIN();
     const int n = ncases("norm");
     for (size_t bi = 0; bi < NB; bi++) {
         if (!use_backend(bi)) continue;
@@ -523,7 +518,6 @@ static void test_norm(void **state) {
     OK(attn_norm_kind_parse("layer_norm", "test", &nk));
     assert_int_equal(nk, ATTN_NORM_LAYER);
     assert_string_equal(attn_norm_kind_name(ATTN_NORM_RMS), "rms_norm");
-    TU_END();
 }
 
 /* ==== feed-forward =========================================================================== */
@@ -575,7 +569,6 @@ static void ffn_free(ffn_layout *L) {
 
 static void test_ffn(void **state) {
     (void)state;
-    TU_BEGIN();
     const int n = ncases("ffn");
     static const char *const NAMES[6] = {"w_up", "b_up", "w_gate", "b_gate", "w_down", "b_down"};
     for (size_t bi = 0; bi < NB; bi++) {
@@ -648,7 +641,6 @@ static void test_ffn(void **state) {
         }
     }
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
 
 /* ==== attention ============================================================================== */
@@ -906,7 +898,6 @@ static void attn_run(const acase *c, const adata *d, int mode, int k) {
 
 static void test_attention(void **state) {
     (void)state;
-    TU_BEGIN();
     const int n = ncases("attn");
     for (size_t bi = 0; bi < NB; bi++) {
         if (!use_backend(bi)) continue;
@@ -919,7 +910,6 @@ static void test_attention(void **state) {
         }
     }
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
 
 /* A KV cache over B sequences of capacity maxT: separate k and v arrays (ld 0) or shared rows
@@ -1034,7 +1024,6 @@ static void attn_cross_cached(const acase *c, const adata *d, int mode, bool sha
 
 static void test_attention_cache(void **state) {
     (void)state;
-    TU_BEGIN();
     const int n = ncases("attn");
     int ndec = 0, ncross = 0;
     for (size_t bi = 0; bi < NB; bi++) {
@@ -1060,7 +1049,6 @@ static void test_attention_cache(void **state) {
     }
     assert_true(ndec > 0 && ncross > 0);
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
 
 /* ==== sub-layers ============================================================================= */
@@ -1210,7 +1198,6 @@ static sub_spec sub_spec_of(json_t *o) {
 
 static void test_sublayer(void **state) {
     (void)state;
-    TU_BEGIN();
     const int n = ncases("sub");
     for (size_t bi = 0; bi < NB; bi++) {
         if (!use_backend(bi)) continue;
@@ -1301,7 +1288,6 @@ static void test_sublayer(void **state) {
         }
     }
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
 
 /* ==== dropout ================================================================================ */
@@ -1657,7 +1643,6 @@ static double block_loss(const attn_nn_run *run, sub_t t[2], const attn_nn_seqs 
  * double; Richardson extrapolation of h = 1e-2 and h/2 takes the O(h²) term out). */
 static void test_finite_differences(void **state) {
     (void)state;
-    TU_BEGIN();
     const int B = 2, T = 5, C = 32, M = B * T, H = 4;
     float inv[4];
     for (size_t bi = 0; bi < NB; bi++) {
@@ -1749,7 +1734,6 @@ static void test_finite_differences(void **state) {
         }
     }
     attn_set_backend(ATTN_BACKEND_AUTO);
-    TU_END();
 }
 
 /* ==== bad arguments ========================================================================== */
