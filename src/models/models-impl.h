@@ -48,8 +48,8 @@ attn_nn_linear mdl_take_linear(mdl_layout *L, int in, int out, attn_nn_layout la
 
 /* Everything a training forward of sub-layer S keeps for backward over M rows (Mk key rows of a
  * cross-attention), from the arena (a->oom set on failure): norm output and statistics, residual
- * sum, dropout bits, and the attention's or the FFN's activations. *work grows to the
- * sub-layer's backward scratch. */
+ * sum, dropout bits, and the attention's or the FFN's activations — uninitialized: the forward
+ * writes each before anything reads it. *work grows to the sub-layer's backward scratch. */
 void mdl_sub_acts_alloc(attn_arena *a, const attn_nn_sublayer *S, int M, int Mk,
                         attn_nn_sub_acts *A, size_t *work);
 

@@ -145,17 +145,17 @@ void mdl_sub_acts_alloc(attn_arena *a, const attn_nn_sublayer *S, int M, int Mk,
                         attn_nn_sub_acts *A, size_t *work) {
     const size_t Mz = (size_t)M, Cz = (size_t)S->norm.dim, f = sizeof(float);
     memset(A, 0, sizeof *A);
-    A->ln = attn_arena_calloc(a, Mz * Cz * f);
-    A->res = attn_arena_calloc(a, Mz * Cz * f);
-    A->mean = attn_arena_calloc(a, Mz * f);
-    A->rstd = attn_arena_calloc(a, Mz * f);
-    A->mask = attn_arena_calloc(a, attn_nn_dropout_words(M, (int)Cz) * sizeof(uint64_t));
+    A->ln = attn_arena_alloc(a, Mz * Cz * f);
+    A->res = attn_arena_alloc(a, Mz * Cz * f);
+    A->mean = attn_arena_alloc(a, Mz * f);
+    A->rstd = attn_arena_alloc(a, Mz * f);
+    A->mask = attn_arena_alloc(a, attn_nn_dropout_words(M, (int)Cz) * sizeof(uint64_t));
     if (S->kind == ATTN_SUB_ATTN) {
-        A->attn.proj = attn_arena_calloc(a, attn_nn_attn_proj_floats(S->acfg, M, Mk) * f);
-        A->attn.ctx = attn_arena_calloc(a, Mz * (size_t)S->acfg->n_head * S->acfg->d_head * f);
-        A->attn.lse = attn_arena_calloc(a, Mz * (size_t)S->acfg->n_head * f);
+        A->attn.proj = attn_arena_alloc(a, attn_nn_attn_proj_floats(S->acfg, M, Mk) * f);
+        A->attn.ctx = attn_arena_alloc(a, Mz * (size_t)S->acfg->n_head * S->acfg->d_head * f);
+        A->attn.lse = attn_arena_alloc(a, Mz * (size_t)S->acfg->n_head * f);
     } else {
-        float *b = attn_arena_calloc(a, attn_nn_ffn_acts_floats(&S->ffn, M, true) * f);
+        float *b = attn_arena_alloc(a, attn_nn_ffn_acts_floats(&S->ffn, M, true) * f);
         if (b) attn_nn_ffn_acts_view(&S->ffn, M, true, b, &A->ffn);
     }
     const size_t w = attn_nn_sub_work_floats(S, M, Mk);
