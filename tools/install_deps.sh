@@ -52,3 +52,6 @@ PYEOF
     tokenizers==0.21.4 transformers==4.49.0 sentence-transformers==2.7.0; }
 # The real pretrained all-MiniLM-L6-v2 (BERT) for the BERT tests: models/all-MiniLM-L6-v2.
 sh "$ROOT/tools/get_minilm.sh"
+# llama.cpp's real tokenizer vocabularies (GGUF) and chat templates, from the pinned
+# llama-cpp-python sdist on PyPI: models/llamacpp (tokenizer and chat-template tests).
+sh "$ROOT/tools/get_llamacpp_assets.sh"
