@@ -97,12 +97,12 @@ def greedy(model, prompt):
     return np.array(out, dtype=np.int32), np.array(gaps, dtype=np.float32)
 
 
-def main():
-    outdir = sys.argv[1] if len(sys.argv) > 1 else "build/ref"
-    os.makedirs(os.path.join(outdir, "llama"), exist_ok=True)
+def run(models, outdir, name):
+    """Writes OUTDIR/NAME/<model>/ and OUTDIR/NAME.safetensors for models (MODELS' layout)."""
+    os.makedirs(os.path.join(outdir, name), exist_ok=True)
     torch.manual_seed(20261202)
     tensors = {}
-    for name, cls, cfg_cls, kw, dtype, shard in MODELS:
+    for mname, cls, cfg_cls, kw, dtype, shard in models:
         cfg = cfg_cls(**dict(COMMON, **kw))
         cfg._attn_implementation = "eager"
         model = cls(cfg).float().eval()
@@ -113,7 +113,7 @@ def main():
             with torch.no_grad():
                 for p in model.parameters():
                     p.copy_(p.to(dtype).float())
-        d = os.path.join(outdir, "llama", name)
+        d = os.path.join(outdir, name, mname)
         # A copy is converted for saving: .to() would also round the rotary inv_freq buffer.
         save = copy.deepcopy(model).to(dtype) if dtype is not None else model
         kwargs = {"safe_serialization": True}
@@ -135,7 +135,7 @@ def main():
         loss = F.cross_entropy(out.logits.reshape(-1, cfg.vocab_size), targets.reshape(-1),
                                ignore_index=-100)
         loss.backward()
-        p = name + "."
+        p = mname + "."
         tensors[p + "ids"] = ids.to(torch.int32).numpy()
         tensors[p + "targets"] = targets.to(torch.int32).numpy()
         tensors[p + "logits"] = out.logits.detach().float().numpy()
@@ -148,9 +148,14 @@ def main():
         tensors[p + "inv_freq"] = m64.model.rotary_emb.inv_freq.float().numpy()
         for pname, prm in m64.named_parameters():
             tensors[p + "grad." + pname] = prm.grad.float().numpy()
-        print(f"ref_llama: {name}: {cls.__name__}, min greedy gap {gaps.min():.3g}")
-    stfile.save(os.path.join(outdir, "llama.safetensors"), tensors,
-                {"models": ",".join(m[0] for m in MODELS), "B": str(B), "T": str(T)})
+        print(f"ref {name}: {mname}: {cls.__name__}, min greedy gap {gaps.min():.3g}")
+    stfile.save(os.path.join(outdir, name + ".safetensors"), tensors,
+                {"models": ",".join(m[0] for m in models), "B": str(B), "T": str(T)})
+
+
+def main():
+    outdir = sys.argv[1] if len(sys.argv) > 1 else "build/ref"
+    run(MODELS, outdir, "llama")
 
 
 if __name__ == "__main__":

@@ -409,6 +409,28 @@ attn_status gpt_llama_config_parse(json_t *root, const char *name, attn_gpt_arch
                              name, (double)prf, attn_gpt_arch_name(arch));
     }
     if ((s = gpt_llama_config_check(&c))) return config_prefix_error(s, name);
+    /* transformers 5 spells the window layers out: they must be the ones use_sliding_window and
+     * max_window_layers give (the only arrangement those classes make). */
+    if ((v = json_object_get(root, "layer_types")) && !json_is_null(v)) {
+        if (!json_is_array(v) || json_array_size(v) != (size_t)c.n_layer)
+            return attn_fail(ATTN_STATUS_FORMAT,
+                             "%s: layer_types must be a list of num_hidden_layers (%d) strings", name,
+                             c.n_layer);
+        for (int l = 0; l < c.n_layer; l++) {
+            const char *t = json_string_value(json_array_get(v, (size_t)l));
+            const bool sliding = t && !strcmp(t, "sliding_attention");
+            if (!t || (!sliding && strcmp(t, "full_attention")))
+                return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                                 "%s: layer_types[%d] must be \"full_attention\" or "
+                                 "\"sliding_attention\"",
+                                 name, l);
+            if (sliding != (attn_gpt_layer_window(&c, l) > 0))
+                return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                                 "%s: layer_types[%d] is \"%s\", which use_sliding_window and "
+                                 "max_window_layers do not give (attn reads only that arrangement)",
+                                 name, l, t);
+        }
+    }
     *out = c;
     return ATTN_STATUS_OK;
 }
