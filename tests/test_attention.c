@@ -278,9 +278,10 @@ static int lse_close(const char *what, const float *got, const float *ref, size_
     return ok;
 }
 
-/* Worst relative error per quantity and backend over all cases, for the closing summary. */
+/* Worst relative error per quantity and backend over all cases (and over the sliding-window
+ * cases alone), for the closing summary. */
 #define NQ 7
-static double worst[NBACKENDS][NQ];
+static double worst[NBACKENDS][NQ], worst_window[NBACKENDS][NQ];
 static const char *const QNAMES[NQ] = {"o", "lse", "probs", "dq", "dk", "dv", "dbias"};
 
 /* max|got - ref| / max(max|ref|, floor); -inf matching -inf counts as exact. */
@@ -334,6 +335,7 @@ static void compare(int bi, const char *tag, const attn_attention_params *p, con
         if (bi >= 0) {
             double r = rel_err(g[i], e[i], n[i], floor);
             if (r > worst[bi][i] || r != r) worst[bi][i] = r;
+            if (p->window && (r > worst_window[bi][i] || r != r)) worst_window[bi][i] = r;
         }
     }
 }
@@ -363,13 +365,14 @@ static void vs_torch(int bi) {
         const char *meta = attn_st_metadata(f, key);
         if (!meta) break;
         ncases++;
-        int B, H, Tq, Tk, D, causal, off, fused, H_kv, extra, has_bias;
+        int B, H, Tq, Tk, D, causal, off, fused, H_kv, extra, has_bias, window;
         long long bsb, bsh, bsq, boff;
         double scale;
-        assert_int_equal(sscanf(meta, "%d %d %d %d %d %d %d %d %lf %d %d %d %lld %lld %lld %lld",
+        assert_int_equal(sscanf(meta,
+                                "%d %d %d %d %d %d %d %d %lf %d %d %d %lld %lld %lld %lld %d",
                                 &B, &H, &Tq, &Tk, &D, &causal, &off, &fused, &scale, &H_kv,
-                                &extra, &has_bias, &bsb, &bsh, &bsq, &boff),
-                         16);
+                                &extra, &has_bias, &bsb, &bsh, &bsq, &boff, &window),
+                         17);
         /* Under valgrind (tu_valgrind) the two largest shapes (2048 keys; the training
          * benchmark's 2x6x256x256x64) are left out: the others take the same paths (several
          * blocks, every mask, fused strides); make test / make san run them all. */
@@ -381,6 +384,7 @@ static void vs_torch(int bi) {
         p.scale = (float)scale;
         p.causal = causal;
         p.causal_offset = off;
+        p.window = window;
         p.H_kv = H_kv == H ? 0 : H_kv; /* H_kv = H is also the default 0 */
         float *bias = NULL;
         if (has_bias) {
@@ -442,7 +446,9 @@ static void vs_torch(int bi) {
     printf("\n");
     printf("  %-8s", attn_backend_name(ALL_BACKENDS[bi]));
     for (int i = 0; i < NQ; i++) printf(" %9.2e", worst[bi][i]);
-    printf("\n");
+    printf("\n  %-8s", "windows");
+    for (int i = 0; i < NQ; i++) printf(" %9.2e", worst_window[bi][i]);
+    printf("  (the sliding-window cases alone)\n");
 }
 PER_BACKEND(vs_torch)
 
@@ -541,6 +547,11 @@ static void test_gradcheck_ref(void **state) {
     p.bias_sb = (ptrdiff_t)p.H * p.Tq * p.Tk;
     gradcheck_ref(p, bias, nb, 0x51ed270b27a4b1c3ull);
     free(bias);
+    /* A sliding window of 2 over a cache offset (query i sees keys i .. i + 1 of 5, within
+     * kv_len), with GQA. */
+    p.bias = NULL;
+    p.window = 2;
+    gradcheck_ref(p, NULL, 0, 0x2545f4914f6cdd1dull);
     attn_set_backend(ATTN_BACKEND_AUTO);
 }
 
@@ -591,7 +602,7 @@ static void simd_vs_ref_random(int bi) {
     static const int DS[] = {1, 3, 8, 16, 20, 32, 36, 48, 64, 72, 80, 96, 100, 128, 136, 200, 256, 264};
     /* rng draws the shapes, masks and data as before GQA, strides and bias existed; rng2 draws
      * those (about a third of the draws leave all three off, which reproduces an older draw). */
-    tu_rng rng = {12345}, rng2 = {67890};
+    tu_rng rng = {12345}, rng2 = {67890}, rng3 = {24680}; /* rng3: sliding windows */
     /* Under valgrind: 15 shapes of at most 5e5 B*H*Tq*Tk*D (60 of 4e6 otherwise). */
     const int iters = tu_valgrind() ? 15 : 60;
     const double max_cost = tu_valgrind() ? 5e5 : 4e6;
@@ -629,6 +640,9 @@ static void simd_vs_ref_random(int bi) {
             L.reverse = rand_int(&rng2, 0, 3) == 0;
             bias = random_bias(&rng2, &p);
         }
+        /* A sliding window on about half the causal draws: 1 .. a bit past the longest reach. */
+        if (p.causal && rand_int(&rng3, 0, 1))
+            p.window = rand_int(&rng3, 0, 2) ? rand_int(&rng3, 1, 80) : rand_int(&rng3, 1, Tk + 8);
         /* k, v are drawn at H heads (the old draw), of which the first H_kv·D columns' worth of
          * values are used. */
         const size_t nq = (size_t)B * Tq * H * D, nk = (size_t)B * Tk * H * D;
@@ -645,8 +659,9 @@ static void simd_vs_ref_random(int bi) {
         assert_int_equal(attn_set_backend(ATTN_BACKEND_REF), ATTN_STATUS_OK);
         assert_int_equal(run_attention(&p, &L, q, k, v, dO, &ref), ATTN_STATUS_OK);
         printf("random %2d: B=%d H=%d H_kv=%d Tq=%d Tk=%d D=%d scale=%.3g causal=%d off=%d "
-               "kv_len=%s fused=%d pad=%d extra=%d reverse=%d bias=%s%s\n",
+               "window=%d kv_len=%s fused=%d pad=%d extra=%d reverse=%d bias=%s%s\n",
                it, B, H, kv_heads(&p), Tq, Tk, D, (double)p.scale, p.causal, p.causal_offset,
+               p.window,
                p.kv_len ? "yes" : "no", L.fused, L.pad, L.extra, L.reverse,
                !bias ? "none" : p.bias_sq < 0 ? "relative" : "dense", dbias ? " +dbias" : "");
         assert_int_equal(attn_set_backend(ALL_BACKENDS[bi]), ATTN_STATUS_OK);
@@ -910,6 +925,133 @@ static void layout_bias_properties(int bi) {
 }
 PER_BACKEND(layout_bias_properties)
 
+/* Sliding windows: a window covering every key is no window, to the bit; keys that fell out of
+ * a query's window change nothing for it, to the bit; masked probabilities and dbias are exactly
+ * 0; the window as a -inf bias gives the window's results (the kernels skip whole key tiles for
+ * the one and compute -inf scores for the other). */
+static void window_properties(int bi) {
+    tu_need_backend(ALL_BACKENDS[bi]);
+    const int B = 2, H = 4, Hk = 2, T = 150, D = 32, W = 23, cut = 40;
+    const int hd = H * D, kd = Hk * D;
+    const size_t nq = (size_t)B * T * hd, nk = (size_t)B * T * kd, nb = (size_t)B * H * T * T;
+    tu_rng rng = {4711};
+    float *q = malloc(sizeof(float) * nq), *dO = malloc(sizeof(float) * nq);
+    float *k = malloc(sizeof(float) * nk), *v = malloc(sizeof(float) * nk);
+    float *k2 = malloc(sizeof(float) * nk), *v2 = malloc(sizeof(float) * nk);
+    float *mask = malloc(sizeof(float) * nb);
+    tu_fill(&rng, q, nq, -2, 2);
+    tu_fill(&rng, k, nk, -2, 2);
+    tu_fill(&rng, v, nk, -1, 1);
+    tu_fill(&rng, dO, nq, -1, 1);
+    /* k2, v2: the same, except the keys and values of tokens before `cut`. */
+    memcpy(k2, k, sizeof(float) * nk);
+    memcpy(v2, v, sizeof(float) * nk);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < cut; t++)
+            for (int c = 0; c < kd; c++) {
+                const size_t i = ((size_t)b * T + t) * kd + c;
+                k2[i] = -0.5f * k2[i] + 0.3f;
+                v2[i] = 1.5f * v2[i] - 0.2f;
+            }
+    /* mask: the window as a bias (-inf for j <= i - W; the causal flag hides j > i), random
+     * finite values inside the window. */
+    for (size_t r = 0; r < (size_t)B * H * T; r++)
+        for (int j = 0; j < T; j++)
+            mask[r * T + j] = j <= (int)(r % T) - W ? -INFINITY : tu_uniform(&rng, -2.0f, 2.0f);
+    assert_int_equal(attn_set_backend(ALL_BACKENDS[bi]), ATTN_STATUS_OK);
+    const char *name = attn_backend_name(ALL_BACKENDS[bi]);
+    printf("sliding-window properties, backend %s\n", name);
+    attn_attention_params p = attn_attention_default_params(B, H, T, T, D);
+    p.causal = true;
+    p.H_kv = Hk;
+    p.ldk = p.ldv = kd;
+    outs r0, r1, r2;
+    /* A window of T or more keys is no window. */
+    outs_alloc(&r0, &p, true, false);
+    assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r0), ATTN_STATUS_OK);
+    for (int w = T; w <= T + 100; w += 100) {
+        p.window = w;
+        outs_alloc(&r1, &p, true, false);
+        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
+        check(outs_equal(&p, &r0, &r1), "%s: window %d >= T changes the results", name, w);
+        outs_free(&r1);
+    }
+    outs_free(&r0);
+    /* Window W: rows i >= cut + W - 1 see none of the changed tokens (bit-identical o, lse, dq);
+     * rows cut .. cut + W - 2 do see some and change. */
+    p.window = W;
+    outs_alloc(&r1, &p, true, false);
+    outs_alloc(&r2, &p, false, false);
+    assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
+    assert_int_equal(run_attention(&p, &PACKED, q, k2, v2, dO, &r2), ATTN_STATUS_OK);
+    for (int b = 0; b < B; b++) {
+        double d = row_diff(r1.o, r2.o, T, hd, b, cut + W - 1, T) +
+                   row_diff(r1.dq, r2.dq, T, hd, b, cut + W - 1, T);
+        check(d == 0, "%s window: rows >= %d changed by %g when tokens < %d changed", name,
+              cut + W - 1, d, cut);
+        d = row_diff(r1.o, r2.o, T, hd, b, cut, cut + W - 1);
+        check(d > 1e-3, "%s window: rows %d..%d did not change (%g)", name, cut, cut + W - 2, d);
+    }
+    size_t bad = 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = cut + W - 1; t < T; t++)
+                bad += memcmp(&r1.lse[((size_t)b * H + h) * T + t],
+                              &r2.lse[((size_t)b * H + h) * T + t], sizeof(float)) != 0;
+    check(bad == 0, "%s window: %zu lse entries of rows out of reach changed", name, bad);
+    /* Probabilities: rows sum to 1, exactly 0 outside [i - W + 1, i]. */
+    double worst_sum = 0;
+    size_t nonzero_masked = 0;
+    for (size_t r = 0; r < (size_t)B * H * T; r++) {
+        const int i = (int)(r % T);
+        double sum = 0;
+        for (int j = 0; j < T; j++) {
+            sum += r1.probs[r * T + j];
+            nonzero_masked += (j > i || j <= i - W) && r1.probs[r * T + j] != 0.0f;
+        }
+        worst_sum = fmax(worst_sum, fabs(sum - 1));
+    }
+    printf("  %s: window %d: max |row sum of probs - 1| = %.2e\n", name, W, worst_sum);
+    check(worst_sum < 1e-5, "%s window: probability rows sum to 1 within %g", name, worst_sum);
+    check(nonzero_masked == 0, "%s window: %zu masked probabilities are not 0", name,
+          nonzero_masked);
+    outs_free(&r1);
+    outs_free(&r2);
+    /* The window as a -inf bias vs the window flag with the bias' finite part (dbias exactly 0
+     * outside the window in both). */
+    p.bias = mask;
+    p.bias_sq = T;
+    p.bias_sh = (ptrdiff_t)T * T;
+    p.bias_sb = (ptrdiff_t)H * T * T;
+    p.window = 0;
+    outs_alloc(&r0, &p, true, true);
+    assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r0), ATTN_STATUS_OK);
+    p.window = W;
+    outs_alloc(&r1, &p, true, true);
+    assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s window vs -inf bias", name);
+    compare(-1, tag, &p, &r1, &r0, true, true, 1.0);
+    bad = 0;
+    for (size_t r = 0; r < (size_t)B * H * T; r++)
+        for (int j = 0; j < T; j++) {
+            const int i = (int)(r % T);
+            if (j > i || j <= i - W) bad += r0.dbias[r * T + j] != 0.0f || r1.dbias[r * T + j] != 0.0f;
+        }
+    check(bad == 0, "%s window: %zu dbias entries outside the window are not 0", name, bad);
+    outs_free(&r0);
+    outs_free(&r1);
+    free(q);
+    free(k);
+    free(v);
+    free(dO);
+    free(k2);
+    free(v2);
+    free(mask);
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+PER_BACKEND(window_properties)
+
 /* ---- 5. invalid parameters -------------------------------------------------------------------- */
 
 static void expect_invalid(const attn_attention_params *p, const float *x, float *y,
@@ -951,6 +1093,8 @@ static void test_bad_params(void **state) {
     BAD(ldo, 8)
     BAD(scale, NAN)
     BAD(scale, INFINITY)
+    BAD(window, -1)
+    BAD(window, 2) /* without causal */
 #undef BAD
     int32_t kvl_neg[1] = {-1}, kvl_big[1] = {5};
     p = good;
@@ -1065,6 +1209,9 @@ int main(void) {
         cmocka_unit_test(test_layout_bias_properties_ref),
         cmocka_unit_test(test_layout_bias_properties_avx2),
         cmocka_unit_test(test_layout_bias_properties_avx512),
+        cmocka_unit_test(test_window_properties_ref),
+        cmocka_unit_test(test_window_properties_avx2),
+        cmocka_unit_test(test_window_properties_avx512),
         cmocka_unit_test(test_bad_params),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
