@@ -1042,7 +1042,8 @@ static void window_properties(int bi) {
     for (size_t r = 0; r < (size_t)B * H * T; r++)
         for (int j = 0; j < T; j++) {
             const int i = (int)(r % T);
-            if (j > i || j <= i - W) bad += r0.dbias[r * T + j] != 0.0f || r1.dbias[r * T + j] != 0.0f;
+            if (j > i || j <= i - W)
+                bad += r0.dbias[r * T + j] != 0.0f || r1.dbias[r * T + j] != 0.0f;
         }
     check(bad == 0, "%s window: %zu dbias entries outside the window are not 0", name, bad);
     outs_free(&r0);

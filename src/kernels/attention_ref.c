@@ -122,10 +122,11 @@ void attn_attention_forward_ref(const attn_attention_params *p,
                 if (probs) {
                     float *pr = probs + row * p->Tk;
                     for (int j = 0; j < p->Tk; j++)
-                        pr[j] = j >= lo && j < n ? (float)exp(score(p, qi, ROW(k, b, G.sbk, j, p->ldk, g, D),
-                                                         brow, j) -
-                                                   lse_i)
-                                      : 0.0f;
+                        pr[j] = j >= lo && j < n
+                                    ? (float)exp(score(p, qi, ROW(k, b, G.sbk, j, p->ldk, g, D),
+                                                       brow, j) -
+                                                 lse_i)
+                                    : 0.0f;
                 }
             }
         }

@@ -14,8 +14,8 @@
  * and at the end O = Otᵀ / l, lse = (m + log2 l)·ln 2. Every reduction over keys is a vertical
  * vector operation because lanes are queries. Key blocks past the last visible key of the query
  * block (causal or kv_len), and with a sliding window those before the first query's window,
- * are never touched (the key range of a block starts at that window's start). No Tq×Tk buffer exists: all tiles are per-thread
- * stack arrays of bounded size. The attention probabilities, when asked for, are written by a
+ * are never touched (the key range of a block starts at that window's start). No Tq×Tk buffer
+ * exists: all tiles are per-thread stack arrays of bounded size. The attention probabilities, when asked for, are written by a
  * second pass over the same tiles (St recomputed, 2^(St − lse2)), which reproduces the forward's
  * scores bit for bit, so they agree with o and lse.
  *

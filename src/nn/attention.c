@@ -15,8 +15,9 @@
  * is gathered out of proj into ctx (free until the kernel writes it; H_kv·D <= H·D), normalized
  * there and scattered back — so evaluation needs no memory beyond proj and ctx. Training keeps
  * the gathered pre-norm rows and their rstd (acts qk, qk_rstd); the backward gathers dq, dk the
- * same way into dctx (free once the kernel's backward has run). Variable-length rows (BERT's packed sequences) run the kernel once per sequence,
- * the sequences spread over threads. */
+ * same way into dctx (free once the kernel's backward has run).
+ * Variable-length rows (BERT's packed sequences) run the kernel once per sequence, the sequences
+ * spread over threads. */
 #include "nn-impl.h"
 
 #include <math.h>
