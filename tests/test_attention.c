@@ -703,6 +703,27 @@ static double row_diff(const float *a, const float *bb, int T, int hd, int b, in
     return m;
 }
 
+/* Random q (nq), k, v (nk) and dO (nq) from r, drawn in that order: q, k in [-2, 2), v, dO in
+ * [-1, 1). Free with inputs_free. */
+typedef struct {
+    float *q, *k, *v, *dO;
+} inputs;
+static inputs inputs_draw(tu_rng *r, size_t nq, size_t nk) {
+    inputs in = {malloc(sizeof(float) * nq), malloc(sizeof(float) * nk),
+                 malloc(sizeof(float) * nk), malloc(sizeof(float) * nq)};
+    tu_fill(r, in.q, nq, -2, 2);
+    tu_fill(r, in.k, nk, -2, 2);
+    tu_fill(r, in.v, nk, -1, 1);
+    tu_fill(r, in.dO, nq, -1, 1);
+    return in;
+}
+static void inputs_free(inputs *in) {
+    free(in->q);
+    free(in->k);
+    free(in->v);
+    free(in->dO);
+}
+
 static void check(bool ok, const char *fmt, ...) {
     if (ok) return;
     va_list ap;
@@ -719,14 +740,10 @@ static void properties(int bi) {
     const int B = 2, H = 2, T = 70, D = 24, hd = H * D, cut = 37;
     const size_t n = (size_t)B * T * hd;
     tu_rng rng = {777};
-    float *q = malloc(sizeof(float) * n), *k = malloc(sizeof(float) * n);
-    float *v = malloc(sizeof(float) * n), *dO = malloc(sizeof(float) * n);
+    inputs in = inputs_draw(&rng, n, n);
+    const float *q = in.q, *k = in.k, *v = in.v, *dO = in.dO;
     float *q2 = malloc(sizeof(float) * n), *k2 = malloc(sizeof(float) * n);
     float *v2 = malloc(sizeof(float) * n);
-    tu_fill(&rng, q, n, -2, 2);
-    tu_fill(&rng, k, n, -2, 2);
-    tu_fill(&rng, v, n, -1, 1);
-    tu_fill(&rng, dO, n, -1, 1);
     /* q2, k2, v2: the same, except every token after position `cut`. */
     memcpy(q2, q, sizeof(float) * n);
     memcpy(k2, k, sizeof(float) * n);
@@ -816,10 +833,7 @@ static void properties(int bi) {
     free(zero);
     outs_free(&r1);
     outs_free(&r2);
-    free(q);
-    free(k);
-    free(v);
-    free(dO);
+    inputs_free(&in);
     free(q2);
     free(k2);
     free(v2);
@@ -848,13 +862,9 @@ static void layout_bias_properties(int bi) {
     const int B = 2, H = 4, T = 70, D = 24;
     const size_t n = (size_t)B * T * H * D, nb = (size_t)B * H * T * T;
     tu_rng rng = {31337};
-    float *q = malloc(sizeof(float) * n), *k = malloc(sizeof(float) * n);
-    float *v = malloc(sizeof(float) * n), *dO = malloc(sizeof(float) * n);
+    inputs in = inputs_draw(&rng, n, n);
+    const float *q = in.q, *k = in.k, *v = in.v, *dO = in.dO;
     float *zero = calloc(nb, sizeof(float)), *mask = malloc(sizeof(float) * nb);
-    tu_fill(&rng, q, n, -2, 2);
-    tu_fill(&rng, k, n, -2, 2);
-    tu_fill(&rng, v, n, -1, 1);
-    tu_fill(&rng, dO, n, -1, 1);
     /* mask: the causal mask as a bias (-inf above the diagonal), random finite values below. */
     for (size_t r = 0; r < (size_t)B * H * T; r++)
         for (int j = 0; j < T; j++)
@@ -921,10 +931,7 @@ static void layout_bias_properties(int bi) {
     compare(-1, tag, &p, &r1, &r0, true, true, 1.0);
     outs_free(&r0);
     outs_free(&r1);
-    free(q);
-    free(k);
-    free(v);
-    free(dO);
+    inputs_free(&in);
     free(zero);
     free(mask);
     attn_set_backend(ATTN_BACKEND_AUTO);
@@ -941,14 +948,10 @@ static void window_properties(int bi) {
     const int hd = H * D, kd = Hk * D;
     const size_t nq = (size_t)B * T * hd, nk = (size_t)B * T * kd, nb = (size_t)B * H * T * T;
     tu_rng rng = {4711};
-    float *q = malloc(sizeof(float) * nq), *dO = malloc(sizeof(float) * nq);
-    float *k = malloc(sizeof(float) * nk), *v = malloc(sizeof(float) * nk);
+    inputs in = inputs_draw(&rng, nq, nk);
+    const float *q = in.q, *k = in.k, *v = in.v, *dO = in.dO;
     float *k2 = malloc(sizeof(float) * nk), *v2 = malloc(sizeof(float) * nk);
     float *mask = malloc(sizeof(float) * nb);
-    tu_fill(&rng, q, nq, -2, 2);
-    tu_fill(&rng, k, nk, -2, 2);
-    tu_fill(&rng, v, nk, -1, 1);
-    tu_fill(&rng, dO, nq, -1, 1);
     /* k2, v2: the same, except the keys and values of tokens before `cut`. */
     memcpy(k2, k, sizeof(float) * nk);
     memcpy(v2, v, sizeof(float) * nk);
@@ -1048,10 +1051,7 @@ static void window_properties(int bi) {
     check(bad == 0, "%s window: %zu dbias entries outside the window are not 0", name, bad);
     outs_free(&r0);
     outs_free(&r1);
-    free(q);
-    free(k);
-    free(v);
-    free(dO);
+    inputs_free(&in);
     free(k2);
     free(v2);
     free(mask);
