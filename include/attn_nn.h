@@ -231,11 +231,6 @@ typedef struct {
     int d_head;    /* D (H·D need not equal C) */
     float scale;   /* multiplies q·k; 0 means 1/sqrt(D) */
     bool causal;   /* decoder self-attention: query i sees keys j <= i (+ the cache's length) */
-    /* Sliding window (Mistral's sliding_window, Qwen2's with use_sliding_window): 0 none; else
-     * the query at position p sees only keys p − window + 1 .. p (attn_attention_params.window;
-     * with a KV cache, positions count from the cache's start). Self-attention with causal only;
-     * every layout (padded, KV cache, variable-length). */
-    int window;
     bool cross;    /* keys/values from a separate source (cross-attention) */
     /* Rotary embeddings on q and k (self-attention): rope_dim = R rotated dims per head (0: no
      * RoPE), tables (rope_P, R/2) from attn_rope_tables. */
@@ -243,6 +238,12 @@ typedef struct {
     attn_rope_mode rope_mode;
     int rope_P;
     const float *rope_cos, *rope_sin;
+    /* Sliding window (Mistral's sliding_window, Qwen2's with use_sliding_window): 0 none; else
+     * key j is visible to query i only when (i + causal_offset) − j < window, i.e. the query at
+     * position p sees keys p − window + 1 .. p (attn_attention_params.window; with a KV cache,
+     * positions count from the cache's start). Self-attention with causal only; every layout
+     * (padded, KV cache, variable-length). */
+    int window;
 } attn_nn_attn_cfg;
 
 /* Multi-head attention with H_kv = H, D = C / H, no RoPE; self-attention. */
