@@ -409,6 +409,9 @@ attn_status gpt_llama_config_parse(json_t *root, const char *name, attn_gpt_arch
                              name, (double)prf, attn_gpt_arch_name(arch));
     }
     if ((s = gpt_llama_config_check(&c))) return config_prefix_error(s, name);
+    /* defaults resolved, so that a configuration reads back as it was saved */
+    c.n_kv_head = attn_gpt_kv_heads(&c);
+    c.head_dim = attn_gpt_head_dim(&c);
     /* transformers 5 spells the window layers out: they must be the ones use_sliding_window and
      * max_window_layers give (the only arrangement those classes make). */
     if ((v = json_object_get(root, "layer_types")) && !json_is_null(v)) {
@@ -469,8 +472,7 @@ json_t *gpt_llama_config_json(const attn_gpt_config *c) {
     }
     /* num_key_value_heads and head_dim resolved (transformers writes them so) */
     json_object_set_new(o, "num_key_value_heads", json_integer(attn_gpt_kv_heads(c)));
-    if (c->arch != ATTN_GPT_ARCH_QWEN2 || c->head_dim > 0)
-        json_object_set_new(o, "head_dim", json_integer(attn_gpt_head_dim(c)));
+    json_object_set_new(o, "head_dim", json_integer(attn_gpt_head_dim(c)));
     if (c->n_more_eos > 0) {
         json_t *e = json_array();
         json_array_append_new(e, json_integer(c->eos_token_id));
