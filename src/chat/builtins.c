@@ -24,7 +24,8 @@ static void bfail(ch_cx *cx, attn_status s, const ch_node *at, const char *fmt, 
     va_start(ap, fmt);
     vsnprintf(m, sizeof m, fmt, ap);
     va_end(ap);
-    if (at) ch_fail(E, s, "%s:%d: %s", cx->name, at->line, m);
+    int line = at ? at->line : cx->line;
+    if (line) ch_fail(E, s, "%s:%d: %s", cx->name, line, m);
     ch_fail(E, s, "%s: %s", cx->name, m);
 }
 
@@ -109,7 +110,7 @@ static ch_val with_markup(ch_val v, bool m) {
 }
 
 static bool need_str(ch_cx *cx, const ch_node *at, ch_val v, const char *what) {
-    if (v.kind == CV_UNDEF) bfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "%s", v.u.hint ? v.u.hint : "undefined");
+    if (v.kind == CV_UNDEF) ch_undef_fail(cx, at, v);
     if (v.kind != CV_STR)
         bfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "%s: expected a string, got '%s'", what, ch_type_name(v));
     return true;
@@ -910,7 +911,7 @@ bool ch_call_test(ch_cx *cx, const ch_node *at, int tid, ch_val v, ch_args *a) {
     case T_LT1: case T_LT2: case T_LT3:
     case T_LE1: case T_LE2: {
         if (v.kind == CV_UNDEF || x.kind == CV_UNDEF)
-            bfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "%s", (v.kind == CV_UNDEF ? v : x).u.hint ? (v.kind == CV_UNDEF ? v : x).u.hint : "undefined");
+            ch_undef_fail(cx, at, v.kind == CV_UNDEF ? v : x);
         int c = ch_compare(E, v, x);
         if (tid <= T_GT3) return c > 0;
         if (tid <= T_GE2) return c >= 0;

@@ -64,7 +64,8 @@ typedef enum {
 /* CVF_GEN: a list standing for one of jinja2's generators (what map, select, reject, selectattr,
  * rejectattr, unique, items and reverse return): iterable, always true, but without len(),
  * indexing, JSON or a printable form. */
-enum { CVF_TUPLE = 1, CVF_MARKUP = 2, CVF_GEN = 4 };
+/* CVF_UNAME: an Undefined whose hint is the bare name of an undefined variable. */
+enum { CVF_TUPLE = 1, CVF_MARKUP = 2, CVF_GEN = 4, CVF_UNAME = 8 };
 
 typedef struct {
     size_t len, nch; /* bytes, code points */
@@ -256,6 +257,7 @@ struct ch_cx {
     struct ch_frame *frame;
     int64_t now;      /* strftime_now's time */
     const char *name; /* the template's name */
+    int line;         /* of the expression evaluated last (for messages) */
 };
 
 /* filters / tests / methods: the value, its args */
@@ -269,6 +271,10 @@ ch_val ch_call_value(ch_cx *cx, const ch_node *at, ch_val f, ch_args *a);
 ch_list *ch_iterate(ch_cx *cx, ch_val v);
 ch_val ch_binop(ch_cx *cx, int op, ch_val a, ch_val b);
 void ch_count_steps(ch_cx *cx, uint64_t n);
+#if defined(__GNUC__)
+__attribute__((noreturn))
+#endif
+void ch_undef_fail(ch_cx *cx, const ch_node *at, ch_val v); /* the error of using v */
 ch_val ch_call_macro(ch_cx *cx, ch_func *f, ch_args *a, const ch_node *at);
 
 /* one frame of variables */

@@ -519,7 +519,9 @@ static attn_status render_json(const attn_chat_template *t, json_t *msgs, json_t
     attn_status s = run_protected(&e, render_fn, &j);
     if (s) {
         ch_arena_free(&arena);
-        return attn_fail(s, "%s", e.msg);
+        size_t nl = strlen(t->name);
+        if (e.raised || (!strncmp(e.msg, t->name, nl) && e.msg[nl] == ':')) return attn_fail(s, "%s", e.msg);
+        return attn_fail(s, "%s: %s", t->name, e.msg);
     }
     char *r = malloc(j.out.n + 1);
     if (!r) {

@@ -36,15 +36,14 @@ static void rfail(ch_cx *cx, attn_status s, const ch_node *at, const char *fmt, 
     va_start(ap, fmt);
     vsnprintf(m, sizeof m, fmt, ap);
     va_end(ap);
-    if (at) ch_fail(E, s, "%s:%d: %s", cx->name, at->line, m);
+    int line = at ? at->line : cx->line;
+    if (line) ch_fail(E, s, "%s:%d: %s", cx->name, line, m);
     ch_fail(E, s, "%s: %s", cx->name, m);
 }
 
 /* Using an Undefined value fails with its hint. */
-#if defined(__GNUC__)
-__attribute__((noreturn))
-#endif
-static void undef_fail(ch_cx *cx, const ch_node *at, ch_val v) {
+void ch_undef_fail(ch_cx *cx, const ch_node *at, ch_val v) {
+    if (v.flags & CVF_UNAME) rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "'%s' is undefined", v.u.hint);
     rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "%s", v.u.hint ? v.u.hint : "a value is undefined");
 }
 
@@ -162,7 +161,7 @@ static ch_val loop_attr(ch_cx *cx, ch_val v, const char *name) {
 }
 
 ch_val ch_getattr(ch_cx *cx, ch_val v, const char *name, size_t len) {
-    if (v.kind == CV_UNDEF) undef_fail(cx, NULL, v);
+    if (v.kind == CV_UNDEF) ch_undef_fail(cx, NULL, v);
     if (len && name[0] == '_') return unsafe(cx, name, ch_type_name(v));
     int id;
     switch (v.kind) {
@@ -199,7 +198,7 @@ static int64_t as_index(ch_val k, bool *ok) {
 }
 
 ch_val ch_getitem(ch_cx *cx, ch_val v, ch_val key) {
-    if (v.kind == CV_UNDEF) undef_fail(cx, NULL, v);
+    if (v.kind == CV_UNDEF) ch_undef_fail(cx, NULL, v);
     bool ok;
     switch (v.kind) {
     case CV_DICT: {
@@ -284,7 +283,7 @@ static size_t slice_indices(ch_cx *cx, const ch_node *at, ch_val *sv, int64_t n,
 
 static ch_val eval_slice(ch_cx *cx, const ch_node *n) {
     ch_val v = eval(cx, n->a);
-    if (v.kind == CV_UNDEF) undef_fail(cx, n, v);
+    if (v.kind == CV_UNDEF) ch_undef_fail(cx, n, v);
     ch_val sv[3];
     for (int k = 0; k < 3; k++) sv[k] = n->args[k] ? eval(cx, n->args[k]) : ch_none();
     for (int k = 0; k < 3; k++)
@@ -435,8 +434,8 @@ static ch_val repeat(ch_cx *cx, ch_val s, int64_t times) {
 }
 
 ch_val ch_binop(ch_cx *cx, int op, ch_val a, ch_val b) {
-    if (a.kind == CV_UNDEF) undef_fail(cx, NULL, a);
-    if (b.kind == CV_UNDEF) undef_fail(cx, NULL, b);
+    if (a.kind == CV_UNDEF) ch_undef_fail(cx, NULL, a);
+    if (b.kind == CV_UNDEF) ch_undef_fail(cx, NULL, b);
     if (is_num(a) && is_num(b)) {
         bool fl = a.kind == CV_FLOAT || b.kind == CV_FLOAT;
         if (!fl) {
@@ -533,7 +532,7 @@ static bool contains(ch_cx *cx, const ch_node *at, ch_val item, ch_val seq) {
     switch (seq.kind) {
     case CV_UNDEF: return false;
     case CV_STR:
-        if (item.kind == CV_UNDEF) undef_fail(cx, at, item);
+        if (item.kind == CV_UNDEF) ch_undef_fail(cx, at, item);
         if (item.kind != CV_STR)
             rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "'in <string>' requires string as left operand, not %s",
                   ch_type_name(item));
@@ -567,8 +566,8 @@ static bool compare(ch_cx *cx, const ch_node *at, int op, ch_val a, ch_val b) {
     case CO_NOTIN: return !contains(cx, at, a, b);
     default: break;
     }
-    if (a.kind == CV_UNDEF) undef_fail(cx, at, a);
-    if (b.kind == CV_UNDEF) undef_fail(cx, at, b);
+    if (a.kind == CV_UNDEF) ch_undef_fail(cx, at, a);
+    if (b.kind == CV_UNDEF) ch_undef_fail(cx, at, b);
     if ((a.kind == CV_FLOAT && isnan(a.u.f)) || (b.kind == CV_FLOAT && isnan(b.u.f))) return false;
     int c = ch_compare(E, a, b);
     switch (op) {
@@ -659,7 +658,7 @@ ch_val ch_call_macro(ch_cx *cx, ch_func *f, ch_args *a, const ch_node *at) {
 static ch_val call_builtin(ch_cx *cx, const ch_node *at, int id, ch_args *a);
 
 ch_val ch_call_value(ch_cx *cx, const ch_node *at, ch_val fv, ch_args *a) {
-    if (fv.kind == CV_UNDEF) undef_fail(cx, at, fv);
+    if (fv.kind == CV_UNDEF) ch_undef_fail(cx, at, fv);
     if (fv.kind != CV_FUNC)
         rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "'%s' object is not callable", ch_type_name(fv));
     ch_func *f = fv.u.fn;
@@ -725,7 +724,7 @@ static ch_val call_builtin(ch_cx *cx, const ch_node *at, int id, ch_args *a) {
             rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "range expected 1 to 3 integer arguments");
         for (int i = 0; i < a->npos; i++) {
             ch_val x = a->pos[i];
-            if (x.kind == CV_UNDEF) undef_fail(cx, at, x);
+            if (x.kind == CV_UNDEF) ch_undef_fail(cx, at, x);
             if (x.kind != CV_INT && x.kind != CV_BOOL)
                 rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "'%s' object cannot be interpreted as an integer",
                       ch_type_name(x));
@@ -776,23 +775,25 @@ static ch_val apply_chain(ch_cx *cx, const ch_node *n, ch_val input) {
 
 static ch_val eval(ch_cx *cx, const ch_node *n) {
     deeper(cx, n);
+    cx->line = n->line;
     ch_val r;
     switch (n->kind) {
     case CN_CONST: r = n->cst; break;
     case CN_NAME: {
         ch_val *v = frame_find(cx->frame, n->name);
-        r = v ? *v : ch_undef(hintf(cx, "'%s' is undefined%s", n->name, NULL));
+        if (v) r = *v;
+        else r = ch_undef(n->name), r.flags = CVF_UNAME; /* the hint is the bare name */
         break;
     }
     case CN_GETATTR: {
         ch_val v = eval(cx, n->a);
-        if (v.kind == CV_UNDEF) undef_fail(cx, n, v);
+        if (v.kind == CV_UNDEF) ch_undef_fail(cx, n, v);
         r = ch_getattr(cx, v, n->name, strlen(n->name));
         break;
     }
     case CN_GETITEM: {
         ch_val v = eval(cx, n->a);
-        if (v.kind == CV_UNDEF) undef_fail(cx, n, v);
+        if (v.kind == CV_UNDEF) ch_undef_fail(cx, n, v);
         r = ch_getitem(cx, v, eval(cx, n->b));
         break;
     }
@@ -820,7 +821,7 @@ static ch_val eval(ch_cx *cx, const ch_node *n) {
     case CN_NEG:
     case CN_POS: {
         ch_val v = eval(cx, n->a);
-        if (v.kind == CV_UNDEF) undef_fail(cx, n, v);
+        if (v.kind == CV_UNDEF) ch_undef_fail(cx, n, v);
         if (v.kind == CV_FLOAT) r = ch_float(n->kind == CN_NEG ? -v.u.f : v.u.f);
         else if (v.kind == CV_INT || v.kind == CV_BOOL) {
             int64_t i = inum(v);
@@ -833,8 +834,8 @@ static ch_val eval(ch_cx *cx, const ch_node *n) {
     }
     case CN_BINOP: {
         ch_val a = eval(cx, n->a), b = eval(cx, n->b);
-        if (a.kind == CV_UNDEF) undef_fail(cx, n, a);
-        if (b.kind == CV_UNDEF) undef_fail(cx, n, b);
+        if (a.kind == CV_UNDEF) ch_undef_fail(cx, n, a);
+        if (b.kind == CV_UNDEF) ch_undef_fail(cx, n, b);
         r = ch_binop(cx, n->op, a, b);
         break;
     }
@@ -911,7 +912,7 @@ static void assign(ch_cx *cx, const ch_node *t, ch_val v) {
         return;
     }
     /* a tuple of names: unpack */
-    if (v.kind == CV_UNDEF) undef_fail(cx, t, v);
+    if (v.kind == CV_UNDEF) ch_undef_fail(cx, t, v);
     ch_list *l = ch_iterate(cx, v);
     if (l->n != (size_t)t->nargs)
         rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, t, "%s values to unpack (expected %d, got %zu)",
@@ -949,16 +950,16 @@ static int exec_for(ch_cx *cx, const ch_node *n) {
     }
     ch_loop *lp = ch_alloc(E, sizeof *lp);
     lp->items = items, lp->i = 0, lp->depth0 = 0; /* depth counts recursive loops only */
+    ch_val lv = {CV_LOOP, 0, {.loop = lp}};
+    ch_frame *fr = frame_new(cx, saved);
     for (size_t i = 0; i < items->n; i++) {
         ch_count_steps(cx, 1);
         /* each iteration starts from the enclosing scope: a set in the body does not carry
-         * over to the next iteration (jinja2 resolves the body's names anew each time) */
-        ch_frame *fr = frame_new(cx, saved);
+         * over to the next iteration (jinja2 resolves the body's names anew each time). The
+         * frame's storage is reused, so a long loop does not grow the arena. */
+        fr->n = 0;
         cx->frame = fr;
-        ch_loop *li = ch_alloc(E, sizeof *li);
-        *li = *lp;
-        li->i = i;
-        ch_val lv = {CV_LOOP, 0, {.loop = li}};
+        lp->i = i;
         assign(cx, n->a, items->v[i]);
         frame_set(cx, fr, "loop", lv);
         if (exec_body(cx, n->body, n->nbody) == FLOW_BREAK) break;
