@@ -176,7 +176,7 @@ static ch_val strip(ch_cx *cx, ch_val v, int which, const ch_str *chars) {
     return with_markup(ch_strn(E, s->s + a, b - a), v.flags & CVF_MARKUP);
 }
 
-static const char *find_sub(const char *h, size_t hn, const char *n, size_t nn) {
+static const char *find_sub_(const char *h, size_t hn, const char *n, size_t nn) {
     if (nn == 0) return h;
     if (nn > hn) return NULL;
     for (size_t i = 0; i + nn <= hn; i++)
@@ -184,12 +184,26 @@ static const char *find_sub(const char *h, size_t hn, const char *n, size_t nn) 
     return NULL;
 }
 
-static const char *rfind_sub(const char *h, size_t hn, const char *n, size_t nn) {
+static const char *rfind_sub_(const char *h, size_t hn, const char *n, size_t nn) {
     if (nn > hn) return NULL;
     for (size_t i = hn - nn + 1; i-- > 0;)
         if (!memcmp(h + i, n, nn)) return h + i;
     return NULL;
 }
+
+/* the searches count the bytes they scanned */
+static const char *find_counted(ch_cx *cx, const char *h, size_t hn, const char *n, size_t nn) {
+    const char *p = find_sub_(h, hn, n, nn);
+    ch_work(E, p ? (uint64_t)(p - h) + nn : hn);
+    return p;
+}
+static const char *rfind_counted(ch_cx *cx, const char *h, size_t hn, const char *n, size_t nn) {
+    const char *p = rfind_sub_(h, hn, n, nn);
+    ch_work(E, p ? (uint64_t)(h + hn - p) : hn);
+    return p;
+}
+#define find_sub(h, hn, n, nn) find_counted(cx, (h), (hn), (n), (nn))
+#define rfind_sub(h, hn, n, nn) rfind_counted(cx, (h), (hn), (n), (nn))
 
 static ch_val replace(ch_cx *cx, ch_val v, const ch_str *old, const ch_str *new_, int64_t count) {
     const ch_str *s = v.u.s;
@@ -736,6 +750,7 @@ ch_val ch_call_filter(ch_cx *cx, const ch_node *at, int fid, ch_val v, ch_args *
             ch_val key = attr.kind == CV_STR ? get_path(cx, items->v[i], attr.u.s) : items->v[i];
             key = lower_if_str(cx, key, cs);
             bool dup = false;
+            ch_work(E, k);
             for (size_t j = 0; j < k && !dup; j++) dup = ch_equal(seen[j], key);
             if (!dup) seen[k] = key, out->v[k++] = items->v[i];
         }

@@ -35,6 +35,7 @@ typedef struct {
     char msg[512];
     bool raised; /* the message is raise_exception's own (no location prefix) */
     ch_arena *arena;
+    uint64_t work, work_max; /* bytes copied or scanned so far, and the most allowed (0: none) */
 } ch_err;
 
 #if defined(__GNUC__)
@@ -43,6 +44,9 @@ __attribute__((noreturn, format(printf, 3, 4)))
 void ch_fail(ch_err *e, attn_status s, const char *fmt, ...);
 
 void *ch_alloc(ch_err *e, size_t n); /* from e->arena, 16-byte aligned; fails "too large" */
+/* Counts n units of work (bytes copied or scanned, items compared): a render whose total passes
+ * e->work_max fails, so that no operation repeated in a loop can hang a render. */
+void ch_work(ch_err *e, uint64_t n);
 void ch_arena_free(ch_arena *a);
 
 /* ---- values ------------------------------------------------------------------------------ */

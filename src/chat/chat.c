@@ -515,6 +515,7 @@ static attn_status render_json(const attn_chat_template *t, json_t *msgs, json_t
     ch_err e;
     memset(&e, 0, sizeof e);
     e.arena = &arena;
+    e.work_max = p->max_steps > UINT64_MAX / 256 ? UINT64_MAX : p->max_steps * 256;
     render_job j = {t, msgs, extra, p, agp, {NULL, 0, 0, 0}};
     attn_status s = run_protected(&e, render_fn, &j);
     if (s) {

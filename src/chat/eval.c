@@ -78,6 +78,7 @@ static ch_frame *frame_new(ch_cx *cx, ch_frame *parent) {
 }
 
 static void frame_set(ch_cx *cx, ch_frame *f, const char *name, ch_val v) {
+    ch_work(E, f->n);
     for (size_t i = 0; i < f->n; i++)
         if (!strcmp(f->names[i], name)) {
             f->vals[i] = v;
@@ -162,6 +163,7 @@ static ch_val loop_attr(ch_cx *cx, ch_val v, const char *name) {
 
 ch_val ch_getattr(ch_cx *cx, ch_val v, const char *name, size_t len) {
     if (v.kind == CV_UNDEF) ch_undef_fail(cx, NULL, v);
+    if (v.kind == CV_DICT || v.kind == CV_NS) ch_work(E, v.u.d->n); /* a linear search */
     if (len && name[0] == '_') return unsafe(cx, name, ch_type_name(v));
     int id;
     switch (v.kind) {
@@ -199,6 +201,8 @@ static int64_t as_index(ch_val k, bool *ok) {
 
 ch_val ch_getitem(ch_cx *cx, ch_val v, ch_val key) {
     if (v.kind == CV_UNDEF) ch_undef_fail(cx, NULL, v);
+    if (v.kind == CV_DICT) ch_work(E, v.u.d->n);
+    if (v.kind == CV_STR) ch_work(E, v.u.s->len); /* code point indexing scans */
     bool ok;
     switch (v.kind) {
     case CV_DICT: {
@@ -538,15 +542,17 @@ static bool contains(ch_cx *cx, const ch_node *at, ch_val item, ch_val seq) {
                   ch_type_name(item));
         if (item.u.s->len == 0) return true;
         if (item.u.s->len > seq.u.s->len) return false;
+        ch_work(E, seq.u.s->len);
         for (size_t i = 0; i + item.u.s->len <= seq.u.s->len; i++)
             if (seq.u.s->s[i] == item.u.s->s[0] && !memcmp(seq.u.s->s + i, item.u.s->s, item.u.s->len))
                 return true;
         return false;
     case CV_LIST:
+        ch_work(E, seq.u.l->n);
         for (size_t i = 0; i < seq.u.l->n; i++)
             if (ch_equal(seq.u.l->v[i], item)) return true;
         return false;
-    case CV_DICT: return ch_dict_get(seq.u.d, item) != NULL;
+    case CV_DICT: ch_work(E, seq.u.d->n); return ch_dict_get(seq.u.d, item) != NULL;
     case CV_LOOP: {
         ch_list *l = seq.u.loop->items;
         for (size_t i = 0; i < l->n; i++)
@@ -973,7 +979,16 @@ static int exec_for(ch_cx *cx, const ch_node *n) {
     return FLOW_NONE;
 }
 
+static int exec_stmt1(ch_cx *cx, const ch_node *n);
+
 static int exec_stmt(ch_cx *cx, const ch_node *n) {
+    deeper(cx, n); /* statements nest inside macro calls: count them with the rest */
+    int f = exec_stmt1(cx, n);
+    cx->depth--;
+    return f;
+}
+
+static int exec_stmt1(ch_cx *cx, const ch_node *n) {
     switch (n->kind) {
     case CN_DATA: ch_buf_put(E, cx->out, n->cst.u.s->s, n->cst.u.s->len); return FLOW_NONE;
     case CN_OUTPUT: ch_put_str(E, cx->out, eval(cx, n->a)); return FLOW_NONE;

@@ -58,6 +58,14 @@ void *ch_alloc(ch_err *e, size_t n) {
     return p;
 }
 
+void ch_work(ch_err *e, uint64_t n) {
+    e->work += n;
+    if (e->work_max && e->work > e->work_max)
+        ch_fail(e, ATTN_STATUS_TOO_LARGE,
+                "the render does more than %llu units of work (its limit: 256 per allowed step)",
+                (unsigned long long)e->work_max);
+}
+
 void ch_arena_free(ch_arena *a) {
     for (ch_chunk *c = a->head, *nx; c; c = nx) {
         nx = c->next;
@@ -145,6 +153,7 @@ ch_val ch_float(double f) {
 
 ch_str *ch_str_new(ch_err *e, const char *s, size_t n) {
     if (n > ((size_t)1 << 40)) ch_fail(e, ATTN_STATUS_TOO_LARGE, "string too large");
+    ch_work(e, n);
     ch_str *r = ch_alloc(e, sizeof *r + n + 1);
     r->len = n;
     if (n) memcpy(r->s, s, n);
@@ -231,7 +240,12 @@ static double num_f(ch_val v) {
 }
 static int64_t num_i(ch_val v) { return v.kind == CV_INT ? v.u.i : (int64_t)v.u.b; }
 
-bool ch_equal(ch_val a, ch_val b) {
+static bool equal(ch_val a, ch_val b, int depth);
+bool ch_equal(ch_val a, ch_val b) { return equal(a, b, 0); }
+
+/* Python would fail with RecursionError past ~1000 levels; attn calls such values unequal */
+static bool equal(ch_val a, ch_val b, int depth) {
+    if (depth > 500) return false;
     if (is_num(a) && is_num(b)) {
         if (a.kind == CV_FLOAT || b.kind == CV_FLOAT) return num_f(a) == num_f(b);
         return num_i(a) == num_i(b);
@@ -245,13 +259,13 @@ bool ch_equal(ch_val a, ch_val b) {
         if ((a.flags | b.flags) & CVF_GEN) return a.u.l == b.u.l;
         if ((a.flags & CVF_TUPLE) != (b.flags & CVF_TUPLE) || a.u.l->n != b.u.l->n) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!ch_equal(a.u.l->v[i], b.u.l->v[i])) return false;
+            if (!equal(a.u.l->v[i], b.u.l->v[i], depth + 1)) return false;
         return true;
     case CV_DICT:
         if (a.u.d->n != b.u.d->n) return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
             ch_val *o = ch_dict_get(b.u.d, a.u.d->k[i]);
-            if (!o || !ch_equal(a.u.d->v[i], *o)) return false;
+            if (!o || !equal(a.u.d->v[i], *o, depth + 1)) return false;
         }
         return true;
     case CV_NS: return a.u.d == b.u.d;
@@ -277,7 +291,12 @@ const char *ch_type_name(ch_val v) {
     }
 }
 
-int ch_compare(ch_err *e, ch_val a, ch_val b) {
+static int compare(ch_err *e, ch_val a, ch_val b, int depth);
+int ch_compare(ch_err *e, ch_val a, ch_val b) { return compare(e, a, b, 0); }
+
+static int compare(ch_err *e, ch_val a, ch_val b, int depth) {
+    if (depth > 500) ch_fail(e, ATTN_STATUS_TOO_LARGE, "comparing values nested deeper than 500 levels");
+    ch_work(e, 1);
     if (is_num(a) && is_num(b)) {
         if (a.kind == CV_FLOAT || b.kind == CV_FLOAT) {
             double x = num_f(a), y = num_f(b);
@@ -295,7 +314,7 @@ int ch_compare(ch_err *e, ch_val a, ch_val b) {
     if (a.kind == CV_LIST && b.kind == CV_LIST && (a.flags & CVF_TUPLE) == (b.flags & CVF_TUPLE)) {
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < n; i++)
-            if (!ch_equal(a.u.l->v[i], b.u.l->v[i])) return ch_compare(e, a.u.l->v[i], b.u.l->v[i]);
+            if (!ch_equal(a.u.l->v[i], b.u.l->v[i])) return compare(e, a.u.l->v[i], b.u.l->v[i], depth + 1);
         return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
     }
     ch_fail(e, ATTN_STATUS_INVALID_ARGUMENT,
@@ -307,6 +326,7 @@ int ch_compare(ch_err *e, ch_val a, ch_val b) {
 
 void ch_buf_put(ch_err *e, ch_buf *b, const char *s, size_t n) {
     if (n == 0) return;
+    ch_work(e, n);
     if (b->max && (n > b->max || b->n > b->max - n))
         ch_fail(e, ATTN_STATUS_TOO_LARGE, "the rendered text exceeds the limit of %zu bytes",
                 b->max);
@@ -431,7 +451,12 @@ static void put_str_repr(ch_err *e, ch_buf *b, const ch_str *s) {
     ch_buf_putc(e, b, q);
 }
 
-void ch_put_repr(ch_err *e, ch_buf *b, ch_val v) {
+static void put_repr(ch_err *e, ch_buf *b, ch_val v, int depth);
+
+void ch_put_repr(ch_err *e, ch_buf *b, ch_val v) { put_repr(e, b, v, 0); }
+
+static void put_repr(ch_err *e, ch_buf *b, ch_val v, int depth) {
+    if (depth > 500) ch_fail(e, ATTN_STATUS_TOO_LARGE, "a value nested deeper than 500 levels");
     switch (v.kind) {
     case CV_STR:
         if (v.flags & CVF_MARKUP) ch_buf_put(e, b, "Markup(", 7);
@@ -447,7 +472,7 @@ void ch_put_repr(ch_err *e, ch_buf *b, ch_val v) {
         ch_buf_putc(e, b, tup ? '(' : '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) ch_buf_put(e, b, ", ", 2);
-            ch_put_repr(e, b, v.u.l->v[i]);
+            put_repr(e, b, v.u.l->v[i], depth + 1);
         }
         if (tup && v.u.l->n == 1) ch_buf_putc(e, b, ',');
         ch_buf_putc(e, b, tup ? ')' : ']');
@@ -459,9 +484,9 @@ void ch_put_repr(ch_err *e, ch_buf *b, ch_val v) {
         ch_buf_putc(e, b, '{');
         for (size_t i = 0; i < v.u.d->n; i++) {
             if (i) ch_buf_put(e, b, ", ", 2);
-            ch_put_repr(e, b, v.u.d->k[i]);
+            put_repr(e, b, v.u.d->k[i], depth + 1);
             ch_buf_put(e, b, ": ", 2);
-            ch_put_repr(e, b, v.u.d->v[i]);
+            put_repr(e, b, v.u.d->v[i], depth + 1);
         }
         ch_buf_putc(e, b, '}');
         if (v.kind == CV_NS) ch_buf_putc(e, b, '>');
