@@ -803,7 +803,9 @@ static ch_val eval(ch_cx *cx, const ch_node *n) {
         r = ch_getitem(cx, v, eval(cx, n->b));
         break;
     }
-    case CN_SLICE: r = eval_slice(cx, n); break;
+    case CN_SLICE: /* a slice among several subscripts (x[1:, 0]): Python refuses the tuple key */
+        r = n->a ? eval_slice(cx, n) : ch_undef("a slice inside a tuple subscript");
+        break;
     case CN_CALL: {
         ch_val f = eval(cx, n->a);
         ch_args a;
