@@ -11,22 +11,11 @@
 
 #include "attn_chat.h"
 
-#include <utf8proc.h>
+#include "attn_tok.h" /* attn_tok_utf8_check */
 
 static const char default_conv[] =
     "[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"Hi \\u00e9 \\ud83d\\ude00\"},"
     " {\"role\": \"assistant\", \"content\": \"Hello.\"}, {\"role\": \"user\", \"content\": \"Bye\"}]";
-
-static bool valid_utf8(const char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        utf8proc_int32_t cp;
-        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
-        if (k <= 0) return false;
-        i += (size_t)k;
-    }
-    return true;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint8_t *part[3];
@@ -67,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_check_message(attn_last_error());
         if (out) abort();
     } else {
-        if (!out || strlen(out) > n || out[n] != '\0' || !valid_utf8(out, n)) abort();
+        if (!out || strlen(out) > n || out[n] != '\0' || attn_tok_utf8_check(out, n, true) != n) abort();
         free(out);
     }
     if (spans) {

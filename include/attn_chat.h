@@ -37,7 +37,8 @@
  * (bos_token, eos_token, unk_token, sep_token, pad_token, cls_token, mask_token,
  * additional_special_tokens: those tokenizer_config.json sets), then each key of
  * attn_chat_render_params.extra_json, which overrides any of them (so {"tools": [...]} passes
- * tools, {"enable_thinking": false} Qwen3's switch).
+ * tools, {"enable_thinking": false} Qwen3's switch); "messages" and "add_generation_prompt" may
+ * not be given there.
  *
  * Values: JSON's null, true/false, integers (64-bit), numbers, strings, arrays and objects are
  * Python's None, bool, int, float, str, list and dict. Strings are UTF-8 and are indexed, sliced
@@ -83,9 +84,10 @@ typedef struct attn_chat_conv attn_chat_conv;         /* a conversation: message
  *                              "cls_token", "mask_token" (each null, a string, or an AddedToken
  *                              object {"content": S, ...}) and "additional_special_tokens" (a
  *                              list of those)
- *   DIR/chat_template.jinja    the template as a file (newer transformers saves it so); used
- *                              when tokenizer_config.json has no "chat_template"
- *   DIR/chat_template.json     {"chat_template": S} (processor configurations); likewise
+ *   DIR/chat_template.jinja    the template as a file (newer transformers save it so, and then
+ *                              prefer it to tokenizer_config.json's): used first when which is NULL
+ *   DIR/chat_template.json     {"chat_template": S} (processor configurations): used when neither
+ *                              of the others has a template
  * tokenizer_config.json may be absent when a template file is there. No template anywhere, or
  * no template of that name, is ATTN_STATUS_NOT_FOUND naming the directory. */
 attn_status attn_chat_template_parse(const char *src, size_t len, const char *name,

@@ -446,6 +446,8 @@ static void test_errors(void **state) {
     /* bad arguments */
     p.extra_json = "[1]";
     tu_expect_fail(render_src("x", NULL, &p, &out), ATTN_STATUS_INVALID_ARGUMENT, "not a JSON object", NULL);
+    p.extra_json = "{\"messages\": []}";
+    tu_expect_fail(render_src("x", NULL, &p, &out), ATTN_STATUS_INVALID_ARGUMENT, "set by the render itself", NULL);
     p.extra_json = "{\"enable_thinking\": fals";
     tu_expect_fail(render_src("x", NULL, &p, &out), ATTN_STATUS_INVALID_ARGUMENT, "invalid JSON", NULL);
     p = attn_chat_default_render_params();

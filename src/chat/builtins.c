@@ -15,19 +15,7 @@
 
 #define E (cx->e)
 
-#if defined(__GNUC__)
-__attribute__((noreturn, format(printf, 4, 5)))
-#endif
-static void bfail(ch_cx *cx, attn_status s, const ch_node *at, const char *fmt, ...) {
-    char m[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m, sizeof m, fmt, ap);
-    va_end(ap);
-    int line = at ? at->line : cx->line;
-    if (line) ch_fail(E, s, "%s:%d: %s", cx->name, line, m);
-    ch_fail(E, s, "%s: %s", cx->name, m);
-}
+#define bfail ch_rfail
 
 /* ---- names ----------------------------------------------------------------------------------- */
 

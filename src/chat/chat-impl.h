@@ -275,6 +275,11 @@ ch_val ch_call_value(ch_cx *cx, const ch_node *at, ch_val f, ch_args *a);
 ch_list *ch_iterate(ch_cx *cx, ch_val v);
 ch_val ch_binop(ch_cx *cx, int op, ch_val a, ch_val b);
 void ch_count_steps(ch_cx *cx, uint64_t n);
+/* Fails the render: "NAME:LINE: message" (the line of at, else of the last expression). */
+#if defined(__GNUC__)
+__attribute__((noreturn, format(printf, 4, 5)))
+#endif
+void ch_rfail(ch_cx *cx, attn_status s, const ch_node *at, const char *fmt, ...);
 #if defined(__GNUC__)
 __attribute__((noreturn))
 #endif

@@ -553,6 +553,12 @@ static attn_status check_params(const attn_chat_render_params *p, json_t **extra
             json_decref(x);
             return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "extra variables: not a JSON object");
         }
+        /* apply_chat_template passes these itself (a second value is Python's TypeError) */
+        if (json_object_get(x, "messages") || json_object_get(x, "add_generation_prompt")) {
+            json_decref(x);
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "extra variables: \"messages\" and \"add_generation_prompt\" are set by the render itself");
+        }
         *extra = x;
     }
     return ATTN_STATUS_OK;

@@ -27,10 +27,7 @@ enum { FLOW_NONE = 0, FLOW_BREAK, FLOW_CONTINUE };
 static ch_val eval(ch_cx *cx, const ch_node *n);
 static int exec_body(ch_cx *cx, ch_node **body, int n);
 
-#if defined(__GNUC__)
-__attribute__((noreturn, format(printf, 4, 5)))
-#endif
-static void rfail(ch_cx *cx, attn_status s, const ch_node *at, const char *fmt, ...) {
+void ch_rfail(ch_cx *cx, attn_status s, const ch_node *at, const char *fmt, ...) {
     char m[400];
     va_list ap;
     va_start(ap, fmt);
@@ -43,8 +40,8 @@ static void rfail(ch_cx *cx, attn_status s, const ch_node *at, const char *fmt, 
 
 /* Using an Undefined value fails with its hint. */
 void ch_undef_fail(ch_cx *cx, const ch_node *at, ch_val v) {
-    if (v.flags & CVF_UNAME) rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "'%s' is undefined", v.u.hint);
-    rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "%s", v.u.hint ? v.u.hint : "a value is undefined");
+    if (v.flags & CVF_UNAME) ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "'%s' is undefined", v.u.hint);
+    ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "%s", v.u.hint ? v.u.hint : "a value is undefined");
 }
 
 static const char *hintf(ch_cx *cx, const char *fmt, const char *a, const char *b) {
@@ -58,14 +55,14 @@ static const char *hintf(ch_cx *cx, const char *fmt, const char *a, const char *
 void ch_count_steps(ch_cx *cx, uint64_t n) {
     cx->steps += n;
     if (cx->steps > cx->p->max_steps)
-        rfail(cx, ATTN_STATUS_TOO_LARGE, NULL,
+        ch_rfail(cx, ATTN_STATUS_TOO_LARGE, NULL,
               "more than %llu loop iterations and macro calls (the render's limit)",
               (unsigned long long)cx->p->max_steps);
 }
 
 static void deeper(ch_cx *cx, const ch_node *at) {
     if (++cx->depth > cx->p->max_depth)
-        rfail(cx, ATTN_STATUS_TOO_LARGE, at, "evaluation nested deeper than %d", cx->p->max_depth);
+        ch_rfail(cx, ATTN_STATUS_TOO_LARGE, at, "evaluation nested deeper than %d", cx->p->max_depth);
 }
 
 /* ---- frames --------------------------------------------------------------------------------- */
@@ -253,13 +250,13 @@ static size_t slice_indices(ch_cx *cx, const ch_node *at, ch_val *sv, int64_t n,
     bool ok;
     if (sv[2].kind != CV_NONE) {
         st = as_index(sv[2], &ok);
-        if (!ok) rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "slice indices must be integers or None");
-        if (st == 0) rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "slice step cannot be zero");
+        if (!ok) ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "slice indices must be integers or None");
+        if (st == 0) ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "slice step cannot be zero");
     }
     for (int k = 0; k < 2; k++)
         if (sv[k].kind != CV_NONE) {
             as_index(sv[k], &ok);
-            if (!ok) rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "slice indices must be integers or None");
+            if (!ok) ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "slice indices must be integers or None");
         }
     if (st > 0) {
         a = sv[0].kind == CV_NONE ? 0 : as_index(sv[0], &ok);
@@ -351,7 +348,7 @@ ch_list *ch_iterate(ch_cx *cx, ch_val v) {
     }
     case CV_LOOP: return v.u.loop->items;
     default:
-        rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, NULL, "'%s' object is not iterable", ch_type_name(v));
+        ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, NULL, "'%s' object is not iterable", ch_type_name(v));
     }
 }
 
@@ -372,12 +369,12 @@ static const char *op_sym(int op) {
 __attribute__((noreturn))
 #endif
 static void type_error(ch_cx *cx, int op, ch_val a, ch_val b) {
-    rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, NULL, "unsupported operand type(s) for %s: '%s' and '%s'",
+    ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, NULL, "unsupported operand type(s) for %s: '%s' and '%s'",
           op_sym(op), ch_type_name(a), ch_type_name(b));
 }
 
 static void overflow(ch_cx *cx) {
-    rfail(cx, ATTN_STATUS_UNSUPPORTED, NULL, "integer overflow (attn computes with 64-bit integers)");
+    ch_rfail(cx, ATTN_STATUS_UNSUPPORTED, NULL, "integer overflow (attn computes with 64-bit integers)");
 }
 
 /* Python's float divmod */
@@ -421,7 +418,7 @@ static ch_val repeat(ch_cx *cx, ch_val s, int64_t times) {
     }
     size_t unit = s.kind == CV_STR ? s.u.s->len : s.u.l->n * sizeof(ch_val), total;
     if (!attn_size_mul(unit, (size_t)times, &total) || total > cx->p->max_memory)
-        rfail(cx, ATTN_STATUS_TOO_LARGE, NULL, "a repetition of %lld is too large", (long long)times);
+        ch_rfail(cx, ATTN_STATUS_TOO_LARGE, NULL, "a repetition of %lld is too large", (long long)times);
     if (s.kind == CV_STR) {
         ch_buf b = {0};
         for (int64_t i = 0; i < times; i++) ch_buf_put(E, &b, s.u.s->s, s.u.s->len);
@@ -449,12 +446,12 @@ ch_val ch_binop(ch_cx *cx, int op, ch_val a, ch_val b) {
             case CO_SUB: if (__builtin_sub_overflow(x, y, &r)) overflow(cx); return ch_int(r);
             case CO_MUL: if (__builtin_mul_overflow(x, y, &r)) overflow(cx); return ch_int(r);
             case CO_DIV:
-                if (y == 0) rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, NULL, "division by zero");
+                if (y == 0) ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, NULL, "division by zero");
                 return ch_float((double)x / (double)y);
             case CO_FLOORDIV:
             case CO_MOD: {
                 if (y == 0)
-                    rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, NULL, "integer division or modulo by zero");
+                    ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, NULL, "integer division or modulo by zero");
                 if (x == INT64_MIN && y == -1) {
                     if (op == CO_MOD) return ch_int(0);
                     overflow(cx);
@@ -473,7 +470,7 @@ ch_val ch_binop(ch_cx *cx, int op, ch_val a, ch_val b) {
                     return ch_int(acc);
                 }
                 if (x == 0)
-                    rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, NULL,
+                    ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, NULL,
                           "0.0 cannot be raised to a negative power");
                 return ch_float(pow((double)x, (double)y));
             default: break;
@@ -485,20 +482,20 @@ ch_val ch_binop(ch_cx *cx, int op, ch_val a, ch_val b) {
         case CO_SUB: return ch_float(x - y);
         case CO_MUL: return ch_float(x * y);
         case CO_DIV:
-            if (y == 0) rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, NULL, "float division by zero");
+            if (y == 0) ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, NULL, "float division by zero");
             return ch_float(x / y);
         case CO_FLOORDIV:
         case CO_MOD: {
-            if (y == 0) rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, NULL, "float modulo or division by zero");
+            if (y == 0) ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, NULL, "float modulo or division by zero");
             double q, m;
             fdivmod(x, y, &q, &m);
             return ch_float(op == CO_MOD ? m : q);
         }
         case CO_POW:
             if (x == 0 && y < 0)
-                rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, NULL, "0.0 cannot be raised to a negative power");
+                ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, NULL, "0.0 cannot be raised to a negative power");
             if (x < 0 && y != floor(y))
-                rfail(cx, ATTN_STATUS_UNSUPPORTED, NULL, "a negative number to a fractional power (a complex number)");
+                ch_rfail(cx, ATTN_STATUS_UNSUPPORTED, NULL, "a negative number to a fractional power (a complex number)");
             return ch_float(pow(x, y));
         default: break;
         }
@@ -528,7 +525,7 @@ ch_val ch_binop(ch_cx *cx, int op, ch_val a, ch_val b) {
     if (op == CO_MUL && (b.kind == CV_STR || b.kind == CV_LIST) && (a.kind == CV_INT || a.kind == CV_BOOL))
         return repeat(cx, b, inum(a));
     if (op == CO_MOD && a.kind == CV_STR)
-        rfail(cx, ATTN_STATUS_UNSUPPORTED, NULL, "printf-style string formatting ('...' %% x) is not supported");
+        ch_rfail(cx, ATTN_STATUS_UNSUPPORTED, NULL, "printf-style string formatting ('...' %% x) is not supported");
     type_error(cx, op, a, b);
 }
 
@@ -538,7 +535,7 @@ static bool contains(ch_cx *cx, const ch_node *at, ch_val item, ch_val seq) {
     case CV_STR:
         if (item.kind == CV_UNDEF) ch_undef_fail(cx, at, item);
         if (item.kind != CV_STR)
-            rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "'in <string>' requires string as left operand, not %s",
+            ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "'in <string>' requires string as left operand, not %s",
                   ch_type_name(item));
         if (item.u.s->len == 0) return true;
         if (item.u.s->len > seq.u.s->len) return false;
@@ -560,7 +557,7 @@ static bool contains(ch_cx *cx, const ch_node *at, ch_val item, ch_val seq) {
         return false;
     }
     default:
-        rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "argument of type '%s' is not iterable", ch_type_name(seq));
+        ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "argument of type '%s' is not iterable", ch_type_name(seq));
     }
 }
 
@@ -606,7 +603,7 @@ ch_val ch_call_macro(ch_cx *cx, ch_func *f, ch_args *a, const ch_node *at) {
     const char *mname = m->name ? m->name : "caller";
     bool uses_varargs = m->op & 1, uses_kwargs = m->op & 2, uses_caller = m->op & 4;
     if (a->npos > m->nargs && !uses_varargs)
-        rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "macro '%s' takes not more than %d argument(s)", mname,
+        ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "macro '%s' takes not more than %d argument(s)", mname,
               m->nargs);
     bool *used = a->nkw ? ch_alloc(E, (size_t)a->nkw) : NULL;
     if (used) memset(used, 0, (size_t)a->nkw);
@@ -632,7 +629,7 @@ ch_val ch_call_macro(ch_cx *cx, ch_func *f, ch_args *a, const ch_node *at) {
             continue;
         }
         if (!uses_kwargs)
-            rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "macro '%s' takes no keyword argument '%s'", mname,
+            ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "macro '%s' takes no keyword argument '%s'", mname,
                   a->kwn[k]);
         ch_dict_set(E, kw, ch_strz(E, a->kwn[k]), a->kwv[k]);
     }
@@ -666,7 +663,7 @@ static ch_val call_builtin(ch_cx *cx, const ch_node *at, int id, ch_args *a);
 ch_val ch_call_value(ch_cx *cx, const ch_node *at, ch_val fv, ch_args *a) {
     if (fv.kind == CV_UNDEF) ch_undef_fail(cx, at, fv);
     if (fv.kind != CV_FUNC)
-        rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "'%s' object is not callable", ch_type_name(fv));
+        ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "'%s' object is not callable", ch_type_name(fv));
     ch_func *f = fv.u.fn;
     if (f->kind == CF_MACRO) return ch_call_macro(cx, f, a, at);
     if (f->kind == CF_BUILTIN) return call_builtin(cx, at, f->id, a);
@@ -700,12 +697,12 @@ static ch_val call_builtin(ch_cx *cx, const ch_node *at, int id, ch_args *a) {
     case CB_STRFTIME: {
         ch_val f = a->npos ? a->pos[0] : kwarg(a, "format", -1, ch_undef(NULL));
         if (f.kind != CV_STR)
-            rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "strftime_now: the format must be a string");
+            ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "strftime_now: the format must be a string");
         if (f.u.s->len > 256 || memchr(f.u.s->s, 0, f.u.s->len))
-            rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "strftime_now: format too long");
+            ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "strftime_now: format too long");
         time_t t = (time_t)cx->now;
         struct tm tm;
-        if (!localtime_r(&t, &tm)) rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "strftime_now: bad time");
+        if (!localtime_r(&t, &tm)) ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "strftime_now: bad time");
         char out[2048];
         size_t n = f.u.s->len ? strftime(out, sizeof out, f.u.s->s, &tm) : 0;
         return ch_strn(E, out, n);
@@ -716,7 +713,7 @@ static ch_val call_builtin(ch_cx *cx, const ch_node *at, int id, ch_args *a) {
         for (int i = 0; i < a->npos; i++) {
             ch_val x = a->pos[i];
             if (i > 0 || (x.kind != CV_DICT && x.kind != CV_NS))
-                rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "%s() takes at most one positional mapping",
+                ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "%s() takes at most one positional mapping",
                       id == CB_DICT ? "dict" : "namespace");
             for (size_t k = 0; k < x.u.d->n; k++) ch_dict_set(E, d, x.u.d->k[k], x.u.d->v[k]);
         }
@@ -727,22 +724,22 @@ static ch_val call_builtin(ch_cx *cx, const ch_node *at, int id, ch_args *a) {
     case CB_RANGE: {
         int64_t r[3] = {0, 0, 1};
         if (a->npos < 1 || a->npos > 3 || a->nkw)
-            rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "range expected 1 to 3 integer arguments");
+            ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "range expected 1 to 3 integer arguments");
         for (int i = 0; i < a->npos; i++) {
             ch_val x = a->pos[i];
             if (x.kind == CV_UNDEF) ch_undef_fail(cx, at, x);
             if (x.kind != CV_INT && x.kind != CV_BOOL)
-                rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "'%s' object cannot be interpreted as an integer",
+                ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "'%s' object cannot be interpreted as an integer",
                       ch_type_name(x));
         }
         if (a->npos == 1) r[1] = inum(a->pos[0]);
         else for (int i = 0; i < a->npos; i++) r[i] = inum(a->pos[i]);
-        if (r[2] == 0) rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "range() arg 3 must not be zero");
+        if (r[2] == 0) ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, at, "range() arg 3 must not be zero");
         double cnt = r[2] > 0 ? ceil(((double)r[1] - (double)r[0]) / (double)r[2])
                               : ceil(((double)r[0] - (double)r[1]) / (double)-r[2]);
         if (cnt < 0) cnt = 0;
         if (cnt > (double)cx->p->max_steps)
-            rfail(cx, ATTN_STATUS_TOO_LARGE, at, "range of %.0f items exceeds the render's step limit", cnt);
+            ch_rfail(cx, ATTN_STATUS_TOO_LARGE, at, "range of %.0f items exceeds the render's step limit", cnt);
         ch_list *l = ch_list_new(E, (size_t)cnt);
         for (size_t i = 0; i < l->n; i++) l->v[i] = ch_int(r[0] + (int64_t)i * r[2]);
         ch_count_steps(cx, l->n);
@@ -750,18 +747,18 @@ static ch_val call_builtin(ch_cx *cx, const ch_node *at, int id, ch_args *a) {
         return v;
     }
     default:
-        rfail(cx, ATTN_STATUS_UNSUPPORTED, at, "the global function '%s' is not supported",
+        ch_rfail(cx, ATTN_STATUS_UNSUPPORTED, at, "the global function '%s' is not supported",
               id == CB_CYCLER ? "cycler" : id == CB_JOINER ? "joiner" : "lipsum");
     }
 }
 
 /* ---- expressions ------------------------------------------------------------------------------ */
 
-static ch_val eval_filter(ch_cx *cx, const ch_node *n) {
-    ch_val v = eval(cx, n->a);
-    if (n->fid == -1) rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, n, "no filter named '%s' found", n->name);
+/* filter node n on v (its arguments evaluated here) */
+static ch_val run_filter(ch_cx *cx, const ch_node *n, ch_val v) {
+    if (n->fid == -1) ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, n, "no filter named '%s' found", n->name);
     if (n->fid == -2)
-        rfail(cx, ATTN_STATUS_UNSUPPORTED, n, "the filter '%s' is not supported by attn's chat templates", n->name);
+        ch_rfail(cx, ATTN_STATUS_UNSUPPORTED, n, "the filter '%s' is not supported by attn's chat templates", n->name);
     ch_args a;
     eval_args(cx, n, &a, 0);
     return ch_call_filter(cx, n, n->fid, v, &a);
@@ -770,13 +767,7 @@ static ch_val eval_filter(ch_cx *cx, const ch_node *n) {
 /* a filter chain whose innermost input is `input` (filter blocks, block sets) */
 static ch_val apply_chain(ch_cx *cx, const ch_node *n, ch_val input) {
     if (!n) return input;
-    ch_val v = n->a ? apply_chain(cx, n->a, input) : input;
-    if (n->fid == -1) rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, n, "no filter named '%s' found", n->name);
-    if (n->fid == -2)
-        rfail(cx, ATTN_STATUS_UNSUPPORTED, n, "the filter '%s' is not supported by attn's chat templates", n->name);
-    ch_args a;
-    eval_args(cx, n, &a, 0);
-    return ch_call_filter(cx, n, n->fid, v, &a);
+    return run_filter(cx, n, n->a ? apply_chain(cx, n->a, input) : input);
 }
 
 static ch_val eval(ch_cx *cx, const ch_node *n) {
@@ -813,12 +804,12 @@ static ch_val eval(ch_cx *cx, const ch_node *n) {
         r = ch_call_value(cx, n, f, &a);
         break;
     }
-    case CN_FILTER: r = eval_filter(cx, n); break;
+    case CN_FILTER: r = run_filter(cx, n, eval(cx, n->a)); break;
     case CN_TEST: {
         ch_val v = eval(cx, n->a);
-        if (n->fid == -1) rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, n, "no test named '%s' found", n->name);
+        if (n->fid == -1) ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, n, "no test named '%s' found", n->name);
         if (n->fid == -2)
-            rfail(cx, ATTN_STATUS_UNSUPPORTED, n, "the test '%s' is not supported by attn's chat templates",
+            ch_rfail(cx, ATTN_STATUS_UNSUPPORTED, n, "the test '%s' is not supported by attn's chat templates",
                   n->name);
         ch_args a;
         eval_args(cx, n, &a, 0);
@@ -836,7 +827,7 @@ static ch_val eval(ch_cx *cx, const ch_node *n) {
             if (n->kind == CN_NEG && i == INT64_MIN) overflow(cx);
             r = ch_int(n->kind == CN_NEG ? -i : i);
         } else
-            rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, n, "bad operand type for unary %c: '%s'",
+            ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, n, "bad operand type for unary %c: '%s'",
                   n->kind == CN_NEG ? '-' : '+', ch_type_name(v));
         break;
     }
@@ -893,13 +884,13 @@ static ch_val eval(ch_cx *cx, const ch_node *n) {
         for (int i = 0; i + 1 < n->nargs; i += 2) {
             ch_val k = eval(cx, n->args[i]);
             if ((k.kind == CV_LIST && !(k.flags & CVF_TUPLE)) || k.kind == CV_DICT || k.kind == CV_NS)
-                rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, n, "unhashable type: '%s'", ch_type_name(k));
+                ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, n, "unhashable type: '%s'", ch_type_name(k));
             ch_dict_set(E, d, k, eval(cx, n->args[i + 1]));
         }
         r.kind = CV_DICT, r.flags = 0, r.u.d = d;
         break;
     }
-    default: rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, n, "internal error: node %d is not an expression", n->kind);
+    default: ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, n, "internal error: node %d is not an expression", n->kind);
     }
     cx->depth--;
     return r;
@@ -915,7 +906,7 @@ static void assign(ch_cx *cx, const ch_node *t, ch_val v) {
     if (t->kind == CN_NSREF) {
         ch_val *ns = frame_find(cx->frame, t->name);
         if (!ns || ns->kind != CV_NS)
-            rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, t, "cannot assign attribute on non-namespace object");
+            ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, t, "cannot assign attribute on non-namespace object");
         ch_dict_set(E, ns->u.d, ch_strz(E, t->b->name), v);
         return;
     }
@@ -923,7 +914,7 @@ static void assign(ch_cx *cx, const ch_node *t, ch_val v) {
     if (v.kind == CV_UNDEF) ch_undef_fail(cx, t, v);
     ch_list *l = ch_iterate(cx, v);
     if (l->n != (size_t)t->nargs)
-        rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, t, "%s values to unpack (expected %d, got %zu)",
+        ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, t, "%s values to unpack (expected %d, got %zu)",
               l->n > (size_t)t->nargs ? "too many" : "not enough", t->nargs, l->n);
     for (int i = 0; i < t->nargs; i++) frame_set(cx, cx->frame, t->args[i]->name, l->v[i]);
 }
@@ -1032,7 +1023,7 @@ static int exec_stmt1(ch_cx *cx, const ch_node *n) {
     }
     case CN_BREAK: return FLOW_BREAK;
     case CN_CONTINUE: return FLOW_CONTINUE;
-    default: rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, n, "internal error: node %d is not a statement", n->kind);
+    default: ch_rfail(cx, ATTN_STATUS_INVALID_ARGUMENT, n, "internal error: node %d is not a statement", n->kind);
     }
 }
 
