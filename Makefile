@@ -32,7 +32,7 @@ ISA_avx2   := -mavx2 -mfma -mf16c -DATTN_ISA=2 -ffp-contract=fast
 ISA_avx512 := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma -mf16c -DATTN_ISA=512 -ffp-contract=fast
 
 # Library sources, layer by layer: core -> kernels, io -> nn -> viz -> cli.
-LIB_SRCS  := $(wildcard src/core/*.c src/io/*.c src/nn/*.c src/viz/*.c src/eval/*.c src/tok/*.c src/models/*.c src/train/*.c src/data/*.c src/infer/*.c src/embed/*.c) \
+LIB_SRCS  := $(wildcard src/core/*.c src/io/*.c src/nn/*.c src/viz/*.c src/eval/*.c src/tok/*.c src/models/*.c src/train/*.c src/data/*.c src/infer/*.c src/embed/*.c src/chat/*.c) \
              $(filter-out %_simd.c,$(wildcard src/kernels/*.c))
 SIMD_SRCS := $(wildcard src/kernels/*_simd.c)
 CLI_SRCS  := $(wildcard src/cli/*.c)
