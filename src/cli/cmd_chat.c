@@ -112,11 +112,12 @@ static attn_status reply(chat *ch, const attn_chat_conv *c, bool print, char **r
     if (s) return s;
     const int cap = attn_gen_session_capacity(ch->sess);
     if (enc.n == 0 || enc.n >= (size_t)cap) {
+        const size_t n = enc.n;
         attn_tok_encoding_free(&enc);
         return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
                               "chat: the conversation is %zu tokens, it does not fit the context "
                               "of %d (start a new one: /reset, or a larger --context)",
-                              enc.n, cap);
+                              n, cap);
     }
     /* The stream decodes the reply after the last few prompt tokens only (enough for decoders
      * that treat the text's start specially), so its cost does not grow with the conversation. */
@@ -253,7 +254,9 @@ static int from_jsonl(chat *ch) {
         s = reply(ch, c, false, &answer);
         attn_chat_conv_free(c);
         if (s) {
-            attn_set_error(s, "<stdin>:%zu: %s", attn_chat_jsonl_line(r), attn_last_error());
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", attn_last_error());
+            attn_set_error(s, "/dev/stdin:%zu: %s", attn_chat_jsonl_line(r), msg);
             break;
         }
         json_t *o = json_object();
