@@ -5,7 +5,8 @@
  * linear and llama3, q/k/v/o/MLP biases, Mistral's sliding window shorter than the sequence.
  * Per model and backend:
  *   - rotary inv_freq against the rotary module's (an ulp: transformers computes it in float32);
- *   - logits and every layer's hidden states of a batch against the float64 model;
+ *   - logits, every layer's hidden states and every query head's attention probabilities
+ *     (output_attentions; attn attention's capture) of a batch against the float64 model;
  *   - the loss and every parameter's gradient (by Hugging Face name) against float64 autograd;
  *   - KV-cache decoding (a prompt, then one token per call) against the full forward;
  *   - greedy decoding of 64 tokens token for token as transformers' own KV-cache greedy loop;
@@ -126,7 +127,12 @@ static void run_model(const char *name, bool save) {
     OK(attn_gpt_state_init(m, B, T, &st));
     float *logits = attn_alloc((size_t)M * V * sizeof(float));
     float *hidden = attn_alloc((size_t)(L + 1) * M * C * sizeof(float));
-    const attn_gpt_capture cap = {hidden, NULL};
+    const size_t per_layer = (size_t)B * c->n_head * T * T;
+    float *probs = attn_alloc((size_t)L * per_layer * sizeof(float));
+    float *probs_l[64];
+    assert_true(L <= 64);
+    for (int l = 0; l < L; l++) probs_l[l] = probs + l * per_layer;
+    const attn_gpt_capture cap = {hidden, probs_l};
     attn_gpt_set_capture(st, &cap);
     OK(attn_gpt_forward(m, st, B, T, ids, logits));
     attn_gpt_set_capture(st, NULL);
@@ -138,6 +144,11 @@ static void run_model(const char *name, bool save) {
         const size_t n = (size_t)M * C;
         tu_close(what, hidden + l * n, rh + l * n, n, TOL_HIDDEN, 0);
     }
+    /* every query head's attention probabilities (output_attentions), grouped heads included */
+    float *ra = ref_f32(name, "attn", NULL);
+    snprintf(what, sizeof what, "  attention probabilities (%d layers)", L);
+    tu_close(what, probs, ra, (size_t)L * per_layer, TOL_HIDDEN, 0);
+    attn_free(ra), attn_free(probs);
 
     /* loss and every gradient */
     OK(attn_gpt_alloc_grads(m));
