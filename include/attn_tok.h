@@ -257,6 +257,13 @@ enum {
  * ATTN_STATUS_INVALID_ARGUMENT with *len set to the length needed. */
 attn_status attn_tok_decode(const attn_tok *tok, const int32_t *ids, size_t n, unsigned flags,
                             char *buf, size_t cap, size_t *len);
+/* How many of the last ids of ids[0..n) decode to text that may still change when more ids
+ * follow: with a ByteFallback decoder, the trailing run of byte tokens "<0xHH>" (and the special
+ * tokens among them that decode drops under flags), since the decoder reads a run as a whole
+ * and turns every byte of it into U+FFFD when the run is not valid UTF-8. 0 for other decoders
+ * (a ByteLevel decoder's incomplete UTF-8 tail decodes to U+FFFD that only grows into the
+ * character; attn_gen_stream holds both back). Ids outside the vocabulary end the run. */
+size_t attn_tok_decode_pending(const attn_tok *tok, const int32_t *ids, size_t n, unsigned flags);
 /* The same into a new NUL-terminated string (free with attn_free). */
 attn_status attn_tok_decode_alloc(const attn_tok *tok, const int32_t *ids, size_t n,
                                   unsigned flags, char **text, size_t *len);
