@@ -540,8 +540,11 @@ static void test_bad_input(void **state) {
              U, "Regex");
     bad_json(TOKJ("[]", "{\"type\": \"Prepend\"}", "null", "null", BPE(V3, "[]")), F,
              "normalizer.prepend");
-    bad_json(TOKJ("[]", "null", "{\"type\": \"Digits\"}", "null", BPE(V3, "[]")), U,
-             "Digits");
+    bad_json(TOKJ("[]", "null", "{\"type\": \"UnicodeScripts\"}", "null", BPE(V3, "[]")), U,
+             "UnicodeScripts");
+    bad_json(TOKJ("[]", "null", "{\"type\": \"Digits\", \"individual_digits\": 1}", "null",
+                  BPE(V3, "[]")),
+             F, "pre_tokenizer.individual_digits");
     bad_json(TOKJ("[]", "null", "{\"type\": \"Metaspace\", \"replacement\": \"ab\"}", "null",
                   BPE(V3, "[]")),
              F, "single character");

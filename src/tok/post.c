@@ -120,6 +120,9 @@ attn_status tok_trunc_pad_parse(attn_tok *t, json_t *root, const char *name) {
         if (tok && !json_is_string(tok))
             return attn_fail(ATTN_STATUS_FORMAT, "%s: padding.pad_token: expected a string", name);
         c->pad_token_len = tok ? json_string_length(tok) : 5;
+        if (tok && (st = tok_no_nul(json_string_value(tok), c->pad_token_len, name,
+                                    "padding.pad_token")))
+            return st;
         c->pad_token = dup_n(tok ? json_string_value(tok) : "[PAD]", c->pad_token_len);
         if (!c->pad_token) return oom(name);
         c->on = true;
@@ -218,7 +221,7 @@ static attn_status parse_template(attn_tok *t, json_t *arr, bool pair, const cha
         pcs[i].type_id = (uint32_t)json_integer_value(ty);
         const char *ids = json_string_value(id);
         if (seq) {
-            if (strcmp(ids, "A") && strcmp(ids, "B"))
+            if (!tok_json_str_is(id, "A") && !tok_json_str_is(id, "B"))
                 return attn_fail(ATTN_STATUS_FORMAT,
                                  "%s: post_processor.%s[%zu].Sequence.id: expected \"A\" or \"B\"",
                                  name, which, i);
@@ -232,11 +235,12 @@ static attn_status parse_template(attn_tok *t, json_t *arr, bool pair, const cha
                (t->tpl_special[k].name_len != json_string_length(id) ||
                 memcmp(t->tpl_special[k].name, ids, json_string_length(id))))
             k++;
+        char q[64];
         if (k == t->n_tpl_special)
             return attn_fail(ATTN_STATUS_FORMAT,
-                             "%s: post_processor.%s[%zu]: special token '%s' is not in "
+                             "%s: post_processor.%s[%zu]: special token %s is not in "
                              "special_tokens",
-                             name, which, i, ids);
+                             name, which, i, tok_quote(q, sizeof q, ids, json_string_length(id)));
         pcs[i].index = k;
         if (pair)
             t->added_pair += t->tpl_special[k].n;
@@ -260,7 +264,9 @@ static attn_status token_id_pair(json_t *v, const char *key, const char *name, c
     *s = json_string_value(a);
     *n = json_string_length(a);
     *id = (int32_t)json_integer_value(b);
-    return ATTN_STATUS_OK;
+    char path[64];
+    snprintf(path, sizeof path, "post_processor.%s", key);
+    return tok_no_nul(*s, *n, name, path);
 }
 
 /* One post-processor object (path names it in messages). A Sequence's steps are parsed in order,
@@ -387,6 +393,15 @@ static attn_status parse_post_one(attn_tok *t, json_t *obj, const char *name, co
             idv[i] = (int32_t)json_integer_value(a);
             tv[i] = json_string_value(b);
             tl[i] = json_string_length(b);
+            char field[128];
+            snprintf(field, sizeof field, "post_processor.special_tokens[%s].tokens[%zu]", key, i);
+            if ((st = tok_no_nul(tv[i], tl[i], name, field))) return st;
+        }
+        {
+            char field[128];
+            snprintf(field, sizeof field, "post_processor.special_tokens[%s].id", key);
+            if ((st = tok_no_nul(json_string_value(id), json_string_length(id), name, field)))
+                return st;
         }
         /* the template refers to it by "id" (tokenizers checks it equals the key) */
         if ((st = add_special(t, json_string_value(id), json_string_length(id), idv, tv, tl, n,

@@ -734,12 +734,16 @@ static attn_status parse_root(json_t *root, const char *name, attn_tok **out) {
     if (!st) st = tok_split_prepare(t, name);
     for (size_t i = 0; !st && i < t->n_tpl_special; i++)
         for (size_t k = 0; !st && k < t->tpl_special[i].n; k++)
-            if (t->tpl_special[i].ids[k] >= t->vocab_size)
+            if (t->tpl_special[i].ids[k] >= t->vocab_size) {
+                char q[64];
                 st = attn_fail(ATTN_STATUS_FORMAT,
-                               "%s: post_processor: special token '%s' has id %ld, outside the "
+                               "%s: post_processor: special token %s has id %ld, outside the "
                                "vocabulary (0..%ld)",
-                               name, t->tpl_special[i].name, (long)t->tpl_special[i].ids[k],
-                               (long)t->vocab_size - 1);
+                               name,
+                               tok_quote(q, sizeof q, t->tpl_special[i].name,
+                                         t->tpl_special[i].name_len),
+                               (long)t->tpl_special[i].ids[k], (long)t->vocab_size - 1);
+            }
     if (st) {
         attn_tok_free(t);
         return st;
@@ -1098,7 +1102,9 @@ static attn_status split_added(pipe_state *ps, int k, const char *s, size_t n, b
         }
         if (done < start && (st = piece(ps, s + done, start - done, first && done == 0)))
             return st;
-        if ((st = ps->cb(ps->ctx, NULL, 0, a->id))) return st;
+        /* a match left empty (its text all taken by the strips of the previous one) is dropped,
+         * as tokenizers drops empty splits (reversed, it panics there) */
+        if (stop > start && (st = ps->cb(ps->ctx, NULL, 0, a->id))) return st;
         done = stop;
     }
     if (done < n) return piece(ps, s + done, n - done, first && done == 0);
