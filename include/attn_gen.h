@@ -77,15 +77,23 @@ typedef struct {
     float temperature; /* > 0 divides the logits; <= 0 means greedy */
     int top_k;         /* keep the k largest logits (ties with the k-th kept); 0 = off */
     float top_p;       /* nucleus mass in [0, 1]; 1 = off */
-    bool greedy;       /* argmax; the other fields are then ignored */
+    bool greedy;       /* argmax (after the repetition penalty); temperature, top-k, top-p and
+                          min-p are then ignored */
     uint64_t seed;     /* Philox stream of the draws */
+    float repetition_penalty; /* > 0; 1 = off. RepetitionPenaltyLogitsProcessor: before
+                          everything else (greedy too), the logit of every id seen so far (the
+                          prompt's and the generated ones) is divided by it when positive and
+                          multiplied by it when negative */
+    float min_p;       /* in [0, 1]; 0 = off. MinPLogitsWarper, after top-p: tokens with a
+                          probability below min_p × the top token's are removed */
 } attn_gen_params;
 
 /* transformers' GenerationConfig defaults for sampling: temperature 1, top_k 50, top_p 1, not
- * greedy, seed 0. */
+ * greedy, seed 0, repetition_penalty 1, min_p 0 (off). */
 attn_gen_params attn_gen_default_params(void);
 
-/* temperature finite, top_k >= 0, top_p in [0, 1]; INVALID_ARGUMENT naming the field. */
+/* temperature finite, top_k >= 0, top_p and min_p in [0, 1], repetition_penalty > 0;
+ * INVALID_ARGUMENT naming the field. */
 attn_status attn_gen_check_params(const attn_gen_params *p);
 
 /* The logits warpers on their own, in place on logits (V); removed entries become -INFINITY.
@@ -93,6 +101,10 @@ attn_status attn_gen_check_params(const attn_gen_params *p);
 attn_status attn_gen_temperature(float *logits, int V, float temperature);
 attn_status attn_gen_top_k(float *logits, int V, int k);
 attn_status attn_gen_top_p(float *logits, int V, float top_p);
+attn_status attn_gen_min_p(float *logits, int V, float min_p);
+/* The repetition penalty over the distinct ids among ids (n). */
+attn_status attn_gen_repetition_penalty(float *logits, int V, const int32_t *ids, size_t n,
+                                        float penalty);
 
 /* The first index of the largest value (torch.argmax); INVALID_ARGUMENT on NaN or V < 1. */
 attn_status attn_gen_argmax(const float *logits, int V, int32_t *token);
@@ -103,6 +115,11 @@ typedef struct attn_gen_sampler attn_gen_sampler;
 attn_status attn_gen_sampler_init(const attn_gen_params *p, int V, attn_gen_sampler **out);
 void attn_gen_sampler_free(attn_gen_sampler *s);
 const attn_gen_params *attn_gen_sampler_params(const attn_gen_sampler *s);
+
+/* Mark ids (n, in [0, V)) as seen by the repetition penalty (a generation loop passes the
+ * prompt, then each generated token); forget clears the marks. */
+attn_status attn_gen_sampler_observe(attn_gen_sampler *s, const int32_t *ids, size_t n);
+void attn_gen_sampler_forget(attn_gen_sampler *s);
 
 /* The distribution the next draw uses: probs (V) after temperature, top-k, top-p and softmax
  * (zeros where removed; for greedy, 1 at the argmax). logits (V) are not modified. */
@@ -130,6 +147,7 @@ typedef struct {
                               at most: the last one is never fed) */
     double decode_seconds; /* those passes plus sampling */
     attn_gen_stop stop;
+    int n_cached;          /* prompt positions reused from a session's cache (not run again) */
 } attn_gen_stats;
 
 /* "max tokens", "end of text", "context full", "stopped by caller". */
@@ -145,6 +163,60 @@ typedef bool (*attn_gen_callback)(void *ctx, int32_t token);
 attn_status attn_gen_gpt(const attn_gpt_model *m, const attn_gen_params *p, const int32_t *prompt,
                          int n_prompt, int max_new_tokens, int eos_token_id, int32_t *out,
                          attn_gen_callback cb, void *ctx, attn_gen_stats *stats);
+
+/* ==== a model directory's generation_config.json ===============================================
+ * transformers' GenerationConfig as save_pretrained writes it. Read: "do_sample" (false, the
+ * default: greedy), "temperature", "top_k", "top_p", "min_p" (null: off), "repetition_penalty",
+ * "max_new_tokens", "eos_token_id" (an id or a list: every one ends generation), "bos_token_id";
+ * every other key is ignored. Missing keys keep GenerationConfig's defaults (temperature 1,
+ * top_k 50, top_p 1, repetition_penalty 1). A field of the wrong type or out of range is
+ * ATTN_STATUS_FORMAT naming the file and the field. */
+#define ATTN_GEN_MAX_STOP_IDS 16
+
+typedef struct {
+    bool found;              /* the file exists (else everything below is the default) */
+    attn_gen_params params;  /* greedy = !do_sample; seed 0 */
+    int max_new_tokens;      /* 0: not given */
+    int bos_token_id;        /* -1: not given */
+    int n_eos;               /* eos_token_ids[0 .. n_eos) */
+    int32_t eos_token_ids[ATTN_GEN_MAX_STOP_IDS];
+} attn_gen_config;
+
+/* DIR/generation_config.json (absent: found = false and the defaults, not an error). */
+attn_status attn_gen_config_load(const char *dir, attn_gen_config *out);
+/* The same from JSON text; name is used in messages. */
+attn_status attn_gen_config_parse(const char *json_text, const char *name, attn_gen_config *out);
+
+/* ==== sessions: generation over a KV cache kept between calls (chat) ============================
+ * A session keeps the keys and values of every position it has run, with their ids. Each call
+ * gives the whole context (a conversation so far, rendered and tokenized); the part that matches
+ * what the cache holds is reused, and only the rest runs (at least the last position, whose
+ * logits choose the first new token). So a chat turn costs its new tokens, not the conversation.
+ * Sampling as attn_gen_gpt. Generated tokens are fed back (all but the last one), so the next
+ * call's context, which repeats them, reuses them too. */
+typedef struct attn_gen_session attn_gen_session;
+
+/* A session for contexts of up to max_T positions (0: the model's n_positions). The model must
+ * outlive it; one thread at a time per session. */
+attn_status attn_gen_session_init(const attn_gpt_model *m, int max_T, attn_gen_session **out);
+void attn_gen_session_free(attn_gen_session *s);
+/* Forget everything cached. */
+void attn_gen_session_reset(attn_gen_session *s);
+/* Positions cached now; the session's capacity. */
+int attn_gen_session_cached(const attn_gen_session *s);
+int attn_gen_session_capacity(const attn_gen_session *s);
+/* The session's cache (e.g. for attn_gpt_kv_set_capture). */
+attn_gpt_kv *attn_gen_session_kv(attn_gen_session *s);
+
+/* Generate up to max_new_tokens (>= 1) after the context ids (n_ids in [1, capacity]); stops
+ * after any of stop_ids (n_stop_ids ids, e.g. every end-of-text id of the model; may be 0), when
+ * max_new_tokens are generated, when the cache is full (ATTN_GEN_STOP_CONTEXT: a context of L
+ * positions leaves capacity − L + 1 new tokens), or when cb returns false. out, cb, stats as
+ * attn_gen_gpt; stats->n_prompt counts the positions that ran, n_cached those reused. */
+attn_status attn_gen_session_generate(attn_gen_session *s, const attn_gen_params *p,
+                                      const int32_t *ids, int n_ids, int max_new_tokens,
+                                      const int32_t *stop_ids, int n_stop_ids, int32_t *out,
+                                      attn_gen_callback cb, void *ctx, attn_gen_stats *stats);
 
 /* ==== streaming detokenization ================================================================ */
 
@@ -166,6 +238,16 @@ attn_status attn_gen_stream_finish(attn_gen_stream *s, const char **text, size_t
 
 /* Everything returned so far (NUL-terminated; *len bytes if len is not NULL). */
 const char *attn_gen_stream_text(const attn_gen_stream *s, size_t *len);
+
+/* Stop strings (the OpenAI API's "stop", transformers' stop_strings): n non-empty strings
+ * (copied; at most 64, each at most 1024 bytes). From then on the stream never returns text that
+ * could still turn out to begin a stop string (such a tail is held back until it cannot), and
+ * when the text after the context contains one, it ends just before the first occurrence:
+ * attn_gen_stream_stopped becomes true and later pushes return nothing. finish returns what was
+ * held back when no stop string completed. */
+attn_status attn_gen_stream_set_stops(attn_gen_stream *s, const char *const *stops, size_t n);
+/* Whether a stop string has appeared. */
+bool attn_gen_stream_stopped(const attn_gen_stream *s);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,12 @@
-/* attn_gpt.h — GPT-2 decoder-only language models (prefix attn_gpt_): configuration with Hugging
- * Face GPT2Config field names, seeded GPT-2 initialization, training forward/loss/backward, a
- * KV-cache decoder for generation, and model directories in Hugging Face's own format
- * (config.json + model.safetensors as GPT2LMHeadModel.save_pretrained writes them), so a
- * checkpoint from transformers loads as it is and transformers loads what attn saves.
+/* attn_gpt.h — decoder-only language models, GPT-2 and its descendants (prefix attn_gpt_): the
+ * Llama family (Llama 2 and 3, TinyLlama, SmolLM2), Mistral, Qwen2 and Qwen3, each exactly as its
+ * transformers class computes it. One configuration (Hugging Face config.json field names per
+ * architecture), seeded initialization, training forward/loss/backward, a KV-cache decoder for
+ * generation, and model directories in Hugging Face's own format (config.json + model.safetensors
+ * as save_pretrained writes them), so a checkpoint from transformers loads as it is and
+ * transformers loads what attn saves. Every architecture is the same composition of the block
+ * layer (attn_nn.h); they differ only in which blocks and options they pick and in their tensor
+ * names (docs/architecture.md).
  *
  *   attn_gpt_model *m;
  *   if (attn_gpt_load_dir("models/gpt2", &m)) { puts(attn_last_error()); return 1; }
@@ -22,6 +26,13 @@
  *   attn_gpt_forward(m, st, B, T, ids, NULL);
  *   float loss;  attn_gpt_loss(m, st, targets, 1.0f, &loss);
  *   attn_gpt_zero_grad(m);  attn_gpt_backward(m, st);                    // grads in m->grads
+ *
+ * The configuration's fields carry GPT-2's names (n_embd, n_head, n_positions, n_inner,
+ * layer_norm_epsilon, activation) for every architecture; config.json uses each architecture's
+ * own (hidden_size, num_attention_heads, max_position_embeddings, intermediate_size,
+ * rms_norm_eps, hidden_act for the Llama family). The two groups are described below.
+ *
+ * ==== GPT-2 (model_type "gpt2") ================================================================
  *
  * ---- Architecture (exactly transformers' GPT2LMHeadModel, eval semantics) --------------------
  * C = n_embd, H = n_head, D = C / H, F = n_inner (0 means 4·C), V = vocab_size, P = n_positions,
@@ -99,6 +110,73 @@
  * DIR/config.json, each written atomically; DIR is created if absent; other files in DIR
  * (tokenizer.json, ...) are left alone.
  *
+ * ==== The Llama family (model_type "llama", "mistral", "qwen2", "qwen3") =======================
+ *
+ * ---- Architecture (exactly transformers' LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+ * Qwen3ForCausalLM, eval semantics) ------------------------------------------------------------
+ * C = hidden_size, H = num_attention_heads, H_kv = num_key_value_heads (divides H), D = head_dim
+ * (default C / H; H·D need not equal C), F = intermediate_size. For token ids[b, t] at position t:
+ *   x = embed_tokens[id]
+ *   for each layer l:  x = x + o_proj(attn(input_layernorm(x)))
+ *                      x = x + down_proj(act(gate_proj(n)) ⊙ up_proj(n)),  n = post_attention_layernorm(x)
+ *   logits = norm(x) · lm_headᵀ  (lm_head = embed_tokens when tie_word_embeddings)
+ * Norms are RMSNorm (x · rsqrt(mean(x²) + rms_norm_eps) · w). attn: q = q_proj(h) (H·D), k =
+ * k_proj(h), v = v_proj(h) (H_kv·D each); Qwen3 first RMS-normalizes every head of q and k over its
+ * D dims (q_norm, k_norm); then rotary embeddings on q and k (rotate_half pairs (i, i + D/2),
+ * inv_freq[i] = 1 / rope_theta^(2i / D), scaled per rope_scaling); causal softmax(q kᵀ / sqrt(D))
+ * v with query head h reading key/value head h / (H / H_kv); a sliding window (below) hides keys
+ * more than window − 1 positions back. act = hidden_act (silu for every released model).
+ * Biases: Qwen2 has them on q/k/v (never o); Llama and Qwen3 on q/k/v/o when attention_bias; Llama
+ * on gate/up/down when mlp_bias; Mistral never. Dropout: attention_dropout acts on attention
+ * probabilities (training needs 0, as attn_pdrop for GPT-2; it is stored in attn_pdrop); there is
+ * no residual or embedding dropout (resid_pdrop = embd_pdrop = 0).
+ *
+ * ---- Configuration JSON ---------------------------------------------------------------------
+ * Fields (missing ones take the defaults of the architecture's transformers config class, given as
+ * llama / mistral / qwen2 / qwen3 where they differ):
+ *   "vocab_size" = 32000/32000/151936/151936, "hidden_size" = 4096, "intermediate_size" =
+ *   11008/14336/22016/22016, "num_hidden_layers" = 32, "num_attention_heads" = 32,
+ *   "num_key_value_heads" = num_attention_heads/8/32/32 (null: = num_attention_heads),
+ *   "head_dim" = null (C / H; qwen3: 128; qwen2 has none: C / H), "max_position_embeddings" =
+ *   2048/131072/32768/32768, "rms_norm_eps" = 1e-6, "initializer_range" = 0.02,
+ *   "tie_word_embeddings" = false, "rope_theta" = 10000 (qwen3 1000000 is NOT its class default:
+ *   10000), "attention_dropout" = 0, "hidden_act" = "silu" (ACT2FN names: silu/swish, gelu, relu,
+ *   gelu_pytorch_tanh ...), "bos_token_id" = 1/1/null/null, "eos_token_id" = 2/2/null/null (an id
+ *   or a list of ids: every id in it ends generation: eos_token_id, more_eos_token_ids),
+ *   "attention_bias" (llama, qwen3) = false, "mlp_bias" (llama) = false,
+ *   "rope_scaling" = null or {"rope_type" (or "type"): "default" | "linear" | "llama3", "factor":
+ *   X > 0, and for llama3 "low_freq_factor", "high_freq_factor" (> low), 
+ *   "original_max_position_embeddings"}; other types (dynamic, yarn, longrope, ...) are
+ *   ATTN_STATUS_UNSUPPORTED naming the type,
+ *   "sliding_window" (mistral: every layer; null or absent: none) = 4096 for mistral,
+ *   "use_sliding_window" = false, "sliding_window" = 4096, "max_window_layers" = 28 (qwen2,
+ *   qwen3: layers l >= max_window_layers use the window when use_sliding_window — the intended
+ *   semantics of those fields; transformers 4.49's eager Qwen2 path applies the window to every
+ *   layer whenever sliding_window is set, which only shows beyond 4096 positions).
+ * "pretraining_tp", "use_cache", "torch_dtype", "pad_token_id", "architectures", "_name_or_path",
+ * "transformers_version" and other keys are ignored. Errors name the file and the field: sizes as
+ * for GPT-2, num_key_value_heads not dividing num_attention_heads, an odd head_dim, an unknown
+ * rope_scaling type or a missing llama3 field, a window < 1.
+ * attn_gpt_config_save writes the architecture's class name ("LlamaForCausalLM", ...), its
+ * model_type and every field above (torch_dtype "float32"), which transformers loads.
+ *
+ * ---- Tensors (names as save_pretrained writes them; the buffer's order) ----------------------
+ *   model.embed_tokens.weight                   (V, C)
+ *   model.layers.{l}.input_layernorm.weight     (C)
+ *   model.layers.{l}.self_attn.q_proj.weight    (H·D, C)     .bias (H·D) with q/k/v biases
+ *   model.layers.{l}.self_attn.k_proj.weight    (H_kv·D, C)  .bias (H_kv·D)
+ *   model.layers.{l}.self_attn.v_proj.weight    (H_kv·D, C)  .bias (H_kv·D)
+ *   model.layers.{l}.self_attn.q_norm.weight    (D)          qwen3 only; also k_norm (D)
+ *   model.layers.{l}.self_attn.o_proj.weight    (C, H·D)     .bias (C) with attention_bias
+ *   model.layers.{l}.post_attention_layernorm.weight (C)
+ *   model.layers.{l}.mlp.gate_proj.weight       (F, C)       then up_proj (F, C), down_proj
+ *                                                            (C, F); .bias with mlp_bias
+ *   model.norm.weight                           (C)
+ *   lm_head.weight                              (V, C)       only when not tied
+ * (q, k, v adjacent, and gate before up, so one GEMM computes each group.) 2-D tensors have weight
+ * decay. Old checkpoints' "model.layers.{l}.self_attn.rotary_emb.inv_freq" buffers are ignored, and
+ * so is lm_head.weight of a tied model.
+ *
  * ---- Ownership and threads --------------------------------------------------------------------
  * The model is read-only during forward and decode; one model may serve several states and KV
  * caches (each used by one thread at a time). The kernels use attn_get_num_threads() threads.
@@ -122,30 +200,99 @@ extern "C" {
 
 /* ==== configuration ========================================================================== */
 
+/* The architecture (config.json's model_type). */
+typedef enum {
+    ATTN_GPT_ARCH_GPT2 = 0, /* "gpt2":    GPT2LMHeadModel */
+    ATTN_GPT_ARCH_LLAMA,    /* "llama":   LlamaForCausalLM (Llama 2/3, TinyLlama, SmolLM2) */
+    ATTN_GPT_ARCH_MISTRAL,  /* "mistral": MistralForCausalLM (sliding window) */
+    ATTN_GPT_ARCH_QWEN2,    /* "qwen2":   Qwen2ForCausalLM (q/k/v biases) */
+    ATTN_GPT_ARCH_QWEN3     /* "qwen3":   Qwen3ForCausalLM (q/k norms) */
+} attn_gpt_arch;
+
+/* "gpt2", "llama", "mistral", "qwen2", "qwen3"; NULL for an unknown value. */
+const char *attn_gpt_arch_name(attn_gpt_arch arch);
+
+/* rope_scaling (transformers' ROPE_INIT_FUNCTIONS of the same names). */
+typedef enum {
+    ATTN_GPT_ROPE_DEFAULT = 0, /* inv_freq[i] = 1 / theta^(2i / D) */
+    ATTN_GPT_ROPE_LINEAR,      /* inv_freq / factor (position interpolation) */
+    ATTN_GPT_ROPE_LLAMA3       /* Llama 3.1's: low frequencies / factor, high ones kept, smoothed
+                                  in between (low_freq_factor, high_freq_factor,
+                                  original_max_position_embeddings) */
+} attn_gpt_rope_type;
+
 typedef struct {
+    attn_gpt_rope_type type;
+    float factor;                         /* linear, llama3: > 0 */
+    float low_freq_factor;                /* llama3 */
+    float high_freq_factor;               /* llama3: > low_freq_factor */
+    int original_max_position_embeddings; /* llama3: > 0 */
+} attn_gpt_rope_scaling;
+
+/* The most end-of-text ids a configuration keeps (config.json's eos_token_id list). */
+#define ATTN_GPT_MAX_EOS 8
+
+typedef struct {
+    attn_gpt_arch arch;          /* model_type */
     int vocab_size;              /* V */
-    int n_positions;             /* P, the longest sequence (context length) */
-    int n_embd;                  /* C */
-    int n_layer;                 /* L */
-    int n_head;                  /* H, divides C */
-    int n_inner;                 /* F, the MLP width; 0 = 4·C (use attn_gpt_inner()) */
-    attn_act activation;         /* ATTN_ACT_GELU_TANH ("gelu_new"), _GELU_ERF ("gelu"), _RELU */
-    float resid_pdrop;           /* dropout on each residual branch, [0, 1) */
-    float embd_pdrop;            /* dropout on the embedding sum, [0, 1) */
-    float attn_pdrop;            /* dropout on attention probabilities: training needs 0 */
-    float layer_norm_epsilon;    /* > 0 */
+    int n_positions;             /* P, the longest sequence (context length; Llama family:
+                                    max_position_embeddings) */
+    int n_embd;                  /* C (hidden_size) */
+    int n_layer;                 /* L (num_hidden_layers) */
+    int n_head;                  /* H (num_attention_heads); GPT-2: divides C */
+    int n_inner;                 /* F, the MLP width (intermediate_size); 0 = 4·C (GPT-2 only; use
+                                    attn_gpt_inner()) */
+    attn_act activation;         /* GPT-2: ATTN_ACT_GELU_TANH ("gelu_new"), _GELU_ERF ("gelu"),
+                                    _RELU; Llama family: hidden_act (ATTN_ACT_SILU) */
+    float resid_pdrop;           /* dropout on each residual branch, [0, 1) (GPT-2) */
+    float embd_pdrop;            /* dropout on the embedding sum, [0, 1) (GPT-2) */
+    float attn_pdrop;            /* dropout on attention probabilities (GPT-2 attn_pdrop, Llama
+                                    attention_dropout): training needs 0 */
+    float layer_norm_epsilon;    /* > 0 (Llama family: rms_norm_eps) */
     float initializer_range;     /* std of the normal initialization, >= 0 */
-    bool tie_word_embeddings;    /* logits use wte (no lm_head tensor) */
+    bool tie_word_embeddings;    /* logits use the token embeddings (no lm_head tensor) */
     int bos_token_id;            /* -1 = none (may lie outside [0, V): then it never occurs) */
-    int eos_token_id;            /* -1 = none; generation's end-of-text token */
+    int eos_token_id;            /* -1 = none; generation's end-of-text token (the first of the
+                                    list when config.json gives several) */
+    int n_more_eos;              /* the list's further ids: more_eos_token_ids[0 .. n_more_eos) */
+    int more_eos_token_ids[ATTN_GPT_MAX_EOS - 1];
+    /* GPT-2 only: */
     bool scale_attn_weights;     /* scores divided by sqrt(D) */
     bool scale_attn_by_inverse_layer_idx; /* scores of block l further divided by l + 1 */
     bool reorder_and_upcast_attn; /* accepted and kept; no effect in float32 */
+    /* The Llama family only: */
+    int n_kv_head;               /* H_kv (num_key_value_heads), divides H; 0 = H */
+    int head_dim;                /* D; 0 = C / H */
+    float rope_theta;            /* the rotary base, > 0 */
+    attn_gpt_rope_scaling rope_scaling;
+    bool attention_bias;         /* biases on q/k/v and o (llama, qwen3) */
+    bool mlp_bias;               /* biases on gate/up/down (llama) */
+    int sliding_window;          /* > 0: the window (mistral; qwen2/qwen3 with
+                                    use_sliding_window); 0: none */
+    bool use_sliding_window;     /* qwen2, qwen3: the window applies to layers >=
+                                    max_window_layers */
+    int max_window_layers;
 } attn_gpt_config;
 
 /* GPT2Config's defaults (GPT-2 124M): V 50257, P 1024, C 768, L 12, H 12, n_inner 0, gelu_new,
  * pdrops 0.1, eps 1e-5, initializer_range 0.02, tied, bos = eos = 50256, scale_attn_weights. */
 attn_gpt_config attn_gpt_default_config(void);
+/* The defaults of an architecture's transformers config class (ATTN_GPT_ARCH_GPT2: the above). */
+attn_gpt_config attn_gpt_arch_default_config(attn_gpt_arch arch);
+
+/* Whether the architecture is one of the Llama family (RMSNorm, RoPE, gated FFN, no position
+ * table). */
+bool attn_gpt_is_llama(const attn_gpt_config *cfg);
+/* H_kv and D with their defaults resolved. */
+int attn_gpt_kv_heads(const attn_gpt_config *cfg);
+int attn_gpt_head_dim(const attn_gpt_config *cfg);
+/* Whether id is one of the configuration's end-of-text ids (eos_token_id or the list's others). */
+bool attn_gpt_is_eos(const attn_gpt_config *cfg, int32_t id);
+/* Whether layer l attends through the sliding window (its size, or 0). */
+int attn_gpt_layer_window(const attn_gpt_config *cfg, int layer);
+/* The rotary inverse frequencies inv_freq (D / 2) of the configuration, as transformers computes
+ * them in float32 (rope_theta, rope_scaling). */
+attn_status attn_gpt_rope_inv_freq(const attn_gpt_config *cfg, float *inv_freq);
 
 /* The MLP width F: n_inner, or 4·n_embd when n_inner is 0. */
 int attn_gpt_inner(const attn_gpt_config *cfg);
@@ -171,21 +318,24 @@ size_t attn_gpt_num_params(const attn_gpt_config *cfg);
 
 /* Views of one block's weights (or gradients), as block-layer pieces (attn_nn.h). */
 typedef struct {
-    attn_nn_norm ln_1;            /* ln_1.{weight,bias} (C) */
-    attn_nn_attn attn;            /* qkv = c_attn (C, 3C) Conv1D + bias (3C); o = attn.c_proj
-                                     (C, C) + bias (C) */
-    attn_nn_norm ln_2;            /* ln_2.{weight,bias} (C) */
-    attn_nn_ffn mlp;              /* up = mlp.c_fc (C, F) + bias (F); down = mlp.c_proj (F, C)
-                                     + bias (C); act = activation_function */
+    attn_nn_norm ln_1;            /* GPT-2 ln_1.{weight,bias} (C); Llama input_layernorm (C) RMS */
+    attn_nn_attn attn;            /* GPT-2: qkv = c_attn (C, 3C) Conv1D + bias (3C), o = c_proj
+                                     (C, C) + bias (C). Llama: q (H·D, C), k, v (H_kv·D, C), o
+                                     (C, H·D), biases per the configuration; Qwen3's q_norm,
+                                     k_norm (D) */
+    attn_nn_norm ln_2;            /* GPT-2 ln_2 (C); Llama post_attention_layernorm (C) RMS */
+    attn_nn_ffn mlp;              /* GPT-2: up = mlp.c_fc (C, F) + bias (F), down = mlp.c_proj
+                                     (F, C) + bias (C), act = activation_function. Llama: gated,
+                                     gate (F, C), up (F, C), down (C, F), act = hidden_act */
 } attn_gpt_block;
 
 /* Named views into the parameter (or gradient) buffer. lm_head == wte when tied (so the gradients
  * of both uses add up in one place). */
 typedef struct {
-    float *wte;                   /* (V, C) token embeddings */
-    float *wpe;                   /* (P, C) position embeddings */
+    float *wte;                   /* (V, C) token embeddings (Llama: embed_tokens) */
+    float *wpe;                   /* (P, C) position embeddings; NULL for the Llama family */
     attn_gpt_block *h;            /* [n_layer] */
-    attn_nn_norm ln_f;            /* (C) */
+    attn_nn_norm ln_f;            /* (C) (Llama: norm, RMS) */
     float *lm_head;               /* (V, C) */
 } attn_gpt_weights;
 
@@ -203,7 +353,9 @@ typedef struct {
     attn_gpt_weights g;           /* views into grads (all NULL while grads is NULL) */
     int n_tensors;
     attn_gpt_tensor *tensors;     /* [n_tensors] in buffer order */
-    attn_nn_attn_cfg *attn_cfg;   /* [n_layer] block l's attention: causal, its score scale */
+    attn_nn_attn_cfg *attn_cfg;   /* [n_layer] block l's attention: causal, heads, score scale,
+                                     rotary tables, window */
+    float *rope_cos, *rope_sin;   /* (n_positions, D/2) rotary tables (Llama family), or NULL */
 } attn_gpt_model;
 
 /* Allocate a model (parameters and zeroed gradients) initialized from seed as GPT-2 / nanoGPT

@@ -237,6 +237,9 @@ typedef struct {
     attn_rope_mode rope_mode;
     int rope_P;
     const float *rope_cos, *rope_sin;
+    /* 0: none. Else key j is visible to query i only when (i + causal_offset) − j < window
+     * (Mistral's sliding_window); self-attention with causal only. */
+    int window;
 } attn_nn_attn_cfg;
 
 /* Multi-head attention with H_kv = H, D = C / H, no RoPE; self-attention. */
@@ -251,6 +254,8 @@ attn_status attn_nn_attn_cfg_check(const attn_nn_attn_cfg *c, const char *what);
  * from x, and kv (fused, (2·H_kv·D) outputs, k | v) or k, v from the source. o: H·D -> C. */
 typedef struct {
     attn_nn_linear qkv, q, k, v, kv, o;
+    attn_nn_norm q_norm; /* RMSNorm over each query head's D dims, weight (D); .dim == 0: none */
+    attn_nn_norm k_norm; /* the same over each key head (H_kv heads), weight (D) */
 } attn_nn_attn;
 
 /* How the rows of a call form sequences (notes for a KV cache: Tk is unused by self-attention

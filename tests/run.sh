@@ -1,6 +1,7 @@
 #!/bin/sh
 # Run every test program of a build: first generate the PyTorch references live (tools/ref_*.py,
-# in the project venv), then each build/tests/test_* binary. Ends with one line
+# in the project venv; tools/refnew_*.py in .venv-bench, the newest torch and transformers), then
+# each build/tests/test_* binary. Ends with one line
 # "N passed, N failed, N skipped" over all cmocka tests (a program that exits non-zero without
 # cmocka's counts is one failed test) and the list of every skipped test with its reason.
 #
@@ -94,6 +95,16 @@ for gen in tools/ref_*.py; do
   [ -e "$gen" ] || continue
   echo "== reference: $gen"
   if ! "$PY" "$gen" "$ATTN_REF_DIR"; then echo "error: $gen failed"; fail=1; fi
+done
+# References that need the newest torch and transformers (Qwen3, transformers 5's files): the
+# .venv-bench venv (sh bench/setup.sh; tools/install_deps.sh makes it). Without it their tests
+# skip (as a software skip: an error under CI).
+PYNEW="$ROOT/.venv-bench/bin/python"
+for gen in tools/refnew_*.py; do
+  [ -e "$gen" ] || continue
+  if [ ! -x "$PYNEW" ]; then echo "== reference: $gen skipped: no $PYNEW (sh bench/setup.sh)"; continue; fi
+  echo "== reference: $gen (newest transformers)"
+  if ! "$PYNEW" "$gen" "$ATTN_REF_DIR"; then echo "error: $gen failed"; fail=1; fi
 done
 
 passed=0; failed=0; skipped=0

@@ -1,6 +1,7 @@
-"""Load a GPT-2 model directory (e.g. one attn wrote with attn_gpt_save_dir) with transformers'
-GPT2LMHeadModel.from_pretrained and write its logits for the given ids as a float32 .npy, so
-tests/test_gpt.c can check that transformers reads attn's files and computes the same thing.
+"""Load a decoder model directory (e.g. one attn wrote with attn_gpt_save_dir: GPT-2 or the Llama
+family) with transformers' AutoModelForCausalLM.from_pretrained (the class config.json names) and
+write its logits for the given ids as a float32 .npy, so tests/test_gpt.c and tests/test_llama.c
+can check that transformers reads attn's files and computes the same thing.
 
 Usage: python tools/check_gpt_hf.py DIR 3,1,4,1,5 OUT.npy
 """
@@ -8,7 +9,7 @@ import sys
 
 import numpy as np
 import torch
-from transformers import GPT2LMHeadModel
+from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
 
@@ -16,7 +17,7 @@ def main():
     d, ids, out = sys.argv[1], sys.argv[2], sys.argv[3]
     hf_logging.set_verbosity_error()
     # Strict: every weight must come from the file (no "newly initialized" tensors).
-    model, info = GPT2LMHeadModel.from_pretrained(d, output_loading_info=True)
+    model, info = AutoModelForCausalLM.from_pretrained(d, output_loading_info=True)
     missing = [k for k in info["missing_keys"] if not k.endswith("attn.bias")
                and not k.endswith("attn.masked_bias")]
     if missing or info["unexpected_keys"] or info["mismatched_keys"]:

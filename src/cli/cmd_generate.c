@@ -4,6 +4,7 @@
  * options and prints. */
 #include "cli.h"
 #include "cmd_generate.h"
+#include "gen_opts.h"
 
 #include "attn_gen.h"
 #include "attn_gpt.h"
@@ -16,32 +17,30 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char generate_usage[] =
+static const char generate_usage_head[] =
     "usage: attn generate --model DIR --prompt TEXT [--max-tokens N] [--temperature T]\n"
-    "                     [--top-k K] [--top-p P] [--seed S] [--greedy] [--no-stream]\n"
+    "                     [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]\n"
+    "                     [--seed S] [--greedy | --sample] [--stop TEXT]... [--no-stream]\n"
     "                     [--no-echo] [--ignore-eos] [--quiet]\n"
     "\n"
-    "Continues TEXT with a GPT-2 model: a directory written by 'attn train --arch gpt' or by\n"
-    "transformers' GPT2LMHeadModel.save_pretrained (config.json, model.safetensors, and\n"
-    "tokenizer.json or vocab.json + merges.txt). The prompt runs in one pass, then each new\n"
-    "token reuses the key/value cache. Text is printed as it is generated (never half a UTF-8\n"
-    "character); the prompt is echoed first.\n"
+    "Continues TEXT with a decoder model: GPT-2 or the Llama family (Llama 2/3, TinyLlama, SmolLM2,\n"
+    "Mistral, Qwen2, Qwen3) — a directory written by 'attn train --arch gpt|llama' or by\n"
+    "transformers' save_pretrained (config.json, model.safetensors or its shards, and\n"
+    "tokenizer.json or vocab.json + merges.txt; generation_config.json when present). The prompt\n"
+    "runs in one pass, then each new token reuses the key/value cache. Text is printed as it is\n"
+    "generated (never half a UTF-8 character); the prompt is echoed first. For a chat model's\n"
+    "conversation format use 'attn chat'.\n"
     "\n"
     "  --prompt TEXT        the start of the text (empty: the model's bos_token_id)\n"
-    "  --max-tokens N       new tokens at most (default 200). Generation also stops at the end-of-\n"
-    "                       text token (config eos_token_id, or the tokenizer's <|endoftext|>)\n"
-    "                       and when the context is full: after an L-token prompt at most\n"
-    "                       n_positions - L + 1 tokens (the model never sees more than n_positions;\n"
-    "                       a note on stderr says so). A prompt longer than n_positions is an error\n"
-    "  --temperature T      divide the logits by T (default 1; 0 = greedy)\n"
-    "  --top-k K            sample among the K most likely tokens (default 50; 0 = all)\n"
-    "  --top-p P            nucleus sampling: the most likely tokens up to mass P (default 1 = off)\n"
-    "  --seed S             the same seed gives the same text (default: from the clock; printed)\n"
-    "  --greedy             always the most likely token (transformers' do_sample=False)\n"
+    "                       (the tokenizer adds its own start token when it has one, e.g. <s>)\n";
+static const char generate_usage_tail[] =
     "  --no-stream          print the text once, at the end (the same text)\n"
     "  --no-echo            print only the generated text, not the prompt\n"
-    "  --ignore-eos         do not stop at the end-of-text token\n"
     "  --quiet              no statistics line on stderr\n"
+    "Generation stops at an end-of-text token (config.json's and generation_config.json's\n"
+    "eos_token_id, or the tokenizer's <|endoftext|>), after --max-tokens (default 200), at a --stop\n"
+    "text, and when the context is full: after an L-token prompt at most n_positions - L + 1\n"
+    "tokens (a note on stderr says so). A prompt longer than the context is an error.\n"
     "The statistics line (stderr) gives prompt and generation tokens/s separately. A newline is\n"
     "added at the end only when stdout is a terminal.\n";
 
@@ -61,70 +60,43 @@ static bool on_token(void *ctx, int32_t id) {
         fwrite(piece, 1, n, stdout);
         fflush(stdout);
     }
-    return true;
+    return !attn_gen_stream_stopped(g->ts);
 }
 
 int cmd_generate(int argc, char **argv) {
     const char *dir = NULL, *prompt = NULL;
-    int max_tokens = 200;
-    attn_gen_params gp = attn_gen_default_params();
-    bool seed_given = false, stream = true, echo = true, ignore_eos = false, quiet = false;
+    cli_gen_opts go;
+    cli_gen_opts_init(&go);
+    bool stream = true, echo = true, quiet = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(generate_usage, stdout);
+            fputs(generate_usage_head, stdout);
+            fputs(cli_gen_usage, stdout);
+            fputs(generate_usage_tail, stdout);
             return CLI_EXIT_OK;
         }
-        if (!strcmp(a, "--greedy")) { gp.greedy = true; continue; }
         if (!strcmp(a, "--no-stream")) { stream = false; continue; }
         if (!strcmp(a, "--no-echo")) { echo = false; continue; }
-        if (!strcmp(a, "--ignore-eos")) { ignore_eos = true; continue; }
         if (!strcmp(a, "--quiet")) { quiet = true; continue; }
         if (strncmp(a, "--", 2) != 0) return cli_usage_error("generate: unexpected argument '%s'", a);
-        static const char *const with_value[] = {"--model", "--prompt", "--max-tokens",
-                                                 "--temperature", "--top-k", "--top-p", "--seed"};
-        bool known = false;
-        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
-            known |= !strcmp(a, with_value[k]);
-        if (!known) return cli_usage_error("generate: unknown option '%s'", a);
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int used;
+        int r = cli_gen_opt(&go, "generate", a, v, &used);
+        if (r >= 0) {
+            if (r) return r;
+            i += used - 1;
+            continue;
+        }
+        if (strcmp(a, "--model") && strcmp(a, "--prompt"))
+            return cli_usage_error("generate: unknown option '%s'", a);
         if (!v) return cli_usage_error("generate: %s needs a value", a);
         i++;
-        double d;
         if (!strcmp(a, "--model")) dir = v;
-        else if (!strcmp(a, "--prompt")) prompt = v;
-        else if (!strcmp(a, "--max-tokens")) {
-            if (!cli_parse_int(v, 1, 1 << 24, &max_tokens))
-                return cli_usage_error("generate: --max-tokens needs an integer from 1 to %d, got '%s'",
-                                       1 << 24, v);
-        } else if (!strcmp(a, "--temperature")) {
-            if (!cli_parse_double(v, 0, 1e6, &d))
-                return cli_usage_error("generate: --temperature needs a number >= 0, got '%s'", v);
-            gp.temperature = (float)d;
-        } else if (!strcmp(a, "--top-k")) {
-            if (!cli_parse_int(v, 0, 1 << 24, &gp.top_k))
-                return cli_usage_error("generate: --top-k needs an integer >= 0, got '%s'", v);
-        } else if (!strcmp(a, "--top-p")) {
-            if (!cli_parse_double(v, 0, 1, &d))
-                return cli_usage_error("generate: --top-p needs a number from 0 to 1, got '%s'", v);
-            gp.top_p = (float)d;
-        } else if (!strcmp(a, "--seed")) {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(v, &end, 10);
-            if (errno || *end || !*v || *v == '-')
-                return cli_usage_error("generate: --seed needs a non-negative integer, got '%s'", v);
-            gp.seed = s;
-            seed_given = true;
-        }
+        else prompt = v;
     }
     if (!dir) return cli_usage_error("generate: --model DIR is required");
     if (!prompt) return cli_usage_error("generate: --prompt TEXT is required");
-    if (!seed_given) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        gp.seed = (uint64_t)ts.tv_sec * 1000000007ULL ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
-    }
 
     attn_gpt_model *m = NULL;
     attn_tok *tok = NULL;
@@ -161,10 +133,12 @@ int cmd_generate(int argc, char **argv) {
                                      n_ids, m->cfg.n_positions));
         goto done;
     }
-    int eos = m->cfg.eos_token_id;
-    if (eos < 0) eos = attn_tok_token_to_id(tok, "<|endoftext|>");
-    if (ignore_eos) eos = -1;
-    s = attn_gen_stream_init(tok, ids, n_ids, &ts);
+    attn_gen_params gp;
+    int32_t stop_ids[ATTN_GEN_MAX_STOP_IDS];
+    int n_stop = 0, max_tokens = 200;
+    s = cli_gen_resolve(&go, dir, m, tok, 200, &gp, stop_ids, &n_stop, &max_tokens);
+    if (!s) s = attn_gen_stream_init(tok, ids, n_ids, &ts);
+    if (!s) s = attn_gen_stream_set_stops(ts, go.stops, (size_t)go.n_stops);
     if (s) {
         rc = cli_fail(s);
         goto done;
@@ -175,7 +149,14 @@ int cmd_generate(int argc, char **argv) {
     }
     gen_ctx g = {ts, stream, ATTN_STATUS_OK};
     attn_gen_stats st;
-    s = attn_gen_gpt(m, &gp, ids, (int)n_ids, max_tokens, eos, NULL, on_token, &g, &st);
+    attn_gen_session *sess = NULL;
+    const long long need = (long long)n_ids + max_tokens - 1;
+    s = attn_gen_session_init(m, (int)(need < m->cfg.n_positions ? need : m->cfg.n_positions),
+                              &sess);
+    if (!s)
+        s = attn_gen_session_generate(sess, &gp, ids, (int)n_ids, max_tokens, stop_ids, n_stop,
+                                      NULL, on_token, &g, &st);
+    attn_gen_session_free(sess);
     if (!s && g.err) s = g.err;
     const char *rest = "";
     size_t n_rest = 0;
@@ -206,6 +187,8 @@ int cmd_generate(int argc, char **argv) {
                 st.n_decode_steps, st.decode_seconds,
                 st.decode_seconds > 0 ? st.n_decode_steps / st.decode_seconds : 0.0,
                 attn_gen_stop_name(st.stop), (unsigned long long)gp.seed);
+        if (st.stop == ATTN_GEN_STOP_CALLBACK && attn_gen_stream_stopped(ts))
+            fprintf(stderr, "attn: note: stopped at a --stop text\n");
     }
 done:
     attn_gen_stream_free(ts);

@@ -42,7 +42,8 @@
 static const char *const default_text[] = {
     "--epochs", "20 when neither --max-steps nor --time-budget is given", NULL};
 
-static const train_family_info *const also_help[] = {&cmd_train_gpt_family, &cmd_train_bert_family,
+static const train_family_info *const also_help[] = {&cmd_train_gpt_family, &cmd_train_llama_family,
+                                                     &cmd_train_bert_family,
                                                      NULL};
 
 static const train_family_info family = {

@@ -42,7 +42,27 @@ static const char default_config_json[] =
     "{\"n_layer\": 4, \"n_head\": 4, \"n_embd\": 128, \"n_positions\": 64, "
     "\"resid_pdrop\": 0.0, \"embd_pdrop\": 0.0, \"attn_pdrop\": 0.0}";
 
+/* A Llama of the same size class (4 layers, width 128, 4 query and 2 key/value heads, SwiGLU
+ * width 344 ~ 8/3 · 128 rounded to 8, context 64). */
+static const char default_llama_config_json[] =
+    "{\"model_type\": \"llama\", \"num_hidden_layers\": 4, \"num_attention_heads\": 4, "
+    "\"num_key_value_heads\": 2, \"hidden_size\": 128, \"intermediate_size\": 344, "
+    "\"max_position_embeddings\": 64, \"rope_theta\": 10000.0}";
+
 /* ---- options -------------------------------------------------------------------------------- */
+
+/* The optimization options both decoder families take. */
+#define OWN_OPTIMIZATION \
+    "  --batch N            sequences per micro-batch (default 12)\n" \
+    "  --grad-accum N       micro-batches per optimizer step (default 1)\n" \
+    "  --min-lr X           learning rate at the end of the cosine decay (default 1e-4)\n" \
+    "  --lr-decay-steps N   the cosine reaches min-lr at this step, then stays there\n" \
+    "                       (default: --max-steps of the first run; also --decay-steps)\n" \
+    "  --precision f32|bf16 matrix products in float32 (default: PyTorch's numbers) or bf16:\n" \
+    "                       operands rounded to bfloat16, float32 sums, as PyTorch's CPU\n" \
+    "                       autocast (CPUs with AVX512-BF16; weights, gradients, optimizer\n" \
+    "                       stay float32)\n"
+
 
 static const char *const default_text[] = {
     "--max-steps", "2000; 0 = save the initial model, evaluate it and exit", NULL};
@@ -71,16 +91,7 @@ const train_family_info cmd_train_gpt_family = {
         "  --tokenizer char|PATH  char (default): one id per character, the sorted characters of\n"
         "                       the file; or a tokenizer.json / a directory with one (or GPT-2's\n"
         "                       vocab.json + merges.txt)\n",
-    .own_optimization =
-        "  --batch N            sequences per micro-batch (default 12)\n"
-        "  --grad-accum N       micro-batches per optimizer step (default 1)\n"
-        "  --min-lr X           learning rate at the end of the cosine decay (default 1e-4)\n"
-        "  --lr-decay-steps N   the cosine reaches min-lr at this step, then stays there\n"
-        "                       (default: --max-steps of the first run; also --decay-steps)\n"
-        "  --precision f32|bf16 matrix products in float32 (default: PyTorch's numbers) or bf16:\n"
-        "                       operands rounded to bfloat16, float32 sums, as PyTorch's CPU\n"
-        "                       autocast (CPUs with AVX512-BF16; weights, gradients, optimizer\n"
-        "                       stay float32)\n",
+    .own_optimization = OWN_OPTIMIZATION,
     .own_stopping =
         "  --eval-iters K       validation batches per evaluation (default 20; the same K each\n"
         "                       time)\n",
@@ -109,23 +120,94 @@ const train_family_info cmd_train_gpt_family = {
                  .log_every = 10},
 };
 
+const train_family_info cmd_train_llama_family = {
+    .family = TRAIN_GPT,
+    .arch = "llama",
+    .usage =
+        "usage: attn train --arch llama --data FILE --out DIR [--config FILE.json | --init DIR]\n"
+        "                  [--tokenizer char|PATH] [--block-size N] [--batch N] [options]\n"
+        "       attn train --arch llama --out DIR --resume [--max-steps N] [--time-budget S]\n"
+        "\n"
+        "Trains a Llama-family decoder (RMSNorm, rotary embeddings, grouped-query attention,\n"
+        "SwiGLU; model_type llama, mistral, qwen2 or qwen3) on a UTF-8 text file with GPT's loop:\n"
+        "the first 90% of the tokens train, the last 10% validate, each batch N random windows of\n"
+        "block-size + 1 tokens. From scratch with --config, or fine-tuning a Hugging Face\n"
+        "directory with --init DIR (its weights, configuration and tokenizer; tokenizer_config.json\n"
+        "with the chat template and generation_config.json are copied along). DIR becomes a\n"
+        "Hugging Face model directory that transformers, 'attn generate' and 'attn chat' load.\n"
+        "Ctrl-C saves a checkpoint and exits; --resume continues it exactly.\n",
+    .own_data =
+        "  --config FILE        the architecture's config.json (model_type llama when absent;\n"
+        "                       hidden_size, num_hidden_layers, num_attention_heads,\n"
+        "                       num_key_value_heads, intermediate_size, max_position_embeddings,\n"
+        "                       rope_theta, ...; see include/attn_gpt.h); vocab_size may be omitted\n"
+        "                       (the tokenizer's). Default: 4 layers, width 128, 4/2 heads,\n"
+        "                       context 64. configs/llama-char-6l.json: 6 layers, width 384, 6/2\n"
+        "                       heads, context 256\n"
+        "  --init DIR           fine-tune the model of a Hugging Face directory instead\n"
+        "  --block-size N       positions per training window (default: the context,\n"
+        "                       max_position_embeddings; at most that)\n"
+        "  --tokenizer char|PATH  char (default without --init): one id per character of the\n"
+        "                       file; or a tokenizer.json / a directory with one (default with\n"
+        "                       --init: DIR's)\n",
+    .own_optimization = OWN_OPTIMIZATION,
+    .own_stopping =
+        "  --eval-iters K       validation batches per evaluation (default 20; the same K each\n"
+        "                       time)\n",
+    .notes =
+        "A token, for tokens/s, is a position of a training window: B x block-size x grad-accum\n"
+        "per step. The Llama family has no residual dropout: --dropout must be 0 or absent.\n"
+        "Defaults are those of --arch gpt (nanoGPT's), except --lr: 1e-3 from scratch; for\n"
+        "fine-tuning pass a smaller one (e.g. --lr 5e-5 --warmup-steps 10).\n",
+    .default_text = default_text,
+    .defaults = {.tokenizer = NULL,
+                 .seed = 1337,
+                 .lr = 1e-3,
+                 .warmup = 100,
+                 .decay_steps = -1,
+                 .grad_clip = 1.0,
+                 .weight_decay = 0.1,
+                 .beta1 = 0.9,
+                 .beta2 = 0.99,
+                 .adam_eps = 1e-8,
+                 .dropout = -1,
+                 .batch = 12,
+                 .max_steps = 2000,
+                 .eval_every = 250,
+                 .save_every = 1000,
+                 .log_every = 10},
+};
+
 typedef struct {
     train_opts c; /* the shared ones */
+    const train_family_info *fam; /* gpt or llama */
     attn_precision precision;
     int grad_accum, eval_iters;
+    int block_size;   /* 0: the context */
+    const char *init; /* --init DIR or NULL */
     double min_lr;
 } gopts;
 
+static bool is_llama_arch(const gopts *o) { return o->fam == &cmd_train_llama_family; }
+
 /* Returns -1 on success, else the exit code. */
-static int parse_gargs(int argc, char **argv, gopts *o) {
-    o->c = cmd_train_gpt_family.defaults;
+static int parse_gargs(int argc, char **argv, const train_family_info *fam, gopts *o) {
+    o->fam = fam;
+    o->c = fam->defaults;
     o->grad_accum = 1, o->eval_iters = 20;
     o->min_lr = 1e-4;
     for (int i = 1; i < argc; i++) {
         const char *a, *v;
-        int rc = train_next_arg(argc, argv, &i, &cmd_train_gpt_family, &o->c, &a, &v);
+        int rc = train_next_arg(argc, argv, &i, fam, &o->c, &a, &v);
         if (rc >= 0) return rc;
         if (!a) continue; /* a shared option */
+        CLI_INT_OPT("train", "--block-size", 1, 1 << 20, o->block_size,
+                    TRAIN_FIXED(&o->c, "--block-size"))
+        if (!strcmp(a, "--init")) {
+            o->init = v;
+            TRAIN_FIXED(&o->c, "--init");
+            continue;
+        }
         CLI_INT_OPT("train", "--grad-accum", 1, 1000000, o->grad_accum,
                     TRAIN_FIXED(&o->c, "--grad-accum"))
         CLI_REAL_OPT("train", "--min-lr", 0, 10, o->min_lr, TRAIN_FIXED(&o->c, "--min-lr"))
@@ -137,9 +219,13 @@ static int parse_gargs(int argc, char **argv, gopts *o) {
             TRAIN_FIXED(&o->c, "--precision");
             continue;
         }
-        return train_unknown_option(&cmd_train_gpt_family, a);
+        return train_unknown_option(fam, a);
     }
-    return train_check_args(&cmd_train_gpt_family, &o->c);
+    if (!o->c.tokenizer) o->c.tokenizer = o->init ? o->init : "char";
+    if (o->init && o->c.config)
+        return cli_usage_error("train: --init DIR takes DIR's configuration; --config cannot be "
+                               "given with it");
+    return train_check_args(fam, &o->c);
 }
 
 /* ---- the run's options in the checkpoint ----------------------------------------------------- */
@@ -148,8 +234,10 @@ static json_t *gopts_to_json(const gopts *o, uint64_t data_bytes, uint32_t data_
     char crc[16];
     snprintf(crc, sizeof crc, "%08x", data_crc);
     json_t *j = json_object();
-    json_object_set_new(j, "arch", json_string("gpt"));
+    json_object_set_new(j, "arch", json_string(o->fam->arch));
     train_opts_to_json(&o->c, j);
+    json_object_set_new(j, "block_size", json_integer(o->block_size));
+    if (o->init) json_object_set_new(j, "init", json_string(o->init));
     json_object_set_new(j, "data_bytes", json_integer((json_int_t)data_bytes));
     json_object_set_new(j, "data_crc32", json_string(crc));
     json_object_set_new(j, "tokenizer", json_string(o->c.tokenizer));
@@ -169,11 +257,13 @@ static attn_status gopts_from_json(const json_t *j, const char *dir, gopts *o, u
     const char *tok = json_string_value(json_object_get(j, "tokenizer"));
     const char *seed = json_string_value(json_object_get(j, "seed"));
     const char *crcs = json_string_value(json_object_get(j, "data_crc32"));
-    if (!json_is_object(j) || !arch || strcmp(arch, "gpt") != 0 || !data || !tok || !seed || !crcs)
+    if (!json_is_object(j) || !arch || strcmp(arch, o->fam->arch) != 0 || !data || !tok || !seed ||
+        !crcs)
         return attn_set_error(ATTN_STATUS_FORMAT,
-                              "%s/training_state.json: \"extra\" lacks the gpt run's options (not "
-                              "a checkpoint written by attn train --arch gpt)",
-                              dir);
+                              "%s/training_state.json: \"extra\" lacks the %s run's options (not "
+                              "a checkpoint written by attn train --arch %s)",
+                              dir, o->fam->arch, o->fam->arch);
+    o->block_size = (int)json_integer_value(json_object_get(j, "block_size"));
     snprintf(data_copy, sizeof data_copy, "%s", data);
     snprintf(tok_copy, sizeof tok_copy, "%s", tok);
     o->c.data = data_copy;
@@ -284,6 +374,9 @@ static void grun_free(grun *r) {
     train_loop_free(&r->L);
 }
 
+static attn_status check_train_config(const gopts *o, const char *name, int32_t V,
+                                      attn_gpt_config *cfg);
+
 /* The training configuration: the file (or the default) with the gaps a hand-written training
  * config may leave filled from the tokenizer: vocab_size, bos/eos_token_id ("<|endoftext|>" when
  * the tokenizer has it, else none), attn_pdrop 0. */
@@ -291,7 +384,9 @@ static attn_status load_train_config(const gopts *o, const attn_tok *tok, attn_g
     const char *name = o->c.config ? o->c.config : "<default config>";
     json_error_t err;
     json_t *root = o->c.config ? json_load_file(o->c.config, 0, &err)
-                               : json_loads(default_config_json, 0, &err);
+                               : json_loads(is_llama_arch(o) ? default_llama_config_json
+                                                             : default_config_json,
+                                            0, &err);
     if (!root) {
         if (o->c.config && err.line < 1)
             return attn_set_error(ATTN_STATUS_IO, "%s: %s", name, err.text);
@@ -301,6 +396,16 @@ static attn_status load_train_config(const gopts *o, const attn_tok *tok, attn_g
         json_decref(root);
         return attn_set_error(ATTN_STATUS_FORMAT, "%s: not a JSON object", name);
     }
+    /* --arch llama: a config without model_type is a Llama; --arch gpt: GPT-2's (as before) */
+    const char *mt = json_string_value(json_object_get(root, "model_type"));
+    if (is_llama_arch(o) && !mt) json_object_set_new(root, "model_type", json_string("llama"));
+    if (mt && (strcmp(mt, "gpt2") != 0) != is_llama_arch(o)) {
+        json_decref(root);
+        return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                              "%s: model_type \"%s\" is not a model of --arch %s (%s)", name, mt,
+                              o->fam->arch,
+                              is_llama_arch(o) ? "llama, mistral, qwen2 or qwen3" : "gpt2");
+    }
     const int32_t V = attn_tok_vocab_size(tok);
     const int32_t eot = attn_tok_token_to_id(tok, "<|endoftext|>");
     if (!json_object_get(root, "vocab_size"))
@@ -309,7 +414,7 @@ static attn_status load_train_config(const gopts *o, const attn_tok *tok, attn_g
     for (int k = 0; k < 2; k++)
         if (!json_object_get(root, ids[k]))
             json_object_set_new(root, ids[k], eot >= 0 ? json_integer(eot) : json_null());
-    if (!json_object_get(root, "attn_pdrop"))
+    if (!is_llama_arch(o) && !json_object_get(root, "attn_pdrop"))
         json_object_set_new(root, "attn_pdrop", json_real(0.0));
     char *text = json_dumps(root, JSON_COMPACT);
     json_decref(root);
@@ -317,19 +422,62 @@ static attn_status load_train_config(const gopts *o, const attn_tok *tok, attn_g
     attn_status s = attn_gpt_config_parse(text, name, cfg);
     free(text);
     if (s) return s;
-    if (o->c.dropout >= 0) cfg->resid_pdrop = cfg->embd_pdrop = (float)o->c.dropout;
+    return check_train_config(o, name, V, cfg);
+}
+
+/* What training needs of a configuration (fresh, or --init's): dropout as --dropout says, no
+ * attention-probability dropout, a vocabulary covering the tokenizer's. */
+static attn_status check_train_config(const gopts *o, const char *name, int32_t V,
+                                      attn_gpt_config *cfg) {
+    if (o->c.dropout > 0 && attn_gpt_is_llama(cfg))
+        return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                              "train: --dropout %g: the %s architecture has no residual dropout "
+                              "(0 or absent)",
+                              o->c.dropout, attn_gpt_arch_name(cfg->arch));
+    if (o->c.dropout >= 0 && !attn_gpt_is_llama(cfg))
+        cfg->resid_pdrop = cfg->embd_pdrop = (float)o->c.dropout;
     if (cfg->attn_pdrop != 0.0f)
         return attn_set_error(ATTN_STATUS_UNSUPPORTED,
-                              "%s: attn_pdrop is %g, but training needs 0 (the fused attention "
+                              "%s: %s is %g, but training needs 0 (the fused attention "
                               "kernel has no dropout on the attention probabilities): set "
-                              "\"attn_pdrop\": 0",
-                              name, (double)cfg->attn_pdrop);
+                              "\"%s\": 0",
+                              name, attn_gpt_is_llama(cfg) ? "attention_dropout" : "attn_pdrop",
+                              (double)cfg->attn_pdrop,
+                              attn_gpt_is_llama(cfg) ? "attention_dropout" : "attn_pdrop");
     if (cfg->vocab_size < V)
         return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
                               "%s: vocab_size %d is smaller than the tokenizer's %d ids (omit "
                               "vocab_size to use the tokenizer's)",
                               name, cfg->vocab_size, (int)V);
     return attn_gpt_config_check(cfg);
+}
+
+/* The files of a Hugging Face directory that go with the model to the fine-tuned one (the chat
+ * template, special tokens, generation defaults), when DIR has them. */
+static attn_status copy_side_files(const char *from, const char *to) {
+    static const char *const names[] = {"tokenizer_config.json", "special_tokens_map.json",
+                                        "generation_config.json", "chat_template.jinja",
+                                        "chat_template.json"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        char *src = train_path_in(from, names[k]), *dst = train_path_in(to, names[k]);
+        attn_status s = src && dst ? ATTN_STATUS_OK
+                                   : attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+        struct stat sb;
+        if (!s && stat(src, &sb) == 0 && S_ISREG(sb.st_mode)) {
+            char *text = NULL;
+            size_t len = 0;
+            s = read_file(src, &text, &len);
+            FILE *f = s ? NULL : fopen(dst, "wb");
+            if (!s && (!f || fwrite(text, 1, len, f) != len))
+                s = attn_set_error(ATTN_STATUS_IO, "%s: cannot write: %s", dst, strerror(errno));
+            if (f && fclose(f) != 0 && !s)
+                s = attn_set_error(ATTN_STATUS_IO, "%s: cannot write: %s", dst, strerror(errno));
+            free(text);
+        }
+        free(src), free(dst);
+        if (s) return s;
+    }
+    return ATTN_STATUS_OK;
 }
 
 /* Data, tokenizer, configuration and model — fresh from the options, or from DIR on resume. */
@@ -421,7 +569,24 @@ static attn_status setup(grun *r) {
     }
     double t_enc = train_now_s() - t0;
 
-    if (!o->c.resume) {
+    if (!o->c.resume && o->init) {
+        /* fine-tuning: DIR's model, configuration and (by default) tokenizer */
+        if ((s = attn_gpt_load_dir(o->init, &r->m))) goto done;
+        r->cfg = r->m->cfg;
+        if (attn_gpt_is_llama(&r->cfg) != is_llama_arch(o)) {
+            s = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                               "--init %s: a %s model is not one of --arch %s (use --arch %s)",
+                               o->init, attn_gpt_arch_name(r->cfg.arch), o->fam->arch,
+                               attn_gpt_is_llama(&r->cfg) ? "llama" : "gpt");
+            goto done;
+        }
+        s = check_train_config(o, o->init, attn_tok_vocab_size(r->tok), &r->cfg);
+        if (!s) s = attn_gpt_alloc_grads(r->m);
+        if (!s) s = attn_gpt_config_save(p_cfg, &r->cfg);
+        if (!s) s = attn_tok_save(r->tok, p_tok);
+        if (!s) s = copy_side_files(o->init, o->c.out);
+        if (s) goto done;
+    } else if (!o->c.resume) {
         s = load_train_config(o, r->tok, &r->cfg);
         if (!s) s = attn_gpt_config_save(p_cfg, &r->cfg);
         if (!s) s = attn_tok_save(r->tok, p_tok);
@@ -431,7 +596,13 @@ static attn_status setup(grun *r) {
                            p_cfg, r->cfg.vocab_size, p_tok, (int)attn_tok_vocab_size(r->tok));
         goto done;
     }
-    r->T = r->cfg.n_positions;
+    if (o->block_size > r->cfg.n_positions) {
+        s = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                           "--block-size %d is longer than the model's context (%d)",
+                           o->block_size, r->cfg.n_positions);
+        goto done;
+    }
+    r->T = o->block_size ? o->block_size : r->cfg.n_positions;
     r->B = (int)o->c.batch;
     /* nanoGPT's prepare.py: train = data[:int(n * 0.9)], val = data[int(n * 0.9):] */
     r->n_train = (size_t)((double)r->n_ids * 0.9);
@@ -439,8 +610,9 @@ static attn_status setup(grun *r) {
     if (r->n_train < (size_t)r->T + 1 || n_val < (size_t)r->T + 1) {
         s = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
                            "%s: %zu tokens split into %zu for training and %zu for validation; "
-                           "each part needs at least n_positions + 1 = %d",
-                           o->c.data, r->n_ids, r->n_train, n_val, r->T + 1);
+                           "each part needs at least %s + 1 = %d",
+                           o->c.data, r->n_ids, r->n_train, n_val,
+                           o->block_size ? "--block-size" : "n_positions", r->T + 1);
         goto done;
     }
     printf("data: %s: %zu bytes -> %zu tokens (%s tokenizer, %d ids) in %.1f s; train %zu, "
@@ -450,7 +622,7 @@ static attn_status setup(grun *r) {
            (int)attn_tok_vocab_size(r->tok), t_enc, r->n_train, n_val);
     free(r->text);
     r->text = NULL;
-    s = attn_gpt_model_init(&r->cfg, r->o.c.seed, &r->m);
+    if (!r->m) s = attn_gpt_model_init(&r->cfg, r->o.c.seed, &r->m);
 done:
     free(p_cfg), free(p_tok), free(p_state);
     return s;
@@ -542,26 +714,34 @@ static attn_status setup_training(grun *r) {
     L->params = m->params, L->grads = m->grads;
     train_loop_set(L, &o->c);
     const attn_gpt_config *c = &r->cfg;
-    printf("model: GPT-2, %zu parameters (%d layers, %d heads, width %d, context %d, vocabulary "
-           "%d, dropout %.2f); batch %d x %d%s; %d threads, %s kernels\n",
-           m->num_params, c->n_layer, c->n_head, c->n_embd, c->n_positions, c->vocab_size,
-           (double)c->resid_pdrop, r->B, o->grad_accum, o->grad_accum > 1 ? " micro-batches" : "",
-           attn_get_num_threads(), attn_backend_name(attn_get_backend()));
+    printf("model: %s%s%s, %zu parameters (%d layers, %d heads (%d key/value), width %d, "
+           "context %d, vocabulary %d, dropout %.2f); batch %d x %d%s of %d tokens; %d threads, "
+           "%s kernels\n",
+           attn_gpt_arch_name(c->arch), o->init ? " from " : "", o->init ? o->init : "",
+           m->num_params, c->n_layer, c->n_head, attn_gpt_kv_heads(c), c->n_embd, c->n_positions,
+           c->vocab_size, (double)c->resid_pdrop, r->B, o->grad_accum,
+           o->grad_accum > 1 ? " micro-batches" : "", r->T, attn_get_num_threads(),
+           attn_backend_name(attn_get_backend()));
     fflush(stdout);
     return ATTN_STATUS_OK;
 }
 
 /* ---- dispatch -------------------------------------------------------------------------------- */
 
-bool cmd_train_gpt_wanted(int argc, char **argv) {
+/* The family of these arguments: --arch gpt or llama, or on --resume the model_type of --out's
+ * config.json; NULL when neither. */
+static const train_family_info *wanted_family(int argc, char **argv) {
     const char *out = NULL;
     bool resume = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--resume")) resume = true;
-        if (i + 1 < argc && !strcmp(argv[i], "--arch")) return !strcmp(argv[i + 1], "gpt");
+        if (i + 1 < argc && !strcmp(argv[i], "--arch"))
+            return !strcmp(argv[i + 1], "gpt")     ? &cmd_train_gpt_family
+                   : !strcmp(argv[i + 1], "llama") ? &cmd_train_llama_family
+                                                   : NULL;
         if (i + 1 < argc && !strcmp(argv[i], "--out")) out = argv[i + 1];
     }
-    if (!resume || !out) return false;
+    if (!resume || !out) return NULL;
     char *p = train_path_in(out, "config.json");
     json_t *j = p ? json_load_file(p, 0, NULL) : NULL;
     if (!j && p) { /* a save interrupted between its renames leaves only DIR.prev */
@@ -572,17 +752,24 @@ bool cmd_train_gpt_wanted(int argc, char **argv) {
         j = p ? json_load_file(p, 0, NULL) : NULL;
     }
     const char *mt = json_string_value(json_object_get(j, "model_type"));
-    bool gpt = mt && !strcmp(mt, "gpt2");
+    const train_family_info *fam = NULL;
+    if (mt && !strcmp(mt, "gpt2")) fam = &cmd_train_gpt_family;
+    else if (mt && (!strcmp(mt, "llama") || !strcmp(mt, "mistral") || !strcmp(mt, "qwen2") ||
+                    !strcmp(mt, "qwen3")))
+        fam = &cmd_train_llama_family;
     json_decref(j);
     free(p);
-    return gpt;
+    return fam;
 }
+
+bool cmd_train_gpt_wanted(int argc, char **argv) { return wanted_family(argc, argv) != NULL; }
 
 
 int cmd_train_gpt(int argc, char **argv) {
     grun r;
     memset(&r, 0, sizeof r);
-    int rc = parse_gargs(argc, argv, &r.o);
+    const train_family_info *fam = wanted_family(argc, argv);
+    int rc = parse_gargs(argc, argv, fam ? fam : &cmd_train_gpt_family, &r.o);
     if (rc >= 0) return rc;
     attn_status s = setup(&r);
     if (!s) s = setup_training(&r);

@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "cmd_attention.h"
 #include "cmd_bleu.h"
+#include "cmd_chat.h"
 #include "cmd_embed.h"
 #include "cmd_forward.h"
 #include "cmd_generate.h"
@@ -44,9 +45,14 @@ static const char usage_text[] =
     "  train --arch bert --data FILE --tokenizer DIR --out DIR [--config FILE | --init DIR]\n"
     "        masked-LM training of a BERT encoder on text lines (see 'attn train --help')\n"
     "  generate --model DIR --prompt TEXT [--max-tokens N] [--temperature T] [--top-k K]\n"
-    "           [--top-p P] [--seed S] [--greedy] [--no-stream]\n"
-    "        continue TEXT with a GPT-2 model (attn-trained or Hugging Face), streamed,\n"
-    "        with a KV cache (see 'attn generate --help')\n"
+    "           [--top-p P] [--min-p P] [--repetition-penalty R] [--stop TEXT] [--seed S]\n"
+    "           [--greedy] [--no-stream]\n"
+    "        continue TEXT with a decoder — GPT-2 or the Llama family (Llama 2/3, TinyLlama,\n"
+    "        SmolLM2, Mistral, Qwen2, Qwen3), attn-trained or Hugging Face — streamed, with a KV\n"
+    "        cache (see 'attn generate --help')\n"
+    "  chat --model DIR [--system TEXT] [--jsonl] [sampling options]\n"
+    "        multi-turn chat with a chat model's own template, streamed, the KV cache kept\n"
+    "        across turns; with --jsonl one reply per JSON message list (see 'attn chat --help')\n"
     "  forward --model DIR --ids ID,ID,... [--out FILE.npy] [--hidden-out FILE.npy]\n"
     "          [--compare-hidden REF.npy]\n"
     "        run a Hugging Face model directory (gpt2, bert) on token ids; write its output\n"
@@ -172,6 +178,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "translate")) return cmd_translate(sub_argc, sub_argv);
     if (!strcmp(cmd, "forward")) return cmd_forward(sub_argc, sub_argv);
     if (!strcmp(cmd, "generate")) return cmd_generate(sub_argc, sub_argv);
+    /*CHAT*/
     if (!strcmp(cmd, "tokenizer")) return cmd_tokenizer(sub_argc, sub_argv);
     if (!strcmp(cmd, "info")) return sub_argc == 1 ? cmd_info() : cli_usage_error("info takes no arguments");
     if (!strcmp(cmd, "help")) {

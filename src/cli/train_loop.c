@@ -253,7 +253,8 @@ int train_next_arg(int argc, char **argv, int *i, const train_family_info *fam, 
     const char *val = argv[++*i];
     if (!strcmp(arg, "--arch")) {
         if (strcmp(val, fam->arch) != 0)
-            return cli_usage_error("train: --arch must be encdec, gpt or bert, got '%s'", val);
+            return cli_usage_error("train: --arch must be encdec, gpt, llama or bert, got '%s'",
+                                   val);
         return -1;
     }
     for (int k = 0; k < N_OPTS; k++) {

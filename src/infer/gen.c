@@ -21,6 +21,8 @@ attn_gen_params attn_gen_default_params(void) {
     p.top_p = 1.0f;
     p.greedy = false;
     p.seed = 0;
+    p.repetition_penalty = 1.0f;
+    p.min_p = 0.0f;
     return p;
 }
 
@@ -35,6 +37,13 @@ attn_status attn_gen_check_params(const attn_gen_params *p) {
     if (!(p->top_p >= 0.0f && p->top_p <= 1.0f))
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen: top_p must be in [0, 1], got %g",
                          (double)p->top_p);
+    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen: min_p must be in [0, 1], got %g",
+                         (double)p->min_p);
+    if (!(p->repetition_penalty > 0.0f) || !isfinite(p->repetition_penalty))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "attn_gen: repetition_penalty must be > 0, got %g",
+                         (double)p->repetition_penalty);
     return ATTN_STATUS_OK;
 }
 
@@ -123,6 +132,53 @@ static void do_top_p(float *x, int V, float p, vid *scratch) {
     }
 }
 
+/* MinPLogitsWarper: tokens whose probability is below min_p times the top token's are removed
+ * (the top token always stays). Probabilities as torch's float32 softmax. */
+static void do_min_p(float *x, int V, float min_p) {
+    if (!(min_p > 0.0f)) return;
+    double mx = -INFINITY, total = 0;
+    for (int i = 0; i < V; i++)
+        if (x[i] > mx) mx = x[i];
+    if (!isfinite(mx)) return;
+    for (int i = 0; i < V; i++) total += x[i] > -INFINITY ? exp((double)x[i] - mx) : 0.0;
+    const float top = (float)(1.0 / total), cut = min_p * top;
+    for (int i = 0; i < V; i++)
+        if (x[i] > -INFINITY && (float)(exp((double)x[i] - mx) / total) < cut && x[i] < mx)
+            x[i] = -INFINITY;
+}
+
+/* RepetitionPenaltyLogitsProcessor on the ids marked in seen: a negative logit times the
+ * penalty, a positive one divided by it. */
+static void do_penalty(float *x, int V, const uint8_t *seen, float penalty) {
+    for (int i = 0; i < V; i++)
+        if (seen[i]) x[i] = x[i] < 0.0f ? x[i] * penalty : x[i] / penalty;
+}
+
+attn_status attn_gen_min_p(float *logits, int V, float min_p) {
+    ATTN_TRY(check_logits(logits, V, "attn_gen_min_p"));
+    if (!(min_p >= 0.0f && min_p <= 1.0f))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen_min_p: min_p must be in [0, 1], got %g",
+                         (double)min_p);
+    do_min_p(logits, V, min_p);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_gen_repetition_penalty(float *logits, int V, const int32_t *ids, size_t n,
+                                        float penalty) {
+    ATTN_TRY(check_logits(logits, V, "attn_gen_repetition_penalty"));
+    if (!(penalty > 0.0f) || !isfinite(penalty) || (n && !ids))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "attn_gen_repetition_penalty: need ids and a penalty > 0 (got %g)",
+                         (double)penalty);
+    uint8_t *seen = calloc((size_t)V, 1);
+    if (!seen) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attn_gen_repetition_penalty: out of memory");
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < V) seen[ids[i]] = 1;
+    do_penalty(logits, V, seen, penalty);
+    free(seen);
+    return ATTN_STATUS_OK;
+}
+
 attn_status attn_gen_temperature(float *logits, int V, float temperature) {
     ATTN_TRY(check_logits(logits, V, "attn_gen_temperature"));
     if (!(temperature > 0.0f) || !isfinite(temperature))
@@ -173,6 +229,8 @@ struct attn_gen_sampler {
     float *x;     /* (V) warped logits */
     float *sel;   /* (V) quickselect scratch */
     vid *sorted;  /* (V) top-p scratch */
+    uint8_t *seen; /* (V) ids the repetition penalty applies to */
+    bool any_seen;
 };
 
 attn_status attn_gen_sampler_init(const attn_gen_params *p, int V, attn_gen_sampler **out) {
@@ -190,7 +248,8 @@ attn_status attn_gen_sampler_init(const attn_gen_params *p, int V, attn_gen_samp
     s->x = malloc((size_t)V * sizeof *s->x);
     s->sel = malloc((size_t)V * sizeof *s->sel);
     s->sorted = malloc((size_t)V * sizeof *s->sorted);
-    if (!s->x || !s->sel || !s->sorted) {
+    s->seen = calloc((size_t)V, 1);
+    if (!s->x || !s->sel || !s->sorted || !s->seen) {
         attn_gen_sampler_free(s);
         return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attn_gen_sampler_init: out of memory");
     }
@@ -203,20 +262,50 @@ void attn_gen_sampler_free(attn_gen_sampler *s) {
     free(s->x);
     free(s->sel);
     free(s->sorted);
+    free(s->seen);
     free(s);
+}
+
+attn_status attn_gen_sampler_observe(attn_gen_sampler *s, const int32_t *ids, size_t n) {
+    if (!s || (n && !ids))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen_sampler_observe: NULL argument");
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= s->V)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "attn_gen_sampler_observe: id %d is outside the vocabulary [0, %d)",
+                             (int)ids[i], s->V);
+    for (size_t i = 0; i < n; i++) s->seen[ids[i]] = 1;
+    s->any_seen |= n > 0;
+    return ATTN_STATUS_OK;
+}
+
+void attn_gen_sampler_forget(attn_gen_sampler *s) {
+    if (!s || !s->any_seen) return;
+    memset(s->seen, 0, (size_t)s->V);
+    s->any_seen = false;
 }
 
 const attn_gen_params *attn_gen_sampler_params(const attn_gen_sampler *s) { return s ? &s->p : NULL; }
 
 static bool is_greedy(const attn_gen_params *p) { return p->greedy || !(p->temperature > 0.0f); }
 
+/* The logits the choice starts from: logits, or a copy in s->x with the repetition penalty. */
+static const float *penalized(attn_gen_sampler *s, const float *logits) {
+    if (!s->any_seen || s->p.repetition_penalty == 1.0f) return logits;
+    memcpy(s->x, logits, (size_t)s->V * sizeof *s->x);
+    do_penalty(s->x, s->V, s->seen, s->p.repetition_penalty);
+    return s->x;
+}
+
 /* Warp into s->x; returns the max of the kept logits in *mx. */
 static void warp(attn_gen_sampler *s, const float *logits, double *mx) {
     const int V = s->V;
-    memcpy(s->x, logits, (size_t)V * sizeof *s->x);
+    const float *src = penalized(s, logits);
+    if (src != s->x) memcpy(s->x, src, (size_t)V * sizeof *s->x);
     if (s->p.temperature != 1.0f) do_temperature(s->x, V, s->p.temperature);
     do_top_k(s->x, V, s->p.top_k, s->sel);
     do_top_p(s->x, V, s->p.top_p, s->sorted);
+    do_min_p(s->x, V, s->p.min_p);
     double m = -INFINITY;
     for (int i = 0; i < V; i++)
         if (s->x[i] > m) m = s->x[i];
@@ -229,7 +318,7 @@ attn_status attn_gen_sampler_probs(attn_gen_sampler *s, const float *logits, flo
     const int V = s->V;
     if (is_greedy(&s->p)) {
         int32_t t;
-        ATTN_TRY(attn_gen_argmax(logits, V, &t));
+        ATTN_TRY(attn_gen_argmax(penalized(s, logits), V, &t));
         memset(probs, 0, (size_t)V * sizeof *probs);
         probs[t] = 1.0f;
         return ATTN_STATUS_OK;
@@ -249,7 +338,10 @@ attn_status attn_gen_sampler_probs(attn_gen_sampler *s, const float *logits, flo
 attn_status attn_gen_sampler_next(attn_gen_sampler *s, const float *logits, uint64_t index,
                                   int32_t *token) {
     if (!s || !token) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen_sampler_next: NULL argument");
-    if (is_greedy(&s->p)) return attn_gen_argmax(logits, s->V, token);
+    if (is_greedy(&s->p)) {
+        ATTN_TRY(check_logits(logits, s->V, "attn_gen_sampler_next"));
+        return attn_gen_argmax(penalized(s, logits), s->V, token);
+    }
     ATTN_TRY(check_logits(logits, s->V, "attn_gen_sampler_next"));
     const int V = s->V;
     double mx;
@@ -291,6 +383,150 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* ---- sessions: a KV cache kept across calls ------------------------------------------------------ */
+
+struct attn_gen_session {
+    const attn_gpt_model *m;
+    attn_gpt_kv *kv;
+    int max_T;
+    int32_t *hist;  /* (max_T) the ids whose keys and values the cache holds, in order */
+    float *logits;  /* (V) */
+};
+
+attn_status attn_gen_session_init(const attn_gpt_model *m, int max_T, attn_gen_session **out) {
+    if (!out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen_session_init: out is NULL");
+    *out = NULL;
+    if (!m) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen_session_init: NULL model");
+    const int P = m->cfg.n_positions;
+    if (max_T == 0) max_T = P;
+    if (max_T < 1 || max_T > P)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "attn_gen_session_init: max_T = %d is outside [1, n_positions = %d]", max_T,
+                         P);
+    attn_gen_session *s = calloc(1, sizeof *s);
+    if (!s) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attn_gen_session_init: out of memory");
+    s->m = m;
+    s->max_T = max_T;
+    attn_status st = attn_gpt_kv_init(m, 1, max_T, &s->kv);
+    if (!st) {
+        s->hist = malloc((size_t)max_T * sizeof *s->hist);
+        s->logits = malloc((size_t)m->cfg.vocab_size * sizeof *s->logits);
+        if (!s->hist || !s->logits)
+            st = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attn_gen_session_init: out of memory");
+    }
+    if (st) {
+        attn_gen_session_free(s);
+        return st;
+    }
+    *out = s;
+    return ATTN_STATUS_OK;
+}
+
+void attn_gen_session_free(attn_gen_session *s) {
+    if (!s) return;
+    attn_gpt_kv_free(s->kv);
+    free(s->hist);
+    free(s->logits);
+    free(s);
+}
+
+void attn_gen_session_reset(attn_gen_session *s) {
+    if (s) attn_gpt_kv_reset(s->kv);
+}
+
+int attn_gen_session_cached(const attn_gen_session *s) { return s ? attn_gpt_kv_len(s->kv) : 0; }
+int attn_gen_session_capacity(const attn_gen_session *s) { return s ? s->max_T : 0; }
+attn_gpt_kv *attn_gen_session_kv(attn_gen_session *s) { return s ? s->kv : NULL; }
+
+/* Feed ids (n) after what the cache holds; the logits of the last one into s->logits. */
+static attn_status feed(attn_gen_session *s, const int32_t *ids, int n) {
+    const int len = attn_gpt_kv_len(s->kv);
+    ATTN_TRY(attn_gpt_decode(s->m, s->kv, 1, n, ids, s->logits, false));
+    memcpy(s->hist + len, ids, (size_t)n * sizeof *ids);
+    return ATTN_STATUS_OK;
+}
+
+static bool is_stop(const int32_t *stop, int n, int32_t tok) {
+    for (int i = 0; i < n; i++)
+        if (stop[i] == tok) return true;
+    return false;
+}
+
+attn_status attn_gen_session_generate(attn_gen_session *sess, const attn_gen_params *p,
+                                      const int32_t *ids, int n_ids, int max_new_tokens,
+                                      const int32_t *stop_ids, int n_stop_ids, int32_t *out,
+                                      attn_gen_callback cb, void *ctx, attn_gen_stats *stats) {
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (!sess || !p || !ids || (n_stop_ids > 0 && !stop_ids) || n_stop_ids < 0)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen: NULL session, params or ids");
+    ATTN_TRY(attn_gen_check_params(p));
+    const attn_gpt_model *m = sess->m;
+    const int V = m->cfg.vocab_size, P = m->cfg.n_positions;
+    if (n_ids < 1) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen: the prompt is empty");
+    if (n_ids > sess->max_T)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "attn_gen: the prompt has %d tokens, more than the context (%s = %d)",
+                         n_ids, sess->max_T == P ? "n_positions" : "the session's", sess->max_T);
+    if (max_new_tokens < 1)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen: max_new_tokens must be >= 1, got %d",
+                         max_new_tokens);
+    for (int i = 0; i < n_ids; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "attn_gen: prompt token %d is id %d, outside the vocabulary [0, %d)", i,
+                             (int)ids[i], V);
+    /* Reuse the cached prefix: only the positions after it run (at least the last one, whose
+     * logits choose the first new token). */
+    int c = 0;
+    const int len = attn_gpt_kv_len(sess->kv);
+    while (c < len && c < n_ids && sess->hist[c] == ids[c]) c++;
+    if (c == n_ids) c--;
+    ATTN_TRY(attn_gpt_kv_truncate(sess->kv, c));
+    attn_gen_sampler *smp = NULL;
+    attn_status s = attn_gen_sampler_init(p, V, &smp);
+    if (!s && p->repetition_penalty != 1.0f) s = attn_gen_sampler_observe(smp, ids, (size_t)n_ids);
+    if (s) goto done;
+    double t0 = now_s();
+    s = feed(sess, ids + c, n_ids - c);
+    if (s) goto done;
+    double t1 = now_s();
+    if (stats) stats->n_prompt = n_ids - c, stats->n_cached = c, stats->prompt_seconds = t1 - t0;
+    attn_gen_stop why = ATTN_GEN_STOP_MAX_TOKENS;
+    int n_steps = 0;
+    for (int i = 0; i < max_new_tokens; i++) {
+        int32_t tok;
+        s = attn_gen_sampler_next(smp, sess->logits, (uint64_t)i, &tok);
+        if (s) break;
+        if (out) out[i] = tok;
+        if (stats) stats->n_generated = i + 1;
+        if (p->repetition_penalty != 1.0f) attn_gen_sampler_observe(smp, &tok, 1);
+        if (cb && !cb(ctx, tok)) {
+            why = ATTN_GEN_STOP_CALLBACK;
+            break;
+        }
+        if (is_stop(stop_ids, n_stop_ids, tok)) {
+            why = ATTN_GEN_STOP_EOS;
+            break;
+        }
+        if (i == max_new_tokens - 1) break;
+        if (attn_gpt_kv_len(sess->kv) >= sess->max_T) {
+            why = ATTN_GEN_STOP_CONTEXT;
+            break;
+        }
+        s = feed(sess, &tok, 1);
+        if (s) break;
+        n_steps++;
+    }
+    if (stats) {
+        stats->n_decode_steps = n_steps;
+        stats->decode_seconds = now_s() - t1;
+        stats->stop = why;
+    }
+done:
+    attn_gen_sampler_free(smp);
+    return s;
+}
+
 attn_status attn_gen_gpt(const attn_gpt_model *m, const attn_gen_params *p, const int32_t *prompt,
                          int n_prompt, int max_new_tokens, int eos_token_id, int32_t *out,
                          attn_gen_callback cb, void *ctx, attn_gen_stats *stats) {
@@ -298,7 +534,7 @@ attn_status attn_gen_gpt(const attn_gpt_model *m, const attn_gen_params *p, cons
     if (!m || !p || !prompt)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen_gpt: NULL model, params or prompt");
     ATTN_TRY(attn_gen_check_params(p));
-    const int P = m->cfg.n_positions, V = m->cfg.vocab_size;
+    const int P = m->cfg.n_positions;
     if (n_prompt < 1)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen_gpt: the prompt is empty");
     if (n_prompt > P)
@@ -309,61 +545,14 @@ attn_status attn_gen_gpt(const attn_gpt_model *m, const attn_gen_params *p, cons
     if (max_new_tokens < 1)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen_gpt: max_new_tokens must be >= 1, got %d",
                          max_new_tokens);
-    for (int i = 0; i < n_prompt; i++)
-        if (prompt[i] < 0 || prompt[i] >= V)
-            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                             "attn_gen_gpt: prompt token %d is id %d, outside the vocabulary [0, %d)",
-                             i, (int)prompt[i], V);
     /* Positions ever fed: the prompt plus every generated token but the last. */
-    long long need = (long long)n_prompt + max_new_tokens - 1;
-    int max_T = (int)(need < P ? need : P);
-    attn_gpt_kv *kv = NULL;
-    attn_gen_sampler *smp = NULL;
-    float *logits = NULL;
-    attn_status s = attn_gpt_kv_init(m, 1, max_T, &kv);
-    if (!s) s = attn_gen_sampler_init(p, V, &smp);
-    if (!s && !(logits = malloc((size_t)V * sizeof *logits)))
-        s = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attn_gen_gpt: out of memory");
-    if (s) goto done;
-    double t0 = now_s();
-    s = attn_gpt_decode(m, kv, 1, n_prompt, prompt, logits, false);
-    if (s) goto done;
-    double t1 = now_s();
-    if (stats) stats->n_prompt = n_prompt, stats->prompt_seconds = t1 - t0;
-    attn_gen_stop why = ATTN_GEN_STOP_MAX_TOKENS;
-    int n_steps = 0;
-    for (int i = 0; i < max_new_tokens; i++) {
-        int32_t tok;
-        s = attn_gen_sampler_next(smp, logits, (uint64_t)i, &tok);
-        if (s) break;
-        if (out) out[i] = tok;
-        if (stats) stats->n_generated = i + 1;
-        if (cb && !cb(ctx, tok)) {
-            why = ATTN_GEN_STOP_CALLBACK;
-            break;
-        }
-        if (eos_token_id >= 0 && tok == eos_token_id) {
-            why = ATTN_GEN_STOP_EOS;
-            break;
-        }
-        if (i == max_new_tokens - 1) break;
-        if (attn_gpt_kv_len(kv) >= P) {
-            why = ATTN_GEN_STOP_CONTEXT;
-            break;
-        }
-        s = attn_gpt_decode(m, kv, 1, 1, &tok, logits, false);
-        if (s) break;
-        n_steps++;
-    }
-    if (stats) {
-        stats->n_decode_steps = n_steps;
-        stats->decode_seconds = now_s() - t1;
-        stats->stop = why;
-    }
-done:
-    free(logits);
-    attn_gen_sampler_free(smp);
-    attn_gpt_kv_free(kv);
+    const long long need = (long long)n_prompt + max_new_tokens - 1;
+    attn_gen_session *sess;
+    ATTN_TRY(attn_gen_session_init(m, (int)(need < P ? need : P), &sess));
+    const int32_t stop = eos_token_id;
+    attn_status s = attn_gen_session_generate(sess, p, prompt, n_prompt, max_new_tokens, &stop,
+                                              eos_token_id >= 0 ? 1 : 0, out, cb, ctx, stats);
+    attn_gen_session_free(sess);
     return s;
 }
 
@@ -381,7 +570,13 @@ struct attn_gen_stream {
     char *piece;       /* the latest piece */
     size_t piece_cap;
     bool finished;
+    char **stops;      /* stop strings (n_stops) */
+    size_t n_stops;
+    bool stopped;      /* a stop string appeared: the text ends before it */
 };
+
+#define GEN_MAX_STOPS 64
+#define GEN_MAX_STOP_LEN 1024
 
 void attn_gen_stream_free(attn_gen_stream *s) {
     if (!s) return;
@@ -389,7 +584,78 @@ void attn_gen_stream_free(attn_gen_stream *s) {
     attn_free(s->base);
     free(s->out);
     free(s->piece);
+    for (size_t i = 0; i < s->n_stops; i++) free(s->stops[i]);
+    free(s->stops);
     free(s);
+}
+
+attn_status attn_gen_stream_set_stops(attn_gen_stream *s, const char *const *stops, size_t n) {
+    if (!s || (n && !stops))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen_stream_set_stops: NULL argument");
+    if (n > GEN_MAX_STOPS)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "attn_gen_stream_set_stops: %zu stop strings (at most %d)", n,
+                         GEN_MAX_STOPS);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = stops[i] ? strlen(stops[i]) : 0;
+        if (len == 0 || len > GEN_MAX_STOP_LEN)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "attn_gen_stream_set_stops: stop string %zu is empty or longer than "
+                             "%d bytes",
+                             i, GEN_MAX_STOP_LEN);
+    }
+    char **copy = n ? calloc(n, sizeof *copy) : NULL;
+    if (n && !copy) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attn_gen_stream: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        copy[i] = strdup(stops[i]);
+        if (!copy[i]) {
+            for (size_t j = 0; j < i; j++) free(copy[j]);
+            free(copy);
+            return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attn_gen_stream: out of memory");
+        }
+    }
+    for (size_t i = 0; i < s->n_stops; i++) free(s->stops[i]);
+    free(s->stops);
+    s->stops = copy, s->n_stops = n;
+    return ATTN_STATUS_OK;
+}
+
+bool attn_gen_stream_stopped(const attn_gen_stream *s) { return s && s->stopped; }
+
+/* With stop strings, of the text t (n bytes) after the context, the part that may be returned:
+ * up to the first stop string (then *hit), else without a tail that begins a stop string. Only
+ * positions from `from` on are searched (text returned before never holds a stop string). */
+static size_t stop_cut(const attn_gen_stream *s, const char *t, size_t n, size_t from, bool final,
+                       bool *hit) {
+    *hit = false;
+    if (!s->n_stops) return n;
+    size_t first = n;
+    for (size_t k = 0; k < s->n_stops; k++) {
+        const char *stop = s->stops[k];
+        const size_t L = strlen(stop);
+        for (size_t i = from; i + L <= n && i < first; i++)
+            if (memcmp(t + i, stop, L) == 0) {
+                first = i;
+                break;
+            }
+    }
+    if (first < n) {
+        *hit = true;
+        return first;
+    }
+    if (final) return n;
+    /* Hold back the longest tail that is a proper prefix of a stop string. */
+    size_t hold = 0;
+    for (size_t k = 0; k < s->n_stops; k++) {
+        const char *stop = s->stops[k];
+        const size_t L = strlen(stop);
+        for (size_t h = L - 1 < n ? L - 1 : n; h > hold; h--)
+            if (memcmp(t + n - h, stop, h) == 0) {
+                hold = h;
+                break;
+            }
+    }
+    return n - hold;
 }
 
 static bool grow(char **buf, size_t *cap, size_t need) {
@@ -469,6 +735,14 @@ static attn_status emit(attn_gen_stream *s, bool all, const char **text, size_t 
     const char *t = full + off;
     size_t tn = n - off;
     size_t keep = all ? tn : stable_len(t, tn);
+    bool hit = false;
+    if (s->stopped) {
+        keep = s->out_len;
+    } else {
+        const size_t from = s->out_len;
+        keep = stop_cut(s, t, keep, from, all, &hit);
+        if (keep < s->out_len) keep = s->out_len;
+    }
     size_t add = 0;
     /* Text already emitted is final; a decoder that rewrote it cannot be followed exactly, so
      * only what lies beyond it is emitted. */
@@ -483,6 +757,7 @@ static attn_status emit(attn_gen_stream *s, bool all, const char **text, size_t 
     s->out_len += add;
     s->out[s->out_len] = '\0';
     attn_free(full);
+    if (hit) s->stopped = true;
     if (text) *text = s->piece;
     if (len) *len = add;
     return ATTN_STATUS_OK;

@@ -35,4 +35,19 @@ void gpt_layout_grads(const attn_gpt_model *m, float *grads, attn_gpt_weights *g
  * masks of its rows are those rows' masks in a forward over the whole batch (gpt_dp.c). */
 void gpt_state_set_row0(attn_gpt_state *st, int row0);
 
+/* ---- the Llama family's configuration (llama_config.c) ---- */
+#include <jansson.h>
+/* model_type name -> architecture; false when unknown. */
+bool gpt_arch_parse(const char *name, attn_gpt_arch *out);
+/* The transformers config class defaults of a Llama-family architecture. */
+attn_gpt_config gpt_llama_defaults(attn_gpt_arch arch);
+/* Checks (messages name config.json's fields), parameter count (floats). */
+attn_status gpt_llama_config_check(const attn_gpt_config *c);
+double gpt_llama_count_params(const attn_gpt_config *c);
+/* config.json's object root (model_type arch) into *out; errors name the source and the field. */
+attn_status gpt_llama_config_parse(json_t *root, const char *name, attn_gpt_arch arch,
+                                   attn_gpt_config *out);
+/* The config.json object transformers' class of c->arch loads (NULL: out of memory). */
+json_t *gpt_llama_config_json(const attn_gpt_config *c);
+
 #endif

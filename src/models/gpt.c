@@ -27,7 +27,7 @@
  * records). Initialization as GPT-2 / nanoGPT: every matrix and both embeddings
  * normal(0, initializer_range), the two c_proj weights of each block with std / sqrt(2·n_layer),
  * biases 0, LayerNorm gains 1. */
-static void layout(const attn_gpt_config *c, mdl_layout *L, attn_gpt_weights *w) {
+static void layout_gpt2(const attn_gpt_config *c, mdl_layout *L, attn_gpt_weights *w) {
     const int C = c->n_embd, F = attn_gpt_inner(c), V = c->vocab_size;
     const double sd = c->initializer_range, proj_sd = sd / sqrt(2.0 * c->n_layer);
     const float eps = c->layer_norm_epsilon;
@@ -63,6 +63,78 @@ static void layout(const attn_gpt_config *c, mdl_layout *L, attn_gpt_weights *w)
                      : mdl_take(L, 2, V, C, ATTN_INIT_NORMAL, sd, true, "lm_head.weight");
 }
 
+/* The Llama family's views over L's buffer, in the order of attn_gpt.h's table: q, k, v adjacent
+ * (one GEMM), gate before up (one GEMM). Initialization as transformers' _init_weights: every
+ * matrix and the embeddings normal(0, initializer_range), biases 0, RMSNorm gains 1. */
+static void layout_llama(const attn_gpt_config *c, mdl_layout *L, attn_gpt_weights *w) {
+    const int C = c->n_embd, F = c->n_inner, V = c->vocab_size;
+    const int HD = c->n_head * attn_gpt_head_dim(c), D = attn_gpt_head_dim(c);
+    const int KD = attn_gpt_kv_heads(c) * D;
+    const double sd = c->initializer_range;
+    const float eps = c->layer_norm_epsilon;
+    const attn_gpt_arch a = c->arch;
+    const bool qkv_bias = a == ATTN_GPT_ARCH_QWEN2 || (c->attention_bias && a != ATTN_GPT_ARCH_MISTRAL);
+    const bool o_bias = c->attention_bias && (a == ATTN_GPT_ARCH_LLAMA || a == ATTN_GPT_ARCH_QWEN3);
+    const bool mlp_bias = c->mlp_bias && a == ATTN_GPT_ARCH_LLAMA;
+    char n[112];
+    w->wte = mdl_take(L, 2, V, C, ATTN_INIT_NORMAL, sd, true, "model.embed_tokens.weight");
+    w->wpe = NULL;
+    for (int l = 0; l < c->n_layer; l++) {
+        attn_gpt_block *B = &w->h[l];
+        memset(B, 0, sizeof *B);
+#define W(s) NAME(n, "model.layers.%d.%s.weight", l, s)
+#define LIN(in, out, s) \
+    mdl_take_linear(L, in, out, ATTN_NN_OUT_IN, false, ATTN_INIT_NORMAL, sd, W(s), NULL)
+#define BIAS(lin, s) \
+    ((lin).b = mdl_take(L, 1, (lin).out, 0, ATTN_INIT_ZEROS, 0.0, false, \
+                        "model.layers.%d.%s.bias", l, s))
+        B->ln_1 = mdl_take_norm(L, ATTN_NORM_RMS, C, eps, false, W("input_layernorm"), NULL);
+        /* q, k, v weights then their biases: adjacent weights (and biases) run as one GEMM */
+        B->attn.q = LIN(C, HD, "self_attn.q_proj");
+        B->attn.k = LIN(C, KD, "self_attn.k_proj");
+        B->attn.v = LIN(C, KD, "self_attn.v_proj");
+        if (qkv_bias) {
+            BIAS(B->attn.q, "self_attn.q_proj");
+            BIAS(B->attn.k, "self_attn.k_proj");
+            BIAS(B->attn.v, "self_attn.v_proj");
+        }
+        if (a == ATTN_GPT_ARCH_QWEN3) {
+            B->attn.q_norm = mdl_take_norm(L, ATTN_NORM_RMS, D, eps, false, W("self_attn.q_norm"),
+                                           NULL);
+            B->attn.k_norm = mdl_take_norm(L, ATTN_NORM_RMS, D, eps, false, W("self_attn.k_norm"),
+                                           NULL);
+        }
+        B->attn.o = LIN(HD, C, "self_attn.o_proj");
+        if (o_bias) BIAS(B->attn.o, "self_attn.o_proj");
+        B->ln_2 = mdl_take_norm(L, ATTN_NORM_RMS, C, eps, false, W("post_attention_layernorm"),
+                                NULL);
+        B->mlp.kind = ATTN_FFN_GATED;
+        B->mlp.act = c->activation;
+        B->mlp.gate = LIN(C, F, "mlp.gate_proj"); /* gate then up: one GEMM */
+        B->mlp.up = LIN(C, F, "mlp.up_proj");
+        if (mlp_bias) {
+            BIAS(B->mlp.gate, "mlp.gate_proj");
+            BIAS(B->mlp.up, "mlp.up_proj");
+        }
+        B->mlp.down = LIN(F, C, "mlp.down_proj");
+        if (mlp_bias) BIAS(B->mlp.down, "mlp.down_proj");
+#undef W
+#undef LIN
+#undef BIAS
+    }
+    w->ln_f = mdl_take_norm(L, ATTN_NORM_RMS, C, eps, false, "model.norm.weight", NULL);
+    w->lm_head = c->tie_word_embeddings
+                     ? w->wte
+                     : mdl_take(L, 2, V, C, ATTN_INIT_NORMAL, sd, true, "lm_head.weight");
+}
+
+static void layout(const attn_gpt_config *c, mdl_layout *L, attn_gpt_weights *w) {
+    if (attn_gpt_is_llama(c))
+        layout_llama(c, L, w);
+    else
+        layout_gpt2(c, L, w);
+}
+
 void gpt_layout_grads(const attn_gpt_model *m, float *grads, attn_gpt_weights *g) {
     mdl_layout L = mdl_layout_begin(grads, false);
     layout(&m->cfg, &L, g);
@@ -93,6 +165,8 @@ void attn_gpt_model_free(attn_gpt_model *m) {
     attn_free(m->w.h);
     attn_free(m->g.h);
     attn_free(m->attn_cfg);
+    attn_free(m->rope_cos);
+    attn_free(m->rope_sin);
     attn_free(m);
 }
 
@@ -117,7 +191,26 @@ attn_status attn_gpt_alloc_grads(attn_gpt_model *m) {
     return ATTN_STATUS_OK;
 }
 
+/* The rotary tables of a Llama-family model: (n_positions, D/2) each. */
+static attn_status gpt_rope_init(attn_gpt_model *m) {
+    const attn_gpt_config *c = &m->cfg;
+    if (!attn_gpt_is_llama(c)) return ATTN_STATUS_OK;
+    const int D = attn_gpt_head_dim(c), P = c->n_positions;
+    const size_t n = (size_t)P * (D / 2);
+    float *inv = attn_alloc((size_t)(D / 2) * sizeof(float));
+    m->rope_cos = attn_alloc(n * sizeof(float));
+    m->rope_sin = attn_alloc(n * sizeof(float));
+    attn_status s = ATTN_STATUS_OK;
+    if (!inv || !m->rope_cos || !m->rope_sin)
+        s = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt: out of memory for the rotary tables");
+    if (!s) s = attn_gpt_rope_inv_freq(c, inv);
+    if (!s) s = attn_rope_tables(P, D, inv, m->rope_cos, m->rope_sin);
+    attn_free(inv);
+    return s;
+}
+
 float gpt_attn_scale(const attn_gpt_config *c, int layer) {
+    if (attn_gpt_is_llama(c)) return (float)(1.0 / sqrt((double)attn_gpt_head_dim(c)));
     const int D = c->n_embd / c->n_head;
     double s = c->scale_attn_weights ? 1.0 / sqrt((double)D) : 1.0;
     if (c->scale_attn_by_inverse_layer_idx) s /= (double)(layer + 1);
@@ -149,11 +242,25 @@ attn_status gpt_model_alloc(const attn_gpt_config *cfg, bool grads, attn_gpt_mod
         attn_gpt_model_free(m);
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt: internal parameter count mismatch");
     }
+    attn_status rs = gpt_rope_init(m);
+    if (rs) {
+        attn_gpt_model_free(m);
+        return rs;
+    }
     for (int l = 0; l < L; l++) {
         attn_nn_attn_cfg *a = &m->attn_cfg[l];
         *a = attn_nn_attn_default_cfg(cfg->n_embd, cfg->n_head);
         a->causal = true;
         a->scale = gpt_attn_scale(cfg, l);
+        if (attn_gpt_is_llama(cfg)) {
+            a->n_kv_head = attn_gpt_kv_heads(cfg);
+            a->d_head = attn_gpt_head_dim(cfg);
+            a->rope_dim = a->d_head;
+            a->rope_mode = ATTN_ROPE_HALF;
+            a->rope_P = cfg->n_positions;
+            a->rope_cos = m->rope_cos, a->rope_sin = m->rope_sin;
+            a->window = attn_gpt_layer_window(cfg, l);
+        }
     }
     if (grads) {
         attn_status s = attn_gpt_alloc_grads(m);
@@ -200,8 +307,12 @@ void gpt_embed(const attn_gpt_model *m, int B, int T, int pos0, const int32_t *i
     for (long r = 0; r < M; r++) {
         const int t = (int)(r % T);
         const float *e = m->w.wte + (size_t)ids[r] * C;
-        const float *p = m->w.wpe + (size_t)(pos0 + t) * C;
         float *o = out + (size_t)r * C;
+        if (!m->w.wpe) {
+            memcpy(o, e, (size_t)C * sizeof(float));
+            continue;
+        }
+        const float *p = m->w.wpe + (size_t)(pos0 + t) * C;
         for (int i = 0; i < C; i++) o[i] = e[i] + p[i];
     }
 }
@@ -269,13 +380,16 @@ attn_status attn_gpt_state_init(const attn_gpt_model *m, int B, int T, attn_gpt_
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt state: T = %d exceeds n_positions %d",
                          T, c->n_positions);
     const int L = c->n_layer, C = c->n_embd, F = attn_gpt_inner(c), V = c->vocab_size;
-    const bool gelu = c->activation != ATTN_ACT_RELU;
-    const double M = (double)B * T;
-    const double per_block = M * (C * 7.0 + 4 + (gelu ? 2.0 : 1.0) * F) + M * c->n_head;
-    double total =
-        M * C * (L + 1) + L * per_block + M * (C + 2) + M * V + M * C * 3 + M * fmax(3.0 * C, F);
-    if (total > (double)(ATTN_MAX_BUFFER_BYTES / sizeof(float)) ||
-        M * fmax(3.0 * C, F) > INT32_MAX || M > INT32_MAX)
+    const double M = (double)B * T, D = attn_gpt_head_dim(c), H = c->n_head;
+    const double W = (H + 2.0 * attn_gpt_kv_heads(c)) * D; /* q | k | v */
+    const double Ff = (attn_gpt_is_llama(c) ? 3.0 : 2.0) * F;  /* the MLP's activations */
+    /* An upper bound of what the state holds (before any allocation): per block the norm outputs,
+     * statistics, residual streams, projections, attention output, log-sum-exp, MLP activations. */
+    const double per_block = M * (C * 7.0 + 4 + W + H * D + Ff) + M * H;
+    const double widest = fmax(fmax(W, Ff), (double)V);
+    double total = M * C * (L + 1) + L * per_block + M * (C + 2) + M * V + M * C * 3 + M * widest;
+    if (total > (double)(ATTN_MAX_BUFFER_BYTES / sizeof(float)) || M * widest > INT32_MAX ||
+        M > INT32_MAX)
         return attn_fail(ATTN_STATUS_TOO_LARGE, "gpt state: B=%d T=%d needs %.3g floats, too large",
                          B, T, total);
     attn_gpt_state *st = attn_calloc(sizeof *st);
@@ -433,6 +547,18 @@ attn_status attn_gpt_loss(const attn_gpt_model *m, attn_gpt_state *st, const int
     return ATTN_STATUS_OK;
 }
 
+/* dwpe (P, C) += the sum over the batch of G (B·T, C) at each position. */
+static void gpt_wpe_backward(int B, int T, int C, const float *G, float *gwpe) {
+#pragma omp parallel for schedule(static) if ((size_t)B * T * C >= 65536)
+    for (int t = 0; t < T; t++) {
+        float *pg = gwpe + (size_t)t * C;
+        for (int b = 0; b < B; b++) {
+            const float *row = G + ((size_t)b * T + t) * C;
+            for (int i = 0; i < C; i++) pg[i] += row[i];
+        }
+    }
+}
+
 attn_status attn_gpt_backward(attn_gpt_model *m, attn_gpt_state *st) {
     if (!m || !st) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt backward: NULL argument");
     if (st->model != m || !st->has_loss)
@@ -443,7 +569,6 @@ attn_status attn_gpt_backward(attn_gpt_model *m, attn_gpt_state *st) {
                          "gpt backward: the model has no gradient buffer (attn_gpt_alloc_grads)");
     const attn_gpt_config *c = &m->cfg;
     const int B = st->B, T = st->T, C = c->n_embd, V = c->vocab_size, L = c->n_layer, M = B * T;
-    const size_t n = (size_t)M * C;
     const attn_nn_seqs s = attn_nn_seqs_dense(B, T, T);
     float *G = st->g;
 
@@ -466,15 +591,7 @@ attn_status attn_gpt_backward(attn_gpt_model *m, attn_gpt_state *st) {
     if (st->run.training && c->embd_pdrop > 0.0f)
         attn_nn_dropout_bwd(c->embd_pdrop, M, C, st->emb_mask, G, G);
     ATTN_TRY(attn_embedding_backward(M, V, C, st->ids, G, m->g.wte));
-    float *gwpe = m->g.wpe;
-#pragma omp parallel for schedule(static) if (n >= 65536)
-    for (int t = 0; t < T; t++) {
-        float *pg = gwpe + (size_t)t * C;
-        for (int b = 0; b < B; b++) {
-            const float *row = G + ((size_t)b * T + t) * C;
-            for (int i = 0; i < C; i++) pg[i] += row[i];
-        }
-    }
+    if (m->g.wpe) gpt_wpe_backward(B, T, C, G, m->g.wpe);
     st->has_loss = false;
     st->has_fwd = false;
     return ATTN_STATUS_OK;

@@ -5,6 +5,7 @@
 
 #include "../core/core-impl.h"
 #include "config-impl.h"
+#include "gpt-impl.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -34,6 +35,11 @@ attn_gpt_config attn_gpt_default_config(void) {
     c.scale_attn_by_inverse_layer_idx = false;
     c.reorder_and_upcast_attn = false;
     return c;
+}
+
+attn_gpt_config attn_gpt_arch_default_config(attn_gpt_arch arch) {
+    if (arch == ATTN_GPT_ARCH_GPT2 || !attn_gpt_arch_name(arch)) return attn_gpt_default_config();
+    return gpt_llama_defaults(arch);
 }
 
 int attn_gpt_inner(const attn_gpt_config *cfg) {
@@ -66,6 +72,14 @@ static double count_params(const attn_gpt_config *c) {
 
 attn_status attn_gpt_config_check(const attn_gpt_config *c) {
     if (!c) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt config: NULL config");
+    if (!attn_gpt_arch_name(c->arch))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt config: unknown architecture %d",
+                         (int)c->arch);
+    if (c->n_more_eos < 0 || c->n_more_eos > ATTN_GPT_MAX_EOS - 1)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt config: n_more_eos = %d outside [0, %d]", c->n_more_eos,
+                         ATTN_GPT_MAX_EOS - 1);
+    if (c->arch != ATTN_GPT_ARCH_GPT2) return gpt_llama_config_check(c);
     const config_size pos[] = {{"vocab_size", c->vocab_size, LIM_VOCAB},
                {"n_positions", c->n_positions, LIM_POS},
                {"n_embd", c->n_embd, LIM_EMBD},
@@ -113,7 +127,7 @@ attn_status attn_gpt_config_check(const attn_gpt_config *c) {
 
 size_t attn_gpt_num_params(const attn_gpt_config *c) {
     if (!c || attn_gpt_config_check(c)) return 0;
-    return (size_t)count_params(c);
+    return (size_t)(c->arch == ATTN_GPT_ARCH_GPT2 ? count_params(c) : gpt_llama_count_params(c));
 }
 
 /* ---- JSON -------------------------------------------------------------------------------- */
@@ -151,10 +165,13 @@ static attn_status parse_object(json_t *root, const char *name, attn_gpt_config 
     if (mt) {
         const char *t;
         if ((s = config_read_string(name, "model_type", mt, &t))) return s;
-        if (strcmp(t, "gpt2") != 0)
+        attn_gpt_arch arch;
+        if (!gpt_arch_parse(t, &arch))
             return attn_fail(ATTN_STATUS_UNSUPPORTED,
-                             "%s: model_type \"%s\" is not a GPT-2 model (expected \"gpt2\")", name,
-                             t);
+                             "%s: model_type \"%s\" is not a decoder attn runs (expected gpt2, "
+                             "llama, mistral, qwen2 or qwen3)",
+                             name, t);
+        if (arch != ATTN_GPT_ARCH_GPT2) return gpt_llama_config_parse(root, name, arch, out);
     }
     json_t *xa = json_object_get(root, "add_cross_attention");
     if (xa && !json_is_false(xa) && !json_is_null(xa))
@@ -237,6 +254,11 @@ attn_status attn_gpt_config_save(const char *path, const attn_gpt_config *c) {
     if (!path) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt config: NULL path");
     attn_status s = attn_gpt_config_check(c);
     if (s) return s;
+    if (c->arch != ATTN_GPT_ARCH_GPT2) {
+        json_t *lo = gpt_llama_config_json(c);
+        if (!lo) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt config: out of memory");
+        return config_json_save(lo, path);
+    }
     json_t *o = json_object();
     json_t *arch = json_array();
     if (!o || !arch) {

@@ -25,12 +25,14 @@ struct attn_gpt_kv {
     const attn_gpt_model *model;
     int B, max_T, len;
     int chunk;    /* positions per sequence per pass: min(max_T, CHUNK) */
-    float *k, *v; /* (L, B, max_T, C) */
+    int KD;       /* H_kv·D: a cached key's (or value's) floats */
+    float *k, *v; /* (L, B, max_T, KD) */
     float *x;     /* (B·chunk, C) the residual stream */
-    float *a;     /* (B·chunk, C) LayerNorm output */
-    float *qkv;   /* (B·chunk, 3C) */
-    float *att;   /* (B·chunk, C) */
-    float *h;     /* (B·chunk, F) */
+    float *a;     /* (B·chunk, C) norm output */
+    float *qkv;   /* (B·chunk, (H + 2·H_kv)·D) */
+    float *att;   /* (B·chunk, H·D) */
+    float *h;     /* the MLP's evaluation activations over B·chunk rows
+                     (attn_nn_ffn_acts_floats: (B·chunk, F), gated (B·chunk, 3F)) */
     float *last;  /* (B, C) ln_f of each sequence's last position */
     float *probs; /* (B, H, chunk, max_T) capture scratch, allocated on demand */
     attn_gpt_capture cap;
@@ -60,28 +62,30 @@ attn_status attn_gpt_kv_init(const attn_gpt_model *m, int B, int max_T, attn_gpt
     if (max_T > c->n_positions)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt kv: max_T = %d exceeds n_positions %d",
                          max_T, c->n_positions);
-    const int C = c->n_embd, F = attn_gpt_inner(c), L = c->n_layer;
+    const int C = c->n_embd, F = attn_gpt_inner(c), L = c->n_layer, D = attn_gpt_head_dim(c);
+    const int HD = c->n_head * D, KD = attn_gpt_kv_heads(c) * D, W = HD + 2 * KD;
     const int chunk = ATTN_MIN(max_T, CHUNK);
-    const double cache = 2.0 * L * B * (double)max_T * C;
+    const double cache = 2.0 * L * B * (double)max_T * KD;
     const double rows = (double)B * chunk;
-    const double scratch = rows * (6.0 * C + F) + (double)B * C;
+    const double Fh = (attn_gpt_is_llama(c) ? 3.0 : 1.0) * F;
+    const double scratch = rows * (3.0 * C + W + HD + Fh) + (double)B * C;
     if (cache + scratch > (double)(ATTN_MAX_BUFFER_BYTES / sizeof(float)) ||
-        rows * ATTN_MAX(3.0 * C, F) > INT32_MAX)
+        rows * ATTN_MAX((double)W, Fh) > INT32_MAX)
         return attn_fail(ATTN_STATUS_TOO_LARGE,
                          "gpt kv: B=%d max_T=%d needs %.3g floats of cache, too large", B, max_T,
                          cache + scratch);
     attn_gpt_kv *kv = attn_calloc(sizeof *kv);
     if (!kv) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt kv: out of memory");
     kv->model = m;
-    kv->B = B, kv->max_T = max_T, kv->chunk = chunk;
-    const size_t ncache = (size_t)L * B * max_T * C, nr = (size_t)B * chunk;
+    kv->B = B, kv->max_T = max_T, kv->chunk = chunk, kv->KD = KD;
+    const size_t ncache = (size_t)L * B * max_T * KD, nr = (size_t)B * chunk;
     kv->k = attn_alloc(ncache * sizeof(float));
     kv->v = attn_alloc(ncache * sizeof(float));
     kv->x = attn_alloc(nr * C * sizeof(float));
     kv->a = attn_alloc(nr * C * sizeof(float));
-    kv->qkv = attn_alloc(nr * 3 * C * sizeof(float));
-    kv->att = attn_alloc(nr * C * sizeof(float));
-    kv->h = attn_alloc(nr * F * sizeof(float));
+    kv->qkv = attn_alloc(nr * W * sizeof(float));
+    kv->att = attn_alloc(nr * HD * sizeof(float));
+    kv->h = attn_alloc(attn_nn_ffn_acts_floats(&m->w.h[0].mlp, (int)nr, false) * sizeof(float));
     kv->last = attn_alloc((size_t)B * C * sizeof(float));
     if (!kv->k || !kv->v || !kv->x || !kv->a || !kv->qkv || !kv->att || !kv->h || !kv->last) {
         attn_gpt_kv_free(kv);
@@ -134,7 +138,7 @@ static void capture_hidden(attn_gpt_kv *kv, int entry, int n_new, int t0, int tq
 static attn_status run_chunk(const attn_gpt_model *m, attn_gpt_kv *kv, int tq, const int32_t *ids,
                              int n_new, int t0) {
     const attn_gpt_config *c = &m->cfg;
-    const int B = kv->B, C = c->n_embd, L = c->n_layer, H = c->n_head;
+    const int B = kv->B, L = c->n_layer, H = c->n_head;
     const int M = B * tq, pos0 = kv->len, Tk = pos0 + tq;
     const attn_nn_run run = attn_nn_default_run();
     attn_nn_seqs s = attn_nn_seqs_dense(B, tq, tq);
@@ -144,7 +148,7 @@ static attn_status run_chunk(const attn_gpt_model *m, attn_gpt_kv *kv, int tq, c
         attn_nn_sublayer S[2];
         gpt_sublayers(m, &m->w.h[l], l, 0.0f, S);
         if (kv->cap.hidden) capture_hidden(kv, l, n_new, t0, tq, kv->x);
-        const size_t layer = (size_t)l * B * kv->max_T * C;
+        const size_t layer = (size_t)l * B * kv->max_T * kv->KD;
         const attn_nn_kv cache = {kv->k + layer, kv->v + layer, B, kv->max_T, 0};
         attn_nn_sub_acts A;
         memset(&A, 0, sizeof A);
@@ -166,7 +170,7 @@ static attn_status run_chunk(const attn_gpt_model *m, attn_gpt_kv *kv, int tq, c
                         memset(dst + Tk, 0, (size_t)(Tkf - Tk) * sizeof(float));
                     }
         }
-        A.ffn.h = kv->h;
+        attn_nn_ffn_acts_view(&S[1].ffn, M, false, kv->h, &A.ffn);
         ATTN_TRY(attn_nn_sub_forward(&run, &S[1], &s, M, attn_nn_rows_plain(tq), kv->x, NULL, NULL,
                                      &A, NULL, NULL));
     }

@@ -1,4 +1,4 @@
-/* gpt_io.c — GPT-2 model directories in Hugging Face's format (attn_gpt.h): config.json plus
+/* gpt_io.c — GPT-2 and Llama-family model directories in Hugging Face's format (attn_gpt.h): config.json plus
  * model.safetensors (or a sharded model.safetensors.index.json), loaded strictly by name and
  * shape through GPT-2's name map, and written so that transformers' from_pretrained loads them. */
 #include "attn_gpt.h"
@@ -26,6 +26,27 @@ static bool file_name(void *ctx, const attn_param_info *t, int k, char *buf, siz
     return true;
 }
 
+/* The Llama family's file names are the table's; the rotary inv_freq buffers of older
+ * checkpoints (model.layers.N.self_attn.rotary_emb.inv_freq) and a tied model's lm_head.weight are
+ * ignored. */
+static bool llama_file_name(void *ctx, const attn_param_info *t, int k, char *buf, size_t cap) {
+    (void)ctx;
+    if (k > 0) return false;
+    snprintf(buf, cap, "%s", t->name);
+    return true;
+}
+
+static bool llama_ignorable(void *ctx, const char *name) {
+    const names *n = ctx;
+    if (strcmp(name, "lm_head.weight") == 0) return n->tied;
+    const char *p = name;
+    if (strncmp(p, "model.layers.", 13) != 0) return false;
+    p += 13;
+    if (*p < '0' || *p > '9') return false;
+    while (*p >= '0' && *p <= '9') p++;
+    return strcmp(p, ".self_attn.rotary_emb.inv_freq") == 0;
+}
+
 /* Non-parameter buffers of older GPT-2 checkpoints ([transformer.]h.N.attn.bias and
  * h.N.attn.masked_bias: the causal mask and its fill value), and lm_head.weight of a tied model
  * (the embeddings are authoritative). */
@@ -41,6 +62,13 @@ static bool ignorable(void *ctx, const char *name) {
     return strcmp(p, ".attn.bias") == 0 || strcmp(p, ".attn.masked_bias") == 0;
 }
 
+/* The name map of an architecture (n: the GPT-2 prefix and tying). */
+static mdl_name_map name_map(const attn_gpt_config *c, names *n) {
+    mdl_name_map map = {file_name, ignorable, n};
+    if (attn_gpt_is_llama(c)) map.file_name = llama_file_name, map.ignorable = llama_ignorable;
+    return map;
+}
+
 attn_status attn_gpt_load_dir(const char *dir, attn_gpt_model **out) {
     if (!dir || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt load: NULL argument");
     *out = NULL;
@@ -53,7 +81,7 @@ attn_status attn_gpt_load_dir(const char *dir, attn_gpt_model **out) {
     ATTN_TRY(mdl_weights_open(dir, "gpt", &w));
     names n = {"transformer.", cfg.tie_word_embeddings};
     attn_status st = ATTN_STATUS_OK;
-    if (!mdl_weights_find(w, "transformer.wte.weight", NULL)) {
+    if (!attn_gpt_is_llama(&cfg) && !mdl_weights_find(w, "transformer.wte.weight", NULL)) {
         if (mdl_weights_find(w, "wte.weight", NULL))
             n.prefix = "";
         else
@@ -65,7 +93,7 @@ attn_status attn_gpt_load_dir(const char *dir, attn_gpt_model **out) {
     attn_gpt_model *m = NULL;
     if (!st) st = gpt_model_alloc(&cfg, false, &m);
     if (!st) {
-        const mdl_name_map map = {file_name, ignorable, &n};
+        const mdl_name_map map = name_map(&cfg, &n);
         st = mdl_load_params(w, m->tensors, m->n_tensors, m->params, &map);
     }
     mdl_weights_close(w);
@@ -89,7 +117,7 @@ attn_status attn_gpt_save_dir(const attn_gpt_model *m, const char *dir) {
     /* transformers refuses a safetensors file whose metadata lacks format "pt". */
     static const char *const meta[] = {"format", "pt", NULL};
     names n = {"transformer.", m->cfg.tie_word_embeddings};
-    const mdl_name_map map = {file_name, ignorable, &n};
+    const mdl_name_map map = name_map(&m->cfg, &n);
     ATTN_TRY(mdl_save_params(path, m->tensors, m->n_tensors, m->params, &map, meta));
     if (!mdl_dir_path(path, sizeof path, dir, "config.json", "gpt save"))
         return ATTN_STATUS_INVALID_ARGUMENT;

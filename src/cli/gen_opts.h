@@ -1,0 +1,43 @@
+/* gen_opts.h — the sampling and stopping options `attn generate` and `attn chat` share, merged
+ * with the model directory's generation_config.json (its values are the defaults; flags override
+ * them) and its end-of-text ids. */
+#ifndef ATTN_CLI_GEN_OPTS_H
+#define ATTN_CLI_GEN_OPTS_H
+
+#include "attn_gen.h"
+#include "attn_gpt.h"
+#include "attn_tok.h"
+
+#include <stdbool.h>
+
+#define CLI_GEN_MAX_STOPS 16
+
+typedef struct {
+    attn_gen_params gp;     /* what the flags gave (merged by cli_gen_resolve) */
+    bool has_temperature, has_top_k, has_top_p, has_min_p, has_rep, has_greedy, has_seed;
+    int max_tokens;         /* 0: not given */
+    const char *stops[CLI_GEN_MAX_STOPS]; /* --stop strings (argv's) */
+    int n_stops;
+    bool ignore_eos;
+} cli_gen_opts;
+
+void cli_gen_opts_init(cli_gen_opts *o);
+
+/* The options' help text (for a command's usage). */
+extern const char cli_gen_usage[];
+
+/* When a is one of the options: parse it (v its value, or NULL), set *used to the arguments
+ * consumed (1 or 2) and return CLI_EXIT_OK, or a usage error's exit code; returns -1 when a is
+ * not one of them. */
+int cli_gen_opt(cli_gen_opts *o, const char *cmd, const char *a, const char *v, int *used);
+
+/* The final parameters and stop ids: generation_config.json of dir (when present) gives the
+ * defaults, else attn's (sampling at temperature 1, top-k 50); flags override; a seed from the
+ * clock unless given. Stop ids: every end-of-text id of the config and of generation_config.json
+ * (none with --ignore-eos); when there are none, the tokenizer's <|endoftext|> if it has one.
+ * *max_tokens: the flag, else generation_config's max_new_tokens, else def. */
+attn_status cli_gen_resolve(cli_gen_opts *o, const char *dir, const attn_gpt_model *m,
+                            const attn_tok *tok, int def_max_tokens, attn_gen_params *gp,
+                            int32_t *stop_ids, int *n_stop, int *max_tokens);
+
+#endif
