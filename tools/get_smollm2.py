@@ -59,9 +59,11 @@ def real_tokenizer_json(gguf_path):
 
 
 def main(src, dest):
+    os.environ.setdefault("TQDM_DISABLE", "1")  # transformers' GGUF reader draws progress bars
     import torch
     import transformers
     from tokenizers import Tokenizer
+    transformers.logging.set_verbosity_error()  # its notes on the legacy Llama tokenizer
     work = tempfile.mkdtemp(prefix="smollm2-")
     try:
         gdir = os.path.join(work, "gguf")

@@ -236,7 +236,9 @@ def structure(j):
 def compare(name, j):
     """Print where transformers' GGUF converter builds something else than j."""
     import tempfile
+    os.environ.setdefault("TQDM_DISABLE", "1")
     import transformers
+    transformers.logging.set_verbosity_error()
     gg = FAMILIES[name][0]
     tmp = tempfile.mkdtemp()
     os.symlink(os.path.join(VOCAB, gg), os.path.join(tmp, gg))
