@@ -320,6 +320,52 @@ static void tokenizer_seeds(void) {
           "\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}, \"decoder\": {\"type\": "
           "\"WordPiece\", \"prefix\": \"##\", \"cleanup\": true}}",
           -1);
+    /* the Llama family's structures: Digits + Split(Regex) + ByteLevel, a Sequence post-processor,
+     * added tokens with lstrip / rstrip / single_word / normalized (tools/tok_families.py) */
+    SEED1("tokenizer", "llama3-style",
+          "{\"added_tokens\": [{\"id\": 9, \"content\": \"<|begin_of_text|>\", \"single_word\": fal"
+          "se, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": true}, {\""
+          "id\": 10, \"content\": \"<|eot_id|>\", \"single_word\": false, \"lstrip\": true, \"rstri"
+          "p\": true, \"normalized\": false, \"special\": true}, {\"id\": 11, \"content\": \"ab\", "
+          "\"single_word\": true, \"lstrip\": false, \"rstrip\": false, \"normalized\": true, \"spe"
+          "cial\": false}], \"normalizer\": null, \"pre_tokenizer\": {\"type\": \"Sequence\", \"pre"
+          "tokenizers\": [{\"type\": \"Digits\", \"individual_digits\": true}, {\"type\": \"Split\""
+          ", \"pattern\": {\"Regex\": \"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?"
+          "\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s"
+          "+(?!\\\\S)|\\\\s+\"}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteL"
+          "evel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": false}]}, \""
+          "post_processor\": {\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\", \""
+          "add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": true}, {\"type\": \"Te"
+          "mplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<|begin_of_text|>\", \"ty"
+          "pe_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [{\"SpecialTok"
+          "en\": {\"id\": \"<|begin_of_text|>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \""
+          "type_id\": 0}}, {\"SpecialToken\": {\"id\": \"<|begin_of_text|>\", \"type_id\": 1}}, {\""
+          "Sequence\": {\"id\": \"B\", \"type_id\": 1}}], \"special_tokens\": {\"<|begin_of_text|>\""
+          ": {\"id\": \"<|begin_of_text|>\", \"ids\": [9], \"tokens\": [\"<|begin_of_text|>\"]}}}]}"
+          ", \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": t"
+          "rue, \"use_regex\": true}, \"model\": {\"type\": \"BPE\", \"ignore_merges\": true, \"voc"
+          "ab\": {\"a\": 0, \"b\": 1, \"Ġ\": 2, \"ab\": 3, \"Ġa\": 4, \"1\": 5, \"'\": 6, \"s\": 7,"
+          " \"Ċ\": 8}, \"merges\": [[\"a\", \"b\"], [\"Ġ\", \"a\"]]}}",
+          -1);
+    SEED1("tokenizer", "spm-flags",
+          "{\"added_tokens\": [{\"id\": 3, \"content\": \"<s>\", \"single_word\": false, \"lstrip\""
+          ": false, \"rstrip\": false, \"normalized\": true, \"special\": true}, {\"id\": 4, \"cont"
+          "ent\": \"</s>\", \"single_word\": false, \"lstrip\": false, \"rstrip\": true, \"normaliz"
+          "ed\": false, \"special\": false}, {\"id\": 5, \"content\": \"<|end|>\", \"single_word\":"
+          " true, \"lstrip\": true, \"rstrip\": true, \"normalized\": false, \"special\": true}], \""
+          "normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepe"
+          "nd\": \"▁\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"▁"
+          "\"}]}, \"pre_tokenizer\": null, \"post_processor\": {\"type\": \"TemplateProcessing\", \""
+          "single\": [{\"SpecialToken\": {\"id\": \"<s>\", \"type_id\": 0}}, {\"Sequence\": {\"id\""
+          ": \"A\", \"type_id\": 0}}], \"pair\": [{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, "
+          "{\"Sequence\": {\"id\": \"B\", \"type_id\": 1}}], \"special_tokens\": {\"<s>\": {\"id\":"
+          " \"<s>\", \"ids\": [3], \"tokens\": [\"<s>\"]}}}, \"decoder\": {\"type\": \"Sequence\", "
+          "\"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\": \"▁\"}, \"content\": \""
+          " \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"conten"
+          "t\": \" \", \"start\": 1, \"stop\": 0}]}, \"model\": {\"type\": \"BPE\", \"unk_token\": "
+          "\"<unk>\", \"fuse_unk\": true, \"byte_fallback\": true, \"vocab\": {\"<unk>\": 0, \"▁\":"
+          " 1, \"a\": 2, \"<0x41>\": 6, \"<0xE4>\": 7, \"▁a\": 8}, \"merges\": [[\"▁\", \"a\"]]}}",
+          -1);
 
     /* tokenize: mode byte + text / ids */
     static const struct {

