@@ -11,6 +11,8 @@
  *     raise_exception, a missing template, a conversation longer than --context: one-line errors
  *     naming the line. */
 #include "attn_chat.h"
+#include "attn_data.h"
+#include "attn_tok.h"
 #include "tu.h"
 
 #include <jansson.h>
@@ -253,12 +255,85 @@ static void test_errors(void **state) {
     assert_int_equal(rename(moved, cfg), 0);
 }
 
+/* Chat data for training (attn_data_chat): the targets are exactly each assistant message's
+ * text and the template's end of turn after it; `attn train --arch llama --init MODEL --data
+ * FILE.jsonl` fine-tunes on them and the result still chats. */
+static void test_chat_training_data(void **state) {
+    (void)state;
+    write_file(tu_tmp("sft.jsonl"),
+               "[{\"role\": \"user\", \"content\": \"hello there\"}, {\"role\": \"assistant\", "
+               "\"content\": \"fine, thanks.\"}, {\"role\": \"user\", \"content\": \"and you?\"}, "
+               "{\"role\": \"assistant\", \"content\": \"fine.\"}]\n"
+               "[{\"role\": \"user\", \"content\": \"no answer here\"}]\n"
+               "[{\"role\": \"system\", \"content\": \"be brief\"}, {\"role\": \"user\", "
+               "\"content\": \"how are you?\"}, {\"role\": \"assistant\", \"content\": "
+               "\"fine, thanks. and you?\"}]\n");
+    attn_chat_template *t;
+    attn_tok *tok;
+    assert_int_equal(attn_chat_template_load_dir(g_model, NULL, &t), ATTN_STATUS_OK);
+    assert_int_equal(attn_tok_load(g_model, &tok), ATTN_STATUS_OK);
+    attn_data_chat *d;
+    assert_int_equal(attn_data_chat_load(tu_tmp("sft.jsonl"), t, tok, NULL, 256, &d),
+                     ATTN_STATUS_OK);
+    assert_int_equal(attn_data_chat_count(d), 2);
+    assert_int_equal(attn_data_chat_skipped(d), 1);
+    const char *want[2] = {"fine, thanks.</s>\nfine.</s>\n", "fine, thanks. and you?</s>\n"};
+    for (size_t i = 0; i < 2; i++) {
+        const int32_t *ids;
+        const uint8_t *mask;
+        int n;
+        assert_int_equal(attn_data_chat_example(d, i, &ids, &mask, &n), ATTN_STATUS_OK);
+        int32_t sel[256];
+        int k = 0;
+        for (int j = 0; j < n; j++)
+            if (mask[j]) sel[k++] = ids[j];
+        char *text;
+        size_t len;
+        assert_int_equal(attn_tok_decode_alloc(tok, sel, (size_t)k, 0, &text, &len),
+                         ATTN_STATUS_OK);
+        if (!tu_quiet()) printf("  example %zu targets: \"%s\"\n", i, text);
+        assert_string_equal(text, want[i]);
+        attn_free(text);
+    }
+    /* a batch: y holds the next id exactly at the targets */
+    int32_t x[2 * 120], y[2 * 120];
+    size_t idx[2] = {0, 1}, targets;
+    assert_int_equal(attn_data_chat_batch(d, idx, 2, 120, 0, x, y, &targets), ATTN_STATUS_OK);
+    assert_int_equal(targets, strlen(want[0]) + strlen(want[1]));
+    attn_data_chat_free(d);
+    /* cut short: only the first max_tokens tokens, and a conversation left without targets */
+    assert_int_equal(attn_data_chat_load(tu_tmp("sft.jsonl"), t, tok, NULL, 12, &d),
+                     ATTN_STATUS_INVALID_ARGUMENT);
+    attn_tok_free(tok);
+    attn_chat_template_free(t);
+
+    /* fine-tuning through the CLI, then chatting with the result */
+    char a[8192], out[8192], err[8192];
+    snprintf(a, sizeof a,
+             "'%s' --threads 1 train --arch llama --init '%s' --data '%s' --out '%s' --batch 2 "
+             "--max-steps 4 --lr 1e-3 --warmup-steps 1 --log-every 1 --eval-every 4",
+             tu_attn_bin(), g_model, tu_tmp("sft.jsonl"), tu_tmp("ft"));
+    assert_int_equal(tu_sh_capture(a, 1, out, sizeof out), 0);
+    if (!tu_quiet()) printf("%s", out);
+    assert_non_null(strstr(out, "2 conversations (1 skipped"));
+    assert_non_null(strstr(out, "valid       4"));
+    snprintf(a, sizeof a, "'%s' --threads 1 chat --model '%s' --jsonl --greedy --max-tokens 4 "
+             "--quiet < '%s'",
+             tu_attn_bin(), tu_tmp("ft"), tu_tmp("sft.jsonl"));
+    int rc = tu_sh_capture(a, 0, out, sizeof out);
+    (void)err;
+    /* the second line has no assistant message: the model answers it */
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "\"role\":\"assistant\""));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reply_is_the_templates_continuation),
         cmocka_unit_test(test_cache_reused_across_conversations),
         cmocka_unit_test(test_stop_and_max_tokens),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_chat_training_data),
     };
     return cmocka_run_group_tests_name("chat_cli", tests, setup, teardown);
 }
