@@ -292,11 +292,141 @@ static void test_qwen3_avx512(void **state) {
     run_all("qwen3", ATTN_BACKEND_AVX512, false);
 }
 
+/* ---- bad configurations and checkpoints: one-line errors naming the file and the field ---- */
+
+static void expect_config_error(const char *json, attn_status want, const char *s1,
+                                const char *s2) {
+    attn_gpt_config c;
+    tu_expect_fail3(attn_gpt_config_parse(json, "cfg.json", &c), want, "cfg.json", s1, s2);
+}
+
+static void test_bad_configs(void **state) {
+    (void)state;
+    attn_gpt_config c;
+    /* a valid one first, with transformers' class defaults filled in */
+    assert_int_equal(attn_gpt_config_parse("{\"model_type\": \"mistral\"}", "m", &c),
+                     ATTN_STATUS_OK);
+    assert_int_equal(c.n_kv_head, 8);
+    assert_int_equal(c.sliding_window, 4096);
+    assert_int_equal(attn_gpt_config_parse("{\"model_type\": \"qwen3\"}", "q", &c),
+                     ATTN_STATUS_OK);
+    assert_int_equal(c.head_dim, 128);
+    assert_int_equal(attn_gpt_config_parse(
+                         "{\"model_type\": \"llama\", \"eos_token_id\": [128001, 128008, 128009]}",
+                         "l", &c),
+                     ATTN_STATUS_OK);
+    assert_true(attn_gpt_is_eos(&c, 128008) && attn_gpt_is_eos(&c, 128001));
+    assert_false(attn_gpt_is_eos(&c, 2));
+#define L(x) "{\"model_type\": \"llama\", " x "}"
+    expect_config_error(L("\"num_attention_heads\": 6, \"num_key_value_heads\": 4"),
+                        ATTN_STATUS_INVALID_ARGUMENT, "num_key_value_heads", "divide");
+    expect_config_error(L("\"num_attention_heads\": 4, \"num_key_value_heads\": 8"),
+                        ATTN_STATUS_INVALID_ARGUMENT, "num_key_value_heads", NULL);
+    expect_config_error(L("\"head_dim\": 7"), ATTN_STATUS_INVALID_ARGUMENT, "head_dim", "even");
+    expect_config_error(L("\"hidden_size\": 96, \"num_attention_heads\": 32"),
+                        ATTN_STATUS_INVALID_ARGUMENT, "head", NULL);
+    expect_config_error(L("\"head_dim\": -2"), ATTN_STATUS_INVALID_ARGUMENT, "head_dim", NULL);
+    expect_config_error(L("\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}"),
+                        ATTN_STATUS_UNSUPPORTED, "yarn", "rope_scaling");
+    expect_config_error(L("\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8}"),
+                        ATTN_STATUS_FORMAT, "low_freq_factor", NULL);
+    expect_config_error(L("\"rope_scaling\": {\"type\": \"linear\", \"factor\": 0}"),
+                        ATTN_STATUS_INVALID_ARGUMENT, "factor", NULL);
+    expect_config_error(L("\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, "
+                          "\"low_freq_factor\": 4, \"high_freq_factor\": 1, "
+                          "\"original_max_position_embeddings\": 8192}"),
+                        ATTN_STATUS_INVALID_ARGUMENT, "high_freq_factor", NULL);
+    expect_config_error(L("\"rope_scaling\": 3"), ATTN_STATUS_FORMAT, "rope_scaling", NULL);
+    expect_config_error(L("\"rope_theta\": 0"), ATTN_STATUS_INVALID_ARGUMENT, "rope_theta", NULL);
+    expect_config_error(L("\"hidden_act\": \"tanhshrink\""), ATTN_STATUS_UNSUPPORTED,
+                        "hidden_act", "tanhshrink");
+    expect_config_error(L("\"num_hidden_layers\": 0"), ATTN_STATUS_INVALID_ARGUMENT,
+                        "num_hidden_layers", NULL);
+    expect_config_error(L("\"vocab_size\": 2000000000"), ATTN_STATUS_TOO_LARGE, "vocab_size",
+                        NULL);
+    expect_config_error(L("\"hidden_size\": \"4096\""), ATTN_STATUS_FORMAT, "hidden_size", NULL);
+    expect_config_error(L("\"partial_rotary_factor\": 0.5"), ATTN_STATUS_UNSUPPORTED,
+                        "partial_rotary_factor", NULL);
+    expect_config_error(L("\"eos_token_id\": [1, 2, 3, 4, 5, 6, 7, 8, 9]"),
+                        ATTN_STATUS_UNSUPPORTED, "eos_token_id", NULL);
+    expect_config_error("{\"model_type\": \"qwen3\", \"num_hidden_layers\": 2, "
+                        "\"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
+                        ATTN_STATUS_UNSUPPORTED, "layer_types[1]", NULL);
+    expect_config_error("{\"model_type\": \"mistral\", \"sliding_window\": -3}",
+                        ATTN_STATUS_INVALID_ARGUMENT, "sliding_window", NULL);
+    expect_config_error("{\"model_type\": \"falcon\"}", ATTN_STATUS_UNSUPPORTED, "falcon",
+                        "qwen3");
+#undef L
+}
+
+/* Copy a reference model directory, then break it. */
+static void copy_model(const char *name, const char *to) {
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", to, model_dir(name), to);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_bad_checkpoints(void **state) {
+    (void)state;
+    if (!ref_open("llama")) fail_msg("no llama.safetensors (run tools/ref_llama.py)");
+    char dir[512], path[1024];
+    assert_int_equal(tu_mkdtemp(dir, sizeof dir, "llama-bad"), 0);
+    attn_gpt_model *m = NULL;
+    /* a sharded checkpoint with a shard missing */
+    copy_model("llama_mqa8_llama3_bias", dir);
+    snprintf(path, sizeof path, "%s/model-00002-of-00003.safetensors", dir);
+    if (access(path, F_OK) != 0) { /* the shard count may differ: remove the second listed */
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "ls '%s'/model-0000*-of-*.safetensors | sed -n 2p", dir);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        assert_non_null(fgets(path, sizeof path, p));
+        path[strcspn(path, "\n")] = 0;
+        pclose(p);
+    }
+    assert_int_equal(unlink(path), 0);
+    attn_status s = attn_gpt_load_dir(dir, &m);
+    assert_int_not_equal(s, ATTN_STATUS_OK);
+    tu_expect_fail(s, s, "model-0000", NULL);
+    /* a config that disagrees with the weights (head size): the tensor and its expected shape */
+    copy_model("llama_mha_tied", dir);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    size_t n;
+    char *cfg = tu_read_all(path, &n);
+    char *at = strstr(cfg, "\"num_key_value_heads\": 4");
+    assert_non_null(at);
+    memcpy(at, "\"num_key_value_heads\": 2", strlen("\"num_key_value_heads\": 2"));
+    tu_write_all(path, cfg, n);
+    free(cfg);
+    tu_expect_fail3(attn_gpt_load_dir(dir, &m), ATTN_STATUS_FORMAT, "k_proj.weight", "shape",
+                    NULL);
+    /* a tensor the configuration does not have */
+    copy_model("qwen2_gqa3_tied", dir);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    cfg = tu_read_all(path, &n);
+    at = strstr(cfg, "\"num_hidden_layers\": 2");
+    assert_non_null(at);
+    memcpy(at, "\"num_hidden_layers\": 1", strlen("\"num_hidden_layers\": 1"));
+    tu_write_all(path, cfg, n);
+    free(cfg);
+    tu_expect_fail(attn_gpt_load_dir(dir, &m), ATTN_STATUS_FORMAT, "model.layers.1", NULL);
+    /* only PyTorch pickles */
+    copy_model("llama_mha_tied", dir);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    char bin[1100];
+    snprintf(bin, sizeof bin, "%s/pytorch_model.bin", dir);
+    assert_int_equal(rename(path, bin), 0);
+    tu_expect_fail(attn_gpt_load_dir(dir, &m), ATTN_STATUS_UNSUPPORTED, "safe_serialization",
+                   NULL);
+    tu_rm_tree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama_ref),  cmocka_unit_test(test_llama_avx2),
         cmocka_unit_test(test_llama_avx512), cmocka_unit_test(test_qwen3_ref),
         cmocka_unit_test(test_qwen3_avx2), cmocka_unit_test(test_qwen3_avx512),
+        cmocka_unit_test(test_bad_configs), cmocka_unit_test(test_bad_checkpoints),
     };
     int rc = cmocka_run_group_tests_name("llama", tests, NULL, NULL);
     if (REF) attn_st_close(REF);
