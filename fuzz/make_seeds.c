@@ -249,6 +249,31 @@ static void gpt_bert_seeds(void) {
         }
         attn_gpt_model_free(m);
     }
+    /* the Llama family: GQA with linear rope scaling, Mistral's window, Qwen2's biases (tied),
+     * Qwen3's q/k norms with llama3 scaling and a window layer */
+    for (int v = 0; v < 4; v++) {
+        static const attn_gpt_arch arch[4] = {ATTN_GPT_ARCH_LLAMA, ATTN_GPT_ARCH_MISTRAL,
+                                              ATTN_GPT_ARCH_QWEN2, ATTN_GPT_ARCH_QWEN3};
+        attn_gpt_config c = attn_gpt_arch_default_config(arch[v]);
+        c.vocab_size = 16, c.n_positions = 8, c.n_embd = 8, c.n_layer = 2, c.n_head = 4;
+        c.n_kv_head = 2, c.n_inner = 12, c.head_dim = v == 3 ? 6 : 2;
+        c.tie_word_embeddings = v == 2;
+        if (v == 0) c.rope_scaling.type = ATTN_GPT_ROPE_LINEAR, c.rope_scaling.factor = 2;
+        if (v == 1) c.sliding_window = 3;
+        if (v == 3) {
+            c.rope_scaling = (attn_gpt_rope_scaling){ATTN_GPT_ROPE_LLAMA3, 8, 1, 4, 4};
+            c.use_sliding_window = true, c.sliding_window = 2, c.max_window_layers = 1;
+        }
+        attn_gpt_model *m;
+        if (attn_gpt_model_init(&c, 5, &m)) die("llama_init");
+        char dir[600], name[32];
+        snprintf(dir, sizeof dir, "%s", tmp("gpt"));
+        fuzz_rm_rf(dir, false);
+        if (attn_gpt_save_dir(m, dir)) die("llama_save");
+        snprintf(name, sizeof name, "%s", attn_gpt_arch_name(arch[v]));
+        dir_seed("gptdir", name, dir, NULL);
+        attn_gpt_model_free(m);
+    }
     for (int v = 0; v < 2; v++) {
         attn_bert_config c = attn_bert_default_config();
         c.vocab_size = 20, c.hidden_size = 8, c.num_hidden_layers = 1, c.num_attention_heads = 2;
