@@ -58,17 +58,20 @@ sh "$ROOT/tools/get_minilm.sh"
 # llama.cpp's real tokenizer vocabularies (GGUF) and chat templates, from the pinned
 # llama-cpp-python sdist on PyPI: models/llamacpp (tokenizer and chat-template tests).
 sh "$ROOT/tools/get_llamacpp_assets.sh"
-# gguf (llama.cpp's GGUF reader) and accelerate, pinned: transformers 4.49 builds models and
-# tokenizers from GGUF files with them (gguf 0.17.1 needs nothing new; accelerate 1.0.1 is the
-# newest that keeps torch 1.13).
+# gguf (llama.cpp's GGUF reader), pinned: transformers 4.49 builds models and tokenizers from GGUF
+# files with it (tools/get_smollm2.py, tools/tok_families.py). Not accelerate: its releases import
+# torch 2 APIs, and with it installed transformers' pipelines no longer import on torch 1.13.
 "$ROOT/.venv/bin/python" - <<'PYEOF' 2>/dev/null || {
-import gguf, accelerate
+import gguf
 from importlib.metadata import version
 assert version("gguf") == "0.17.1", version("gguf")
-assert accelerate.__version__ == "1.0.1", accelerate.__version__
 PYEOF
-  echo "installing gguf and accelerate into $ROOT/.venv"
-  "$ROOT/.venv/bin/pip" install -q gguf==0.17.1 accelerate==1.0.1; }
+  echo "installing gguf into $ROOT/.venv"
+  "$ROOT/.venv/bin/pip" install -q gguf==0.17.1; }
+if "$ROOT/.venv/bin/python" -c "import accelerate" 2>/dev/null; then
+  echo "removing accelerate from $ROOT/.venv (it breaks transformers' pipelines on torch 1.13)"
+  "$ROOT/.venv/bin/pip" uninstall -y -q accelerate
+fi
 # The Llama-family tokenizer.json files (Llama 3, Llama 2, Mistral, Phi-3, Qwen2, GPT-2, Nemo's
 # pre-tokenizer) from llama.cpp's GGUF vocabularies, in the structure each family ships:
 # models/tokenizers (tests/test_tokenizer_families.c).
