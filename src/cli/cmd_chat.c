@@ -58,24 +58,6 @@ static void on_sigint(int sig) {
     g_interrupt = 1;
 }
 
-typedef struct {
-    attn_gen_stream *ts;
-    bool stream;
-    attn_status err;
-} chat_ctx;
-
-static bool on_token(void *ctx, int32_t id) {
-    chat_ctx *g = ctx;
-    const char *piece;
-    size_t n;
-    g->err = attn_gen_stream_push(g->ts, id, &piece, &n);
-    if (g->err) return false;
-    if (g->stream && n) {
-        fwrite(piece, 1, n, stdout);
-        fflush(stdout);
-    }
-    return !attn_gen_stream_stopped(g->ts) && !g_interrupt;
-}
 
 typedef struct {
     const char *dir;
@@ -125,7 +107,7 @@ static attn_status reply(chat *ch, const attn_chat_conv *c, bool print, char **r
     attn_gen_stream *ts = NULL;
     s = attn_gen_stream_init(ch->tok, enc.ids + enc.n - ctxn, ctxn, &ts);
     if (!s) s = attn_gen_stream_set_stops(ts, ch->go.stops, (size_t)ch->go.n_stops);
-    chat_ctx g = {ts, print && ch->stream, ATTN_STATUS_OK};
+    cli_gen_stream_ctx g = {ts, print && ch->stream, &g_interrupt, ATTN_STATUS_OK};
     attn_gen_stats st;
     memset(&st, 0, sizeof st);
     g_interrupt = 0;
@@ -133,7 +115,7 @@ static attn_status reply(chat *ch, const attn_chat_conv *c, bool print, char **r
         int room = cap - (int)enc.n + 1;
         s = attn_gen_session_generate(ch->sess, &ch->gp, enc.ids, (int)enc.n,
                                       ch->max_tokens < room ? ch->max_tokens : room, ch->stop_ids,
-                                      ch->n_stop, NULL, on_token, &g, &st);
+                                      ch->n_stop, NULL, cli_gen_on_token, &g, &st);
     }
     if (!s && g.err) s = g.err;
     const char *rest = "";

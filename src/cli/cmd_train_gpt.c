@@ -52,6 +52,12 @@ static const char default_llama_config_json[] =
 
 /* ---- options -------------------------------------------------------------------------------- */
 
+/* Both decoder families' defaults: nanoGPT's shakespeare-char settings. */
+#define NANOGPT_DEFAULTS                                                                          \
+    .seed = 1337, .lr = 1e-3, .warmup = 100, .decay_steps = -1, .grad_clip = 1.0,                \
+    .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.99, .adam_eps = 1e-8, .dropout = -1,           \
+    .batch = 12, .max_steps = 2000, .eval_every = 250, .save_every = 1000, .log_every = 10
+
 /* The optimization options both decoder families take. */
 #define OWN_OPTIMIZATION \
     "  --batch N            sequences per micro-batch (default 12)\n" \
@@ -103,22 +109,7 @@ const train_family_info cmd_train_gpt_family = {
         "batch 12, warmup 100, weight decay 0.1, beta2 0.99, eval every 250, log every 10,\n"
         "2000 steps.\n",
     .default_text = default_text,
-    .defaults = {.tokenizer = "char",
-                 .seed = 1337,
-                 .lr = 1e-3,
-                 .warmup = 100,
-                 .decay_steps = -1,
-                 .grad_clip = 1.0,
-                 .weight_decay = 0.1,
-                 .beta1 = 0.9,
-                 .beta2 = 0.99,
-                 .adam_eps = 1e-8,
-                 .dropout = -1,
-                 .batch = 12,
-                 .max_steps = 2000,
-                 .eval_every = 250,
-                 .save_every = 1000,
-                 .log_every = 10},
+    .defaults = {NANOGPT_DEFAULTS, .tokenizer = "char"},
 };
 
 const train_family_info cmd_train_llama_family = {
@@ -165,22 +156,7 @@ const train_family_info cmd_train_llama_family = {
         "Defaults are those of --arch gpt (nanoGPT's), except --lr: 1e-3 from scratch; for\n"
         "fine-tuning pass a smaller one (e.g. --lr 5e-5 --warmup-steps 10).\n",
     .default_text = default_text,
-    .defaults = {.tokenizer = NULL,
-                 .seed = 1337,
-                 .lr = 1e-3,
-                 .warmup = 100,
-                 .decay_steps = -1,
-                 .grad_clip = 1.0,
-                 .weight_decay = 0.1,
-                 .beta1 = 0.9,
-                 .beta2 = 0.99,
-                 .adam_eps = 1e-8,
-                 .dropout = -1,
-                 .batch = 12,
-                 .max_steps = 2000,
-                 .eval_every = 250,
-                 .save_every = 1000,
-                 .log_every = 10},
+    .defaults = {NANOGPT_DEFAULTS, .tokenizer = NULL},
 };
 
 typedef struct {
