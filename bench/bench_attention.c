@@ -4,7 +4,9 @@
  *
  * "fwd" cases time attn_attention_forward alone (inference: no lse, no probabilities); "fwd+bwd"
  * cases time a training step, forward with lse then backward, like PyTorch's
- * scaled_dot_product_attention + out.sum().backward(). Layout is attn's natural (B, T, H, D); the
+ * scaled_dot_product_attention + out.sum().backward(). "windowW" cases add a sliding window of W
+ * keys (attn_attention_params.window; PyTorch gets the equivalent boolean mask), beside the same
+ * case without one: the window's cost. Layout is attn's natural (B, T, H, D); the
  * PyTorch peer uses its natural (B, H, T, D). Timing method, the same on both sides: warm up, then
  * 7 rounds of at least 0.2 s each; the best round's rate is reported (the machine may be shared,
  * and the best round is the one least disturbed by other processes). */
@@ -20,15 +22,20 @@ typedef struct {
     const char *name;
     int B, H, T, D;
     bool causal, train;
+    int window; /* 0: none */
 } bcase;
 
 /* Keep in sync with bench/torch_attention.py. */
 static const bcase CASES[] = {
-    {"fwd+bwd B8 H6 T256 D64 causal", 8, 6, 256, 64, true, true},
-    {"fwd B1 H12 T1024 D64", 1, 12, 1024, 64, false, false},
-    {"fwd+bwd B4 H12 T512 D64", 4, 12, 512, 64, false, true},
-    {"fwd B1 H12 T2048 D64 causal", 1, 12, 2048, 64, true, false},
-    {"fwd+bwd B2 H8 T1024 D128 causal", 2, 8, 1024, 128, true, true},
+    {"fwd+bwd B8 H6 T256 D64 causal", 8, 6, 256, 64, true, true, 0},
+    {"fwd B1 H12 T1024 D64", 1, 12, 1024, 64, false, false, 0},
+    {"fwd+bwd B4 H12 T512 D64", 4, 12, 512, 64, false, true, 0},
+    {"fwd B1 H12 T2048 D64 causal", 1, 12, 2048, 64, true, false, 0},
+    {"fwd+bwd B2 H8 T1024 D128 causal", 2, 8, 1024, 128, true, true, 0},
+    {"fwd B1 H8 T4096 D64 causal", 1, 8, 4096, 64, true, false, 0},
+    {"fwd B1 H8 T4096 D64 causal window512", 1, 8, 4096, 64, true, false, 512},
+    {"fwd+bwd B1 H8 T4096 D64 causal", 1, 8, 4096, 64, true, true, 0},
+    {"fwd+bwd B1 H8 T4096 D64 causal window512", 1, 8, 4096, 64, true, true, 512},
 };
 
 static double now(void) {
@@ -79,6 +86,7 @@ int main(void) {
         memset(&s, 0, sizeof s);
         s.p = attn_attention_default_params(bc->B, bc->H, bc->T, bc->T, bc->D);
         s.p.causal = bc->causal;
+        s.p.window = bc->window;
         s.train = bc->train;
         const size_t n = (size_t)bc->B * bc->T * bc->H * bc->D;
         s.q = randn_like(n, &seed);

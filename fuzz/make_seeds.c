@@ -249,6 +249,31 @@ static void gpt_bert_seeds(void) {
         }
         attn_gpt_model_free(m);
     }
+    /* the Llama family: GQA with linear rope scaling, Mistral's window, Qwen2's biases (tied),
+     * Qwen3's q/k norms with llama3 scaling and a window layer */
+    for (int v = 0; v < 4; v++) {
+        static const attn_gpt_arch arch[4] = {ATTN_GPT_ARCH_LLAMA, ATTN_GPT_ARCH_MISTRAL,
+                                              ATTN_GPT_ARCH_QWEN2, ATTN_GPT_ARCH_QWEN3};
+        attn_gpt_config c = attn_gpt_arch_default_config(arch[v]);
+        c.vocab_size = 16, c.n_positions = 8, c.n_embd = 8, c.n_layer = 2, c.n_head = 4;
+        c.n_kv_head = 2, c.n_inner = 12, c.head_dim = v == 3 ? 6 : 2;
+        c.tie_word_embeddings = v == 2;
+        if (v == 0) c.rope_scaling.type = ATTN_GPT_ROPE_LINEAR, c.rope_scaling.factor = 2;
+        if (v == 1) c.sliding_window = 3;
+        if (v == 3) {
+            c.rope_scaling = (attn_gpt_rope_scaling){ATTN_GPT_ROPE_LLAMA3, 8, 1, 4, 4};
+            c.use_sliding_window = true, c.sliding_window = 2, c.max_window_layers = 1;
+        }
+        attn_gpt_model *m;
+        if (attn_gpt_model_init(&c, 5, &m)) die("llama_init");
+        char dir[600], name[32];
+        snprintf(dir, sizeof dir, "%s", tmp("gpt"));
+        fuzz_rm_rf(dir, false);
+        if (attn_gpt_save_dir(m, dir)) die("llama_save");
+        snprintf(name, sizeof name, "%s", attn_gpt_arch_name(arch[v]));
+        dir_seed("gptdir", name, dir, NULL);
+        attn_gpt_model_free(m);
+    }
     for (int v = 0; v < 2; v++) {
         attn_bert_config c = attn_bert_default_config();
         c.vocab_size = 20, c.hidden_size = 8, c.num_hidden_layers = 1, c.num_attention_heads = 2;
@@ -319,6 +344,52 @@ static void tokenizer_seeds(void) {
           "\"handle_chinese_chars\": true, \"strip_accents\": null, \"lowercase\": true}, "
           "\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}, \"decoder\": {\"type\": "
           "\"WordPiece\", \"prefix\": \"##\", \"cleanup\": true}}",
+          -1);
+    /* the Llama family's structures: Digits + Split(Regex) + ByteLevel, a Sequence post-processor,
+     * added tokens with lstrip / rstrip / single_word / normalized (tools/tok_families.py) */
+    SEED1("tokenizer", "llama3-style",
+          "{\"added_tokens\": [{\"id\": 9, \"content\": \"<|begin_of_text|>\", \"single_word\": fal"
+          "se, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": true}, {\""
+          "id\": 10, \"content\": \"<|eot_id|>\", \"single_word\": false, \"lstrip\": true, \"rstri"
+          "p\": true, \"normalized\": false, \"special\": true}, {\"id\": 11, \"content\": \"ab\", "
+          "\"single_word\": true, \"lstrip\": false, \"rstrip\": false, \"normalized\": true, \"spe"
+          "cial\": false}], \"normalizer\": null, \"pre_tokenizer\": {\"type\": \"Sequence\", \"pre"
+          "tokenizers\": [{\"type\": \"Digits\", \"individual_digits\": true}, {\"type\": \"Split\""
+          ", \"pattern\": {\"Regex\": \"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?"
+          "\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s"
+          "+(?!\\\\S)|\\\\s+\"}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteL"
+          "evel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": false}]}, \""
+          "post_processor\": {\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\", \""
+          "add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": true}, {\"type\": \"Te"
+          "mplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<|begin_of_text|>\", \"ty"
+          "pe_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [{\"SpecialTok"
+          "en\": {\"id\": \"<|begin_of_text|>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \""
+          "type_id\": 0}}, {\"SpecialToken\": {\"id\": \"<|begin_of_text|>\", \"type_id\": 1}}, {\""
+          "Sequence\": {\"id\": \"B\", \"type_id\": 1}}], \"special_tokens\": {\"<|begin_of_text|>\""
+          ": {\"id\": \"<|begin_of_text|>\", \"ids\": [9], \"tokens\": [\"<|begin_of_text|>\"]}}}]}"
+          ", \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": t"
+          "rue, \"use_regex\": true}, \"model\": {\"type\": \"BPE\", \"ignore_merges\": true, \"voc"
+          "ab\": {\"a\": 0, \"b\": 1, \"Ġ\": 2, \"ab\": 3, \"Ġa\": 4, \"1\": 5, \"'\": 6, \"s\": 7,"
+          " \"Ċ\": 8}, \"merges\": [[\"a\", \"b\"], [\"Ġ\", \"a\"]]}}",
+          -1);
+    SEED1("tokenizer", "spm-flags",
+          "{\"added_tokens\": [{\"id\": 3, \"content\": \"<s>\", \"single_word\": false, \"lstrip\""
+          ": false, \"rstrip\": false, \"normalized\": true, \"special\": true}, {\"id\": 4, \"cont"
+          "ent\": \"</s>\", \"single_word\": false, \"lstrip\": false, \"rstrip\": true, \"normaliz"
+          "ed\": false, \"special\": false}, {\"id\": 5, \"content\": \"<|end|>\", \"single_word\":"
+          " true, \"lstrip\": true, \"rstrip\": true, \"normalized\": false, \"special\": true}], \""
+          "normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepe"
+          "nd\": \"▁\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"▁"
+          "\"}]}, \"pre_tokenizer\": null, \"post_processor\": {\"type\": \"TemplateProcessing\", \""
+          "single\": [{\"SpecialToken\": {\"id\": \"<s>\", \"type_id\": 0}}, {\"Sequence\": {\"id\""
+          ": \"A\", \"type_id\": 0}}], \"pair\": [{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, "
+          "{\"Sequence\": {\"id\": \"B\", \"type_id\": 1}}], \"special_tokens\": {\"<s>\": {\"id\":"
+          " \"<s>\", \"ids\": [3], \"tokens\": [\"<s>\"]}}}, \"decoder\": {\"type\": \"Sequence\", "
+          "\"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\": \"▁\"}, \"content\": \""
+          " \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"conten"
+          "t\": \" \", \"start\": 1, \"stop\": 0}]}, \"model\": {\"type\": \"BPE\", \"unk_token\": "
+          "\"<unk>\", \"fuse_unk\": true, \"byte_fallback\": true, \"vocab\": {\"<unk>\": 0, \"▁\":"
+          " 1, \"a\": 2, \"<0x41>\": 6, \"<0xE4>\": 7, \"▁a\": 8}, \"merges\": [[\"▁\", \"a\"]]}}",
           -1);
 
     /* tokenize: mode byte + text / ids */

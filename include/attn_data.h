@@ -290,6 +290,48 @@ attn_status attn_data_lm_batch(const int32_t *ids, size_t n, int B, int T, uint6
                                attn_data_lm_stream stream, uint64_t index, int32_t *x,
                                int32_t *y);
 
+/* ==== chat examples (supervised fine-tuning on the assistant's turns) ======================== */
+
+/*   attn_data_chat *d;
+ *   attn_data_chat_load("chats.jsonl", tpl, tok, NULL, 1025, &d);   // T + 1 tokens kept each
+ *   size_t idx[8] = {...};                                           // which examples
+ *   attn_data_chat_batch(d, idx, 8, 1024, x, y);                     // (8, 1024) each
+ *
+ * Each line of a chat JSONL file (attn_chat.h: a JSON array of messages) is rendered with the
+ * model's chat template as transformers' apply_chat_template(messages, tokenize=True) gives it
+ * (add_generation_prompt false, no special tokens added by the tokenizer: the template has them)
+ * and tokenized. The training targets are the assistant messages' tokens: for assistant message
+ * i, with F the whole conversation's ids, P the ids of render(messages[:i],
+ * add_generation_prompt=true) and Q those of render(messages[:i+1]), the tokens F[lcp(P, F) ..
+ * lcp(Q, F)) are targets (lcp: the length of the common prefix), i.e. the reply and what the
+ * template puts after it (its end-of-turn token) — everything the model must learn to generate.
+ * The other tokens (system, user, the template's headers) are context only. A conversation
+ * longer than max_tokens is cut to its first max_tokens tokens. */
+typedef struct attn_data_chat attn_data_chat;
+
+/* The conversations of path (chat JSONL) rendered by tpl (attn_chat_template from attn_chat.h;
+ * vars_json NULL or a JSON object of more template variables) and tokenized by tok; max_tokens
+ * >= 2. A conversation without an assistant message, or whose assistant tokens were all cut, is
+ * skipped (counted in attn_data_chat_skipped). No example at all is INVALID_ARGUMENT. Errors
+ * name PATH:LINE. */
+struct attn_chat_template;
+attn_status attn_data_chat_load(const char *path, const struct attn_chat_template *tpl,
+                                const attn_tok *tok, const char *vars_json, int max_tokens,
+                                attn_data_chat **out);
+void attn_data_chat_free(attn_data_chat *d);
+size_t attn_data_chat_count(const attn_data_chat *d);   /* examples kept */
+size_t attn_data_chat_skipped(const attn_data_chat *d); /* conversations skipped */
+int attn_data_chat_longest(const attn_data_chat *d);     /* tokens of the longest example */
+/* Example i: its n ids and target flags (mask[t] = 1: ids[t] is an assistant token); the
+ * arrays belong to d. */
+attn_status attn_data_chat_example(const attn_data_chat *d, size_t i, const int32_t **ids,
+                                   const uint8_t **mask, int *n);
+/* Rows b = 0 .. B−1 are examples idx[b]: x (B, T) their ids t = 0 .. T−1, y (B, T) the next id
+ * when it is a target, else ignore (−1, ATTN_GPT_IGNORE_INDEX); positions past an example's end
+ * hold pad_id in x and −1 in y. *n_targets (may be NULL) counts the targets. */
+attn_status attn_data_chat_batch(const attn_data_chat *d, const size_t *idx, int B, int T,
+                                 int32_t pad_id, int32_t *x, int32_t *y, size_t *n_targets);
+
 /* ==== masked-LM sentences (BERT pre-training) ============================================== */
 
 /*   attn_data_sentences s;

@@ -44,7 +44,9 @@
  * Each push decodes the whole sequence (context + generated ids) with the tokenizer and returns
  * the part of the text after what was returned before, minus a tail that may still change: a
  * trailing run of U+FFFD (the decoder's stand-in for an incomplete UTF-8 sequence, e.g. the first
- * byte-level token of a 3-byte character). So every piece is valid UTF-8 made of whole
+ * byte-level token of a 3-byte character), and the text of a trailing run of byte-fallback
+ * tokens <0xHH> (attn_tok_decode_pending: such a run decodes as a whole, and one invalid byte
+ * turns all of it into U+FFFD). So every piece is valid UTF-8 made of whole
  * characters, and the concatenation of all pieces plus attn_gen_stream_finish's remainder equals
  * decode(context + generated) without decode(context) — the text a non-streaming caller prints.
  * (Decoding the context together with the new ids keeps decoders that treat the start of the

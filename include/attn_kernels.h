@@ -240,19 +240,31 @@ attn_status attn_cross_entropy(int N, int V, const float *logits, const int32_t 
  * fused QKV projection (B·T, 3·H·D) pass q = qkv, k = qkv + H*D, v = qkv + 2*H*D, ld = 3*H*D.
  *
  * Masks: key j is visible to query i when
- *   (!causal || j <= i + causal_offset)  and  (kv_len == NULL || j < kv_len[b]).
+ *   (!causal || j <= i + causal_offset)  and  (kv_len == NULL || j < kv_len[b])
+ *   and  (window == 0 || i + causal_offset − j < window).
  *   - encoder self-attention: causal = false, kv_len = NULL
  *   - decoder self-attention: causal = true, causal_offset = 0 (Tq == Tk), or Tk − Tq when the
  *     queries are the last Tq positions (a KV cache)
  *   - key padding: kv_len[b] = number of real keys of sequence b (0 <= kv_len[b] <= Tk)
  *   - cross-attention: Tq != Tk, causal = false, kv_len = source lengths
+ *   - sliding window (Mistral, Qwen2): causal with window = W > 0: the query at position
+ *     i + causal_offset sees its own key and the W − 1 before it (transformers' sliding_window:
+ *     masked when j <= i + causal_offset − W). Key blocks wholly outside every query's window are
+ *     never visited, so the cost is O(Tq · W), not O(Tq · Tk).
  * A query with no visible key gets output 0 (and lse = -inf), where PyTorch would give NaN; so
- * does a query whose visible keys all have bias -inf (see bias below). */
+ * does a query whose visible keys all have bias -inf (see bias below). Under causal the window
+ * never empties a row by itself (the query's own key j = i + causal_offset is inside it); a row
+ * is empty only when causal_offset < −i, or when kv_len hides its keys (a padding query, whose
+ * own position is >= kv_len[b], may then see none of the real keys within its window). */
 typedef struct {
     int B, H, Tq, Tk, D;   /* batch, heads, query length, key length, head size */
     float scale;           /* multiplies q·k; 1/sqrt(D) for the usual attention */
     bool causal;
     int causal_offset;
+    /* Sliding window: 0 none; else key j is visible to query i only when
+     * (i + causal_offset) − j < window (the query's own position and the window − 1 before it).
+     * Needs causal (ATTN_STATUS_INVALID_ARGUMENT otherwise); window >= 0. */
+    int window;
     const int32_t *kv_len; /* (B) or NULL */
     int ldq, ldk, ldv, ldo; /* row strides in floats; ldq, ldo >= H*D, ldk, ldv >= H_kv*D */
     /* Grouped-query / multi-query attention: K and V have H_kv heads (0 means H; H_kv must
@@ -280,8 +292,8 @@ typedef struct {
     float *dbias;
 } attn_attention_params;
 
-/* Fills the usual defaults: scale = 1/sqrt(D), no mask, ld* = H*D, H_kv = H, packed batch
- * strides, no bias. */
+/* Fills the usual defaults: scale = 1/sqrt(D), no mask (no window), ld* = H*D, H_kv = H,
+ * packed batch strides, no bias. */
 attn_attention_params attn_attention_default_params(int B, int H, int Tq, int Tk, int D);
 
 /* o (B, Tq, H, D) = softmax(scale · q kᵀ + mask) v.

@@ -7,8 +7,9 @@
  *   ffn        plain act(x·W1)·W2 (ReLU, GELU erf/tanh, SiLU) and gated (act(x·Wg) ⊙ x·Wu)·Wd
  *              (SwiGLU, GeGLU)
  *   attention  self or cross; fused or separate QKV; multi-head, grouped-query and multi-query;
- *              rotary embeddings; causal, padding, cross and variable-length masks; an additive
- *              score bias; KV-cache append for incremental decoding; attention capture
+ *              per-head q/k RMSNorms (Qwen3); rotary embeddings; causal, sliding-window,
+ *              padding, cross and variable-length masks; an additive score bias; KV-cache append
+ *              for incremental decoding; attention capture
  *   dropout    one scheme for every family: the mask of an element is a pure function of
  *              (seed, step, site, global row, column), so it depends neither on the thread count
  *              nor on how a batch is split over data-parallel replicas
@@ -237,21 +238,28 @@ typedef struct {
     attn_rope_mode rope_mode;
     int rope_P;
     const float *rope_cos, *rope_sin;
-    /* 0: none. Else key j is visible to query i only when (i + causal_offset) − j < window
-     * (Mistral's sliding_window); self-attention with causal only. */
+    /* Sliding window (Mistral's sliding_window, Qwen2's with use_sliding_window): 0 none; else
+     * key j is visible to query i only when (i + causal_offset) − j < window, i.e. the query at
+     * position p sees keys p − window + 1 .. p (attn_attention_params.window; with a KV cache,
+     * positions count from the cache's start). Self-attention with causal only; every layout
+     * (padded, KV cache, variable-length). */
     int window;
 } attn_nn_attn_cfg;
 
 /* Multi-head attention with H_kv = H, D = C / H, no RoPE; self-attention. */
 attn_nn_attn_cfg attn_nn_attn_default_cfg(int d_model, int n_head);
-/* Sizes positive, H_kv dividing H, R even and <= D with tables, widths without overflow. The
- * message names `what` and the field. */
+/* Sizes positive, H_kv dividing H, R even and <= D with tables, window >= 0 (and > 0 only for
+ * causal self-attention), widths without overflow. The message names `what` and the field. */
 attn_status attn_nn_attn_cfg_check(const attn_nn_attn_cfg *c, const char *what);
 
 /* Projections. Self-attention: either qkv (one fused map to (H + 2·H_kv)·D outputs, q | k | v)
  * or q, k, v separately; when q, k, v are OUT_IN views that are adjacent in memory (k.w right
  * after q.w, v.w after k.w, biases likewise) one GEMM computes all three. Cross-attention: q
- * from x, and kv (fused, (2·H_kv·D) outputs, k | v) or k, v from the source. o: H·D -> C. */
+ * from x, and kv (fused, (2·H_kv·D) outputs, k | v) or k, v from the source. o: H·D -> C.
+ * q/k norms (Qwen3's q_norm, k_norm; self-attention only): each query head's and each key head's
+ * D projected values go through an RMSNorm (kind ATTN_NORM_RMS, dim D) after the projection and
+ * before RoPE, so the KV cache holds normalized, rotated keys. As gradient views, q_norm.w and
+ * k_norm.w accumulate the norms' weight gradients (w NULL: not computed). */
 typedef struct {
     attn_nn_linear qkv, q, k, v, kv, o;
     attn_nn_norm q_norm; /* RMSNorm over each query head's D dims, weight (D); .dim == 0: none */
@@ -299,18 +307,27 @@ typedef struct {
 } attn_nn_kv;
 
 /* What attention keeps over a call (Mq query rows, Mk key rows; W = (H + 2·H_kv)·D):
- * proj: self (Mq, W) q | k | v per row (after RoPE); cross: q (Mq, H·D) followed by k|v
- *       (Mk, 2·H_kv·D);
+ * proj: self (Mq, W) q | k | v per row (after the q/k norms and RoPE); cross: q (Mq, H·D)
+ *       followed by k|v (Mk, 2·H_kv·D);
  * ctx (Mq, H·D) the attention output before o; lse (B·H·Tq; varlen: H·M) for backward, or NULL
- * in evaluation. */
+ * in evaluation;
+ * with q/k norms, for backward (NULL in evaluation, where the norms need no extra memory):
+ * qk (attn_nn_attn_qk_floats) the projected q and k before their norms, as rows of D: the
+ *    Mq·H query heads (Mq, H·D), then the Mq·H_kv key heads (Mq, H_kv·D);
+ * qk_rstd (Mq·(H + H_kv)) the norms' 1/rms of those rows, in the same order. */
 typedef struct {
     float *proj;
     float *ctx;
     float *lse;
+    float *qk;
+    float *qk_rstd;
 } attn_nn_attn_acts;
 
 /* Floats of proj for Mq query and Mk key rows (Mk ignored for self-attention). */
 size_t attn_nn_attn_proj_floats(const attn_nn_attn_cfg *c, int Mq, int Mk);
+/* Floats of qk for Mq query rows: Mq·(H + H_kv)·D (qk_rstd: Mq·(H + H_kv)). Needed (with
+ * qk_rstd) only for the backward of attention with q/k norms. */
+size_t attn_nn_attn_qk_floats(const attn_nn_attn_cfg *c, int Mq);
 
 /* Self-attention (cfg->cross false): y (Mq, C) = o(attention(q, k, v)) + beta·y with q, k, v
  * projected from x (Mq, C) (src NULL). With cache: the new k, v rows are appended to the cache at
@@ -325,7 +342,8 @@ attn_status attn_nn_attention_forward(const attn_nn_run *run, const attn_nn_attn
                                       const float *x, const float *src, const attn_nn_kv *cache,
                                       attn_nn_attn_acts *a, float *probs, float beta, float *y);
 /* Gradients of the last forward on a (no cache) given dy (Mq, C): dx (Mq, C) = d / d x (self:
- * through q, k and v), or += when accumulate; for cross-attention d / d src is ADDED into dsrc
+ * through q, k and v, and the q/k norms: a->qk and a->qk_rstd must then have been given to the
+ * forward), or += when accumulate; for cross-attention d / d src is ADDED into dsrc
  * (Mk, d_kv) (several decoder layers read one encoder output), which must be NULL for
  * self-attention; parameter gradients accumulated into g. work: attn_nn_attn_work_floats
  * floats. */

@@ -22,12 +22,22 @@
  *                    return)
  *   padding          null or {"strategy": "BatchLongest"|{"Fixed": N}, "direction",
  *                    "pad_to_multiple_of": null|N, "pad_id", "pad_type_id", "pad_token"}: likewise
- *   added_tokens     array of {"id": int, "content": string, "single_word": false, "lstrip": false,
- *                    "rstrip": false, "normalized": bool, "special": bool}. Their occurrences in
- *                    the input are split out before the model (leftmost, then longest match);
- *                    normalized=false tokens are matched in the raw text, normalized=true ones in
- *                    the normalized text. If content is in model.vocab, id must agree with it.
- *                    Special tokens are dropped by decode unless ATTN_TOK_DECODE_KEEP_SPECIAL.
+ *   added_tokens     array of {"id": int, "content": string, "single_word": bool, "lstrip": bool,
+ *                    "rstrip": bool, "normalized": bool, "special": bool} (missing flags: false,
+ *                    normalized: !special). Their occurrences in the input are split out before
+ *                    the model, as tokenizers' AddedVocabulary does: normalized=false tokens in the
+ *                    raw text first, then normalized=true ones in each remaining piece after
+ *                    normalization, matched as their content normalized (with Llama 2's Prepend
+ *                    normalizer, "<s>" is matched as "▁<s>"); leftmost match first, the longest
+ *                    there (equal ones: special tokens first, then file order), the search going
+ *                    on after each match. single_word: a match touching a word character
+ *                    (Rust regex \w) on either side is skipped; lstrip / rstrip: the whitespace
+ *                    run before / after a match (not before the previous match's end) becomes
+ *                    part of it; a match left empty by the previous rstrip is dropped. A
+ *                    normalized token that normalizes to "" is refused (UNSUPPORTED). If content
+ *                    is in model.vocab, id must agree with it. Special tokens are dropped by
+ *                    decode unless ATTN_TOK_DECODE_KEEP_SPECIAL; tokens are saved with their
+ *                    flags.
  *   normalizer       null, or one of / a {"type": "Sequence", "normalizers": [...]} of:
  *                      {"type": "Prepend", "prepend": S}        S before non-empty text
  *                      {"type": "Replace", "pattern": {"String": A}, "content": B}
@@ -55,6 +65,8 @@
  *                       "MergedWithNext", "Contiguous"; R is Oniguruma syntax, run by PCRE2 after
  *                       translating what differs (\s \w \h \d \p{L} \p{N}, (?m), {,n}: see
  *                       src/tok/split.c); class intersection && is refused)
+ *                      {"type": "Digits", "individual_digits": b}  (numbers, Rust's
+ *                       char::is_numeric, split off one by one, or as runs when false)
  *                      {"type": "ByteLevel", "add_prefix_space": b, "trim_offsets": b,
  *                       "use_regex": b}  (GPT-2's: a space before a piece that does not start
  *                       with one if add_prefix_space; with use_regex, GPT-2's pattern
@@ -67,9 +79,11 @@
  *                    [...], "pair": [...], "special_tokens": {name: {"id", "ids": [...], "tokens":
  *                    [...]}}} (pieces {"SpecialToken": {"id": name, "type_id": t}} and
  *                    {"Sequence": {"id": "A"|"B", "type_id": t}}; single has A once, pair A and B
- *                    once; special ids must be in the vocabulary), or {"type": "BertProcessing",
+ *                    once; special ids must be in the vocabulary), {"type": "BertProcessing",
  *                    "sep": [S, id], "cls": [C, id]} ([CLS] A [SEP] and [CLS] A [SEP] B [SEP],
- *                    type ids 0 then 1)
+ *                    type ids 0 then 1), or {"type": "Sequence", "processors": [...]} of these
+ *                    (Llama 3's ByteLevel + TemplateProcessing; at most one that adds tokens;
+ *                    saved back as read)
  *   decoder          null (tokens joined by " "), or one of / a {"type": "Sequence", "decoders":
  *                    [...]} of: {"type": "Replace", "pattern": {"String": A}, "content": B},
  *                    {"type": "ByteFallback"} (runs of <0xHH> tokens become their bytes; an
@@ -107,6 +121,15 @@
  * ByteFallback, Fuse, Strip(" ", 1, 0)], model BPE with byte_fallback and the 256 byte tokens
  * <0x00>..<0xFF>, and the special tokens as added_tokens. With it every valid UTF-8 text decodes back to itself exactly, except text that
  * contains U+2581 "▁" (decoded as a space, as in SentencePiece) or a special token's string.
+ *
+ * Strings: no tokenizer.json string that becomes a token or a pattern may hold U+0000 (jansson,
+ * the JSON parser, cannot hold a NUL in an object key, where vocabularies and special-token names
+ * live, so the same rule holds for every field: vocab keys, merges, added tokens, the
+ * post-processor's special tokens, unk_token, prefixes and suffixes, normalizer, pre-tokenizer and
+ * decoder patterns and contents, pad_token). Such a file is ATTN_STATUS_UNSUPPORTED with a
+ * one-line message naming the field (for an object key: its line and column); a type, behavior or
+ * scheme name with a NUL inside is an unknown name. Messages show token strings JSON-escaped.
+ * Text to encode may hold NUL bytes.
  *
  * Text given to encode must be valid UTF-8: anything else is ATTN_STATUS_INVALID_ARGUMENT naming
  * the byte offset (the Python library cannot receive such text at all). This holds for
@@ -257,6 +280,13 @@ enum {
  * ATTN_STATUS_INVALID_ARGUMENT with *len set to the length needed. */
 attn_status attn_tok_decode(const attn_tok *tok, const int32_t *ids, size_t n, unsigned flags,
                             char *buf, size_t cap, size_t *len);
+/* How many of the last ids of ids[0..n) decode to text that may still change when more ids
+ * follow: with a ByteFallback decoder, the trailing run of byte tokens "<0xHH>" (and the special
+ * tokens among them that decode drops under flags), since the decoder reads a run as a whole
+ * and turns every byte of it into U+FFFD when the run is not valid UTF-8. 0 for other decoders
+ * (a ByteLevel decoder's incomplete UTF-8 tail decodes to U+FFFD that only grows into the
+ * character; attn_gen_stream holds both back). Ids outside the vocabulary end the run. */
+size_t attn_tok_decode_pending(const attn_tok *tok, const int32_t *ids, size_t n, unsigned flags);
 /* The same into a new NUL-terminated string (free with attn_free). */
 attn_status attn_tok_decode_alloc(const attn_tok *tok, const int32_t *ids, size_t n,
                                   unsigned flags, char **text, size_t *len);
@@ -265,7 +295,8 @@ attn_status attn_tok_decode_alloc(const attn_tok *tok, const int32_t *ids, size_
 int32_t attn_tok_vocab_size(const attn_tok *tok);
 /* -1 when absent. */
 int32_t attn_tok_token_to_id(const attn_tok *tok, const char *token);
-/* NULL when no token has that id. The string lives as long as tok. */
+/* NULL when no token has that id. The string lives as long as tok (tokens never hold NUL: see
+ * "Strings" above, so the C string is the whole token). */
 const char *attn_tok_id_to_token(const attn_tok *tok, int32_t id);
 bool attn_tok_is_special(const attn_tok *tok, int32_t id);
 /* "BPE", "WordPiece", "WordLevel" */
@@ -318,8 +349,8 @@ attn_status attn_tok_train_bpe(const attn_tok_train_params *p, const char *const
  * unk_token "<unk>", which is not in the vocabulary), pre_tokenizer Split(Regex "[\s\S]",
  * Isolated) (every character a piece; "." would miss "\n"), decoder Fuse (decode gives back the
  * text exactly). Encoding a character the text did not contain is an error here as in
- * tokenizers ("Missing [UNK] token"), never a silent substitute. text must be valid UTF-8 and
- * not empty (ATTN_STATUS_INVALID_ARGUMENT). */
+ * tokenizers ("Missing [UNK] token"), never a silent substitute. text must be valid UTF-8, not
+ * empty and without NUL bytes (ATTN_STATUS_INVALID_ARGUMENT; see "Strings" above). */
 attn_status attn_tok_train_chars(const char *text, size_t len, attn_tok **out);
 
 #ifdef __cplusplus

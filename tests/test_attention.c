@@ -1,16 +1,20 @@
 /* test_attention.c — scaled-dot-product attention kernels (attn_attention_forward/backward) on
  * every available backend:
  *   1. against PyTorch in float64 (tools/ref_attention.py): o, lse, probabilities, dq, dk, dv
- *      (and dbias) for every mask kind, odd sizes, 1..16 heads, D 16..160, T up to 2048,
+ *      (and dbias) for every mask kind (sliding windows of 1, 2, 5, 7, 24, 33, 37, 45, 64, 65,
+ *      70, 100, 130 keys and >= T, with KV-cache offsets, padding, GQA, fused strides and
+ *      biases), odd sizes, 1..16 heads, D 16..160, T up to 2048,
  *      fused-QKV strides, grouped- and multi-query heads (H_kv < H), KV-cache batch strides with
  *      NaN in the unused rows, and additive score biases (shared across the batch or heads or
  *      queries, relative positions through bias_sq = -1, -inf entries, rows left without a
  *      visible key);
  *   2. the reference path's gradients (incl. dbias, with GQA) against double-precision central
  *      differences;
- *   3. the SIMD paths against the reference path over random shapes, masks, strides, H_kv and
- *      biases (including head sizes outside the tiled path's range);
- *   4. mask properties (causality, padding, probabilities summing to 1, empty rows give 0) and
+ *   3. the SIMD paths against the reference path over random shapes, masks (sliding windows
+ *      included), strides, H_kv and biases (including head sizes outside the tiled path's range);
+ *   4. mask properties (causality, padding, probabilities summing to 1, empty rows give 0;
+ *      a window covering every key is no window to the bit, keys out of every window change
+ *      nothing to the bit, the window as a -inf bias gives the window's results) and
  *      layout / bias properties (batch strides, negative strides and H_kv = H change no bit; a
  *      zero bias changes no bit; dbias is 0 exactly where masked; the causal mask as a -inf
  *      bias gives the causal results);
@@ -23,8 +27,10 @@
  *   dq, dk, dv: 1e-5 of the case's largest gradient (max over dq, dk and dv), so that gradients
  *   that are exactly 0 in exact arithmetic (one visible key: dq = 0) may carry rounding noise.
  *   dbias: 1e-5 of max(max|dbias|, that largest gradient), for the same reason (one visible key:
- *   dS = 0 exactly). Measured worst over the 28 PyTorch cases (avx2): o 1.6e-6, lse 3.8e-7,
- *   probs 2.1e-6, dq 1.0e-6, dk 9.6e-7, dv 6.6e-7, dbias 7.3e-7; ref: <= 3e-7.
+ *   dS = 0 exactly). Measured worst over the 43 PyTorch cases (avx2): o 1.6e-6, lse 3.8e-7,
+ *   probs 2.1e-6, dq 1.0e-6, dk 9.6e-7, dv 6.6e-7, dbias 7.3e-7; ref: <= 3e-7; over the 15
+ *   sliding-window cases alone (avx2): o 4.8e-7, lse 1.4e-7, probs 7.8e-7, dq 4.7e-7, dk 3.5e-7,
+ *   dv 5.2e-7, dbias 6.6e-7.
  *   Central differences: 2e-3 (float forward, step 4e-3: truncation and rounding both ~1e-4).
  *   SIMD against the reference on random shapes: 2× the above (see RANDOM_LOOSE; measured worst
  *   8.1e-6, o with a dense bias and scale 1.13). */
@@ -278,9 +284,10 @@ static int lse_close(const char *what, const float *got, const float *ref, size_
     return ok;
 }
 
-/* Worst relative error per quantity and backend over all cases, for the closing summary. */
+/* Worst relative error per quantity and backend over all cases (and over the sliding-window
+ * cases alone), for the closing summary. */
 #define NQ 7
-static double worst[NBACKENDS][NQ];
+static double worst[NBACKENDS][NQ], worst_window[NBACKENDS][NQ];
 static const char *const QNAMES[NQ] = {"o", "lse", "probs", "dq", "dk", "dv", "dbias"};
 
 /* max|got - ref| / max(max|ref|, floor); -inf matching -inf counts as exact. */
@@ -334,6 +341,7 @@ static void compare(int bi, const char *tag, const attn_attention_params *p, con
         if (bi >= 0) {
             double r = rel_err(g[i], e[i], n[i], floor);
             if (r > worst[bi][i] || r != r) worst[bi][i] = r;
+            if (p->window && (r > worst_window[bi][i] || r != r)) worst_window[bi][i] = r;
         }
     }
 }
@@ -363,17 +371,19 @@ static void vs_torch(int bi) {
         const char *meta = attn_st_metadata(f, key);
         if (!meta) break;
         ncases++;
-        int B, H, Tq, Tk, D, causal, off, fused, H_kv, extra, has_bias;
+        int B, H, Tq, Tk, D, causal, off, fused, H_kv, extra, has_bias, window;
         long long bsb, bsh, bsq, boff;
         double scale;
-        assert_int_equal(sscanf(meta, "%d %d %d %d %d %d %d %d %lf %d %d %d %lld %lld %lld %lld",
+        assert_int_equal(sscanf(meta,
+                                "%d %d %d %d %d %d %d %d %lf %d %d %d %lld %lld %lld %lld %d",
                                 &B, &H, &Tq, &Tk, &D, &causal, &off, &fused, &scale, &H_kv,
-                                &extra, &has_bias, &bsb, &bsh, &bsq, &boff),
-                         16);
-        /* Under valgrind (tu_valgrind) the two largest shapes (2048 keys; the training
-         * benchmark's 2x6x256x256x64) are left out: the others take the same paths (several
-         * blocks, every mask, fused strides); make test / make san run them all. */
-        if (tu_valgrind() && (double)B * H * Tq * Tk * D > 6e6) {
+                                &extra, &has_bias, &bsb, &bsh, &bsq, &boff, &window),
+                         17);
+        /* Under valgrind (tu_valgrind) the largest shapes (2048 keys; the training benchmark's
+         * 2x6x256x256x64; sliding windows above 1.5e6) are left out: the others take the same
+         * paths (several blocks, every mask, fused strides, windows skipping key tiles from an
+         * unaligned start); make test / make san run them all. */
+        if (tu_valgrind() && (double)B * H * Tq * Tk * D > (window ? 1.5e6 : 6e6)) {
             ncases--;
             continue;
         }
@@ -381,6 +391,7 @@ static void vs_torch(int bi) {
         p.scale = (float)scale;
         p.causal = causal;
         p.causal_offset = off;
+        p.window = window;
         p.H_kv = H_kv == H ? 0 : H_kv; /* H_kv = H is also the default 0 */
         float *bias = NULL;
         if (has_bias) {
@@ -442,7 +453,9 @@ static void vs_torch(int bi) {
     printf("\n");
     printf("  %-8s", attn_backend_name(ALL_BACKENDS[bi]));
     for (int i = 0; i < NQ; i++) printf(" %9.2e", worst[bi][i]);
-    printf("\n");
+    printf("\n  %-8s", "windows");
+    for (int i = 0; i < NQ; i++) printf(" %9.2e", worst_window[bi][i]);
+    printf("  (the sliding-window cases alone)\n");
 }
 PER_BACKEND(vs_torch)
 
@@ -541,6 +554,11 @@ static void test_gradcheck_ref(void **state) {
     p.bias_sb = (ptrdiff_t)p.H * p.Tq * p.Tk;
     gradcheck_ref(p, bias, nb, 0x51ed270b27a4b1c3ull);
     free(bias);
+    /* A sliding window of 2 over a cache offset (query i sees keys i .. i + 1 of 5, within
+     * kv_len), with GQA. */
+    p.bias = NULL;
+    p.window = 2;
+    gradcheck_ref(p, NULL, 0, 0x2545f4914f6cdd1dull);
     attn_set_backend(ATTN_BACKEND_AUTO);
 }
 
@@ -591,7 +609,7 @@ static void simd_vs_ref_random(int bi) {
     static const int DS[] = {1, 3, 8, 16, 20, 32, 36, 48, 64, 72, 80, 96, 100, 128, 136, 200, 256, 264};
     /* rng draws the shapes, masks and data as before GQA, strides and bias existed; rng2 draws
      * those (about a third of the draws leave all three off, which reproduces an older draw). */
-    tu_rng rng = {12345}, rng2 = {67890};
+    tu_rng rng = {12345}, rng2 = {67890}, rng3 = {24680}; /* rng3: sliding windows */
     /* Under valgrind: 15 shapes of at most 5e5 B*H*Tq*Tk*D (60 of 4e6 otherwise). */
     const int iters = tu_valgrind() ? 15 : 60;
     const double max_cost = tu_valgrind() ? 5e5 : 4e6;
@@ -629,6 +647,9 @@ static void simd_vs_ref_random(int bi) {
             L.reverse = rand_int(&rng2, 0, 3) == 0;
             bias = random_bias(&rng2, &p);
         }
+        /* A sliding window on about half the causal draws: 1 .. a bit past the longest reach. */
+        if (p.causal && rand_int(&rng3, 0, 1))
+            p.window = rand_int(&rng3, 0, 2) ? rand_int(&rng3, 1, 80) : rand_int(&rng3, 1, Tk + 8);
         /* k, v are drawn at H heads (the old draw), of which the first H_kv·D columns' worth of
          * values are used. */
         const size_t nq = (size_t)B * Tq * H * D, nk = (size_t)B * Tk * H * D;
@@ -645,8 +666,9 @@ static void simd_vs_ref_random(int bi) {
         assert_int_equal(attn_set_backend(ATTN_BACKEND_REF), ATTN_STATUS_OK);
         assert_int_equal(run_attention(&p, &L, q, k, v, dO, &ref), ATTN_STATUS_OK);
         printf("random %2d: B=%d H=%d H_kv=%d Tq=%d Tk=%d D=%d scale=%.3g causal=%d off=%d "
-               "kv_len=%s fused=%d pad=%d extra=%d reverse=%d bias=%s%s\n",
+               "window=%d kv_len=%s fused=%d pad=%d extra=%d reverse=%d bias=%s%s\n",
                it, B, H, kv_heads(&p), Tq, Tk, D, (double)p.scale, p.causal, p.causal_offset,
+               p.window,
                p.kv_len ? "yes" : "no", L.fused, L.pad, L.extra, L.reverse,
                !bias ? "none" : p.bias_sq < 0 ? "relative" : "dense", dbias ? " +dbias" : "");
         assert_int_equal(attn_set_backend(ALL_BACKENDS[bi]), ATTN_STATUS_OK);
@@ -682,6 +704,27 @@ static double row_diff(const float *a, const float *bb, int T, int hd, int b, in
     return m;
 }
 
+/* Random q (nq), k, v (nk) and dO (nq) from r, drawn in that order: q, k in [-2, 2), v, dO in
+ * [-1, 1). Free with inputs_free. */
+typedef struct {
+    float *q, *k, *v, *dO;
+} inputs;
+static inputs inputs_draw(tu_rng *r, size_t nq, size_t nk) {
+    inputs in = {malloc(sizeof(float) * nq), malloc(sizeof(float) * nk),
+                 malloc(sizeof(float) * nk), malloc(sizeof(float) * nq)};
+    tu_fill(r, in.q, nq, -2, 2);
+    tu_fill(r, in.k, nk, -2, 2);
+    tu_fill(r, in.v, nk, -1, 1);
+    tu_fill(r, in.dO, nq, -1, 1);
+    return in;
+}
+static void inputs_free(inputs *in) {
+    free(in->q);
+    free(in->k);
+    free(in->v);
+    free(in->dO);
+}
+
 static void check(bool ok, const char *fmt, ...) {
     if (ok) return;
     va_list ap;
@@ -698,14 +741,10 @@ static void properties(int bi) {
     const int B = 2, H = 2, T = 70, D = 24, hd = H * D, cut = 37;
     const size_t n = (size_t)B * T * hd;
     tu_rng rng = {777};
-    float *q = malloc(sizeof(float) * n), *k = malloc(sizeof(float) * n);
-    float *v = malloc(sizeof(float) * n), *dO = malloc(sizeof(float) * n);
+    inputs in = inputs_draw(&rng, n, n);
+    const float *q = in.q, *k = in.k, *v = in.v, *dO = in.dO;
     float *q2 = malloc(sizeof(float) * n), *k2 = malloc(sizeof(float) * n);
     float *v2 = malloc(sizeof(float) * n);
-    tu_fill(&rng, q, n, -2, 2);
-    tu_fill(&rng, k, n, -2, 2);
-    tu_fill(&rng, v, n, -1, 1);
-    tu_fill(&rng, dO, n, -1, 1);
     /* q2, k2, v2: the same, except every token after position `cut`. */
     memcpy(q2, q, sizeof(float) * n);
     memcpy(k2, k, sizeof(float) * n);
@@ -795,10 +834,7 @@ static void properties(int bi) {
     free(zero);
     outs_free(&r1);
     outs_free(&r2);
-    free(q);
-    free(k);
-    free(v);
-    free(dO);
+    inputs_free(&in);
     free(q2);
     free(k2);
     free(v2);
@@ -827,13 +863,9 @@ static void layout_bias_properties(int bi) {
     const int B = 2, H = 4, T = 70, D = 24;
     const size_t n = (size_t)B * T * H * D, nb = (size_t)B * H * T * T;
     tu_rng rng = {31337};
-    float *q = malloc(sizeof(float) * n), *k = malloc(sizeof(float) * n);
-    float *v = malloc(sizeof(float) * n), *dO = malloc(sizeof(float) * n);
+    inputs in = inputs_draw(&rng, n, n);
+    const float *q = in.q, *k = in.k, *v = in.v, *dO = in.dO;
     float *zero = calloc(nb, sizeof(float)), *mask = malloc(sizeof(float) * nb);
-    tu_fill(&rng, q, n, -2, 2);
-    tu_fill(&rng, k, n, -2, 2);
-    tu_fill(&rng, v, n, -1, 1);
-    tu_fill(&rng, dO, n, -1, 1);
     /* mask: the causal mask as a bias (-inf above the diagonal), random finite values below. */
     for (size_t r = 0; r < (size_t)B * H * T; r++)
         for (int j = 0; j < T; j++)
@@ -900,15 +932,135 @@ static void layout_bias_properties(int bi) {
     compare(-1, tag, &p, &r1, &r0, true, true, 1.0);
     outs_free(&r0);
     outs_free(&r1);
-    free(q);
-    free(k);
-    free(v);
-    free(dO);
+    inputs_free(&in);
     free(zero);
     free(mask);
     attn_set_backend(ATTN_BACKEND_AUTO);
 }
 PER_BACKEND(layout_bias_properties)
+
+/* Sliding windows: a window covering every key is no window, to the bit; keys that fell out of
+ * a query's window change nothing for it, to the bit; masked probabilities and dbias are exactly
+ * 0; the window as a -inf bias gives the window's results (the kernels skip whole key tiles for
+ * the one and compute -inf scores for the other). */
+static void window_properties(int bi) {
+    tu_need_backend(ALL_BACKENDS[bi]);
+    /* Under valgrind 70 rows (still two query blocks, the second skipping key tiles). */
+    const int B = 2, H = 4, Hk = 2, T = tu_valgrind() ? 70 : 150, D = 32, W = 23;
+    const int cut = tu_valgrind() ? 20 : 40;
+    const int hd = H * D, kd = Hk * D;
+    const size_t nq = (size_t)B * T * hd, nk = (size_t)B * T * kd, nb = (size_t)B * H * T * T;
+    tu_rng rng = {4711};
+    inputs in = inputs_draw(&rng, nq, nk);
+    const float *q = in.q, *k = in.k, *v = in.v, *dO = in.dO;
+    float *k2 = malloc(sizeof(float) * nk), *v2 = malloc(sizeof(float) * nk);
+    float *mask = malloc(sizeof(float) * nb);
+    /* k2, v2: the same, except the keys and values of tokens before `cut`. */
+    memcpy(k2, k, sizeof(float) * nk);
+    memcpy(v2, v, sizeof(float) * nk);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < cut; t++)
+            for (int c = 0; c < kd; c++) {
+                const size_t i = ((size_t)b * T + t) * kd + c;
+                k2[i] = -0.5f * k2[i] + 0.3f;
+                v2[i] = 1.5f * v2[i] - 0.2f;
+            }
+    /* mask: the window as a bias (-inf for j <= i - W; the causal flag hides j > i), random
+     * finite values inside the window. */
+    for (size_t r = 0; r < (size_t)B * H * T; r++)
+        for (int j = 0; j < T; j++)
+            mask[r * T + j] = j <= (int)(r % T) - W ? -INFINITY : tu_uniform(&rng, -2.0f, 2.0f);
+    assert_int_equal(attn_set_backend(ALL_BACKENDS[bi]), ATTN_STATUS_OK);
+    const char *name = attn_backend_name(ALL_BACKENDS[bi]);
+    printf("sliding-window properties, backend %s\n", name);
+    attn_attention_params p = attn_attention_default_params(B, H, T, T, D);
+    p.causal = true;
+    p.H_kv = Hk;
+    p.ldk = p.ldv = kd;
+    outs r0, r1, r2;
+    /* A window of T or more keys is no window. */
+    outs_alloc(&r0, &p, true, false);
+    assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r0), ATTN_STATUS_OK);
+    for (int w = T; w <= T + 100; w += 100) {
+        p.window = w;
+        outs_alloc(&r1, &p, true, false);
+        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
+        check(outs_equal(&p, &r0, &r1), "%s: window %d >= T changes the results", name, w);
+        outs_free(&r1);
+    }
+    outs_free(&r0);
+    /* Window W: rows i >= cut + W - 1 see none of the changed tokens (bit-identical o, lse, dq);
+     * rows cut .. cut + W - 2 do see some and change. */
+    p.window = W;
+    outs_alloc(&r1, &p, true, false);
+    outs_alloc(&r2, &p, false, false);
+    assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
+    assert_int_equal(run_attention(&p, &PACKED, q, k2, v2, dO, &r2), ATTN_STATUS_OK);
+    for (int b = 0; b < B; b++) {
+        double d = row_diff(r1.o, r2.o, T, hd, b, cut + W - 1, T) +
+                   row_diff(r1.dq, r2.dq, T, hd, b, cut + W - 1, T);
+        check(d == 0, "%s window: rows >= %d changed by %g when tokens < %d changed", name,
+              cut + W - 1, d, cut);
+        d = row_diff(r1.o, r2.o, T, hd, b, cut, cut + W - 1);
+        check(d > 1e-3, "%s window: rows %d..%d did not change (%g)", name, cut, cut + W - 2, d);
+    }
+    size_t bad = 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = cut + W - 1; t < T; t++)
+                bad += memcmp(&r1.lse[((size_t)b * H + h) * T + t],
+                              &r2.lse[((size_t)b * H + h) * T + t], sizeof(float)) != 0;
+    check(bad == 0, "%s window: %zu lse entries of rows out of reach changed", name, bad);
+    /* Probabilities: rows sum to 1, exactly 0 outside [i - W + 1, i]. */
+    double worst_sum = 0;
+    size_t nonzero_masked = 0;
+    for (size_t r = 0; r < (size_t)B * H * T; r++) {
+        const int i = (int)(r % T);
+        double sum = 0;
+        for (int j = 0; j < T; j++) {
+            sum += r1.probs[r * T + j];
+            nonzero_masked += (j > i || j <= i - W) && r1.probs[r * T + j] != 0.0f;
+        }
+        worst_sum = fmax(worst_sum, fabs(sum - 1));
+    }
+    printf("  %s: window %d: max |row sum of probs - 1| = %.2e\n", name, W, worst_sum);
+    check(worst_sum < 1e-5, "%s window: probability rows sum to 1 within %g", name, worst_sum);
+    check(nonzero_masked == 0, "%s window: %zu masked probabilities are not 0", name,
+          nonzero_masked);
+    outs_free(&r1);
+    outs_free(&r2);
+    /* The window as a -inf bias vs the window flag with the bias' finite part (dbias exactly 0
+     * outside the window in both). */
+    p.bias = mask;
+    p.bias_sq = T;
+    p.bias_sh = (ptrdiff_t)T * T;
+    p.bias_sb = (ptrdiff_t)H * T * T;
+    p.window = 0;
+    outs_alloc(&r0, &p, true, true);
+    assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r0), ATTN_STATUS_OK);
+    p.window = W;
+    outs_alloc(&r1, &p, true, true);
+    assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &r1), ATTN_STATUS_OK);
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s window vs -inf bias", name);
+    compare(-1, tag, &p, &r1, &r0, true, true, 1.0);
+    bad = 0;
+    for (size_t r = 0; r < (size_t)B * H * T; r++)
+        for (int j = 0; j < T; j++) {
+            const int i = (int)(r % T);
+            if (j > i || j <= i - W)
+                bad += r0.dbias[r * T + j] != 0.0f || r1.dbias[r * T + j] != 0.0f;
+        }
+    check(bad == 0, "%s window: %zu dbias entries outside the window are not 0", name, bad);
+    outs_free(&r0);
+    outs_free(&r1);
+    inputs_free(&in);
+    free(k2);
+    free(v2);
+    free(mask);
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+PER_BACKEND(window_properties)
 
 /* ---- 5. invalid parameters -------------------------------------------------------------------- */
 
@@ -951,6 +1103,8 @@ static void test_bad_params(void **state) {
     BAD(ldo, 8)
     BAD(scale, NAN)
     BAD(scale, INFINITY)
+    BAD(window, -1)
+    BAD(window, 2) /* without causal */
 #undef BAD
     int32_t kvl_neg[1] = {-1}, kvl_big[1] = {5};
     p = good;
@@ -1065,6 +1219,9 @@ int main(void) {
         cmocka_unit_test(test_layout_bias_properties_ref),
         cmocka_unit_test(test_layout_bias_properties_avx2),
         cmocka_unit_test(test_layout_bias_properties_avx512),
+        cmocka_unit_test(test_window_properties_ref),
+        cmocka_unit_test(test_window_properties_avx2),
+        cmocka_unit_test(test_window_properties_avx512),
         cmocka_unit_test(test_bad_params),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

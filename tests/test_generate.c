@@ -97,8 +97,16 @@ static void test_warpers(void **state) {
         p.temperature = (float)json_number_value(json_object_get(c, "temperature"));
         p.top_k = (int)json_integer_value(json_object_get(c, "top_k"));
         p.top_p = (float)json_number_value(json_object_get(c, "top_p"));
+        json_t *mp = json_object_get(c, "min_p"), *rp = json_object_get(c, "repetition_penalty");
+        if (mp) p.min_p = (float)json_number_value(mp);
+        if (rp) p.repetition_penalty = (float)json_number_value(rp);
         attn_gen_sampler *s;
         assert_int_equal(attn_gen_sampler_init(&p, V, &s), ATTN_STATUS_OK);
+        json_t *seen = json_object_get(c, "seen");
+        for (size_t k = 0; k < json_array_size(seen); k++) {
+            int32_t id = (int32_t)json_integer_value(json_array_get(seen, k));
+            assert_int_equal(attn_gen_sampler_observe(s, &id, 1), ATTN_STATUS_OK);
+        }
         const float *row = logits + (size_t)i * V;
         assert_int_equal(attn_gen_sampler_probs(s, row, got), ATTN_STATUS_OK);
         attn_gen_sampler_free(s);
@@ -109,15 +117,17 @@ static void test_warpers(void **state) {
             if (k_got != k_ref && mismatch < 0) mismatch = v;
         }
         char what[128];
-        snprintf(what, sizeof what, "case %2d T=%.2f k=%4d p=%.3f kept %4d/%d", i,
-                 (double)p.temperature, p.top_k, (double)p.top_p, nk, nk_ref);
+        snprintf(what, sizeof what, "case %2d T=%.2f k=%4d p=%.3f min-p %.2f rep %.1f kept %4d/%d",
+                 i, (double)p.temperature, p.top_k, (double)p.top_p, (double)p.min_p,
+                 (double)p.repetition_penalty, nk, nk_ref);
         /* probabilities: 1e-6 absolute (float32 softmax of the same warped logits) */
         tu_close(what, got, probs + (size_t)i * V, (size_t)V, 0, 1e-6);
         for (int v = 0; v < V; v++) worst = fmax(worst, fabs((double)got[v] - probs[(size_t)i * V + v]));
         if (mismatch >= 0) fail_msg("case %d: token %d kept %d by attn, %d by transformers", i,
                                     mismatch, got[mismatch] > 0, kept[(size_t)i * V + mismatch]);
         /* the single warpers on their own, in place */
-        if (p.temperature == 1.0f && (p.top_k > 0) != (p.top_p < 1.0f)) {
+        if (p.temperature == 1.0f && (p.top_k > 0) != (p.top_p < 1.0f) && p.min_p == 0.0f &&
+            p.repetition_penalty == 1.0f) {
             memcpy(x, row, (size_t)V * sizeof *x);
             assert_int_equal(p.top_k > 0 ? attn_gen_top_k(x, V, p.top_k) : attn_gen_top_p(x, V, p.top_p),
                              ATTN_STATUS_OK);

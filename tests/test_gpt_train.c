@@ -1,4 +1,6 @@
 /* test_gpt_train.c — `attn train --arch gpt` against its PyTorch twin (tools/ref_gpt_train.py,
+ * and, in a second group, `attn train --arch llama` against transformers' LlamaForCausalLM
+ * (tools/ref_llama_train.py: the same checks but those of the GPT-2 character run);
  * which writes $ATTN_REF_DIR/gpt_train/: attn's own initial checkpoint made with --max-steps 0,
  * and the twin's numbers computed from those weights on the very same batches):
  *   - one step's loss and gradients (2 accumulated micro-batches) vs the twin in float64;
@@ -49,20 +51,33 @@ static void copy_dir(const char *from, const char *to) {
 
 static json_t *g_refj;
 
-static int setup(void **state) {
-    (void)state;
+/* The group's reference: NAME under $ATTN_REF_DIR, made by tools/ref_NAME.py. */
+static int setup_for(const char *name) {
     const char *d = getenv("ATTN_REF_DIR");
-    snprintf(g_ref, sizeof g_ref, "%s/gpt_train", d && *d ? d : "build/ref");
+    snprintf(g_ref, sizeof g_ref, "%s/%s", d && *d ? d : "build/ref", name);
     json_error_t err;
     char p[4400];
     snprintf(p, sizeof p, "%s/ref.json", g_ref);
     g_refj = json_load_file(p, 0, &err);
     if (!g_refj) {
-        fprintf(stderr, "%s: %s (run tools/ref_gpt_train.py first)\n", p, err.text);
+        fprintf(stderr, "%s: %s (run tools/ref_%s.py first)\n", p, err.text, name);
         return -1;
     }
-    if (tu_mkdtemp(g_work, sizeof g_work, "gpt_train")) return -1;
+    if (tu_mkdtemp(g_work, sizeof g_work, name)) return -1;
     return 0;
+}
+
+static int setup(void **state) {
+    (void)state;
+    return setup_for("gpt_train");
+}
+
+/* The Llama group: `attn train --arch llama` against transformers' LlamaForCausalLM
+ * (tools/ref_llama_train.py), with the same checks of gradients, validation loss, trajectory and
+ * exact resume. */
+static int setup_llama(void **state) {
+    (void)state;
+    return setup_for("llama_train");
 }
 
 static int teardown(void **state) {
@@ -558,5 +573,12 @@ int main(void) {
         cmocka_unit_test(test_sigint),
         cmocka_unit_test(test_errors),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    const struct CMUnitTest llama[] = {
+        cmocka_unit_test(test_step0_gradients),
+        cmocka_unit_test(test_step0_valid_loss),
+        cmocka_unit_test(test_trajectory),
+        cmocka_unit_test(test_resume_exact),
+    };
+    int rc = cmocka_run_group_tests_name("gpt_train", tests, setup, teardown);
+    return rc + cmocka_run_group_tests_name("llama_train", llama, setup_llama, teardown);
 }

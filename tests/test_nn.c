@@ -13,29 +13,36 @@
  *   attention  self and cross; q|k|v fused (OUT_IN and GPT-2's IN_OUT), adjacent and separate;
  *              multi-head, grouped-query and multi-query against K/V repeat_interleave'd;
  *              RoPE in both modes, partial, explicit positions and pos0, against transformers'
- *              apply_rotary_pos_emb (Llama: half-split; GPT-J: interleaved); causal, padding,
- *              variable-length packed rows (probabilities in the padded capture layout); the
- *              additive score bias (shared over the batch or the heads) and its gradient;
- *              KV-cache decoding (a prompt, then chunks and single tokens with pos0) equal to the
- *              full causal forward, in separate and shared-row caches; cross-attention keys and
+ *              apply_rotary_pos_emb (Llama: half-split; GPT-J: interleaved); Qwen3's per-head
+ *              q/k RMSNorms (before RoPE; with biases, head_dim != C/H, their weight gradients,
+ *              evaluation without their backward buffers); causal, sliding windows (1, 3, 4, 5,
+ *              20, = T; transformers' Mistral mask), padding, variable-length packed rows
+ *              (probabilities in the padded capture layout); the additive score bias (shared over
+ *              the batch or the heads) and its gradient; KV-cache decoding (a prompt, then chunks
+ *              and single tokens with pos0) equal to the full causal forward, in separate and
+ *              shared-row caches, also with windows and q/k norms; cross-attention keys and
  *              values computed once (attn_nn_attention_cross_kv) equal to the uncached forward;
  *   sub-layers pre-norm and post-norm wiring with and without dropout (the mask from an
  *              independent numpy twin), and the row numbering of dropout: a batch equals the
  *              concatenation of its sequences run separately (also a data-parallel replica of
- *              trimmed length, and packed rows), on 1 and 2 threads bit for bit;
+ *              trimmed length, and packed rows), on 1 and 2 threads bit for bit; the families'
+ *              run-state allocator (mdl_sub_acts_alloc, q/k-norm buffers included) giving the
+ *              same bits as the test's own buffers;
  *   dropout    attn_nn_dropout_fwd / bwd bit for bit against attn_encdec_dropout and against
  *              the header's formula re-implemented here;
- *   finite differences on the new combinations (GQA + RoPE + score bias + SwiGLU + dropout);
+ *   finite differences on the new combinations (GQA + RoPE + q/k norms + sliding window + score
+ *              bias + SwiGLU + dropout);
  *   bad arguments: every validation error, one line naming the field.
  *
  * Tolerances, as max|got − ref| <= rtol · max|ref| + atol over a whole tensor (float32 against
  * float64; every check prints its measured error; worst measured over all cases and backends):
  *   forward outputs (linear, norm, FFN, attention y and probabilities, sub-layers):
- *     TOL_FWD = 1e-5 (measured worst 1.6e-6);
- *   gradients: TOL_GRAD = 1e-5 relative (measured worst 2.3e-6), plus 1e-5 · max|dx_ref|
- *     absolute for the parameter gradients, some of which are exactly zero in exact arithmetic
- *     (the key bias, by softmax's shift invariance) where float32 leaves rounding noise at the
- *     scale of the layer's other gradients;
+ *     TOL_FWD = 1e-5 (measured worst 1.6e-6; the q/k-norm and window cases 4.8e-7);
+ *   gradients: TOL_GRAD = 1e-5 relative (measured worst 2.3e-6; q/k-norm and window cases
+ *     8.8e-7), plus 1e-5 · max|dx_ref| absolute for the parameter gradients, some of which are
+ *     exactly zero in exact arithmetic (the key bias, by softmax's shift invariance; every key
+ *     weight with a window of 1, where each query sees only itself: avx2 noise 7e-6 there)
+ *     where float32 leaves rounding noise at the scale of the layer's other gradients;
  *   cached decoding and cached cross-attention against the uncached reference: TOL_FWD (the
  *     cached call sums over the same keys; measured worst 1.6e-6);
  *   pre-packed weights for M <= 8 rows on the SIMD backends, the few-rows option, and unpacked
@@ -53,6 +60,8 @@
 #include "attn_kernels.h"
 #include "attn_models.h"
 #include "attn_nn.h"
+
+#include "../src/models/models-impl.h" /* mdl_sub_acts_alloc: its q/k-norm buffers */
 
 #include <jansson.h>
 
@@ -650,8 +659,11 @@ typedef struct {
     int B, Tq, Tk, C, Ckv, H, Hk, D; /* H query heads, Hk key/value heads of D */
     int R, mode, P, pos0;             /* rotary dims, attn_rope_mode, table rows, first position */
     int Mq, Mk;                       /* query rows (B·Tq, or off[B]) and key-source rows */
+    int window;                       /* sliding window (0: none) */
     bool cross, causal, pbias, has_pos, sbias, has_kv_len, has_off;
+    bool qk_norm;                     /* Qwen3's q/k RMSNorms (weights qn, kn; eps) */
     float scale;                      /* 0: 1/sqrt(D) */
+    float eps;                        /* of the q/k norms */
     int32_t kv_len[8];                /* (B) when has_kv_len */
     int32_t off[9];                   /* (B + 1) packed row offsets when has_off */
     ptrdiff_t bsb, bsh, bsq;          /* score bias strides */
@@ -674,6 +686,7 @@ typedef struct {
     float *Bs[4];  /* their biases (HD), (KD), (KD), (C), or NULL */
     float *GW[4], *GB[4]; /* the expected gradients of W and Bs */
     int32_t *pos;  /* (Mq) explicit rotary positions, or NULL */
+    float *QN[2], *GQN[2]; /* q_norm, k_norm weights (D) and their expected gradients, or NULL */
 } adata;
 
 static void acase_load(int k, acase *c, adata *d) {
@@ -684,6 +697,7 @@ static void acase_load(int k, acase *c, adata *d) {
     c->R = ji(o, "R"), c->mode = ji(o, "mode"), c->P = ji(o, "P"), c->pos0 = ji(o, "pos0");
     c->cross = jb(o, "cross"), c->causal = jb(o, "causal"), c->pbias = jb(o, "pbias");
     c->has_pos = jb(o, "pos"), c->sbias = jb(o, "sbias"), c->scale = (float)jd(o, "scale");
+    c->window = ji(o, "window"), c->qk_norm = jb(o, "qk_norm"), c->eps = (float)jd(o, "eps");
     c->has_kv_len = jints(o, "kv_len", c->kv_len, 8) >= 0;
     c->has_off = jints(o, "off", c->off, 9) >= 0;
     if (c->has_off) c->B = (int)json_array_size(jget(o, "off")) - 1;
@@ -708,6 +722,10 @@ static void acase_load(int k, acase *c, adata *d) {
         snprintf(g, sizeof g, "g_%s", BN[i]);
         d->GB[i] = opt(p, g);
     }
+    if (c->qk_norm) {
+        d->QN[0] = need(p, "qn"), d->QN[1] = need(p, "kn");
+        d->GQN[0] = need(p, "g_qn"), d->GQN[1] = need(p, "g_kn");
+    }
     if (c->R) {
         d->cos = falloc((size_t)c->P * c->R / 2), d->sin = falloc((size_t)c->P * c->R / 2);
         OK(attn_rope_tables(c->P, c->R, d->inv, d->cos, d->sin));
@@ -719,13 +737,14 @@ static void adata_free(adata *d) {
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) attn_free(f[i]);
     for (int i = 0; i < 4; i++) attn_free(d->W[i]), attn_free(d->Bs[i]), attn_free(d->GW[i]);
     for (int i = 0; i < 4; i++) attn_free(d->GB[i]);
+    for (int i = 0; i < 2; i++) attn_free(d->QN[i]), attn_free(d->GQN[i]);
     attn_free(d->pos);
 }
 
 static attn_nn_attn_cfg acfg_of(const acase *c, const adata *d) {
     attn_nn_attn_cfg g = attn_nn_attn_default_cfg(c->C, c->H);
     g.d_kv = c->Ckv, g.n_kv_head = c->Hk, g.d_head = c->D, g.scale = c->scale;
-    g.causal = c->causal, g.cross = c->cross;
+    g.causal = c->causal, g.cross = c->cross, g.window = c->window;
     if (c->R) {
         g.rope_dim = c->R, g.rope_mode = (attn_rope_mode)c->mode, g.rope_P = c->P;
         g.rope_cos = d->cos, g.rope_sin = d->sin;
@@ -749,10 +768,10 @@ enum { PJ_FUSED_OI, PJ_FUSED_IO, PJ_ADJACENT, PJ_SEPARATE, PJ_N };
 static const char *const PJ_NAME[PJ_N] = {"fused", "fused-io", "adjacent", "separate"};
 
 typedef struct {
-    attn_nn_attn w;  /* the projections as the block layer sees them */
+    attn_nn_attn w;  /* the projections (and q/k norms) as the block layer sees them */
     mview v[4];      /* q (HD, C), k (KD, Ckv), v (KD, Ckv), o (C, HD) as (out, in) views */
     float *b[4];     /* their biases (HD), (KD), (KD), (C), or NULL */
-    float *mem[10];  /* the allocations */
+    float *mem[12];  /* the allocations */
     int nmem;
 } alayout;
 
@@ -762,9 +781,10 @@ static float *lmem(alayout *L, size_t n) {
     return p;
 }
 
-/* Weights W (out, in), biases Bs (NULL entries: zeros) laid out by mode; with W NULL the layout
- * holds zeros (gradients). */
-static void alayout_build(alayout *L, const acase *c, int mode, float *const *W, float *const *Bs) {
+/* Weights W (out, in), biases Bs (NULL entries: zeros) laid out by mode, and the q/k norms'
+ * weights QN (with c->qk_norm); with W NULL the layout holds zeros (gradients). */
+static void alayout_build(alayout *L, const acase *c, int mode, float *const *W, float *const *Bs,
+                          float *const *QN) {
     memset(L, 0, sizeof *L);
     const int HD = c->H * c->D, KD = c->Hk * c->D, C = c->C, Ckv = c->Ckv;
     const int outs[4] = {HD, KD, KD, C}, ins[4] = {C, Ckv, Ckv, HD};
@@ -801,6 +821,14 @@ static void alayout_build(alayout *L, const acase *c, int mode, float *const *W,
         *lin[i] = attn_nn_linear_make(L->v[i].p, L->b[i], ins[i], outs[i],
                                       L->v[i].io ? ATTN_NN_IN_OUT : ATTN_NN_OUT_IN);
     }
+    if (c->qk_norm) {
+        attn_nn_norm *qn[2] = {&L->w.q_norm, &L->w.k_norm};
+        for (int i = 0; i < 2; i++) {
+            qn[i]->kind = ATTN_NORM_RMS, qn[i]->dim = c->D, qn[i]->eps = c->eps;
+            qn[i]->w = lmem(L, (size_t)c->D);
+            for (int j = 0; j < c->D; j++) qn[i]->w[j] = W ? QN[i][j] : 0.0f;
+        }
+    }
     if (mode == PJ_FUSED_OI || mode == PJ_FUSED_IO) {
         attn_nn_linear f = attn_nn_linear_make(m, mb, ins[first], tot,
                                                io ? ATTN_NN_IN_OUT : ATTN_NN_OUT_IN);
@@ -836,13 +864,22 @@ static void agrads_check(const alayout *G, const adata *d, double gs, double mul
             attn_free(rb);
         }
     }
+    const attn_nn_norm *qn[2] = {&G->w.q_norm, &G->w.k_norm};
+    static const char *const QNN[2] = {"g_qn", "g_kn"};
+    for (int i = 0; i < 2 && d->GQN[0]; i++) {
+        const size_t n = (size_t)qn[i]->dim;
+        float *ref = falloc(n);
+        scaled(d->GQN[i], n, (float)mult, ref);
+        check(qn[i]->w, ref, n, TOL_GRAD, TOL_GRAD * gs * mult, "%s %s", what, QNN[i]);
+        attn_free(ref);
+    }
 }
 
 static void attn_run(const acase *c, const adata *d, int mode, int k) {
     const attn_nn_attn_cfg cfg = acfg_of(c, d);
     alayout W, G;
-    alayout_build(&W, c, mode, d->W, d->Bs);
-    alayout_build(&G, c, mode, NULL, NULL);
+    alayout_build(&W, c, mode, d->W, d->Bs, d->QN);
+    alayout_build(&G, c, mode, NULL, NULL, NULL);
     attn_nn_seqs s = seqs_of(c, d);
     const int HD = c->H * c->D, Mq = c->Mq, Mk = c->Mk, C = c->C;
     const size_t nP = (size_t)c->B * c->H * c->Tq * c->Tk, MC = (size_t)Mq * C;
@@ -852,6 +889,11 @@ static void attn_run(const acase *c, const adata *d, int mode, int k) {
     a.proj = fnan(attn_nn_attn_proj_floats(&cfg, Mq, Mk));
     a.ctx = fnan((size_t)Mq * HD);
     a.lse = fnan((size_t)T_MAX(c->B * c->Tq, Mq) * c->H);
+    a.qk = a.qk_rstd = NULL;
+    if (c->qk_norm) {
+        a.qk = fnan(attn_nn_attn_qk_floats(&cfg, Mq));
+        a.qk_rstd = fnan(attn_nn_attn_qk_floats(&cfg, Mq) / (size_t)c->D);
+    }
     float *probs = fnan(nP), *y = fnan(MC);
     attn_nn_run run = attn_nn_default_run();
     run.training = true;
@@ -882,17 +924,17 @@ static void attn_run(const acase *c, const adata *d, int mode, int k) {
     }
     snprintf(what + strlen(what), sizeof what - strlen(what), " x2");
     agrads_check(&G, d, gs, 2.0, what);
-    /* Evaluation (no lse, no capture; varlen then runs its sequences in parallel) with beta = 1:
-     * y0 + attention. */
+    /* Evaluation (no lse, no capture; varlen then runs its sequences in parallel; the q/k norms
+     * without their backward buffers) with beta = 1: y0 + attention. */
     attn_nn_attn_acts e = a;
-    e.lse = NULL;
+    e.lse = e.qk = e.qk_rstd = NULL;
     float *y1 = fdup(d->dy, MC);
     for (size_t i = 0; i < MC; i++) r2[i] = d->dy[i] + d->y[i];
     OK(attn_nn_attention_forward(&run, &cfg, &W.w, &s, d->x, d->src, NULL, &e, NULL, 1.0f, y1));
     check(y1, r2, MC, TOL_FWD, 0, "attn %d %s %s eval, beta=1", k, PJ_NAME[mode], bname());
     attn_free(y1), attn_free(r2), attn_free(dx), attn_free(dsrc), attn_free(work);
     attn_free(dbias), attn_free(a.proj), attn_free(a.ctx), attn_free(a.lse), attn_free(probs);
-    attn_free(y);
+    attn_free(y), attn_free(a.qk), attn_free(a.qk_rstd);
     alayout_free(&W), alayout_free(&G);
 }
 
@@ -943,7 +985,7 @@ static void scatter(const float *a, int B, int T, int C, int t0, int n, float *o
 static void attn_decode(const acase *c, const adata *d, int mode, bool shared, int extra, int k) {
     const attn_nn_attn_cfg cfg = acfg_of(c, d);
     alayout W;
-    alayout_build(&W, c, mode, d->W, d->Bs);
+    alayout_build(&W, c, mode, d->W, d->Bs, d->QN);
     const int B = c->B, T = c->Tq, C = c->C, H = c->H, KD = c->Hk * c->D;
     float *mem;
     const attn_nn_kv kv = kv_make(B, T + extra, KD, shared, &mem);
@@ -965,7 +1007,7 @@ static void attn_decode(const acase *c, const adata *d, int mode, bool shared, i
             s.bias_sb = c->bsb, s.bias_sh = c->bsh, s.bias_sq = c->bsq;
         }
         attn_nn_attn_acts a = {fnan(attn_nn_attn_proj_floats(&cfg, B * n, 0)),
-                               fnan((size_t)B * n * H * c->D), NULL};
+                               fnan((size_t)B * n * H * c->D), NULL, NULL, NULL};
         const int Tk = t0 + n;
         const size_t np = (size_t)B * H * n * Tk;
         float *probs = fnan(np), *pref = falloc(np);
@@ -992,7 +1034,7 @@ static void attn_cross_cached(const acase *c, const adata *d, int mode, bool sha
                               int k) {
     const attn_nn_attn_cfg cfg = acfg_of(c, d);
     alayout W;
-    alayout_build(&W, c, mode, d->W, d->Bs);
+    alayout_build(&W, c, mode, d->W, d->Bs, d->QN);
     const int B = c->B, Tq = c->Tq, Tk = c->Tk, C = c->C, KD = c->Hk * c->D;
     float *mem;
     const attn_nn_kv kv = kv_make(B, Tk + extra, KD, shared, &mem);
@@ -1000,7 +1042,7 @@ static void attn_cross_cached(const acase *c, const adata *d, int mode, bool sha
     OK(attn_nn_attention_cross_kv(&run, &cfg, &W.w, B, Tk, d->src, &kv));
     float *y = fnan((size_t)B * Tq * C), *xin = falloc((size_t)B * C), *yo = falloc((size_t)B * C);
     attn_nn_attn_acts a = {fnan(attn_nn_attn_proj_floats(&cfg, B * Tq, 0)),
-                           fnan((size_t)B * Tq * c->H * c->D), NULL};
+                           fnan((size_t)B * Tq * c->H * c->D), NULL, NULL, NULL};
     attn_nn_seqs s = seqs_of(c, d);
     OK(attn_nn_attention_forward(&run, &cfg, &W.w, &s, d->x, NULL, &kv, &a, NULL, 0.0f, y));
     char what[96];
@@ -1060,7 +1102,7 @@ typedef struct {
     attn_nn_attn_cfg cfg;  /* S.acfg (attention sub-layers) */
     attn_nn_sub_acts A;    /* over M rows of width C (attention keys: Mk rows) */
     float *cos, *sin;      /* (P, R/2) rotary tables */
-    float *mem[40];        /* the allocations */
+    float *mem[48];        /* the allocations */
     int nmem, M, Mk, C;
 } sub_t;
 
@@ -1086,6 +1128,8 @@ static float *sparam(sub_t *t, const char *prefix, const char *name, size_t n, t
 /* What a sub-layer is: its f (attention or FFN), wiring, norm, dropout and sizes. */
 typedef struct {
     bool attn, pre_norm, cross, causal;
+    bool qk_norm;     /* Qwen3's q/k RMSNorms (weights qn, kn; eps 1e-6) */
+    int window;       /* sliding window (0: none) */
     attn_norm_kind norm;
     float eps, p_drop;
     uint32_t site;
@@ -1123,7 +1167,7 @@ static void sub_build(sub_t *t, const sub_spec *sp, const char *prefix, tu_rng *
         attn_nn_attn_cfg *c = &t->cfg;
         *c = attn_nn_attn_default_cfg(C, sp->H);
         c->d_kv = sp->Ckv, c->n_kv_head = sp->Hk, c->d_head = sp->D, c->causal = sp->causal;
-        c->cross = sp->cross;
+        c->cross = sp->cross, c->window = sp->window;
         if (sp->R) {
             t->cos = smem(t, (size_t)sp->P * sp->R / 2, 0.0f);
             t->sin = smem(t, (size_t)sp->P * sp->R / 2, 0.0f);
@@ -1145,6 +1189,21 @@ static void sub_build(sub_t *t, const sub_spec *sp, const char *prefix, tu_rng *
                                          outs[i], ATTN_NN_OUT_IN);
             *gl[i] = attn_nn_linear_make(smem(t, nw, 0.0f), b ? smem(t, outs[i], 0.0f) : NULL,
                                          ins[i], outs[i], ATTN_NN_OUT_IN);
+        }
+        if (sp->qk_norm) {
+            static const char *const QN[2] = {"qn", "kn"};
+            attn_nn_norm *sn[2] = {&S->attn.q_norm, &S->attn.k_norm};
+            attn_nn_norm *gn[2] = {&G->attn.q_norm, &G->attn.k_norm};
+            for (int i = 0; i < 2; i++) {
+                sn[i]->kind = gn[i]->kind = ATTN_NORM_RMS;
+                sn[i]->dim = gn[i]->dim = sp->D;
+                sn[i]->eps = gn[i]->eps = 1e-6f;
+                sn[i]->w = sparam(t, prefix, QN[i], (size_t)sp->D, r, 1.0f);
+                gn[i]->w = smem(t, (size_t)sp->D, 0.0f);
+            }
+            const size_t nqk = attn_nn_attn_qk_floats(c, M);
+            A->attn.qk = smem(t, nqk, NAN);
+            A->attn.qk_rstd = smem(t, nqk / (size_t)sp->D, NAN);
         }
         A->attn.proj = smem(t, attn_nn_attn_proj_floats(c, M, Mk), NAN);
         A->attn.ctx = smem(t, (size_t)M * HD, NAN);
@@ -1188,6 +1247,7 @@ static sub_spec sub_spec_of(json_t *o) {
         sp.H = ji(o, "H"), sp.Hk = ji(o, "Hk"), sp.D = ji(o, "D"), sp.causal = jb(o, "causal");
         sp.cross = jb(o, "cross"), sp.Tk = ji(o, "Tk"), sp.Ckv = ji(o, "Ckv");
         sp.R = ji(o, "R"), sp.mode = ji(o, "mode"), sp.P = ji(o, "P");
+        sp.window = ji(o, "window"), sp.qk_norm = jb(o, "qk_norm");
     } else {
         sp.fkind = (attn_ffn_kind)ji(o, "fkind"), sp.act = (attn_act)ji(o, "act");
         sp.F = ji(o, "F");
@@ -1255,6 +1315,10 @@ static void test_sublayer(void **state) {
                 for (int i = 0; i < 4; i++)
                     gl[ng].name = N4[i], gl[ng].got = l4[i]->w,
                     gl[ng++].n = (size_t)l4[i]->in * l4[i]->out;
+                if (sp.qk_norm) {
+                    gl[ng].name = "g_qn", gl[ng].got = t.G.attn.q_norm.w, gl[ng++].n = sp.D;
+                    gl[ng].name = "g_kn", gl[ng].got = t.G.attn.k_norm.w, gl[ng++].n = sp.D;
+                }
             } else {
                 const attn_nn_linear *l3[3] = {&t.G.ffn.up, &t.G.ffn.gate, &t.G.ffn.down};
                 static const char *const N3[3][2] = {
@@ -1271,6 +1335,27 @@ static void test_sublayer(void **state) {
                 check(gl[i].got, ref, gl[i].n, TOL_GRAD, TOL_GRAD * gs, "%s %s", what,
                       gl[i].name);
                 attn_free(ref);
+            }
+            /* The run-state allocator of the families (mdl_sub_acts_alloc) sizes every buffer,
+             * the q/k norms' included: its acts give the same bits. */
+            if (sp.attn) {
+                attn_arena ar;
+                memset(&ar, 0, sizeof ar);
+                attn_nn_sub_acts A2;
+                size_t wn = 0;
+                mdl_sub_acts_alloc(&ar, &t.S, t.M, t.Mk, &A2, &wn);
+                assert_false(ar.oom);
+                assert_true(wn >= attn_nn_sub_work_floats(&t.S, t.M, t.Mk));
+                assert_true(!sp.qk_norm || (A2.attn.qk && A2.attn.qk_rstd));
+                float *G2 = fdup(dy, MC), *w2 = fnan(wn);
+                float *d2 = sp.cross ? fzero((size_t)t.Mk * sp.Ckv) : NULL;
+                OK(attn_nn_sub_forward(&run, &t.S, &s, t.M, rows, x, src, NULL, &A2, NULL, tmp));
+                OK(attn_nn_sub_backward(&run, &t.S, NULL, &s, t.M, x, src, &A2, G2, d2, w2));
+                if (!same_bits(attn_nn_sub_output(&t.S, &A2), outc, MC * 4) ||
+                    !same_bits(G2, G, MC * 4))
+                    fail_msg("%s: acts from mdl_sub_acts_alloc differ", what);
+                attn_free(G2), attn_free(w2), attn_free(d2);
+                attn_arena_free(&ar);
             }
             /* pre-norm in place (A->res = x: the stream updated in place): the same bits */
             if (sp.pre_norm) {
@@ -1654,6 +1739,8 @@ static void test_finite_differences(void **state) {
             block_spec(sp, B, T, C, inv);
             sp[0].R = R, sp[0].mode = mode, sp[0].P = 16;
             sp[0].p_drop = 0.0f;
+            sp[0].qk_norm = true;           /* Qwen3's q/k norms */
+            sp[0].window = mode ? 3 : 0;    /* and a sliding window of 3 of the 5 keys */
             sp[1].p_drop = 0.2f;
             sp[1].F = 40;
             tu_rng r = {2024 + mode};
@@ -1694,6 +1781,8 @@ static void test_finite_differences(void **state) {
                 {"b_v", A->attn.v.b, Ag->attn.v.b, (size_t)C / 2},
                 {"w_o", A->attn.o.w, Ag->attn.o.w, (size_t)C * C},
                 {"b_o", A->attn.o.b, Ag->attn.o.b, (size_t)C},
+                {"q_norm w", A->attn.q_norm.w, Ag->attn.q_norm.w, (size_t)C / H},
+                {"k_norm w", A->attn.k_norm.w, Ag->attn.k_norm.w, (size_t)C / H},
                 {"score bias", sb, dbias, nb},
                 {"ffn norm w", F->norm.w, Fg->norm.w, (size_t)C},
                 {"w_gate", F->ffn.gate.w, Fg->ffn.gate.w, (size_t)40 * C},
@@ -1779,6 +1868,16 @@ static void test_bad_arguments(void **state) {
     c.rope_P = 8, c.cross = true;
     EXPECT(attn_nn_attn_cfg_check(&c, "x"), INVALID, "rotary embeddings apply to self-attention",
            NULL);
+    /* sliding windows: >= 0, and only for causal self-attention */
+    c = attn_nn_attn_default_cfg(32, 4), c.window = -2, c.causal = true;
+    EXPECT(attn_nn_attn_cfg_check(&c, "layer 1"), INVALID, "layer 1: sliding window -2",
+           "only for causal self-attention");
+    c.window = 4, c.causal = false;
+    EXPECT(attn_nn_attn_cfg_check(&c, "x"), INVALID, "sliding window 4", NULL);
+    c.causal = true, c.cross = true;
+    EXPECT(attn_nn_attn_cfg_check(&c, "x"), INVALID, "sliding window 4", NULL);
+    c.cross = false;
+    OK(attn_nn_attn_cfg_check(&c, "x"));
 
     /* ---- attention: a valid self-attention setup, then one thing wrong at a time */
     const int B = 2, T = 4, C = 32, H = 4, Hk = 2, HD = 32, KD = 16, M = B * T;
@@ -1798,7 +1897,7 @@ static void test_bad_arguments(void **state) {
     w.v = attn_nn_linear_make(wv, NULL, C, KD, ATTN_NN_OUT_IN);
     w.o = attn_nn_linear_make(wo, NULL, HD, C, ATTN_NN_OUT_IN);
     attn_nn_attn_acts a = {fzero(attn_nn_attn_proj_floats(&c, M, M) + 4096),
-                           fzero((size_t)M * HD + 4096), fzero(4096)};
+                           fzero((size_t)M * HD + 4096), fzero(4096), NULL, NULL};
     float *work = fzero(attn_nn_attn_work_floats(&c, M, M) + 4096), *dx = fzero((size_t)M * C);
     const attn_nn_run run = attn_nn_default_run();
     attn_nn_seqs s = attn_nn_seqs_dense(B, T, T);
@@ -1830,6 +1929,24 @@ static void test_bad_arguments(void **state) {
     EXPECT(attn_nn_attention_backward(&run, &cb, &w, NULL, &s, x, NULL, &a, y, dx, false, NULL,
                                       work),
            INVALID, "attention backward: n_kv_head = 3", NULL);
+    /* q/k norms: RMSNorms without bias over d_head values; backward needs qk and qk_rstd */
+    float qnw[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    bw = w;
+    bw.q_norm.kind = ATTN_NORM_RMS, bw.q_norm.dim = 8, bw.q_norm.eps = 1e-6f, bw.q_norm.w = qnw;
+    bw.k_norm = bw.q_norm;
+    OK(attn_nn_attention_forward(&run, &c, &bw, &s, x, NULL, NULL, &a, NULL, 0.0f, y));
+    EXPECT(attn_nn_attention_backward(&run, &c, &bw, NULL, &s, x, NULL, &a, y, dx, false, NULL,
+                                      work),
+           INVALID, "q/k norms need the forward's acts qk and qk_rstd", NULL);
+    bw.k_norm.dim = 16;
+    EXPECT(attn_nn_attention_forward(&run, &c, &bw, &s, x, NULL, NULL, &a, NULL, 0.0f, y), INVALID,
+           "k_norm must be an RMSNorm without bias over d_head = 8", "dim 16");
+    bw.k_norm.dim = 8, bw.q_norm.kind = ATTN_NORM_LAYER;
+    EXPECT(attn_nn_attention_forward(&run, &c, &bw, &s, x, NULL, NULL, &a, NULL, 0.0f, y), INVALID,
+           "q_norm must be an RMSNorm", "kind layer_norm");
+    bw.q_norm.kind = ATTN_NORM_RMS, bw.q_norm.b = qnw;
+    EXPECT(attn_nn_attention_forward(&run, &c, &bw, &s, x, NULL, NULL, &a, NULL, 0.0f, y), INVALID,
+           "q_norm must be an RMSNorm without bias", NULL);
     /* sequences */
     attn_nn_seqs sb = s;
     sb.B = 0;
@@ -1910,6 +2027,10 @@ static void test_bad_arguments(void **state) {
     EXPECT(attn_nn_attention_forward(&run, &cx, &wx, &sx, x, NULL, NULL, &a, NULL, 0.0f, y),
            INVALID, "cross-attention needs a source", NULL);
     attn_nn_attn bx = wx;
+    bx.q_norm.kind = ATTN_NORM_RMS, bx.q_norm.dim = 8, bx.q_norm.eps = 1e-6f;
+    EXPECT(attn_nn_attention_forward(&run, &cx, &bx, &sx, x, src, NULL, &a, NULL, 0.0f, y),
+           INVALID, "q/k norms apply to self-attention only", NULL);
+    bx = wx;
     bx.kv.in = 32;
     EXPECT(attn_nn_attention_forward(&run, &cx, &bx, &sx, x, src, NULL, &a, NULL, 0.0f, y),
            INVALID, "fused key/value projection is (32 -> 32)", "expected (24 -> 32)");

@@ -516,8 +516,8 @@ static void test_bad_input(void **state) {
              "too large");
     bad_json("{\"model\": " BPE("{\"a\": 0, \"b\": 0}", "[]") "}", F, "id 0");
     bad_json("{\"model\": " BPE("{\"a\": 0, \"a\": 1}", "[]") "}", F, "duplicate");
-    bad_json("{\"model\": " BPE(V3, "[[\"a\", \"c\"]]") "}", F, "merges[0]: token 'c'");
-    bad_json("{\"model\": " BPE(V3, "[\"a b\", \"b a\"]") "}", F, "merged token 'ba'");
+    bad_json("{\"model\": " BPE(V3, "[[\"a\", \"c\"]]") "}", F, "merges[0]: token \"c\"");
+    bad_json("{\"model\": " BPE(V3, "[\"a b\", \"b a\"]") "}", F, "merged token \"ba\"");
     bad_json("{\"model\": " BPE(V3, "[\"ab\"]") "}", F, "merges[0]");
     bad_json("{\"model\": " BPE(V3, "[[\"a\"]]") "}", F, "merges[0]");
     bad_json("{\"model\": " BPE(V3, "{}") "}", F, "model.merges");
@@ -540,8 +540,11 @@ static void test_bad_input(void **state) {
              U, "Regex");
     bad_json(TOKJ("[]", "{\"type\": \"Prepend\"}", "null", "null", BPE(V3, "[]")), F,
              "normalizer.prepend");
-    bad_json(TOKJ("[]", "null", "{\"type\": \"Digits\"}", "null", BPE(V3, "[]")), U,
-             "Digits");
+    bad_json(TOKJ("[]", "null", "{\"type\": \"UnicodeScripts\"}", "null", BPE(V3, "[]")), U,
+             "UnicodeScripts");
+    bad_json(TOKJ("[]", "null", "{\"type\": \"Digits\", \"individual_digits\": 1}", "null",
+                  BPE(V3, "[]")),
+             F, "pre_tokenizer.individual_digits");
     bad_json(TOKJ("[]", "null", "{\"type\": \"Metaspace\", \"replacement\": \"ab\"}", "null",
                   BPE(V3, "[]")),
              F, "single character");
@@ -559,13 +562,13 @@ static void test_bad_input(void **state) {
     bad_json(TOKJ("[{\"id\": 1, \"content\": \"a\"}]", "null", "null", "null", BPE(V3, "[]")), F,
              "model.vocab says 0");
     bad_json(TOKJ("[{\"id\": 1, \"content\": \"<s>\"}]", "null", "null", "null", BPE(V3, "[]")), F,
-             "belongs to 'b'");
+             "belongs to \"b\"");
     bad_json(TOKJ("[{\"id\": 3, \"content\": \"<s>\"}, {\"id\": 3, \"content\": \"</s>\"}]", "null",
                   "null", "null", BPE(V3, "[]")),
              F, "used twice");
-    bad_json(TOKJ("[{\"id\": 3, \"content\": \"<s>\", \"lstrip\": true}]", "null", "null", "null",
+    bad_json(TOKJ("[{\"id\": 3, \"content\": \"<s>\", \"lstrip\": 1}]", "null", "null", "null",
                   BPE(V3, "[]")),
-             U, "lstrip");
+             F, "added_tokens[0].lstrip");
 
     /* files */
     attn_tok *t = (attn_tok *)1;

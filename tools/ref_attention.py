@@ -11,7 +11,8 @@ stored as float32, so the C test measures only the C kernels' error.
 
 Tensors are named attn.CASE.NAME (CASE = 0, 1, ...); the C test walks CASE upward until
 attn.CASE.q is absent. The case's parameters are the metadata string attn.CASE.params:
-"B H Tq Tk D causal causal_offset fused scale H_kv extra bias bias_sb bias_sh bias_sq bias_off"
+"B H Tq Tk D causal causal_offset fused scale H_kv extra bias bias_sb bias_sh bias_sq bias_off
+window"
   fused = 1: the C test lays q, k, v out as one fused QKV buffer and o, dO with a padded row
              stride;
   H_kv:      K/V heads (k, v, dk, dv are (B, Tk, H_kv, D); query head h reads K/V head
@@ -21,7 +22,9 @@ attn.CASE.q is absent. The case's parameters are the metadata string attn.CASE.p
   bias = 1:  attn.CASE.bias is the flat float32 bias buffer; the score bias of (b, h, i, j) is
              bias[bias_off + b·bias_sb + h·bias_sh + i·bias_sq + j] (strides may be 0, bias_sq
              may be -1: a relative-position vector read as a Toeplitz matrix); entries may be
-             -inf. attn.CASE.dbias (B, H, Tq, Tk) is d loss / d bias per entry.
+             -inf. attn.CASE.dbias (B, H, Tq, Tk) is d loss / d bias per entry;
+  window > 0: a sliding window (causal only): key j is hidden from query i when
+             j <= i + causal_offset - window (transformers' sliding_window mask).
 attn.CASE.kv_len (int32, (B)) is present when the case has key padding; attn.CASE.probs only for
 small cases.
 
@@ -46,13 +49,16 @@ def f32(a):
     return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
 
 
-def visible(B, Tq, Tk, causal, off, kv_len):
+def visible(B, Tq, Tk, causal, off, kv_len, window=0):
     """(B, 1, Tq, Tk) bool: key j visible to query i of batch b (attn_kernels.h)."""
     i = np.arange(Tq)[:, None]
     j = np.arange(Tk)[None, :]
     vis = np.ones((B, Tq, Tk), dtype=bool)
     if causal:
         vis &= (j <= i + off)[None]
+    if window:
+        assert causal
+        vis &= (j > i + off - window)[None]
     if kv_len is not None:
         vis &= j[None] < np.asarray(kv_len)[:, None, None]
     return vis[:, None]
@@ -84,7 +90,7 @@ def relative_bias(Hb, scale=1.0):
 
 
 def case(B, H, Tq, Tk, D, causal=False, off=0, kv_len=None, fused=False, scale=None, H_kv=None,
-         extra=0, bias=None):
+         extra=0, bias=None, window=0):
     n = len(META)
     if scale is None:
         scale = 1.0 / np.sqrt(D)
@@ -109,7 +115,7 @@ def case(B, H, Tq, Tk, D, causal=False, off=0, kv_len=None, fused=False, scale=N
                + np.arange(Tq)[None, None, :, None] * bst[2] + np.arange(Tk)[None, None, None, :])
         bfull = torch.tensor(bflat.astype(np.float64)[idx], requires_grad=True)  # (B, H, Tq, Tk)
         s = s + bfull
-    vis = torch.tensor(visible(B, Tq, Tk, causal, off, kv_len))
+    vis = torch.tensor(visible(B, Tq, Tk, causal, off, kv_len, window))
     s = torch.where(vis, s, torch.tensor(-np.inf, dtype=torch.float64))
     alive = (s > -np.inf).any(-1, keepdim=True)  # (B, H, Tq, 1): the query sees some key
     s = torch.where(alive, s, torch.zeros((), dtype=torch.float64))  # dead rows: no NaN, no grad
@@ -133,7 +139,7 @@ def case(B, H, Tq, Tk, D, causal=False, off=0, kv_len=None, fused=False, scale=N
         T[f"{pre}.dbias"] = f32(bfull.grad.numpy())
     META[f"{pre}.params"] = (f"{B} {H} {Tq} {Tk} {D} {int(causal)} {off} {int(fused)} "
                              f"{scale!r} {Hk} {extra} {int(bias is not None)} "
-                             f"{bst[0]} {bst[1]} {bst[2]} {boff}")
+                             f"{bst[0]} {bst[1]} {bst[2]} {boff} {window}")
 
 
 case(2, 3, 1, 1, 32)                                         # T = 1
@@ -171,6 +177,26 @@ case(2, 2, 20, 20, 16, bias=dense_bias(2, 1, 1, ninf=0.25))  # (B, 1, 1, Tk) mas
 case(2, 4, 65, 65, 64, causal=True, bias=relative_bias(4))   # relative positions, bias_sq = -1
 case(2, 6, 40, 40, 72, causal=True, fused=True, H_kv=3, extra=9,  # everything at once
      bias=dense_bias(1, 6, 40, ninf=0.1, dead=[(0, 4, 11, 12)]))
+# Sliding windows (Mistral / Qwen2): sizes 1, 2, below T (multiples of the 64-key tile or not),
+# >= T, with KV-cache offsets (Tq = 1 and > 1), padding, GQA, fused strides, biases.
+case(2, 2, 17, 17, 32, causal=True, window=1)                # each query sees only itself
+case(1, 3, 40, 40, 64, causal=True, window=2)                # itself and the one before
+case(2, 4, 150, 150, 64, causal=True, H_kv=2, window=37)     # GQA, window < T, 37 % 64 != 0
+case(1, 2, 300, 300, 48, causal=True, window=64)             # a window of exactly one tile
+case(1, 2, 200, 200, 32, causal=True, window=130)            # window spanning 3 tiles
+case(1, 2, 50, 50, 48, causal=True, window=50)               # window = T: plain causal
+case(2, 2, 30, 30, 40, causal=True, window=1000)             # window > T: plain causal
+case(2, 4, 1, 300, 64, causal=True, off=299, H_kv=2, extra=20, window=100)  # decode step
+case(2, 2, 9, 200, 80, causal=True, off=191, kv_len=[200, 100],  # 9 queries after a cache;
+     window=70)                                              # batch 1: rows left with no key
+case(2, 2, 64, 64, 48, causal=True, kv_len=[64, 40], window=24)  # padding
+case(1, 2, 24, 24, 40, causal=True, off=-3, window=5)        # negative offset: empty rows
+case(2, 3, 130, 130, 72, causal=True, fused=True, extra=5, window=65)  # fused, cache strides
+case(1, 2, 100, 100, 160, causal=True, window=45)            # D > 128 (32-row blocks)
+case(2, 2, 70, 70, 64, causal=True, window=33,               # bias with -inf entries + dbias
+     bias=dense_bias(2, 2, 70, ninf=0.2, dead=[(0, 1, 50, 70)]))
+case(1, 4, 90, 90, 64, causal=True, H_kv=1, window=7,        # multi-query, relative positions
+     bias=relative_bias(4))
 
 out = sys.argv[1] if len(sys.argv) > 1 else "build/ref"
 os.makedirs(out, exist_ok=True)

@@ -12,8 +12,9 @@ tokenizers. Usage: ref_generate.py OUTDIR  (writes OUTDIR/generate/).
               decode(prompt), special tokens skipped); an empty prompt is [bos]. The torch seed of the weights is chosen so
               that at every step the best logit leads the second by >= 1e-3 (so float32
               rounding cannot flip an argmax). One prompt fills the context exactly.
-    warpers:  [{temperature, top_k, top_p}] with, per case, the transformers warpers
-              (TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper, in generate's
+    warpers:  [{temperature, top_k, top_p, min_p, repetition_penalty, seen}] with, per case, the
+              transformers processors (RepetitionPenaltyLogitsProcessor over the ids `seen`,
+              TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper, MinPLogitsWarper, in generate's
               order) applied to one row of logits, softmaxed: probs and the kept mask
     utf8:     texts whose byte-level tokens split multi-byte characters, with their ids
   warpers.safetensors   logits (N, V) float32, probs (N, V) float32, kept (N, V) uint8"""
@@ -26,7 +27,9 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import GPT2Config, GPT2LMHeadModel
-from transformers.generation.logits_process import (TemperatureLogitsWarper, TopKLogitsWarper,
+from transformers.generation.logits_process import (MinPLogitsWarper,
+                                                    RepetitionPenaltyLogitsProcessor,
+                                                    TemperatureLogitsWarper, TopKLogitsWarper,
                                                     TopPLogitsWarper)
 
 # Debian's torch 1.13 under Python 3.11 cannot import torch.distributed.fsdp, which generate()
@@ -71,15 +74,21 @@ def greedy_margin(model, ids, n):
     return new, gap
 
 
-def warped(row, t, k, p):
-    s = torch.tensor(row, dtype=torch.float32)[None]
-    ids = torch.zeros(1, 1, dtype=torch.long)
+def warped(row, t, k, p, minp=0.0, rep=1.0, seen=()):
+    """generate(do_sample=True)'s processors in its order: the repetition penalty over the ids
+    seen so far, then temperature, top-k, top-p and min-p."""
+    s = torch.from_numpy(row).clone()[None]
+    if rep != 1.0:
+        s = RepetitionPenaltyLogitsProcessor(rep)(torch.tensor([list(seen)]), s)
+    ids = torch.zeros((1, 1), dtype=torch.long)
     if t != 1.0:
         s = TemperatureLogitsWarper(t)(ids, s)
     if k > 0:
         s = TopKLogitsWarper(k)(ids, s)
     if p < 1.0:
         s = TopPLogitsWarper(p)(ids, s)
+    if minp > 0.0:
+        s = MinPLogitsWarper(minp)(ids, s)
     return s[0]
 
 
@@ -156,9 +165,17 @@ def main():
     for t, k, p in ((1.0, 0, 0.7), (1.0, 100, 1.0), (0.6, 20, 0.9)):
         rows.append(neg)
         params.append((t, k, p))
+    params = [(t, k, p, 0.0, 1.0, []) for t, k, p in params]
+    # min-p and the repetition penalty (alone and with the others)
+    seen = sorted(set(rng.integers(0, Vw, 40).tolist()))
+    for t, k, p, mp, rep in ((1.0, 0, 1.0, 0.1, 1.0), (1.0, 0, 1.0, 0.5, 1.0), (0.7, 50, 0.9, 0.05, 1.0),
+                             (1.0, 0, 1.0, 0.0, 1.3), (1.0, 0, 1.0, 0.0, 0.8),
+                             (0.8, 40, 0.95, 0.02, 1.2), (1.0, 0, 1.0, 1.0, 1.0)):
+        rows.append(base_rows[len(rows) % 4])
+        params.append((t, k, p, mp, rep, seen if rep != 1.0 else []))
     probs, kept = [], []
-    for row, (t, k, p) in zip(rows, params):
-        s = warped(row, t, k, p)
+    for row, (t, k, p, mp, rep, sn) in zip(rows, params):
+        s = warped(row, t, k, p, mp, rep, sn)
         probs.append(torch.softmax(s, -1).numpy())
         kept.append(torch.isfinite(s).numpy().astype(np.uint8))
     stfile.save(os.path.join(out, "warpers.safetensors"),
@@ -172,7 +189,8 @@ def main():
         assert partial, f"{s!r}: no token splits a character"
         utf8.append({"text": s, "ids": ids})
     res = {"seed": seed, "vocab_size": V, "eot": eot, "n_positions": 48, "greedy": cases,
-           "warpers": [{"temperature": t, "top_k": k, "top_p": p} for t, k, p in params],
+           "warpers": [{"temperature": t, "top_k": k, "top_p": p, "min_p": mp,
+                        "repetition_penalty": rep, "seen": sn} for t, k, p, mp, rep, sn in params],
            "utf8": utf8}
     with open(os.path.join(out, "generate.json"), "w", encoding="utf-8") as f:
         json.dump(res, f, ensure_ascii=False, indent=1)

@@ -245,10 +245,20 @@ def train_trajectory(model, ids_train, s, steps):
 
 
 # ---- the reference generator --------------------------------------------------------------------
-def main():
+SETTINGS = {"B": 4, "T": 16, "grad_accum": 2, "seed": 5, "lr": 1e-2, "min_lr": 1e-3, "warmup": 3,
+            "decay": 10, "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.99, "clip": 1.0,
+            "eval_iters": 3, "steps": 10}
+
+
+def make_reference(outdir, name, arch, cfg_in, make_twin, check=None):
+    """OUTDIR/NAME/: attn's initial checkpoint of cfg_in (`attn train --arch ARCH --max-steps 0`
+    on the first 20,000 characters of tinyshakespeare), then the twin's step-0 gradients, step-0
+    validation loss and 10-step trajectories from those weights (ref.json). make_twin(init_dir,
+    config, dtype) builds a twin with load_hf, named_hf, loss, optimizer and parameters; check(text,
+    ids, config, tokenizer), when given, checks the tokenization."""
     from tokenizers import Tokenizer
 
-    out = os.path.join(sys.argv[1] if len(sys.argv) > 1 else "build/ref", "gpt_train")
+    out = os.path.join(outdir, name)
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     with open(CORPUS, encoding="utf-8") as f:
@@ -256,16 +266,12 @@ def main():
     data = os.path.join(out, "data.txt")
     with open(data, "w", encoding="utf-8") as f:
         f.write(text)
-    cfg_in = {"n_layer": 2, "n_head": 2, "n_embd": 32, "n_positions": 16, "resid_pdrop": 0.0,
-              "embd_pdrop": 0.0, "attn_pdrop": 0.0}
     with open(os.path.join(out, "tiny.json"), "w") as f:
         json.dump(cfg_in, f)
-    s = {"B": 4, "T": 16, "grad_accum": 2, "seed": 5, "lr": 1e-2, "min_lr": 1e-3, "warmup": 3,
-         "decay": 10, "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.99, "clip": 1.0,
-         "eval_iters": 3, "steps": 10}
+    s = dict(SETTINGS)
     build = os.environ.get("ATTN_BUILD") or os.path.join(ROOT, "build")
     init = os.path.join(out, "init")
-    cmd = [os.path.join(build, "attn"), "--threads", "2", "train", "--arch", "gpt",
+    cmd = [os.path.join(build, "attn"), "--threads", "2", "train", "--arch", arch,
            "--config", os.path.join(out, "tiny.json"), "--data", data, "--tokenizer", "char",
            "--batch", str(s["B"]), "--grad-accum", str(s["grad_accum"]), "--max-steps", "0",
            "--lr", str(s["lr"]), "--min-lr", str(s["min_lr"]), "--warmup-steps", str(s["warmup"]),
@@ -275,24 +281,21 @@ def main():
            "--metrics", os.path.join(out, "metrics0.jsonl"), "--out", init]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
-        sys.exit(f"ref_gpt_train.py: {' '.join(cmd)} failed:\n{r.stdout}{r.stderr}")
+        sys.exit(f"{name}: {' '.join(cmd)} failed:\n{r.stdout}{r.stderr}")
 
     weights, _ = stfile.load(os.path.join(init, "model.safetensors"))
     with open(os.path.join(init, "config.json")) as f:
         cfg = json.load(f)
     tok = Tokenizer.from_file(os.path.join(init, "tokenizer.json"))
     ids = np.array(tok.encode(text).ids, dtype=np.int64)
-    chars = sorted(set(text))
-    nano = np.array([chars.index(c) for c in text], dtype=np.int64)
-    assert len(chars) == cfg["vocab_size"] == tok.get_vocab_size(), (len(chars), cfg["vocab_size"])
-    assert np.array_equal(ids, nano), "tokenizer.json does not give nanoGPT's character ids"
-    assert tok.decode(ids[:500].tolist()) == text[:500], "tokenizer.json does not decode back"
+    if check:
+        check(text, ids, cfg, tok)
     n = len(ids)
     ids_train, ids_val = ids[:int(n * 0.9)], ids[int(n * 0.9):]
 
     # one step's gradients, float64
     torch.manual_seed(0)
-    m64 = GPTTwin(cfg, torch.float64, sdpa=False)
+    m64 = make_twin(init, cfg, torch.float64)
     m64.load_hf(weights)
     A = s["grad_accum"]
     batches, loss0 = {}, 0.0
@@ -313,18 +316,34 @@ def main():
     val0 = sum(vl) / len(vl)
 
     traj = {}
-    for name, dt in (("float32", torch.float32), ("float64", torch.float64)):
-        m = GPTTwin(cfg, dt, sdpa=False)
+    for dname, dt in (("float32", torch.float32), ("float64", torch.float64)):
+        m = make_twin(init, cfg, dt)
         m.load_hf(weights)
-        traj[name] = train_trajectory(m, ids_train, s, s["steps"])
+        traj[dname] = train_trajectory(m, ids_train, s, s["steps"])
     ref = {"settings": s, "loss0": loss0, "val_loss0": val0, "losses32": traj["float32"][0],
            "losses64": traj["float64"][0], "lrs": traj["float64"][1], "norms64": traj["float64"][2],
            "norms32": traj["float32"][2], "torch": torch.__version__}
     with open(os.path.join(out, "ref.json"), "w") as f:
         json.dump(ref, f, indent=1)
     gap = max(abs(a - b) / abs(b) for a, b in zip(traj["float32"][0], traj["float64"][0]))
-    print(f"ref_gpt_train.py: {out}: loss0 {loss0:.6f}, val0 {val0:.6f}, 10-step loss "
+    print(f"{name}: {out}: loss0 {loss0:.6f}, val0 {val0:.6f}, 10-step loss "
           f"{traj['float32'][0][-1]:.6f} (float32 vs float64 trajectory: max rel {gap:.2e})")
+
+
+def check_chars(text, ids, cfg, tok):
+    """The character tokenizer gives nanoGPT's sorted-characters ids and decodes back."""
+    chars = sorted(set(text))
+    nano = np.array([chars.index(c) for c in text], dtype=np.int64)
+    assert len(chars) == cfg["vocab_size"] == tok.get_vocab_size(), (len(chars), cfg["vocab_size"])
+    assert np.array_equal(ids, nano), "tokenizer.json does not give nanoGPT's character ids"
+    assert tok.decode(ids[:500].tolist()) == text[:500], "tokenizer.json does not decode back"
+
+
+def main():
+    cfg_in = {"n_layer": 2, "n_head": 2, "n_embd": 32, "n_positions": 16, "resid_pdrop": 0.0,
+              "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+    make_reference(sys.argv[1] if len(sys.argv) > 1 else "build/ref", "gpt_train", "gpt", cfg_in,
+                   lambda init, cfg, dt: GPTTwin(cfg, dt, sdpa=False), check_chars)
 
 
 if __name__ == "__main__":

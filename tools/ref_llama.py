@@ -17,6 +17,7 @@ as attn does), so the C test measures attn's own float32 error. Stored per model
   M.ids, M.targets (B, T) int32: a batch and its next-token targets (-100: ignored);
   M.logits (B, T, V) float64 model's logits, M.logits_f32 the float32 model's;
   M.hidden (L + 1, B, T, C) output_hidden_states (the last entry after the final norm);
+  M.attn (L, B, H, T, T) output_attentions: every query head's probabilities;
   M.loss () cross_entropy(logits, targets, ignore_index=-100);
   M.grad.NAME d loss / d parameter for every tensor NAME;
   M.prompt (P) int32 and M.greedy (N) int32: greedy decoding of the float32 model with its KV
@@ -131,7 +132,7 @@ def run(models, outdir, name):
             logits32 = model(input_ids=ids).logits
         toks, gaps = greedy(model, prompt)
         m64 = model.double()
-        out = m64(input_ids=ids, output_hidden_states=True)
+        out = m64(input_ids=ids, output_hidden_states=True, output_attentions=True)
         loss = F.cross_entropy(out.logits.reshape(-1, cfg.vocab_size), targets.reshape(-1),
                                ignore_index=-100)
         loss.backward()
@@ -141,6 +142,7 @@ def run(models, outdir, name):
         tensors[p + "logits"] = out.logits.detach().float().numpy()
         tensors[p + "logits_f32"] = logits32.numpy()
         tensors[p + "hidden"] = torch.stack(out.hidden_states).detach().float().numpy()
+        tensors[p + "attn"] = torch.stack(out.attentions).detach().float().numpy()
         tensors[p + "loss"] = np.array(loss.item(), dtype=np.float32)
         tensors[p + "prompt"] = prompt.to(torch.int32).numpy()
         tensors[p + "greedy"] = toks

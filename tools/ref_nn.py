@@ -1,7 +1,8 @@
 """PyTorch references for tests/test_nn.c: the block layer (include/attn_nn.h) — linear maps,
 norms, feed-forward blocks, attention (self and cross, fused or separate projections,
-grouped-query and multi-query heads, rotary embeddings, causal / padding / variable-length masks,
-an additive score bias) and residual sub-layers with dropout — forward and backward.
+grouped-query and multi-query heads, Qwen3's per-head q/k RMSNorms, rotary embeddings, causal /
+sliding-window / padding / variable-length masks, an additive score bias) and residual sub-layers
+with dropout — forward and backward.
 
     .venv/bin/python tools/ref_nn.py OUTDIR   ->  OUTDIR/nn.safetensors
 
@@ -14,6 +15,14 @@ layout; the C test builds the other layouts (GPT-2's (in, out), fused q|k|v, str
 it. Backward references are d/d(inputs) of sum(dy · y) for the stored dy; where the C API
 accumulates (weight gradients, dx with accumulate), the stored expected value already includes
 the stored starting value (g0_* / dx0 + gradient).
+
+q/k norms: Qwen3Attention's (transformers >= 4.51; the pinned 4.49 predates Qwen3, so written
+out from its definition): q = q_norm(q_proj(x).view(..., H, D)), k = k_norm(k_proj(x).view(...,
+H_kv, D)), each an RMSNorm over the head's D values with a (D) weight — x · rsqrt(mean(x²) + eps)
+· w, as LlamaRMSNorm computes it (here in float64) — applied before the rotary embedding.
+Sliding windows: the mask is transformers' own (Mistral's
+_prepare_4d_causal_attention_mask_with_cache_position with config.sliding_window: key j hidden
+from the query at position i when j > i or j <= i - sliding_window).
 
 Rotary embeddings: half-split mode through transformers' own Llama apply_rotary_pos_emb on the
 first R dims of each head (partial rotary as GPT-NeoX / Phi slice them), interleaved mode through
@@ -28,6 +37,7 @@ against an independent twin."""
 import json
 import os
 import sys
+import types
 
 import numpy as np
 import torch
@@ -37,6 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stfile  # noqa: E402
 from transformers.models.gptj import modeling_gptj as gptj  # noqa: E402
 from transformers.models.llama import modeling_llama as llama  # noqa: E402
+from transformers.models.mistral import modeling_mistral as mistral  # noqa: E402
 
 rng = np.random.RandomState(20261201)
 T, META = {}, {}
@@ -204,6 +215,22 @@ def inv_freq_of(R, theta):
     return (1.0 / (theta ** (torch.arange(0, R, 2, dtype=torch.int64).float() / R))).numpy()
 
 
+def rms_heads(t, w, eps):
+    """Qwen3's q_norm / k_norm: RMSNorm over the last dim (each head's D values), weight w (D)."""
+    return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def causal_vis(Tq, Tk, window):
+    """(Tq, Tk) bool: causal visibility of queries 0.. over keys 0.., with a sliding window
+    through transformers' Mistral mask (None: plain causal)."""
+    if not window:
+        return torch.ones(Tq, Tk, dtype=torch.bool).tril()
+    cfg = types.SimpleNamespace(sliding_window=window)
+    m = mistral.MistralModel._prepare_4d_causal_attention_mask_with_cache_position(
+        None, Tq, Tk, torch.float64, "cpu", torch.arange(Tq), 1, cfg, None)
+    return m[0, 0] == 0
+
+
 def sdpa(q, k, v, vis, bias, scale):
     """q (B, Tq, H, D), k, v (B, Tk, Hk, D), vis (B, 1|H, Tq, Tk) bool, bias (B, H, Tq, Tk)."""
     H, Hk = q.shape[2], k.shape[2]
@@ -219,10 +246,11 @@ def sdpa(q, k, v, vis, bias, scale):
 
 def attn_case(B, Tq, C, H, Hk, D, Tk=None, Ckv=None, cross=False, causal=False, pbias=True,
               scale=0.0, rope=None, pos0=0, explicit_pos=False, kv_len=None, off=None,
-              sbias=None, ninf=False):
+              sbias=None, ninf=False, window=0, qk_norm=False, eps=1e-6):
     """One attention case. rope: (R, mode, P, theta). sbias: None, "shared" (one (H, Tq, Tk)
     bias for the batch: bias_sb = 0), "batch" ((B, H, Tq, Tk)) or "heads" ((B, 1, Tq, Tk):
-    bias_sh = 0). off: variable-length packed rows (self-attention; Tq = Tk = T)."""
+    bias_sh = 0). off: variable-length packed rows (self-attention; Tq = Tk = T). window: a
+    sliding window (causal). qk_norm: Qwen3's q_norm / k_norm (weights qn, kn (D), eps)."""
     Tk = Tq if Tk is None else Tk
     Ckv = C if Ckv is None else Ckv
     HD, KD = H * D, Hk * D
@@ -232,11 +260,14 @@ def attn_case(B, Tq, C, H, Hk, D, Tk=None, Ckv=None, cross=False, causal=False, 
     R, mode, P, theta = rope if rope else (0, 0, 0, 0.0)
     prm = dict(B=B, Tq=Tq, Tk=Tk, C=C, Ckv=Ckv, H=H, Hk=Hk, D=D, cross=cross, causal=causal,
                pbias=pbias, scale=scale, R=R, mode=mode, P=P, pos0=pos0, pos=explicit_pos,
-               kv_len=kv_len, off=off, sbias=sbias is not None)
+               kv_len=kv_len, off=off, sbias=sbias is not None, window=window,
+               qk_norm=qk_norm, eps=eps)
     W = {"wq": rnd(HD, C, s=0.3), "wk": rnd(KD, Ckv, s=0.3), "wv": rnd(KD, Ckv, s=0.3),
          "wo": rnd(C, HD, s=0.3)}
     if pbias:
         W.update(bq=rnd(HD, s=0.3), bk=rnd(KD, s=0.3), bv=rnd(KD, s=0.3), bo=rnd(C, s=0.3))
+    if qk_norm:
+        W.update(qn=f32(1 + 0.3 * rng.randn(D)), kn=f32(1 + 0.3 * rng.randn(D)))
     x, dy = rnd(Mq, C), rnd(Mq, C)
     src = rnd(Mk, Ckv) if cross else None
     xt = leaf(x)
@@ -246,6 +277,8 @@ def attn_case(B, Tq, C, H, Hk, D, Tk=None, Ckv=None, cross=False, causal=False, 
     q = lin(xt, "q").view(Mq, H, D)
     kk = lin(st, "k").view(Mk, Hk, D)
     vv = lin(st, "v").view(Mk, Hk, D)
+    if qk_norm:
+        q, kk = rms_heads(q, Wt["qn"], eps), rms_heads(kk, Wt["kn"], eps)
     arrays = {}
     if R:
         inv = inv_freq_of(R, theta)
@@ -285,7 +318,7 @@ def attn_case(B, Tq, C, H, Hk, D, Tk=None, Ckv=None, cross=False, causal=False, 
                 continue
             vis = torch.ones(1, 1, n, n, dtype=torch.bool)
             if causal:
-                vis &= torch.ones(n, n, dtype=torch.bool).tril()
+                vis &= causal_vis(n, n, window)
             o, pb = sdpa(q[None, r0:r1], kk[None, r0:r1], vv[None, r0:r1], vis, None, sc)
             parts.append(o[0])
             probs[b, :, :n, :n] = pb[0].detach()
@@ -294,7 +327,7 @@ def attn_case(B, Tq, C, H, Hk, D, Tk=None, Ckv=None, cross=False, causal=False, 
     else:
         vis = torch.ones(B, 1, Tq, Tk, dtype=torch.bool)
         if causal:
-            vis &= torch.ones(Tq, Tk, dtype=torch.bool).tril()
+            vis &= causal_vis(Tq, Tk, window)
         if kv_len is not None:
             vis &= (torch.arange(Tk)[None, :] < torch.tensor(kv_len)[:, None])[:, None, None, :]
         o, probs_out = sdpa(q.view(B, Tq, H, D), kk.view(B, Tk, Hk, D), vv.view(B, Tk, Hk, D),
@@ -338,6 +371,26 @@ attn_case(2, 1, 16, 2, 2, 8, causal=True, rope=(8, 1, 4, 10000.0))
 # 12: decoder self-attention with per-batch bias, multi-query, interleaved RoPE, padding
 attn_case(2, 8, 24, 3, 1, 8, causal=True, kv_len=[8, 5], sbias="batch",
           rope=(4, 1, 8, 10000.0))
+# 13: Qwen3: q/k norms, GQA, head_dim 16 != C/H = 8, full half-split RoPE, no biases
+attn_case(2, 9, 32, 4, 2, 16, causal=True, pbias=False, qk_norm=True,
+          rope=(16, 0, 16, 1000000.0))
+# 14: q/k norms after biased projections, partial RoPE (8 of 16), padding, eps 1e-5
+attn_case(2, 10, 40, 6, 2, 16, causal=True, kv_len=[10, 6], qk_norm=True, eps=1e-5,
+          rope=(8, 0, 16, 10000.0))
+# 15: Mistral: sliding window 3, GQA, RoPE
+attn_case(2, 12, 32, 4, 2, 8, causal=True, pbias=False, window=3, rope=(8, 0, 16, 10000.0))
+# 16: window 5 + q/k norms + multi-query + a score bias + padding + interleaved RoPE
+attn_case(2, 9, 24, 3, 1, 8, causal=True, kv_len=[9, 7], sbias="batch", window=5,
+          qk_norm=True, rope=(8, 1, 12, 10000.0))
+# 17: variable-length packed rows with a sliding window (causal) and q/k norms
+attn_case(3, 7, 32, 4, 2, 8, off=[0, 7, 9, 16], causal=True, window=4, qk_norm=True,
+          rope=(8, 0, 8, 10000.0))
+# 18: a longer window over several key blocks, q/k norms, multi-query
+attn_case(1, 70, 32, 4, 1, 8, causal=True, pbias=False, window=20, qk_norm=True,
+          rope=(8, 0, 72, 10000.0))
+# 19: window 1 (each query sees itself only) and window >= T (plain causal), one case each
+attn_case(1, 6, 16, 2, 2, 8, causal=True, window=1)
+attn_case(1, 6, 16, 2, 2, 8, causal=True, window=6, qk_norm=True)
 
 
 # ---- dropout twin (attn_nn.h) ------------------------------------------------------------------
@@ -376,7 +429,8 @@ def keep_mask(seed, step, site, p, row0, tl, tg, M, C):
 # (self or cross) or FFN. The dropout mask (training, p > 0) from the twin above with the case's
 # rows (row0, t_local, t_global), seed, step and site; kept elements scaled by float32 1/(1 − p).
 def sub_case(kind, pre_norm, norm_kind, B, Tq, C, attn=None, ffn=None, p_drop=0.0,
-             rows=None, seed=0, step=0, site=0, Tk=None, Ckv=None, kv_len=None):
+             rows=None, seed=0, step=0, site=0, Tk=None, Ckv=None, kv_len=None, window=0,
+             qk_norm=False):
     M = B * Tq
     rows = rows or (0, Tq, Tq)
     prm = dict(kind=kind, pre_norm=pre_norm, norm=norm_kind, B=B, Tq=Tq, C=C, p_drop=p_drop,
@@ -403,10 +457,14 @@ def sub_case(kind, pre_norm, norm_kind, B, Tq, C, attn=None, ffn=None, p_drop=0.
         HD, KD = H * D, Hk * D
         prm.update(H=H, Hk=Hk, D=D, causal=causal, cross=cross, Tk=Tk, Ckv=Ckv,
                    R=rope[0] if rope else 0, mode=rope[1] if rope else 0,
-                   P=rope[2] if rope else 0)
+                   P=rope[2] if rope else 0, window=window, qk_norm=qk_norm)
         for n, shp in (("wq", (HD, C)), ("wk", (KD, Ckv)), ("wv", (KD, Ckv)), ("wo", (C, HD))):
             arrays[n] = rnd(*shp, s=0.3)
             P[n] = leaf(arrays[n])
+        if qk_norm:  # eps 1e-6, Qwen3's
+            for n in ("qn", "kn"):
+                arrays[n] = f32(1 + 0.3 * rng.randn(D))
+                P[n] = leaf(arrays[n])
         if cross:
             arrays["src"] = rnd(B * Tk, Ckv)
             src_t = leaf(arrays["src"])
@@ -419,13 +477,15 @@ def sub_case(kind, pre_norm, norm_kind, B, Tq, C, attn=None, ffn=None, p_drop=0.
             q = (t @ P["wq"].T).view(M, H, D)
             k = (s @ P["wk"].T).view(Mk, Hk, D)
             v = (s @ P["wv"].T).view(Mk, Hk, D)
+            if qk_norm:
+                q, k = rms_heads(q, P["qn"], 1e-6), rms_heads(k, P["kn"], 1e-6)
             if rope:
                 pos = np.tile(np.arange(Tq), B)
                 q = rope_ref(q, pos, arrays["inv_freq"], rope[0], rope[1])
                 k = rope_ref(k, pos, arrays["inv_freq"], rope[0], rope[1])
             vis = torch.ones(B, 1, Tq, Tk, dtype=torch.bool)
             if causal:
-                vis &= torch.ones(Tq, Tk, dtype=torch.bool).tril()
+                vis &= causal_vis(Tq, Tk, window)
             if kv_len is not None:
                 vis &= (torch.arange(Tk)[None, :] < torch.tensor(kv_len)[:, None])[:, None, None]
             o, _ = sdpa(q.view(B, Tq, H, D), k.view(B, Tk, Hk, D), v.view(B, Tk, Hk, D), vis,
@@ -487,6 +547,10 @@ sub_case(1, True, 1, 2, 5, 32, ffn=(1, "gelu_tanh", 40), p_drop=0.3, rows=(3, 5,
 # 7: pre-norm cross-attention (decoder), source padding, dropout
 sub_case(0, True, 0, 2, 4, 32, attn=(4, 2, 8, False, True, None), Tk=7, Ckv=24, kv_len=[7, 2],
          p_drop=0.2, seed=3, step=4, site=5)
+# 8: pre-norm (RMSNorm) Qwen3 self-attention: q/k norms, GQA, head_dim 12 != C/H, partial RoPE,
+#    a sliding window of 4 (Qwen2 / Mistral), dropout
+sub_case(0, True, 1, 2, 9, 32, attn=(4, 2, 12, True, False, (8, 0, 16, 1000000.0)), window=4,
+         qk_norm=True, p_drop=0.1, seed=8, step=2, site=3)
 
 
 def main():

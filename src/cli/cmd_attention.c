@@ -34,7 +34,9 @@ static const char attention_usage[] =
     "\n"
     "Captures the attention probabilities of every layer and head of the model in DIR on one\n"
     "input and exports, views or draws them. DIR is an encoder-decoder translator written by\n"
-    "'attn train' (maps encoder.self.L, decoder.self.L, decoder.cross.L), a GPT-2 or a BERT\n"
+    "'attn train' (maps encoder.self.L, decoder.self.L, decoder.cross.L), a decoder (GPT-2,\n"
+    "the Llama family: one map per query head, the title says which key/value head each\n"
+    "grouped-query head reads) or a BERT\n"
     "directory (maps self.L).\n"
     "\n"
     "input:\n"
@@ -46,7 +48,7 @@ static const char attention_usage[] =
     "  --beam K           translator without --target: translate with beam size K (default 4;\n"
     "                     1 = greedy), then capture over the tokens the search output\n"
     "  --length-penalty A as 'attn translate' (default 0.6)\n"
-    "  --generate N       GPT-2: first generate up to N tokens after the input (greedy unless\n"
+    "  --generate N       decoders: first generate up to N tokens after the input (greedy unless\n"
     "                     --temperature T > 0; --top-k K, --top-p P, --seed S as 'attn\n"
     "                     generate'), then capture over the input and the generated tokens\n"
     "  --from FILE        draw a capture saved with --out instead of running a model\n"
@@ -132,15 +134,17 @@ static attn_status detect_family(const char *dir, family *f) {
     const char *mt = json_string_value(json_object_get(root, "model_type"));
     if (json_object_get(root, "src_vocab"))
         *f = FAMILY_ENCDEC;
-    else if (mt && !strcmp(mt, "gpt2"))
+    else if (mt && (!strcmp(mt, "gpt2") || !strcmp(mt, "llama") || !strcmp(mt, "mistral") ||
+                    !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3")))
         *f = FAMILY_GPT;
     else if (mt && !strcmp(mt, "bert"))
         *f = FAMILY_BERT;
     else
         s = attn_set_error(ATTN_STATUS_UNSUPPORTED,
                            "%s: not a model attn can capture (expected attn's encoder-decoder "
-                           "configuration with \"src_vocab\", or \"model_type\" \"gpt2\" or "
-                           "\"bert\"; got model_type %s)",
+                           "configuration with \"src_vocab\", or \"model_type\" \"gpt2\", "
+                           "\"llama\", \"mistral\", \"qwen2\", \"qwen3\" or \"bert\"; got "
+                           "model_type %s)",
                            path, mt ? mt : "(none)");
     json_decref(root);
     return s;
@@ -542,7 +546,7 @@ int cmd_attention(int argc, char **argv) {
                                "%s: --target is for encoder-decoder models", o.dir);
         if (!s && f != FAMILY_GPT && o.generate)
             s = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
-                               "%s: --generate is for GPT-2 models (the translator translates "
+                               "%s: --generate is for decoder models (the translator translates "
                                "when --target is absent)",
                                o.dir);
         if (!s) {

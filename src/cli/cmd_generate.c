@@ -44,24 +44,6 @@ static const char generate_usage_tail[] =
     "The statistics line (stderr) gives prompt and generation tokens/s separately. A newline is\n"
     "added at the end only when stdout is a terminal.\n";
 
-typedef struct {
-    attn_gen_stream *ts;
-    bool stream;
-    attn_status err;
-} gen_ctx;
-
-static bool on_token(void *ctx, int32_t id) {
-    gen_ctx *g = ctx;
-    const char *piece;
-    size_t n;
-    g->err = attn_gen_stream_push(g->ts, id, &piece, &n);
-    if (g->err) return false;
-    if (g->stream && n) {
-        fwrite(piece, 1, n, stdout);
-        fflush(stdout);
-    }
-    return !attn_gen_stream_stopped(g->ts);
-}
 
 int cmd_generate(int argc, char **argv) {
     const char *dir = NULL, *prompt = NULL;
@@ -147,7 +129,7 @@ int cmd_generate(int argc, char **argv) {
         fputs(prompt, stdout);
         if (stream) fflush(stdout);
     }
-    gen_ctx g = {ts, stream, ATTN_STATUS_OK};
+    cli_gen_stream_ctx g = {ts, stream, NULL, ATTN_STATUS_OK};
     attn_gen_stats st;
     attn_gen_session *sess = NULL;
     const long long need = (long long)n_ids + max_tokens - 1;
@@ -155,7 +137,7 @@ int cmd_generate(int argc, char **argv) {
                               &sess);
     if (!s)
         s = attn_gen_session_generate(sess, &gp, ids, (int)n_ids, max_tokens, stop_ids, n_stop,
-                                      NULL, on_token, &g, &st);
+                                      NULL, cli_gen_on_token, &g, &st);
     attn_gen_session_free(sess);
     if (!s && g.err) s = g.err;
     const char *rest = "";

@@ -22,6 +22,7 @@
 #include "cmd_train_gpt.h"
 #include "train_loop.h"
 
+#include "attn_chat.h"
 #include "attn_data.h"
 #include "attn_gpt.h"
 #include "attn_kernels.h"
@@ -51,11 +52,17 @@ static const char default_llama_config_json[] =
 
 /* ---- options -------------------------------------------------------------------------------- */
 
+/* Both decoder families' defaults: nanoGPT's shakespeare-char settings. */
+#define NANOGPT_DEFAULTS                                                                          \
+    .seed = 1337, .lr = 1e-3, .warmup = 100, .decay_steps = -1, .grad_clip = 1.0,                \
+    .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.99, .adam_eps = 1e-8, .dropout = -1,           \
+    .batch = 12, .max_steps = 2000, .eval_every = 250, .save_every = 1000, .log_every = 10
+
 /* The optimization options both decoder families take. */
 #define OWN_OPTIMIZATION \
     "  --batch N            sequences per micro-batch (default 12)\n" \
     "  --grad-accum N       micro-batches per optimizer step (default 1)\n" \
-    "  --min-lr X           learning rate at the end of the cosine decay (default 1e-4)\n" \
+    "  --min-lr X           learning rate at the end of the cosine decay (default: --lr / 10)\n" \
     "  --lr-decay-steps N   the cosine reaches min-lr at this step, then stays there\n" \
     "                       (default: --max-steps of the first run; also --decay-steps)\n" \
     "  --precision f32|bf16 matrix products in float32 (default: PyTorch's numbers) or bf16:\n" \
@@ -102,22 +109,7 @@ const train_family_info cmd_train_gpt_family = {
         "batch 12, warmup 100, weight decay 0.1, beta2 0.99, eval every 250, log every 10,\n"
         "2000 steps.\n",
     .default_text = default_text,
-    .defaults = {.tokenizer = "char",
-                 .seed = 1337,
-                 .lr = 1e-3,
-                 .warmup = 100,
-                 .decay_steps = -1,
-                 .grad_clip = 1.0,
-                 .weight_decay = 0.1,
-                 .beta1 = 0.9,
-                 .beta2 = 0.99,
-                 .adam_eps = 1e-8,
-                 .dropout = -1,
-                 .batch = 12,
-                 .max_steps = 2000,
-                 .eval_every = 250,
-                 .save_every = 1000,
-                 .log_every = 10},
+    .defaults = {NANOGPT_DEFAULTS, .tokenizer = "char"},
 };
 
 const train_family_info cmd_train_llama_family = {
@@ -135,6 +127,10 @@ const train_family_info cmd_train_llama_family = {
         "directory with --init DIR (its weights, configuration and tokenizer; tokenizer_config.json\n"
         "with the chat template and generation_config.json are copied along). DIR becomes a\n"
         "Hugging Face model directory that transformers, 'attn generate' and 'attn chat' load.\n"
+        "Chat data: --data FILE.jsonl (one JSON message list per line, as 'attn chat --jsonl'\n"
+        "reads) with --init DIR fine-tunes on conversations rendered by DIR's chat template, the\n"
+        "loss only on the assistant's tokens (each reply and its end-of-turn marker); every\n"
+        "conversation is one window (cut at --block-size), the last 10% validate.\n"
         "Ctrl-C saves a checkpoint and exits; --resume continues it exactly.\n",
     .own_data =
         "  --config FILE        the architecture's config.json (model_type llama when absent;\n"
@@ -160,22 +156,7 @@ const train_family_info cmd_train_llama_family = {
         "Defaults are those of --arch gpt (nanoGPT's), except --lr: 1e-3 from scratch; for\n"
         "fine-tuning pass a smaller one (e.g. --lr 5e-5 --warmup-steps 10).\n",
     .default_text = default_text,
-    .defaults = {.tokenizer = NULL,
-                 .seed = 1337,
-                 .lr = 1e-3,
-                 .warmup = 100,
-                 .decay_steps = -1,
-                 .grad_clip = 1.0,
-                 .weight_decay = 0.1,
-                 .beta1 = 0.9,
-                 .beta2 = 0.99,
-                 .adam_eps = 1e-8,
-                 .dropout = -1,
-                 .batch = 12,
-                 .max_steps = 2000,
-                 .eval_every = 250,
-                 .save_every = 1000,
-                 .log_every = 10},
+    .defaults = {NANOGPT_DEFAULTS, .tokenizer = NULL},
 };
 
 typedef struct {
@@ -190,12 +171,18 @@ typedef struct {
 
 static bool is_llama_arch(const gopts *o) { return o->fam == &cmd_train_llama_family; }
 
+/* Chat data: a file ending in .jsonl (one JSON message list per line). */
+static bool is_chat_data(const char *path) {
+    size_t n = path ? strlen(path) : 0;
+    return n > 6 && !strcmp(path + n - 6, ".jsonl");
+}
+
 /* Returns -1 on success, else the exit code. */
 static int parse_gargs(int argc, char **argv, const train_family_info *fam, gopts *o) {
     o->fam = fam;
     o->c = fam->defaults;
     o->grad_accum = 1, o->eval_iters = 20;
-    o->min_lr = 1e-4;
+    o->min_lr = -1; /* not given: lr / 10 (nanoGPT's rule; 1e-4 for the default lr 1e-3) */
     for (int i = 1; i < argc; i++) {
         const char *a, *v;
         int rc = train_next_arg(argc, argv, &i, fam, &o->c, &a, &v);
@@ -222,6 +209,7 @@ static int parse_gargs(int argc, char **argv, const train_family_info *fam, gopt
         return train_unknown_option(fam, a);
     }
     if (!o->c.tokenizer) o->c.tokenizer = o->init ? o->init : "char";
+    if (o->min_lr < 0) o->min_lr = o->c.lr / 10;
     if (o->init && o->c.config)
         return cli_usage_error("train: --init DIR takes DIR's configuration; --config cannot be "
                                "given with it");
@@ -355,6 +343,8 @@ typedef struct {
     attn_tok *tok;
     int32_t *ids; /* (n_ids) the whole file; train = [0, n_train), validation = [n_train, n_ids) */
     size_t n_ids, n_train;
+    attn_data_chat *chat; /* chat data (.jsonl): examples [0, n_train) train, the rest validate */
+    int32_t pad_id;
     attn_gpt_config cfg;
     attn_gpt_model *m;
     attn_gpt_trainer *tr; /* the data-parallel step: one replica per thread */
@@ -367,6 +357,7 @@ static void grun_free(grun *r) {
     free(r->text);
     attn_tok_free(r->tok);
     attn_free(r->ids);
+    attn_data_chat_free(r->chat);
     attn_gpt_trainer_free(r->tr);
     attn_gpt_model_free(r->m);
     free(r->x);
@@ -480,6 +471,53 @@ static attn_status copy_side_files(const char *from, const char *to) {
     return ATTN_STATUS_OK;
 }
 
+/* Chat data: the conversations of --data rendered with the chat template of the model directory
+ * (--init DIR, or on --resume the run's own directory, which holds a copy of its
+ * tokenizer_config.json), the assistant tokens the targets; the last 10% of the conversations
+ * (at least one, when there are two or more) validate. The windows are the conversations: T is
+ * the longest one's length − 1 (at most --block-size / the context), shorter ones padded. */
+static attn_status setup_chat(grun *r, const char *p_cfg) {
+    gopts *o = &r->o;
+    (void)p_cfg;
+    const char *tdir = o->c.resume ? o->c.out : o->init;
+    if (!tdir)
+        return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                              "%s: chat data (.jsonl) needs a model with a chat template: "
+                              "--init DIR",
+                              o->c.data);
+    attn_chat_template *tpl = NULL;
+    attn_status s = attn_chat_template_load_dir(tdir, NULL, &tpl);
+    double t0 = train_now_s();
+    if (!s) s = attn_data_chat_load(o->c.data, tpl, r->tok, NULL, r->T + 1, &r->chat);
+    attn_chat_template_free(tpl);
+    if (s) return s;
+    const size_t n = attn_data_chat_count(r->chat);
+    const size_t n_val = n >= 2 ? (n / 10 > 0 ? n / 10 : 1) : 0;
+    r->n_train = n - n_val;
+    const int longest = attn_data_chat_longest(r->chat);
+    if (!o->block_size && longest - 1 < r->T) r->T = longest - 1 > 1 ? longest - 1 : 1;
+    const char *eos = NULL;
+    r->pad_id = r->cfg.eos_token_id >= 0 ? r->cfg.eos_token_id : 0;
+    (void)eos;
+    size_t targets = 0, tokens = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *mask;
+        int len;
+        attn_data_chat_example(r->chat, i, NULL, &mask, &len);
+        tokens += (size_t)len;
+        for (int t = 0; t < len; t++) targets += mask[t];
+    }
+    printf("data: %s: %zu conversations (%zu skipped: no assistant tokens) -> %zu tokens, %zu of "
+           "them assistant targets, longest %d, in %.1f s; train %zu, validation %zu; windows of "
+           "%d\n",
+           o->c.data, n, attn_data_chat_skipped(r->chat), tokens, targets, longest,
+           train_now_s() - t0, r->n_train, n_val, r->T);
+    free(r->text);
+    r->text = NULL;
+    if (!r->m) s = attn_gpt_model_init(&r->cfg, r->o.c.seed, &r->m);
+    return s;
+}
+
 /* Data, tokenizer, configuration and model — fresh from the options, or from DIR on resume. */
 static attn_status setup(grun *r) {
     gopts *o = &r->o;
@@ -560,7 +598,8 @@ static attn_status setup(grun *r) {
         if (s) goto done;
     }
     double t0 = train_now_s();
-    s = attn_tok_encode_alloc(r->tok, r->text, r->text_len, &r->ids, &r->n_ids);
+    const bool chat = is_chat_data(o->c.data);
+    if (!chat) s = attn_tok_encode_alloc(r->tok, r->text, r->text_len, &r->ids, &r->n_ids);
     if (s) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", attn_last_error());
@@ -604,6 +643,10 @@ static attn_status setup(grun *r) {
     }
     r->T = o->block_size ? o->block_size : r->cfg.n_positions;
     r->B = (int)o->c.batch;
+    if (chat) {
+        s = setup_chat(r, p_cfg);
+        goto done;
+    }
     /* nanoGPT's prepare.py: train = data[:int(n * 0.9)], val = data[int(n * 0.9):] */
     r->n_train = (size_t)((double)r->n_ids * 0.9);
     size_t n_val = r->n_ids - r->n_train;
@@ -636,7 +679,20 @@ static attn_status next_batch(void *ctx, int64_t step) {
     grun *r = ctx;
     const int A = r->o.grad_accum;
     const size_t bt = (size_t)r->B * (size_t)r->T;
-    for (int micro = 0; micro < A; micro++) {
+    for (int micro = 0; micro < A && r->chat; micro++) {
+        /* B conversations drawn from the training ones: Philox stream of (seed, "train"), words
+         * [g · 2^32, ...) for micro-batch g, as the text windows */
+        uint64_t g = (uint64_t)step * (uint64_t)A + (uint64_t)micro;
+        attn_rng rg;
+        attn_rng_set_state(&rg, attn_data_lm_key(r->o.c.seed, ATTN_DATA_LM_TRAIN), g << 32);
+        size_t idx[4096];
+        if (r->B > 4096) return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "batch too large");
+        for (int b = 0; b < r->B; b++) idx[b] = (size_t)attn_rng_below(&rg, r->n_train);
+        TRAIN_TRY(attn_data_chat_batch(r->chat, idx, r->B, r->T, r->pad_id,
+                                       r->x + (size_t)micro * bt, r->y + (size_t)micro * bt,
+                                       NULL));
+    }
+    for (int micro = 0; micro < A && !r->chat; micro++) {
         uint64_t g = (uint64_t)step * (uint64_t)A + (uint64_t)micro;
         TRAIN_TRY(attn_data_lm_batch(r->ids, r->n_train, r->B, r->T, r->o.c.seed,
                                      ATTN_DATA_LM_TRAIN, g, r->x + (size_t)micro * bt,
@@ -671,8 +727,29 @@ static attn_status train_step(void *ctx, int64_t step, train_step_out *out) {
 }
 
 /* Mean loss over the same eval_iters validation batches every time (evaluation mode). */
+/* Chat data: every validation conversation once, in order, in batches of up to B; the mean loss
+ * over all their assistant targets. */
+static attn_status evaluate_chat(grun *r, train_eval_out *out) {
+    const size_t n = attn_data_chat_count(r->chat), n_val = n - r->n_train;
+    double sum = 0, count = 0;
+    for (size_t i0 = r->n_train; i0 < n; i0 += (size_t)r->B) {
+        const int b = (int)(n - i0 < (size_t)r->B ? n - i0 : (size_t)r->B);
+        size_t idx[4096], targets;
+        for (int k = 0; k < b; k++) idx[k] = i0 + (size_t)k;
+        TRAIN_TRY(attn_data_chat_batch(r->chat, idx, b, r->T, r->pad_id, r->x, r->y, &targets));
+        if (!targets) continue;
+        float l = 0;
+        TRAIN_TRY(attn_gpt_trainer_eval(r->tr, b, r->T, r->x, r->y, &l));
+        sum += (double)l * (double)targets, count += (double)targets;
+    }
+    out->loss = count > 0 ? sum / count : NAN;
+    snprintf(out->detail, sizeof out->detail, "%zu conversations", n_val);
+    return ATTN_STATUS_OK;
+}
+
 static attn_status evaluate(void *ctx, train_eval_out *out) {
     grun *r = ctx;
+    if (r->chat) return evaluate_chat(r, out);
     const int B = r->B, T = r->T;
     double sum = 0;
     for (int k = 0; k < r->o.eval_iters; k++) {
@@ -711,6 +788,7 @@ static attn_status setup_training(grun *r) {
     TRAIN_TRY(train_loop_resume(L, false));
     L->next_batch = next_batch, L->lr_at = lr_at, L->train_step = train_step;
     L->evaluate = evaluate, L->run_options = run_options; /* position: (0, step), no epochs */
+    if (r->chat && r->n_train == attn_data_chat_count(r->chat)) L->evaluate = NULL;
     L->params = m->params, L->grads = m->grads;
     train_loop_set(L, &o->c);
     const attn_gpt_config *c = &r->cfg;

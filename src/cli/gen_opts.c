@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -136,4 +137,17 @@ attn_status cli_gen_resolve(cli_gen_opts *o, const char *dir, const attn_gpt_mod
         if (*n_stop == 0) add_id(stop_ids, n_stop, attn_tok_token_to_id(tok, "<|endoftext|>"));
     }
     return ATTN_STATUS_OK;
+}
+
+bool cli_gen_on_token(void *ctx, int32_t id) {
+    cli_gen_stream_ctx *g = ctx;
+    const char *piece;
+    size_t n;
+    g->err = attn_gen_stream_push(g->ts, id, &piece, &n);
+    if (g->err) return false;
+    if (g->print && n) {
+        fwrite(piece, 1, n, stdout);
+        fflush(stdout);
+    }
+    return !attn_gen_stream_stopped(g->ts) && !(g->interrupt && *g->interrupt);
 }

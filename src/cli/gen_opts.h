@@ -8,6 +8,7 @@
 #include "attn_gpt.h"
 #include "attn_tok.h"
 
+#include <signal.h>
 #include <stdbool.h>
 
 #define CLI_GEN_MAX_STOPS 16
@@ -39,5 +40,16 @@ int cli_gen_opt(cli_gen_opts *o, const char *cmd, const char *a, const char *v, 
 attn_status cli_gen_resolve(cli_gen_opts *o, const char *dir, const attn_gpt_model *m,
                             const attn_tok *tok, int def_max_tokens, attn_gen_params *gp,
                             int32_t *stop_ids, int *n_stop, int *max_tokens);
+
+/* The generation callback that pushes each token into a stream and, when print, writes the new
+ * text to stdout at once; it stops generation at a stop string, at *interrupt (may be NULL), or
+ * on an error (kept in err). */
+typedef struct {
+    attn_gen_stream *ts;
+    bool print;
+    volatile sig_atomic_t *interrupt;
+    attn_status err;
+} cli_gen_stream_ctx;
+bool cli_gen_on_token(void *ctx, int32_t id);
 
 #endif

@@ -178,7 +178,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "translate")) return cmd_translate(sub_argc, sub_argv);
     if (!strcmp(cmd, "forward")) return cmd_forward(sub_argc, sub_argv);
     if (!strcmp(cmd, "generate")) return cmd_generate(sub_argc, sub_argv);
-    /*CHAT*/
+    if (!strcmp(cmd, "chat")) return cmd_chat(sub_argc, sub_argv);
     if (!strcmp(cmd, "tokenizer")) return cmd_tokenizer(sub_argc, sub_argv);
     if (!strcmp(cmd, "info")) return sub_argc == 1 ? cmd_info() : cli_usage_error("info takes no arguments");
     if (!strcmp(cmd, "help")) {

@@ -704,10 +704,12 @@ static size_t stable_len(const char *t, size_t n) {
     return n;
 }
 
-/* Decode the text after the context; *text is attn_alloc'd. */
-static attn_status decode_suffix(attn_gen_stream *s, char **text, size_t *len, size_t *off) {
+/* Decode the text after the context of ids[0..upto); *text is attn_alloc'd. */
+static attn_status decode_suffix(attn_gen_stream *s, size_t upto, char **text, size_t *len,
+                                 size_t *off) {
+    if (upto < s->n_context) upto = s->n_context;
     const int32_t *ids = s->own ? s->ids + s->n_context : s->ids;
-    size_t n = s->own ? s->n - s->n_context : s->n;
+    size_t n = s->own ? upto - s->n_context : upto;
     ATTN_TRY(attn_tok_decode_alloc(s->tok, ids, n, 0, text, len));
     *off = 0;
     if (!s->own) {
@@ -717,7 +719,7 @@ static attn_status decode_suffix(attn_gen_stream *s, char **text, size_t *len, s
             /* this decoder does not keep the context's text as a prefix: decode on our own */
             attn_free(*text);
             s->own = true;
-            return decode_suffix(s, text, len, off);
+            return decode_suffix(s, upto, text, len, off);
         }
     }
     return ATTN_STATUS_OK;
@@ -726,7 +728,10 @@ static attn_status decode_suffix(attn_gen_stream *s, char **text, size_t *len, s
 static attn_status emit(attn_gen_stream *s, bool all, const char **text, size_t *len) {
     char *full = NULL;
     size_t n = 0, off = 0;
-    ATTN_TRY(decode_suffix(s, &full, &n, &off));
+    /* ids whose text may still change (a byte-fallback run that the next id may make invalid
+     * UTF-8, turning all of it into U+FFFD) wait for the run to end */
+    size_t upto = all ? s->n : s->n - attn_tok_decode_pending(s->tok, s->ids, s->n, 0);
+    ATTN_TRY(decode_suffix(s, upto, &full, &n, &off));
     const char *t = full + off;
     size_t tn = n - off;
     size_t keep = all ? tn : stable_len(t, tn);

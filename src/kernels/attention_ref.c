@@ -6,7 +6,8 @@
  * for the softmax-weighted sum of V; backward: one sweep over queries for dQ, one over keys for
  * dK and dV), and the D-wide double accumulators are a fixed stack array, walked in chunks when
  * D exceeds it. Visibility follows attn_kernels.h: key j is visible to query i iff
- * (!causal || j <= i + causal_offset) && j < kv_len[b] (Tk without kv_len).
+ * (!causal || j <= i + causal_offset) && j < kv_len[b] (Tk without kv_len) && (window == 0 ||
+ * i + causal_offset − j < window): a range [lo, hi) of keys per query.
  *
  * Grouped-query attention: query head h reads K/V head h / (H / H_kv); the backward's key sweep
  * runs per K/V head and sums over the query heads of its group. A score bias (which may hold
@@ -36,10 +37,12 @@ static geom make_geom(const attn_attention_params *p) {
     return g;
 }
 
-/* Number of keys visible to query i of batch b: keys [0, n) (the mask is a prefix). */
-static int visible(const attn_attention_params *p, int b, int i) {
+/* The keys visible to query i of batch b: [*lo, return value) (empty when lo >= hi). */
+static int visible(const attn_attention_params *p, int b, int i, int *lo) {
     long n = p->kv_len ? p->kv_len[b] : p->Tk;
     if (p->causal && (long)i + p->causal_offset + 1 < n) n = (long)i + p->causal_offset + 1;
+    const long l = p->window > 0 ? (long)i + p->causal_offset - p->window + 1 : 0;
+    *lo = l < 0 ? 0 : l > n ? (int)ATTN_MAX(n, 0) : (int)l;
     return n < 0 ? 0 : (int)n;
 }
 
@@ -87,12 +90,13 @@ void attn_attention_forward_ref(const attn_attention_params *p,
                 float *oi = ROW(o, b, G.sbo, i, p->ldo, h, D);
                 const float *brow = bias_row(p, b, h, i);
                 const size_t row = ((size_t)b * p->H + h) * p->Tq + i;
-                int n = visible(p, b, i);
+                int lo;
+                int n = visible(p, b, i, &lo);
                 /* Pass 1: the row maximum of the scaled scores. A row whose visible scores are
                  * all -inf (bias) has no visible key (NaN scores keep it alive, to show up). */
                 double m = -INFINITY;
                 bool nan = false;
-                for (int j = 0; j < n; j++) {
+                for (int j = lo; j < n; j++) {
                     double s = score(p, qi, ROW(k, b, G.sbk, j, p->ldk, g, D), brow, j);
                     if (s > m) m = s;
                     nan |= s != s;
@@ -104,7 +108,7 @@ void attn_attention_forward_ref(const attn_attention_params *p,
                     const int dn = D - d0 < CHUNK ? D - d0 : CHUNK;
                     memset(acc, 0, sizeof acc);
                     l = 0;
-                    for (int j = 0; j < n; j++) {
+                    for (int j = lo; j < n; j++) {
                         double e =
                             exp(score(p, qi, ROW(k, b, G.sbk, j, p->ldk, g, D), brow, j) - m);
                         const float *vj = ROW(v, b, G.sbv, j, p->ldv, g, D) + d0;
@@ -118,10 +122,11 @@ void attn_attention_forward_ref(const attn_attention_params *p,
                 if (probs) {
                     float *pr = probs + row * p->Tk;
                     for (int j = 0; j < p->Tk; j++)
-                        pr[j] = j < n ? (float)exp(score(p, qi, ROW(k, b, G.sbk, j, p->ldk, g, D),
-                                                         brow, j) -
-                                                   lse_i)
-                                      : 0.0f;
+                        pr[j] = j >= lo && j < n
+                                    ? (float)exp(score(p, qi, ROW(k, b, G.sbk, j, p->ldk, g, D),
+                                                       brow, j) -
+                                                 lse_i)
+                                    : 0.0f;
                 }
             }
         }
@@ -136,10 +141,11 @@ static void pair(const attn_attention_params *p, const float *qi, const float *k
     *dsij = *pij * (dot(doi, vj, p->D) - di);
 }
 
-/* Keys visible to query i given its lse: none for a row without a visible key (lse = -inf,
- * possibly because the bias hides every visible key). */
-static int alive_visible(const attn_attention_params *p, int b, int i, float lse_i) {
-    return lse_i > -INFINITY ? visible(p, b, i) : 0;
+/* Keys visible to query i given its lse, [*lo, return value): none for a row without a visible
+ * key (lse = -inf, possibly because the bias hides every visible key). */
+static int alive_visible(const attn_attention_params *p, int b, int i, float lse_i, int *lo) {
+    const int n = visible(p, b, i, lo);
+    return lse_i > -INFINITY ? n : 0;
 }
 
 void attn_attention_backward_ref(const attn_attention_params *p,
@@ -169,12 +175,13 @@ void attn_attention_backward_ref(const attn_attention_params *p,
                 float *dbi = p->bias && p->dbias
                                  ? p->dbias + (((size_t)b * p->H + h) * p->Tq + i) * p->Tk
                                  : NULL; /* (Tk) */
-                const int n = alive_visible(p, b, i, lseb[i]);
+                int lo;
+                const int n = alive_visible(p, b, i, lseb[i], &lo);
                 if (dbi) memset(dbi, 0, sizeof(float) * p->Tk);
                 for (int d0 = 0; d0 < D; d0 += CHUNK) {
                     const int dn = D - d0 < CHUNK ? D - d0 : CHUNK;
                     memset(acc, 0, sizeof acc);
-                    for (int j = 0; j < n; j++) {
+                    for (int j = lo; j < n; j++) {
                         const float *kj = ROW(k, b, G.sbk, j, p->ldk, g, D);
                         double pij, ds;
                         pair(p, qi, kj, ROW(v, b, G.sbv, j, p->ldv, g, D), doi, brow, j,
@@ -202,7 +209,8 @@ void attn_attention_backward_ref(const attn_attention_params *p,
                     for (int h = g * G.grp; h < (g + 1) * G.grp; h++) {
                         const float *lseb = lse + ((size_t)b * p->H + h) * p->Tq;
                         for (int i = 0; i < p->Tq; i++) {
-                            if (j >= alive_visible(p, b, i, lseb[i])) continue;
+                            int lo;
+                            if (j >= alive_visible(p, b, i, lseb[i], &lo) || j < lo) continue;
                             const float *qi = ROW(q, b, G.sbq, i, p->ldq, h, D);
                             const float *doi = ROW(do_, b, G.sbo, i, p->ldo, h, D);
                             const double di = dot(doi, ROW(o, b, G.sbo, i, p->ldo, h, D), D);

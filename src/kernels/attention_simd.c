@@ -6,14 +6,16 @@
  * work — the query block is packed transposed and pre-scaled into Qt (D, Br) (so vector lanes run
  * over queries), then the visible key blocks of Bc keys are visited in order:
  *     St (Bc, Br) = K_j · Qt              scores, log2 domain (Q pre-scaled by scale·log2 e)
- *     mask the tile if it straddles the causal diagonal (other masks just shorten the key range)
+ *     mask the tile if it straddles the causal diagonal or a sliding window's edge (other masks
+ *     just shorten the key range)
  *     St += bias tile · log2 e            (with a score bias: read transposed, may hold -inf)
  *     m' = max(m, colmax St); Pt = 2^(St − m'); l = l·2^(m − m') + colsum Pt
  *     Ot (D, Br) = Ot · 2^(m − m') + V_jᵀ · Pt
  * and at the end O = Otᵀ / l, lse = (m + log2 l)·ln 2. Every reduction over keys is a vertical
  * vector operation because lanes are queries. Key blocks past the last visible key of the query
- * block (causal or kv_len) are never touched. No Tq×Tk buffer exists: all tiles are per-thread
- * stack arrays of bounded size. The attention probabilities, when asked for, are written by a
+ * block (causal or kv_len), and with a sliding window those before the first query's window,
+ * are never touched (the key range of a block starts at that window's start). No Tq×Tk buffer
+ * exists: all tiles are per-thread stack arrays of bounded size. The attention probabilities, when asked for, are written by a
  * second pass over the same tiles (St recomputed, 2^(St − lse2)), which reproduces the forward's
  * scores bit for bit, so they agree with o and lse.
  *
@@ -103,6 +105,16 @@ static inline av_f mask_first(av_f x, int n) {
     return _mm512_mask_mov_ps(x, av_tail(n), av_set1(-__builtin_inff()));
 #else
     return _mm256_blendv_ps(x, av_set1(-__builtin_inff()), _mm256_castsi256_ps(av_tail(n)));
+#endif
+}
+
+/* x with the lanes from n on (0 <= n <= AV_LEN) replaced by -inf: the sliding-window mask of one
+ * key row, which query lanes n.. have left behind. */
+static inline av_f mask_from(av_f x, int n) {
+#if ATTN_ISA == 512
+    return _mm512_mask_mov_ps(x, (av_mask)~av_tail(n), av_set1(-__builtin_inff()));
+#else
+    return _mm256_blendv_ps(av_set1(-__builtin_inff()), x, _mm256_castsi256_ps(av_tail(n)));
 #endif
 }
 
@@ -332,6 +344,15 @@ static int key_end(const attn_attention_params *p, int b, int i0, int ib) {
     return end;
 }
 
+/* The first key any query of a block starting at query i0 may see: the first query's window
+ * start (0 without a window). With key_end this bounds the key range a query block visits, so a
+ * sliding window costs O(window + block) keys per block. Nothing visible when >= key_end. */
+static int key_begin(const attn_attention_params *p, int i0) {
+    if (p->window <= 0) return 0;
+    const long lo = (long)i0 + p->causal_offset - p->window + 1;
+    return lo <= 0 ? 0 : lo >= p->Tk ? p->Tk : (int)lo;
+}
+
 /* dst[c·ldd + r] = src[r·lds + c] · mul (add: dst[c·ldd + r] += src[r·lds + c] · mul) for
  * r < nr, c < nc: 8×8 blocks transposed in AVX registers (unpack / shuffle / 128-bit permute),
  * scalar loops for the edges. lds may be 0 or negative (a bias shared or reversed over rows). */
@@ -442,17 +463,21 @@ static void mask_causal(float *st, const tiling *t, int jb, int j0, int i0, int 
  * diagonal ("diag"), key row jj is hidden from query lanes [0, hid0 + jj); the work there is
  * done in groups of SUB keys (or queries), each restricted to the lane vectors / key range that
  * can be visible, which skips about half of a diagonal tile. Skipped entries are exactly those
- * whose probability is 0, so the results do not change. */
+ * whose probability is 0, so the results do not change. With a sliding window, key row jj is
+ * also hidden from query lanes [hid0 + jj + window, br): a tile where that reaches a real query
+ * lane ("win") gets those scores set to -inf (computed, then masked: at most two such tiles per
+ * query block when window >= the block size). */
 #define SUB 16
 typedef struct {
     int j0, i0, jb, ib;
-    bool diag;
+    bool diag, win;
     long hid0; /* hidden query lanes of key row 0 (<= 0: none) */
 } tile;
 
 static tile make_tile(const attn_attention_params *p, int i0, int ib, int j0, int jb) {
-    tile g = {j0, i0, jb, ib, false, (long)j0 - p->causal_offset - i0};
+    tile g = {j0, i0, jb, ib, false, false, (long)j0 - p->causal_offset - i0};
     g.diag = p->causal && (long)j0 + jb - 1 > (long)i0 + p->causal_offset;
+    g.win = p->window > 0 && (long)ib - 1 >= g.hid0 + p->window;
     return g;
 }
 
@@ -480,6 +505,22 @@ static void key_rows_gemm(const tiling *t, const tile *g, int D, const float *a,
     }
 }
 
+/* Sliding-window mask of the score tile St (jb, br): key row jj is hidden from query lanes
+ * [hid0 + jj + window, br) (the queries whose window has passed it). */
+static void mask_window(float *st, const tiling *t, const tile *g, int window) {
+    for (int jj = 0; jj < g->jb; jj++) {
+        const long first = g->hid0 + jj + window; /* first lane that may not see key jj */
+        if (first >= t->br) break;                 /* grows with jj */
+        float *row = st + (size_t)jj * t->br;
+        for (int v = t->nvq - 1; v >= 0; v--) {
+            const long n = first - (long)v * AV_LEN; /* lanes of vector v that still see it */
+            if (n >= AV_LEN) break;
+            av_store(row + v * AV_LEN, n <= 0 ? av_set1(-__builtin_inff())
+                                              : mask_from(av_load(row + v * AV_LEN), (int)n));
+        }
+    }
+}
+
 /* Scores St (jb, br) = K rows j0.. · Qt (+ bias · log2 e), with -inf where masked (including
  * every lane key_rows_gemm skipped). k points at key j0 of this (b, K/V head); bias, if not
  * NULL, at entry (i0, j0) of this (b, h) (rows i at bias_sq apart). The bias goes in after the
@@ -490,6 +531,7 @@ static void score_tile(const attn_attention_params *p, const tiling *t, const ti
                        const float *k, const float *bias, const float *qt, float *st) {
     key_rows_gemm(t, g, p->D, k, p->ldk, qt, st);
     if (g->diag) mask_causal(st, t, g->jb, g->j0, g->i0, p->causal_offset);
+    if (g->win) mask_window(st, t, g, p->window);
     if (bias) transpose_add_scaled(bias, p->bias_sq, g->ib, g->jb, st, t->br, (float)LOG2E);
 }
 
@@ -516,7 +558,7 @@ static void fwd_block(const attn_attention_params *p, const tiling *t, const geo
     const float *vb = v + b * G->sbv + gd;                          /* (Tk, D) stride ldv */
     float *ob = o + b * G->sbo + (ptrdiff_t)i0 * p->ldo + hd;       /* (ib, D) stride ldo */
     const float *bb = bias_at(p, b, h, i0); /* (ib, Tk) row stride bias_sq, or NULL */
-    const int jend = key_end(p, b, i0, ib);
+    const int jbeg = key_begin(p, i0), jend = key_end(p, b, i0, ib);
 
     pack_transposed(qb, p->ldq, ib, D, br, (float)(p->scale * LOG2E), w->qt);
     memset(w->ot, 0, sizeof(float) * (size_t)D * br);
@@ -525,7 +567,7 @@ static void fwd_block(const attn_attention_params *p, const tiling *t, const geo
         w->l[i] = 0.0f;
     }
 
-    for (int j0 = 0; j0 < jend; j0 += t->bc) {
+    for (int j0 = jbeg; j0 < jend; j0 += t->bc) {
         const int jb = ATTN_MIN(t->bc, jend - j0);
         const tile g = make_tile(p, i0, ib, j0, jb);
         score_tile(p, t, &g, kb + (size_t)j0 * p->ldk, bb ? bb + j0 : NULL, w->qt, w->st);
@@ -594,7 +636,7 @@ static void fwd_block(const attn_attention_params *p, const tiling *t, const geo
                                  : __builtin_inff();
     float *pb = probs + (((size_t)b * p->H + h) * p->Tq + i0) * p->Tk; /* (ib, Tk) */
     for (int i = 0; i < ib; i++) memset(pb + (size_t)i * p->Tk, 0, sizeof(float) * p->Tk);
-    for (int j0 = 0; j0 < jend; j0 += t->bc) {
+    for (int j0 = jbeg; j0 < jend; j0 += t->bc) {
         const int jb = ATTN_MIN(t->bc, jend - j0);
         const tile g = make_tile(p, i0, ib, j0, jb);
         score_tile(p, t, &g, kb + (size_t)j0 * p->ldk, bb ? bb + j0 : NULL, w->qt, w->st);
@@ -689,8 +731,8 @@ static void bwd_group(const attn_attention_params *p, const tiling *t, const geo
             float *dbi = dbb ? dbb + (size_t)i0 * p->Tk : NULL; /* (ib, Tk) */
             /* Entries of dbias outside the visited tiles are masked: 0. */
             if (dbi) memset(dbi, 0, sizeof(float) * (size_t)ib * p->Tk);
-            const int jend = key_end(p, b, i0, ib);
-            if (jend <= 0) {
+            const int jbeg = key_begin(p, i0), jend = key_end(p, b, i0, ib);
+            if (jend <= jbeg) {
                 for (int i = 0; i < ib; i++)
                     memset(dqb + (size_t)i * p->ldq, 0, sizeof(float) * D);
                 continue;
@@ -718,7 +760,7 @@ static void bwd_group(const attn_attention_params *p, const tiling *t, const geo
             }
             memset(w->dq, 0, sizeof(float) * (size_t)ib * dp);
 
-            for (int j0 = 0; j0 < jend; j0 += t->bc) {
+            for (int j0 = jbeg; j0 < jend; j0 += t->bc) {
                 const int jb = ATTN_MIN(t->bc, jend - j0);
                 const float *kj = kb + (size_t)j0 * p->ldk;
                 const tile g = make_tile(p, i0, ib, j0, jb);

@@ -413,6 +413,9 @@ static attn_status check_attention(const char *what, const attn_attention_params
         (s = check_batch_stride(what, "sbo", p->sbo, p->B, p->Tq, p->ldo, (int)hd)))
         return s;
     REQUIRE(isfinite(p->scale), "%s: scale must be finite", what);
+    REQUIRE(p->window >= 0, "%s: window=%d must be >= 0 (0: no sliding window)", what, p->window);
+    REQUIRE(p->window == 0 || p->causal, "%s: a sliding window (window=%d) needs causal", what,
+            p->window);
     if (p->kv_len)
         for (int b = 0; b < p->B; b++)
             REQUIRE(p->kv_len[b] >= 0 && p->kv_len[b] <= p->Tk,

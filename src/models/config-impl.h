@@ -50,6 +50,14 @@ attn_status config_read_bool(const char *name, const char *key, const json_t *v,
 attn_status config_read_string(const char *name, const char *key, const json_t *v,
                                const char **out);
 
+/* Table-driven configurations: a field's value v read into dst by type — CONFIG_T_INT (an
+ * integral number), CONFIG_T_INT_OR_NULL (the same, or null: *dst = null_value), CONFIG_T_FLOAT
+ * (a number), CONFIG_T_BOOL — and written back (an int equal to null_value is written as null). */
+enum { CONFIG_T_INT, CONFIG_T_INT_OR_NULL, CONFIG_T_FLOAT, CONFIG_T_BOOL };
+attn_status config_read_typed(const char *name, const char *key, const json_t *v, int type,
+                              void *dst, int null_value);
+json_t *config_json_typed(int type, const void *src, int null_value);
+
 /* ---- checks of a configuration struct; WHAT names the model in messages ("bert", "gpt", ...) */
 
 /* A size field (name, value v) that must be in [1, max] (max 0: no upper bound). */

@@ -169,3 +169,30 @@ attn_status config_json_save(json_t *o, const char *path) {
     }
     return ATTN_STATUS_OK;
 }
+
+attn_status config_read_typed(const char *name, const char *key, const json_t *v, int type,
+                              void *dst, int null_value) {
+    switch (type) {
+    case CONFIG_T_INT: return config_read_int(name, key, v, CONFIG_INT_INTEGRAL, (int *)dst);
+    case CONFIG_T_INT_OR_NULL:
+        if (json_is_null(v)) {
+            *(int *)dst = null_value;
+            return ATTN_STATUS_OK;
+        }
+        return config_read_int(name, key, v, CONFIG_INT_INTEGRAL_OR_NULL, (int *)dst);
+    case CONFIG_T_FLOAT: return config_read_float(name, key, v, false, (float *)dst);
+    default: return config_read_bool(name, key, v, (bool *)dst);
+    }
+}
+
+json_t *config_json_typed(int type, const void *src, int null_value) {
+    switch (type) {
+    case CONFIG_T_INT: return json_integer(*(const int *)src);
+    case CONFIG_T_INT_OR_NULL: {
+        const int x = *(const int *)src;
+        return x == null_value ? json_null() : json_integer(x);
+    }
+    case CONFIG_T_FLOAT: return config_json_float(*(const float *)src);
+    default: return json_boolean(*(const bool *)src);
+    }
+}

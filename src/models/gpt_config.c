@@ -132,7 +132,8 @@ size_t attn_gpt_num_params(const attn_gpt_config *c) {
 
 /* ---- JSON -------------------------------------------------------------------------------- */
 
-enum { F_INT, F_INT_OR_NULL, F_PROB, F_FLOAT, F_BOOL };
+enum { F_INT = CONFIG_T_INT, F_INT_OR_NULL = CONFIG_T_INT_OR_NULL, F_PROB = CONFIG_T_FLOAT,
+       F_FLOAT = CONFIG_T_FLOAT, F_BOOL = CONFIG_T_BOOL };
 typedef config_field field;
 
 #define FLD(n, t) CONFIG_FIELD(attn_gpt_config, n, t)
@@ -184,24 +185,12 @@ static attn_status parse_object(json_t *root, const char *name, attn_gpt_config 
         json_t *v = json_object_get(root, f->name);
         if (!v) continue;
         char *dst = (char *)&c + f->off;
-        s = ATTN_STATUS_OK;
-        switch (f->type) {
-        case F_INT: s = config_read_int(name, f->name, v, CONFIG_INT_INTEGRAL, (int *)dst); break;
-        case F_INT_OR_NULL:
-            if (json_is_null(v)) {
-                /* n_inner: null means 4·n_embd (stored as 0); token ids: null means none. */
-                *(int *)dst = strcmp(f->name, "n_inner") == 0 ? 0 : -1;
-                break;
-            }
-            /* A list of end-of-text ids (some configs): the first one is the one we stop on. */
-            if (json_is_array(v) && json_array_size(v) > 0 && strcmp(f->name, "n_inner") != 0)
-                v = json_array_get(v, 0);
-            s = config_read_int(name, f->name, v, CONFIG_INT_INTEGRAL_OR_NULL, (int *)dst);
-            break;
-        case F_PROB:
-        case F_FLOAT: s = config_read_float(name, f->name, v, false, (float *)dst); break;
-        case F_BOOL: s = config_read_bool(name, f->name, v, (bool *)dst); break;
-        }
+        /* n_inner: null means 4·n_embd (stored as 0); token ids: null means none (-1). A list of
+         * end-of-text ids (some configs): the first one is the one we stop on. */
+        const bool n_inner = strcmp(f->name, "n_inner") == 0;
+        if (f->type == F_INT_OR_NULL && !n_inner && json_is_array(v) && json_array_size(v) > 0)
+            v = json_array_get(v, 0);
+        s = config_read_typed(name, f->name, v, f->type, dst, n_inner ? 0 : -1);
         if (s) return s;
     }
     json_t *act = json_object_get(root, "activation_function");

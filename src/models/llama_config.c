@@ -235,7 +235,8 @@ attn_status attn_gpt_rope_inv_freq(const attn_gpt_config *c, float *inv) {
 
 /* ---- config.json ----------------------------------------------------------------------------- */
 
-enum { F_INT, F_INT_OR_NULL, F_PROB, F_FLOAT, F_BOOL };
+enum { F_INT = CONFIG_T_INT, F_INT_OR_NULL = CONFIG_T_INT_OR_NULL, F_PROB = CONFIG_T_FLOAT,
+       F_FLOAT = CONFIG_T_FLOAT, F_BOOL = CONFIG_T_BOOL };
 
 typedef struct {
     const char *key;
@@ -362,21 +363,9 @@ attn_status gpt_llama_config_parse(json_t *root, const char *name, attn_gpt_arch
         json_t *v = json_object_get(root, f->key);
         if (!v) continue;
         char *dst = (char *)&c + f->off;
-        s = ATTN_STATUS_OK;
-        switch (f->type) {
-        case F_INT: s = config_read_int(name, f->key, v, CONFIG_INT_INTEGRAL, (int *)dst); break;
-        case F_INT_OR_NULL:
-            if (json_is_null(v)) {
-                /* sizes: null means the default (0); token ids: none (-1) */
-                *(int *)dst = strcmp(f->key, "bos_token_id") == 0 ? -1 : 0;
-                break;
-            }
-            s = config_read_int(name, f->key, v, CONFIG_INT_INTEGRAL_OR_NULL, (int *)dst);
-            break;
-        case F_PROB:
-        case F_FLOAT: s = config_read_float(name, f->key, v, false, (float *)dst); break;
-        case F_BOOL: s = config_read_bool(name, f->key, v, (bool *)dst); break;
-        }
+        /* null: sizes the default (0), token ids none (-1) */
+        s = config_read_typed(name, f->key, v, f->type, dst,
+                              strcmp(f->key, "bos_token_id") == 0 ? -1 : 0);
         if (s) return s;
     }
     json_t *v;
@@ -409,6 +398,9 @@ attn_status gpt_llama_config_parse(json_t *root, const char *name, attn_gpt_arch
                              name, (double)prf, attn_gpt_arch_name(arch));
     }
     if ((s = gpt_llama_config_check(&c))) return config_prefix_error(s, name);
+    /* defaults resolved, so that a configuration reads back as it was saved */
+    c.n_kv_head = attn_gpt_kv_heads(&c);
+    c.head_dim = attn_gpt_head_dim(&c);
     /* transformers 5 spells the window layers out: they must be the ones use_sliding_window and
      * max_window_layers give (the only arrangement those classes make). */
     if ((v = json_object_get(root, "layer_types")) && !json_is_null(v)) {
@@ -452,25 +444,15 @@ json_t *gpt_llama_config_json(const attn_gpt_config *c) {
         const llama_field *f = &FIELDS[i];
         if (!(f->archs & bit)) continue;
         const char *src = (const char *)c + f->off;
-        json_t *v = NULL;
-        switch (f->type) {
-        case F_INT: v = json_integer(*(const int *)src); break;
-        case F_INT_OR_NULL: {
-            const int x = *(const int *)src;
-            const bool id = strcmp(f->key, "bos_token_id") == 0;
-            v = (id ? x < 0 : x <= 0) ? json_null() : json_integer(x);
-            break;
-        }
-        case F_PROB:
-        case F_FLOAT: v = config_json_float(*(const float *)src); break;
-        case F_BOOL: v = json_boolean(*(const bool *)src); break;
-        }
+        const bool id = strcmp(f->key, "bos_token_id") == 0;
+        json_t *v = config_json_typed(f->type, src, id ? -1 : 0);
+        if (f->type == F_INT_OR_NULL && (id ? *(const int *)src < 0 : *(const int *)src <= 0))
+            v = (json_decref(v), json_null());
         json_object_set_new(o, f->key, v);
     }
     /* num_key_value_heads and head_dim resolved (transformers writes them so) */
     json_object_set_new(o, "num_key_value_heads", json_integer(attn_gpt_kv_heads(c)));
-    if (c->arch != ATTN_GPT_ARCH_QWEN2 || c->head_dim > 0)
-        json_object_set_new(o, "head_dim", json_integer(attn_gpt_head_dim(c)));
+    json_object_set_new(o, "head_dim", json_integer(attn_gpt_head_dim(c)));
     if (c->n_more_eos > 0) {
         json_t *e = json_array();
         json_array_append_new(e, json_integer(c->eos_token_id));

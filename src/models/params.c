@@ -154,6 +154,11 @@ void mdl_sub_acts_alloc(attn_arena *a, const attn_nn_sublayer *S, int M, int Mk,
         A->attn.proj = attn_arena_alloc(a, attn_nn_attn_proj_floats(S->acfg, M, Mk) * f);
         A->attn.ctx = attn_arena_alloc(a, Mz * (size_t)S->acfg->n_head * S->acfg->d_head * f);
         A->attn.lse = attn_arena_alloc(a, Mz * (size_t)S->acfg->n_head * f);
+        if (S->attn.q_norm.dim || S->attn.k_norm.dim) { /* the q/k norms' backward */
+            const size_t qk = attn_nn_attn_qk_floats(S->acfg, M);
+            A->attn.qk = attn_arena_alloc(a, qk * f);
+            A->attn.qk_rstd = attn_arena_alloc(a, qk / (size_t)S->acfg->d_head * f);
+        }
     } else {
         float *b = attn_arena_alloc(a, attn_nn_ffn_acts_floats(&S->ffn, M, true) * f);
         if (b) attn_nn_ffn_acts_view(&S->ffn, M, true, b, &A->ffn);

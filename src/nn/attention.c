@@ -1,6 +1,6 @@
-/* attention.c — the attention sub-layer's function (attn_nn.h): projections, rotary embeddings,
- * the fused attention kernel (masks, grouped-query heads, score bias, KV cache), the output
- * projection; and the backward pass.
+/* attention.c — the attention sub-layer's function (attn_nn.h): projections, per-head q/k
+ * RMSNorms, rotary embeddings, the fused attention kernel (masks, sliding window, grouped-query
+ * heads, score bias, KV cache), the output projection; and the backward pass.
  *
  * Buffer layout (why: the kernel reads heads straight out of the projection rows, so nothing is
  * ever transposed):
@@ -10,8 +10,14 @@
  *   ctx (Mq, H·D)    the attention output before the output projection.
  * With a KV cache the new keys and values are copied into the cache rows of their positions and
  * the queries attend over the cache (batch stride max_T rows), so a decoding step never copies
- * the past. Variable-length rows (BERT's packed sequences) run the kernel once per sequence,
- * the sequences spread over threads. */
+ * the past.
+ * q/k norms run on the RMSNorm kernel over rows of D, which must be contiguous: each of q and k
+ * is gathered out of proj into ctx (free until the kernel writes it; H_kv·D <= H·D), normalized
+ * there and scattered back — so evaluation needs no memory beyond proj and ctx. Training keeps
+ * the gathered pre-norm rows and their rstd (acts qk, qk_rstd); the backward gathers dq, dk the
+ * same way into dctx (free once the kernel's backward has run).
+ * Variable-length rows (BERT's packed sequences) run the kernel once per sequence, the sequences
+ * spread over threads. */
 #include "nn-impl.h"
 
 #include <math.h>
@@ -52,6 +58,11 @@ attn_status attn_nn_attn_cfg_check(const attn_nn_attn_cfg *c, const char *what) 
     if (W > INT32_MAX / 4 || W * ATTN_MAX(c->d_model, c->d_kv) > 1e12)
         return attn_fail(ATTN_STATUS_TOO_LARGE, "%s: n_head=%d x d_head=%d is too large", what,
                          c->n_head, c->d_head);
+    if (c->window < 0 || (c->window > 0 && (c->cross || !c->causal)))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "%s: sliding window %d: must be >= 0, and > 0 only for causal "
+                         "self-attention",
+                         what, c->window);
     if (c->rope_dim) {
         if (c->cross)
             return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
@@ -95,6 +106,11 @@ size_t attn_nn_attn_work_floats(const attn_nn_attn_cfg *c, int Mq, int Mk) {
     return (size_t)Mq * geometry(c).HD + attn_nn_attn_proj_floats(c, Mq, Mk);
 }
 
+size_t attn_nn_attn_qk_floats(const attn_nn_attn_cfg *c, int Mq) {
+    const geom g = geometry(c);
+    return (size_t)Mq * (size_t)(g.HD + g.KD);
+}
+
 /* Rows of the call's queries and keys. */
 static int q_rows(const attn_nn_seqs *s) { return s->off ? s->off[s->B] : s->B * s->Tq; }
 static int k_rows(const attn_nn_seqs *s) { return s->B * s->Tk; }
@@ -131,10 +147,29 @@ static attn_status check_proj(const attn_nn_linear *L, const char *name, int in,
     return ATTN_STATUS_OK;
 }
 
+static bool has_qk_norm(const attn_nn_attn *w) { return w->q_norm.dim || w->k_norm.dim; }
+
+static attn_status check_qk_norm(const attn_nn_norm *n, const char *name, int D) {
+    if (!n->dim) return ATTN_STATUS_OK;
+    if (n->kind != ATTN_NORM_RMS || n->dim != D || n->b)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "attention: %s must be an RMSNorm without bias over d_head = %d values "
+                         "(kind %s, dim %d)",
+                         name, D, attn_norm_kind_name(n->kind), n->dim);
+    return ATTN_STATUS_OK;
+}
+
 static attn_status check_weights(const attn_nn_attn_cfg *c, const attn_nn_attn *w) {
     const geom g = geometry(c);
     if (!w) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attention: NULL weights");
     ATTN_TRY(check_proj(&w->o, "output", g.HD, g.C));
+    if (has_qk_norm(w)) {
+        if (c->cross)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "attention: q/k norms apply to self-attention only");
+        ATTN_TRY(check_qk_norm(&w->q_norm, "q_norm", g.D));
+        ATTN_TRY(check_qk_norm(&w->k_norm, "k_norm", g.D));
+    }
     if (!c->cross) {
         if (w->qkv.w) return check_proj(&w->qkv, "fused qkv", g.C, g.W);
         ATTN_TRY(check_proj(&w->q, "query", g.C, g.HD));
@@ -176,6 +211,83 @@ static attn_status project_kv(const attn_nn_run *run, const geom *g, const attn_
                                     ATTN_ACT_NONE));
     return attn_nn_linear_forward(run, &w->v, Mk, src, g->Ckv, 0.0f, kv + g->KD, 2 * g->KD,
                                   ATTN_ACT_NONE);
+}
+
+/* The q (part 0) or k (part 1) heads of a proj-layout buffer (M, W): the column where they
+ * start, their width (H·D or H_kv·D), their norm, and where their rows of D sit in acts qk /
+ * qk_rstd. */
+typedef struct {
+    int col, width, heads;
+    const attn_nn_norm *norm, *grad;
+    size_t qk_at, rstd_at;
+} qk_part;
+
+static qk_part qk_part_of(const geom *g, const attn_nn_attn *w, const attn_nn_attn *gr, int M,
+                          int part) {
+    qk_part q;
+    q.col = part ? g->HD : 0;
+    q.width = part ? g->KD : g->HD;
+    q.heads = part ? g->Hk : g->H;
+    q.norm = part ? &w->k_norm : &w->q_norm;
+    q.grad = gr ? (part ? &gr->k_norm : &gr->q_norm) : NULL;
+    q.qk_at = part ? (size_t)M * g->HD : 0;
+    q.rstd_at = part ? (size_t)M * g->H : 0;
+    return q;
+}
+
+/* dst (M, width) contiguous = columns [col, col + width) of src (M, ld), or the reverse. */
+static void gather(int M, const float *src, int ld, int col, int width, float *dst) {
+    for (int r = 0; r < M; r++)
+        memcpy(dst + (size_t)r * width, src + (size_t)r * ld + col, (size_t)width * sizeof(float));
+}
+static void scatter(int M, const float *src, int width, float *dst, int ld, int col) {
+    for (int r = 0; r < M; r++)
+        memcpy(dst + (size_t)r * ld + col, src + (size_t)r * width, (size_t)width * sizeof(float));
+}
+
+/* The norm's row count M·heads must fit the kernels' int. */
+static attn_status qk_rows(int M, int heads, int *out) {
+    const long long n = (long long)M * heads;
+    if (n > INT32_MAX)
+        return attn_fail(ATTN_STATUS_TOO_LARGE, "attention: %lld q/k norm rows are too many", n);
+    *out = (int)n;
+    return ATTN_STATUS_OK;
+}
+
+/* The q/k norms on proj (M, W) in place, through tmp (M, H·D) scratch; with a->qk the pre-norm
+ * rows and their rstd are kept there for backward. */
+static attn_status qk_norm_forward(const geom *g, const attn_nn_attn *w, int M, float *proj,
+                                   const attn_nn_attn_acts *a, float *tmp) {
+    const bool keep = a->qk && a->qk_rstd;
+    for (int part = 0; part < 2; part++) {
+        const qk_part q = qk_part_of(g, w, NULL, M, part);
+        if (!q.norm->dim) continue;
+        int rows = 0;
+        ATTN_TRY(qk_rows(M, q.heads, &rows));
+        float *in = keep ? a->qk + q.qk_at : tmp;
+        gather(M, proj, g->W, q.col, q.width, in);
+        ATTN_TRY(attn_nn_norm_forward(q.norm, rows, in, tmp, NULL, keep ? a->qk_rstd + q.rstd_at
+                                                                         : NULL));
+        scatter(M, tmp, q.width, proj, g->W, q.col);
+    }
+    return ATTN_STATUS_OK;
+}
+
+/* d loss / d (q, k before the norms) from d / d (after) in dP (M, W), in place, through tmp
+ * (M, H·D) scratch; the norms' weight gradients accumulate into gr. */
+static attn_status qk_norm_backward(const geom *g, const attn_nn_attn *w, const attn_nn_attn *gr,
+                                    int M, const attn_nn_attn_acts *a, float *dP, float *tmp) {
+    for (int part = 0; part < 2; part++) {
+        const qk_part q = qk_part_of(g, w, gr, M, part);
+        if (!q.norm->dim) continue;
+        int rows = 0;
+        ATTN_TRY(qk_rows(M, q.heads, &rows));
+        gather(M, dP, g->W, q.col, q.width, tmp);
+        ATTN_TRY(attn_nn_norm_backward(q.norm, q.grad, rows, a->qk + q.qk_at, NULL,
+                                       a->qk_rstd + q.rstd_at, tmp, tmp, false, NULL));
+        scatter(M, tmp, q.width, dP, g->W, q.col);
+    }
+    return ATTN_STATUS_OK;
 }
 
 /* Positions of the call's M query rows for RoPE: s->pos, else pos0 + t. Returns a buffer to
@@ -255,6 +367,7 @@ static bool varlen_params(const varlen *v, int b, attn_attention_params *p, int 
     if (*n <= 0) return false;
     *p = base_params(v->c, v->g, 1, *n, *n);
     p->causal = v->c->causal;
+    p->window = v->c->window;
     p->ldq = p->ldk = p->ldv = v->g->W;
     return true;
 }
@@ -364,6 +477,7 @@ attn_status attn_nn_attention_forward(const attn_nn_run *run, const attn_nn_attn
 
     if (!cfg->cross) {
         ATTN_TRY(project_self(run, &g, w, Mq, x, P));
+        if (has_qk_norm(w)) ATTN_TRY(qk_norm_forward(&g, w, Mq, P, a, a->ctx));
         if (cfg->rope_dim) ATTN_TRY(rope(cfg, &g, s, Mq, P, false));
         if (s->off) {
             varlen v = {cfg, &g, s, P, NULL, NULL, NULL, a->ctx, a->lse, NULL, probs, NULL};
@@ -379,6 +493,7 @@ attn_status attn_nn_attention_forward(const attn_nn_run *run, const attn_nn_attn
         } else {
             attn_attention_params p = base_params(cfg, &g, s->B, s->Tq, s->Tk);
             p.causal = cfg->causal;
+            p.window = cfg->window;
             p.kv_len = s->kv_len;
             p.bias = s->bias, p.bias_sb = s->bias_sb, p.bias_sh = s->bias_sh;
             p.bias_sq = s->bias_sq;
@@ -523,6 +638,9 @@ attn_status attn_nn_attention_backward(const attn_nn_run *run, const attn_nn_att
     if (!x || !a || !a->proj || !a->ctx || !a->lse || !dy || !dx || !work)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "attention backward: NULL argument (or a forward without lse)");
+    if (has_qk_norm(w) && (!a->qk || !a->qk_rstd))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "attention backward: q/k norms need the forward's acts qk and qk_rstd");
     if (cfg->cross != (dsrc != NULL) || (cfg->cross && !src))
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "attention backward: dsrc and src exactly for cross-attention");
@@ -541,6 +659,7 @@ attn_status attn_nn_attention_backward(const attn_nn_run *run, const attn_nn_att
         } else {
             attn_attention_params p = base_params(cfg, &G, s->B, s->Tq, s->Tk);
             p.causal = cfg->causal;
+            p.window = cfg->window;
             p.kv_len = s->kv_len;
             p.bias = s->bias, p.bias_sb = s->bias_sb, p.bias_sh = s->bias_sh;
             p.bias_sq = s->bias_sq, p.dbias = s->dbias;
@@ -548,8 +667,10 @@ attn_status attn_nn_attention_backward(const attn_nn_run *run, const attn_nn_att
             ATTN_TRY(attn_attention_backward(&p, P, P + G.HD, P + G.HD + G.KD, a->ctx, a->lse,
                                              dctx, dP, dP + G.HD, dP + G.HD + G.KD));
         }
-        /* The kernel's dq, dk are gradients of the rotated q, k: rotate them back. */
+        /* The kernel's dq, dk are gradients of the rotated q, k: rotate them back, then through
+         * the q/k norms (dctx is free now: scratch). */
         if (cfg->rope_dim) ATTN_TRY(rope(cfg, &G, s, Mq, dP, true));
+        if (has_qk_norm(w)) ATTN_TRY(qk_norm_backward(&G, w, g, Mq, a, dP, dctx));
         return project_self_back(run, &G, w, g, Mq, x, dP, dx, accumulate);
     }
     attn_attention_params p = base_params(cfg, &G, s->B, s->Tq, s->Tk);

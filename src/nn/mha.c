@@ -178,7 +178,7 @@ attn_status attn_mha_forward(const attn_mha_config *c, const attn_mha_weights *w
     const attn_nn_attn a = attn_mha_as_attn(c, w);
     const attn_nn_seqs s = seqs(B, Tq, Tk, mask);
     const attn_nn_run run = attn_nn_default_run();
-    attn_nn_attn_acts acts = {st->proj, st->ctx, st->lse};
+    attn_nn_attn_acts acts = {st->proj, st->ctx, st->lse, NULL, NULL};
     return attn_nn_attention_forward(&run, &cfg, &a, &s, x, kv, NULL, &acts, probs, 0.0f, y);
 }
 
@@ -195,7 +195,7 @@ attn_status attn_mha_backward(const attn_mha_config *c, const attn_mha_weights *
     const attn_nn_attn a = attn_mha_as_attn(c, w), ga = attn_mha_as_attn(c, g);
     const attn_nn_seqs s = seqs(B, Tq, Tk, mask);
     const attn_nn_run run = attn_nn_default_run();
-    const attn_nn_attn_acts acts = {st->proj, st->ctx, st->lse};
+    const attn_nn_attn_acts acts = {st->proj, st->ctx, st->lse, NULL, NULL};
     if (dkv) memset(dkv, 0, (size_t)B * Tk * c->d_kv * sizeof(float)); /* overwritten (API) */
     return attn_nn_attention_backward(&run, &cfg, &a, &ga, &s, x, kv, &acts, dy, dx, false, dkv,
                                       st->work);

@@ -228,9 +228,10 @@ static attn_status bpe_encode_piece(const tok_model *base, const char *s, size_t
             if (!done && m->unk_token) {
                 int32_t u = tok_vocab_find(V, m->unk_token, m->unk_len);
                 if (u < 0) {
+                    char q[64];
                     st = attn_fail(ATTN_STATUS_FORMAT,
-                                   "encode: model.unk_token '%s' is not in model.vocab",
-                                   m->unk_token);
+                                   "encode: model.unk_token %s is not in model.vocab",
+                                   tok_quote(q, sizeof q, m->unk_token, m->unk_len));
                     goto done;
                 }
                 if (have_unk && m->fuse_unk) {
@@ -375,11 +376,11 @@ static void find_byte_ids(bpe_model *m) {
 static attn_status add_merge(bpe_model *m, size_t r, int32_t a, int32_t b, const char *name) {
     const tok_vocab *V = &m->base.vocab;
     size_t blen = V->len[b];
+    char q[64];
     if (m->prefix_len > blen)
         return attn_fail(ATTN_STATUS_FORMAT,
-                         "%s: model.merges[%zu]: '%s' is shorter than "
-                         "continuing_subword_prefix",
-                         name, r, V->str[b]);
+                         "%s: model.merges[%zu]: %s is shorter than continuing_subword_prefix",
+                         name, r, tok_quote(q, sizeof q, V->str[b], blen));
     tok_buf t = {0};
     tok_buf_put(&t, V->str[a], V->len[a]);
     tok_buf_put(&t, V->str[b] + m->prefix_len, blen - m->prefix_len);
@@ -390,9 +391,9 @@ static attn_status add_merge(bpe_model *m, size_t r, int32_t a, int32_t b, const
     int32_t nid = tok_vocab_find(V, t.p, t.n);
     if (nid < 0) {
         attn_status s = attn_fail(ATTN_STATUS_FORMAT,
-                                  "%s: model.merges[%zu]: merged token '%s' is not in "
+                                  "%s: model.merges[%zu]: merged token %s is not in "
                                   "model.vocab",
-                                  name, r, t.p);
+                                  name, r, tok_quote(q, sizeof q, t.p, t.n));
         tok_buf_free(&t);
         return s;
     }
@@ -446,6 +447,10 @@ static attn_status opt_string(json_t *obj, const char *key, const char *name, ch
         return attn_fail(ATTN_STATUS_FORMAT, "%s: model.%s: expected a string or null", name,
                          key);
     *len = json_string_length(v);
+    char path[64];
+    snprintf(path, sizeof path, "model.%s", key);
+    attn_status st = tok_no_nul(json_string_value(v), *len, name, path);
+    if (st) return st;
     *dst = dup_n(json_string_value(v), *len);
     if (!*dst) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "%s: out of memory", name);
     return ATTN_STATUS_OK;
@@ -463,6 +468,14 @@ static attn_status opt_bool(json_t *obj, const char *key, const char *name, bool
 /* One merge entry: ["A", "B"] or "A B". Gives pointers into the JSON (valid while it lives). */
 static attn_status merge_parts(json_t *e, size_t r, const char *name, const char **a,
                                size_t *alen, const char **b, size_t *blen) {
+    for (size_t k = 0; k < 3; k++) { /* the entry, or its two parts: no NUL (tok_no_nul) */
+        json_t *x = k == 2 ? e : json_array_get(e, k);
+        if (json_is_string(x) && memchr(json_string_value(x), 0, json_string_length(x))) {
+            char path[64];
+            snprintf(path, sizeof path, "model.merges[%zu]", r);
+            return tok_no_nul(json_string_value(x), json_string_length(x), name, path);
+        }
+    }
     if (json_is_array(e) && json_array_size(e) == 2 && json_is_string(json_array_get(e, 0)) &&
         json_is_string(json_array_get(e, 1))) {
         *a = json_string_value(json_array_get(e, 0));
@@ -519,16 +532,17 @@ attn_status tok_bpe_from_json(json_t *model, const char *name, tok_model **out) 
     int32_t max_id = -1;
     const char *key;
     json_t *val;
+    char q[64], q2[64];
     json_object_foreach(vocab, key, val) {
         if (!json_is_integer(val) || json_integer_value(val) < 0) {
             s = attn_fail(ATTN_STATUS_FORMAT,
-                          "%s: model.vocab[\"%s\"]: expected a non-negative integer id", name,
-                          key);
+                          "%s: model.vocab[%s]: expected a non-negative integer id", name,
+                          tok_quote(q, sizeof q, key, strlen(key)));
             goto fail;
         }
         if (json_integer_value(val) > TOK_MAX_ID) {
-            s = attn_fail(ATTN_STATUS_TOO_LARGE,
-                          "%s: model.vocab[\"%s\"]: id %lld is too large (max %ld)", name, key,
+            s = attn_fail(ATTN_STATUS_TOO_LARGE, "%s: model.vocab[%s]: id %lld is too large (max %ld)",
+                          name, tok_quote(q, sizeof q, key, strlen(key)),
                           (long long)json_integer_value(val), (long)TOK_MAX_ID);
             goto fail;
         }
@@ -542,8 +556,10 @@ attn_status tok_bpe_from_json(json_t *model, const char *name, tok_model **out) 
         int32_t id = (int32_t)json_integer_value(json_object_iter_value(it));
         int r = tok_vocab_set(&m->base.vocab, id, key, klen);
         if (r == 1) {
-            s = attn_fail(ATTN_STATUS_FORMAT, "%s: model.vocab: id %ld is given to '%s' and '%s'",
-                          name, (long)id, m->base.vocab.str[id], key);
+            s = attn_fail(ATTN_STATUS_FORMAT, "%s: model.vocab: id %ld is given to %s and %s",
+                          name, (long)id,
+                          tok_quote(q, sizeof q, m->base.vocab.str[id], m->base.vocab.len[id]),
+                          tok_quote(q2, sizeof q2, key, klen));
             goto fail;
         }
         if (r) {
@@ -567,9 +583,8 @@ attn_status tok_bpe_from_json(json_t *model, const char *name, tok_model **out) 
         int32_t ia = tok_vocab_find(&m->base.vocab, a, alen);
         int32_t ib = tok_vocab_find(&m->base.vocab, b, blen);
         if (ia < 0 || ib < 0) {
-            s = attn_fail(ATTN_STATUS_FORMAT,
-                          "%s: model.merges[%zu]: token '%.*s' is not in model.vocab", name, r,
-                          (int)(ia < 0 ? alen : blen), ia < 0 ? a : b);
+            s = attn_fail(ATTN_STATUS_FORMAT, "%s: model.merges[%zu]: token %s is not in model.vocab",
+                          name, r, tok_quote(q, sizeof q, ia < 0 ? a : b, ia < 0 ? alen : blen));
             goto fail;
         }
         if ((s = add_merge(m, r, ia, ib, name))) goto fail;

@@ -585,7 +585,7 @@ attn_status attn_tok_train_bpe(const attn_tok_train_params *p, const char *const
     int64_t *freq = NULL;
     int32_t *cp2id = NULL;
     cfreq *alpha = NULL;
-    if ((st = make_shell(p, &t))) goto done;
+    if ((st = make_shell(p, &t)) || (st = tok_added_prepare(t, "train"))) goto done;
 
     for (size_t i = 0; i < n; i++) {
         if (!lines[i]) continue;

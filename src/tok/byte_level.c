@@ -289,8 +289,7 @@ attn_status attn_tok_load_vocab_merges(const char *vocab_path, const char *merge
     json_error_t err;
     root = json_loadb(vbuf, vn, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
     if (!root) {
-        st = attn_fail(ATTN_STATUS_FORMAT, "%s: not valid JSON: line %d column %d: %s",
-                       vocab_path, err.line, err.column, err.text);
+        st = tok_json_error(&err, vocab_path);
         goto done;
     }
     if (!json_is_object(root)) {
@@ -303,8 +302,9 @@ attn_status attn_tok_load_vocab_merges(const char *vocab_path, const char *merge
     json_object_foreach(root, key, val) {
         if (!json_is_integer(val) || json_integer_value(val) < 0 ||
             json_integer_value(val) > TOK_MAX_ID) {
-            st = attn_fail(ATTN_STATUS_FORMAT, "%s: \"%s\": expected an integer id in [0, %ld]",
-                           vocab_path, key, (long)TOK_MAX_ID);
+            char q[64];
+            st = attn_fail(ATTN_STATUS_FORMAT, "%s: %s: expected an integer id in [0, %ld]",
+                           vocab_path, tok_quote(q, sizeof q, key, strlen(key)), (long)TOK_MAX_ID);
             goto done;
         }
         if ((int32_t)json_integer_value(val) > max_id) max_id = (int32_t)json_integer_value(val);

@@ -27,6 +27,12 @@ attn_status attn_tok_train_chars(const char *text, size_t len, attn_tok **out) {
                          "attn_tok_train_chars: the text is not valid UTF-8 (byte 0x%02X at "
                          "offset %zu)",
                          (unsigned char)text[bad], bad);
+    const char *nul = memchr(text, 0, len);
+    if (nul) /* a "\u0000" vocabulary key: see "Strings" in attn_tok.h */
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "attn_tok_train_chars: the text has a NUL byte at offset %zu (a "
+                         "tokenizer.json vocabulary cannot hold U+0000)",
+                         (size_t)(nul - text));
     uint8_t *seen = calloc(0x110000 / 8, 1);
     if (!seen) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attn_tok_train_chars: out of memory");
     int32_t count = 0;

@@ -120,6 +120,9 @@ attn_status tok_trunc_pad_parse(attn_tok *t, json_t *root, const char *name) {
         if (tok && !json_is_string(tok))
             return attn_fail(ATTN_STATUS_FORMAT, "%s: padding.pad_token: expected a string", name);
         c->pad_token_len = tok ? json_string_length(tok) : 5;
+        if (tok && (st = tok_no_nul(json_string_value(tok), c->pad_token_len, name,
+                                    "padding.pad_token")))
+            return st;
         c->pad_token = dup_n(tok ? json_string_value(tok) : "[PAD]", c->pad_token_len);
         if (!c->pad_token) return oom(name);
         c->on = true;
@@ -218,7 +221,7 @@ static attn_status parse_template(attn_tok *t, json_t *arr, bool pair, const cha
         pcs[i].type_id = (uint32_t)json_integer_value(ty);
         const char *ids = json_string_value(id);
         if (seq) {
-            if (strcmp(ids, "A") && strcmp(ids, "B"))
+            if (!tok_json_str_is(id, "A") && !tok_json_str_is(id, "B"))
                 return attn_fail(ATTN_STATUS_FORMAT,
                                  "%s: post_processor.%s[%zu].Sequence.id: expected \"A\" or \"B\"",
                                  name, which, i);
@@ -232,11 +235,12 @@ static attn_status parse_template(attn_tok *t, json_t *arr, bool pair, const cha
                (t->tpl_special[k].name_len != json_string_length(id) ||
                 memcmp(t->tpl_special[k].name, ids, json_string_length(id))))
             k++;
+        char q[64];
         if (k == t->n_tpl_special)
             return attn_fail(ATTN_STATUS_FORMAT,
-                             "%s: post_processor.%s[%zu]: special token '%s' is not in "
+                             "%s: post_processor.%s[%zu]: special token %s is not in "
                              "special_tokens",
-                             name, which, i, ids);
+                             name, which, i, tok_quote(q, sizeof q, ids, json_string_length(id)));
         pcs[i].index = k;
         if (pair)
             t->added_pair += t->tpl_special[k].n;
@@ -260,35 +264,75 @@ static attn_status token_id_pair(json_t *v, const char *key, const char *name, c
     *s = json_string_value(a);
     *n = json_string_length(a);
     *id = (int32_t)json_integer_value(b);
-    return ATTN_STATUS_OK;
+    char path[64];
+    snprintf(path, sizeof path, "post_processor.%s", key);
+    return tok_no_nul(*s, *n, name, path);
 }
 
-attn_status tok_post_parse(attn_tok *t, json_t *obj, const char *name) {
-    t->post = TOK_POST_NONE;
-    if (!obj || json_is_null(obj)) return ATTN_STATUS_OK;
+/* One post-processor object (path names it in messages). A Sequence's steps are parsed in order,
+ * one level deep (tokenizers' own files never nest them); ByteLevel steps only trim offsets, so
+ * the ids come from the one TemplateProcessing or BertProcessing step, if any. */
+static attn_status parse_post_one(attn_tok *t, json_t *obj, const char *name, const char *path,
+                                  bool in_seq) {
     json_t *ty = json_object_get(obj, "type");
     if (!json_is_object(obj) || !json_is_string(ty))
-        return attn_fail(ATTN_STATUS_FORMAT,
-                         "%s: post_processor: expected an object with a \"type\"", name);
-    const char *type = json_string_value(ty);
+        return attn_fail(ATTN_STATUS_FORMAT, "%s: %s: expected an object with a \"type\"", name,
+                         path);
     attn_status st;
-    if (!strcmp(type, "ByteLevel")) {
-        t->post = TOK_POST_BYTE_LEVEL;
-        t->post_bl = (tok_byte_level){true, true, true};
+    if (!in_seq && tok_json_str_is(ty, "Sequence")) {
+        json_t *list = json_object_get(obj, "processors");
+        if (!json_is_array(list))
+            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.processors: expected an array", name,
+                             path);
+        t->post_seq = true;
+        char sub[96];
+        for (size_t i = 0; i < json_array_size(list); i++) {
+            snprintf(sub, sizeof sub, "%s.processors[%zu]", path, i);
+            if ((st = parse_post_one(t, json_array_get(list, i), name, sub, true))) return st;
+        }
+        return ATTN_STATUS_OK;
+    }
+    if (t->n_post_steps >= sizeof t->post_steps / sizeof t->post_steps[0])
+        return attn_fail(ATTN_STATUS_UNSUPPORTED, "%s: %s: more than %zu post-processors", name,
+                         path, sizeof t->post_steps / sizeof t->post_steps[0]);
+    tok_post_step *step = &t->post_steps[t->n_post_steps];
+    if (tok_json_str_is(ty, "ByteLevel")) {
+        step->kind = TOK_POST_BYTE_LEVEL;
+        step->bl = (tok_byte_level){true, true, true};
         static const char *const keys[] = {"add_prefix_space", "trim_offsets", "use_regex"};
-        bool *dst[] = {&t->post_bl.add_prefix_space, &t->post_bl.trim_offsets,
-                       &t->post_bl.use_regex};
+        bool *dst[] = {&step->bl.add_prefix_space, &step->bl.trim_offsets, &step->bl.use_regex};
         for (int i = 0; i < 3; i++) {
             json_t *v = json_object_get(obj, keys[i]);
             if (!v) continue;
             if (!json_is_boolean(v))
-                return attn_fail(ATTN_STATUS_FORMAT,
-                                 "%s: post_processor.%s: expected true or false", name, keys[i]);
+                return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.%s: expected true or false", name,
+                                 path, keys[i]);
             *dst[i] = json_is_true(v);
+        }
+        t->n_post_steps++;
+        if (t->post == TOK_POST_NONE) {
+            t->post = TOK_POST_BYTE_LEVEL;
+            t->post_bl = step->bl;
         }
         return ATTN_STATUS_OK;
     }
-    if (!strcmp(type, "BertProcessing")) {
+    bool bert = tok_json_str_is(ty, "BertProcessing");
+    if (!bert && !tok_json_str_is(ty, "TemplateProcessing")) {
+        char tq[64];
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "%s: %s: type %s is not supported (supported: null, ByteLevel, "
+                         "TemplateProcessing, BertProcessing, Sequence)",
+                         name, path, tok_quote(tq, sizeof tq, json_string_value(ty),
+                                               json_string_length(ty)));
+    }
+    if (t->post == TOK_POST_TEMPLATE || t->post == TOK_POST_BERT)
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "%s: %s: a second processor that adds special tokens (only one is "
+                         "supported)",
+                         name, path);
+    step->kind = bert ? TOK_POST_BERT : TOK_POST_TEMPLATE;
+    t->n_post_steps++;
+    if (bert) {
         const char *sep, *cls;
         size_t seplen, clslen;
         int32_t sepid, clsid;
@@ -314,26 +358,24 @@ attn_status tok_post_parse(attn_tok *t, json_t *obj, const char *name) {
         t->added_pair = 3;
         return ATTN_STATUS_OK;
     }
-    if (strcmp(type, "TemplateProcessing"))
-        return attn_fail(ATTN_STATUS_UNSUPPORTED,
-                         "%s: post_processor: type \"%s\" is not supported (supported: null, "
-                         "ByteLevel, TemplateProcessing, BertProcessing)",
-                         name, type);
     t->post = TOK_POST_TEMPLATE;
     json_t *sp = json_object_get(obj, "special_tokens");
     if (!json_is_object(sp))
         return attn_fail(ATTN_STATUS_FORMAT,
                          "%s: post_processor.special_tokens: expected an object", name);
-    const char *key;
-    json_t *val;
-    json_object_foreach(sp, key, val) {
+    void *it = json_object_iter(sp);
+    for (; it; it = json_object_iter_next(sp, it)) {
+        json_t *val = json_object_iter_value(it);
+        char kq[64];
+        const char *key = tok_quote(kq, sizeof kq, json_object_iter_key(it),
+                                    json_object_iter_key_len(it));
         json_t *ids = json_object_get(val, "ids"), *toks = json_object_get(val, "tokens");
         json_t *id = json_object_get(val, "id");
         size_t n = json_array_size(ids);
         if (!json_is_object(val) || !json_is_string(id) || !json_is_array(ids) ||
             !json_is_array(toks) || json_array_size(toks) != n || n > 1024)
             return attn_fail(ATTN_STATUS_FORMAT,
-                             "%s: post_processor.special_tokens[\"%s\"]: expected {\"id\": string, "
+                             "%s: post_processor.special_tokens[%s]: expected {\"id\": string, "
                              "\"ids\": [int], \"tokens\": [string]} of equal lengths",
                              name, key);
         int32_t idv[1024];
@@ -345,12 +387,21 @@ attn_status tok_post_parse(attn_tok *t, json_t *obj, const char *name) {
                 json_integer_value(a) > TOK_MAX_ID || !json_is_string(b))
                 return attn_fail(
                     ATTN_STATUS_FORMAT,
-                    "%s: post_processor.special_tokens[\"%s\"]: entry %zu: expected an "
+                    "%s: post_processor.special_tokens[%s]: entry %zu: expected an "
                     "id in [0, 2^24) and a string",
                     name, key, i);
             idv[i] = (int32_t)json_integer_value(a);
             tv[i] = json_string_value(b);
             tl[i] = json_string_length(b);
+            char field[128];
+            snprintf(field, sizeof field, "post_processor.special_tokens[%s].tokens[%zu]", key, i);
+            if ((st = tok_no_nul(tv[i], tl[i], name, field))) return st;
+        }
+        {
+            char field[128];
+            snprintf(field, sizeof field, "post_processor.special_tokens[%s].id", key);
+            if ((st = tok_no_nul(json_string_value(id), json_string_length(id), name, field)))
+                return st;
         }
         /* the template refers to it by "id" (tokenizers checks it equals the key) */
         if ((st = add_special(t, json_string_value(id), json_string_length(id), idv, tv, tl, n,
@@ -361,6 +412,12 @@ attn_status tok_post_parse(attn_tok *t, json_t *obj, const char *name) {
         (st = parse_template(t, json_object_get(obj, "pair"), true, name)))
         return st;
     return ATTN_STATUS_OK;
+}
+
+attn_status tok_post_parse(attn_tok *t, json_t *obj, const char *name) {
+    t->post = TOK_POST_NONE;
+    if (!obj || json_is_null(obj)) return ATTN_STATUS_OK;
+    return parse_post_one(t, obj, name, "post_processor", false);
 }
 
 static void save_pieces(const attn_tok *t, const tok_tpl_piece *p, size_t n, tok_buf *b) {
@@ -379,23 +436,25 @@ static void save_pieces(const attn_tok *t, const tok_tpl_piece *p, size_t n, tok
     tok_buf_putc(b, ']');
 }
 
-void tok_post_save(const attn_tok *t, tok_buf *b) {
-    tok_buf_puts(b, "  \"post_processor\": ");
-    if (t->post == TOK_POST_BYTE_LEVEL) {
-        tok_buf_printf(b,
-                       "{\"type\": \"ByteLevel\", \"add_prefix_space\": %s, \"trim_offsets\": %s, "
-                       "\"use_regex\": %s}",
-                       t->post_bl.add_prefix_space ? "true" : "false",
-                       t->post_bl.trim_offsets ? "true" : "false",
-                       t->post_bl.use_regex ? "true" : "false");
-    } else if (t->post == TOK_POST_BERT) {
+static void save_byte_level_post(const tok_byte_level *bl, tok_buf *b) {
+    tok_buf_printf(b,
+                   "{\"type\": \"ByteLevel\", \"add_prefix_space\": %s, \"trim_offsets\": %s, "
+                   "\"use_regex\": %s}",
+                   bl->add_prefix_space ? "true" : "false", bl->trim_offsets ? "true" : "false",
+                   bl->use_regex ? "true" : "false");
+}
+
+static void save_step(const attn_tok *t, const tok_post_step *st, tok_buf *b) {
+    if (st->kind == TOK_POST_BYTE_LEVEL) {
+        save_byte_level_post(&st->bl, b);
+    } else if (st->kind == TOK_POST_BERT) {
         const tok_tpl_special *c = &t->tpl_special[0], *s = &t->tpl_special[1];
         tok_buf_puts(b, "{\"type\": \"BertProcessing\", \"sep\": [");
         tok_buf_json_str(b, s->tokens[0], s->tok_len[0]);
         tok_buf_printf(b, ", %ld], \"cls\": [", (long)s->ids[0]);
         tok_buf_json_str(b, c->tokens[0], c->tok_len[0]);
         tok_buf_printf(b, ", %ld]}", (long)c->ids[0]);
-    } else if (t->post == TOK_POST_TEMPLATE) {
+    } else {
         tok_buf_puts(b, "{\"type\": \"TemplateProcessing\", \"single\": ");
         save_pieces(t, t->tpl_single, t->n_single, b);
         tok_buf_puts(b, ", \"pair\": ");
@@ -418,6 +477,23 @@ void tok_post_save(const attn_tok *t, tok_buf *b) {
             tok_buf_puts(b, "]}");
         }
         tok_buf_puts(b, "}}");
+    }
+}
+
+void tok_post_save(const attn_tok *t, tok_buf *b) {
+    tok_buf_puts(b, "  \"post_processor\": ");
+    if (t->post_seq) {
+        tok_buf_puts(b, "{\"type\": \"Sequence\", \"processors\": [");
+        for (size_t i = 0; i < t->n_post_steps; i++) {
+            tok_buf_puts(b, i ? ", " : "");
+            save_step(t, &t->post_steps[i], b);
+        }
+        tok_buf_puts(b, "]}");
+    } else if (t->post == TOK_POST_BYTE_LEVEL) {
+        save_byte_level_post(&t->post_bl, b);
+    } else if (t->post != TOK_POST_NONE) {
+        tok_post_step st = {t->post, t->post_bl};
+        save_step(t, &st, b);
     } else {
         tok_buf_puts(b, "null");
     }

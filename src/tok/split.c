@@ -326,6 +326,16 @@ static attn_status compile_whitespace(const char *name, void **out) {
 }
 
 attn_status tok_split_prepare(attn_tok *t, const char *name) {
+    bool single_word = false;
+    for (size_t i = 0; i < t->n_added; i++) single_word |= t->added[i].single_word;
+    if (single_word && !t->word_re) {
+        tok_buf b = {0};
+        tok_buf_printf(&b, "[%s]", RUST_WORD_ITEMS);
+        attn_status st = b.oom ? attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "%s: out of memory", name)
+                               : compile_as(b.p, b.n, true, name, "single_word", &t->word_re);
+        tok_buf_free(&b);
+        if (st) return st;
+    }
     for (size_t i = 0; i < t->n_pre; i++) {
         tok_pre *p = &t->pre[i];
         if (p->re) continue;
@@ -341,7 +351,19 @@ attn_status tok_split_prepare(attn_tok *t, const char *name) {
     return ATTN_STATUS_OK;
 }
 
+int tok_word_char(const attn_tok *t, void **md, const char *s, size_t n) {
+    if (!t->word_re) return 0;
+    if (!*md) {
+        *md = pcre2_match_data_create_from_pattern((const pcre2_code *)t->word_re, NULL);
+        if (!*md) return -1;
+    }
+    return pcre2_match((const pcre2_code *)t->word_re, (PCRE2_SPTR)s, n, 0,
+                       PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, (pcre2_match_data *)*md, NULL) >= 0;
+}
+
 void tok_split_release(attn_tok *t) {
+    if (t && t->word_re) pcre2_code_free((pcre2_code *)t->word_re);
+    if (t) t->word_re = NULL;
     for (size_t i = 0; t && i < t->n_pre; i++) {
         if (t->pre[i].re) pcre2_code_free((pcre2_code *)t->pre[i].re);
         t->pre[i].re = NULL;
@@ -505,6 +527,7 @@ bool tok_split_apply(const tok_pre *p, void **md, const char *s, size_t n, uint8
     case TOK_PRE_WHITESPACE_SPLIT:
         return split_pred(s, n, tok_uni_space, TOK_SPLIT_REMOVED, flag, out);
     case TOK_PRE_PUNCTUATION: return split_pred(s, n, tok_uni_punct, p->behavior, flag, out);
+    case TOK_PRE_DIGITS: return split_pred(s, n, tok_uni_numeric, p->behavior, flag, out);
     case TOK_PRE_BERT: {
         tok_strlist words = {0};
         bool ok = split_pred(s, n, tok_uni_space, TOK_SPLIT_REMOVED, flag, &words);

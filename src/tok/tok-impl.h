@@ -15,7 +15,11 @@
  * equivalent for normalizers, pre-tokenizers and decoders alike), so that adding a component
  * means one enum value, one parse case, one apply case and one save case.
  *
- * Every string is (pointer, byte length): token strings may legally contain NUL. */
+ * Every string is (pointer, byte length). tokenizer.json strings that become tokens or patterns
+ * never contain U+0000: jansson cannot hold a NUL in an object key, where vocabularies and
+ * special-token names live, so one rule holds for every field: a NUL there is refused at load
+ * (tok_no_nul, and attn_tok_load_reader for keys) with a message naming the field. Text to encode
+ * may contain NUL bytes. */
 #ifndef ATTN_TOK_IMPL_H
 #define ATTN_TOK_IMPL_H
 
@@ -51,6 +55,21 @@ void tok_buf_printf(tok_buf *b, const char *fmt, ...);
 /* A JSON string literal (quotes included) for s[0..n). */
 void tok_buf_json_str(tok_buf *b, const char *s, size_t n);
 void tok_buf_free(tok_buf *b);
+
+/* s[0..n) for an error message: between double quotes, JSON-escaped (so a NUL, a newline or a
+ * quote inside stays visible and the message one line), cut to fit cap bytes with "..." at the
+ * end. Returns out. */
+const char *tok_quote(char *out, size_t cap, const char *s, size_t n);
+/* Whether the JSON value v is a string equal to name, byte for byte over its whole length (a
+ * string with a NUL inside is never a component or option name). */
+bool tok_json_str_is(json_t *v, const char *name);
+/* ATTN_STATUS_UNSUPPORTED naming the field (name: the file, path: the field) when s[0..n) holds a
+ * NUL byte, else OK. Every tokenizer.json string that becomes a token or a pattern goes through
+ * it (see the top of this file). */
+attn_status tok_no_nul(const char *s, size_t n, const char *name, const char *path);
+/* A JSON parse error of a tokenizer file as an attn_fail status: a NUL in an object key (which
+ * jansson refuses) is the rule above, UNSUPPORTED; anything else FORMAT. */
+attn_status tok_json_error(const json_error_t *err, const char *name);
 
 typedef struct {
     int32_t *v;
@@ -166,7 +185,9 @@ typedef enum {
     TOK_PRE_BERT,        /* {"type": "BertPreTokenizer"} */
     TOK_PRE_WHITESPACE,  /* {"type": "Whitespace"}: \w+|[^\w\s]+ */
     TOK_PRE_WHITESPACE_SPLIT, /* {"type": "WhitespaceSplit"} */
-    TOK_PRE_SPLIT        /* {"type": "Split", "pattern": {"String"|"Regex": P}, "behavior", "invert"} */
+    TOK_PRE_SPLIT,       /* {"type": "Split", "pattern": {"String"|"Regex": P}, "behavior", "invert"} */
+    TOK_PRE_DIGITS       /* {"type": "Digits", "individual_digits": b}: numbers isolated one by one
+                            (individual) or as runs */
 } tok_pre_kind;
 
 /* How a split treats its delimiters (tokenizers' SplitDelimiterBehavior). */
@@ -190,7 +211,8 @@ typedef struct {
     tok_prepend_scheme scheme;
     bool split;
     tok_byte_level bl; /* ByteLevel */
-    tok_split_behavior behavior; /* Split, Punctuation */
+    tok_split_behavior behavior; /* Split, Punctuation; Digits: ISOLATED (individual_digits) or
+                                    CONTIGUOUS */
     char *pat;                   /* Split: the pattern as written in the file */
     size_t patlen;
     bool regex, invert;          /* Split */
@@ -226,6 +248,12 @@ typedef enum {
     TOK_POST_BERT        /* {"type": "BertProcessing", "sep": [S, id], "cls": [C, id]}: kept as
                             the template [CLS] $A [SEP] / [CLS] $A [SEP] $B:1 [SEP]:1 */
 } tok_post_kind;
+
+/* One step of the post-processor: a Sequence keeps them in order (saved back as read). */
+typedef struct {
+    tok_post_kind kind;
+    tok_byte_level bl; /* BYTE_LEVEL */
+} tok_post_step;
 
 /* One piece of a template: a special token (by index into attn_tok.tpl_special) or the
  * sequence A / B, with the type id its tokens get. */
@@ -263,11 +291,17 @@ typedef struct {
     size_t pad_token_len;
 } tok_pad_cfg;
 
+/* An added token, with tokenizers' AddedToken flags: single_word (a match only counts with no
+ * word character (Rust regex \w) right before and after it), lstrip / rstrip (the whitespace
+ * run before / after a match becomes part of it), normalized (matched in the normalized text,
+ * as its content normalized, pat), special (dropped by decode unless asked). */
 typedef struct {
     char *content;
     size_t len;
     int32_t id;
-    bool special, normalized;
+    bool special, normalized, single_word, lstrip, rstrip;
+    char *pat;      /* what is matched: normalized tokens own their normalized content here; */
+    size_t pat_len; /* the others point at content */
 } tok_added;
 
 struct attn_tok {
@@ -282,11 +316,22 @@ struct attn_tok {
     tok_added *added; /* in file order */
     size_t n_added;
     bool any_added_normalized, any_added_raw;
+    /* the added tokens of each kind ([0] matched in the raw text, [1] in the normalized text) by
+     * the first byte of their pattern, longest first, then tokenizers' order of precedence
+     * (special tokens, then the others, each in file order): added_order[k][added_first[k][b]
+     * .. added_first[k][b + 1]) (tok_finish) */
+    uint32_t added_first[2][257];
+    int32_t *added_order[2];
+    void *word_re;         /* pcre2_code * of Rust's \w when a token is single_word (split.c) */
     int32_t vocab_size;    /* max over model and added ids, + 1 */
     uint8_t *added_kind;   /* by id: 0 not added, 1 added, 2 added and special */
     int32_t *added_index;  /* by id: index into added, or -1 */
-    tok_post_kind post;
-    tok_byte_level post_bl;
+    tok_post_kind post;    /* the step that adds special tokens (TEMPLATE, BERT), else BYTE_LEVEL
+                              when there is one, else NONE */
+    tok_byte_level post_bl; /* a lone ByteLevel post-processor's flags */
+    bool post_seq;          /* written as {"type": "Sequence", "processors": post_steps} */
+    tok_post_step post_steps[8];
+    size_t n_post_steps;
     tok_tpl_piece *tpl_single, *tpl_pair; /* TEMPLATE / BERT */
     size_t n_single, n_pair;
     tok_tpl_special *tpl_special;
@@ -326,8 +371,14 @@ bool tok_byte_level_decode(const tok_strlist *in, tok_strlist *out);
 /* Append s[0..n) to out as from_utf8_lossy does. */
 void tok_utf8_lossy(tok_buf *out, const char *s, size_t n);
 
-/* tokenizer.c: derive vocab_size and the by-id added-token tables once model and added are set. */
+/* tokenizer.c: derive vocab_size, the by-id added-token tables, the normalized tokens' patterns
+ * and the match index once model, added tokens and normalizers are set. */
 attn_status tok_finish(attn_tok *t, const char *name);
+/* tokenizer.c (called by tok_finish; the trainer calls it before counting words): the normalized
+ * tokens' patterns (their content through the normalizer; one that becomes empty is
+ * UNSUPPORTED), any_added_raw / any_added_normalized and the match index added_first /
+ * added_order. */
+attn_status tok_added_prepare(attn_tok *t, const char *name);
 
 /* ---- Unicode as tokenizers sees it (unicode.c) ----
  * Character classes follow the Rust crates tokenizers 0.21 is built with (std's char methods,
@@ -336,6 +387,8 @@ attn_status tok_finish(attn_tok *t, const char *name);
  * (found by tests/test_tokenizer_wordpiece.c, which compares every code point). */
 bool tok_uni_space(uint32_t cp);   /* Rust char::is_whitespace (the White_Space property) */
 bool tok_uni_punct(uint32_t cp);   /* char::is_ascii_punctuation or a Unicode P* category */
+bool tok_uni_numeric(uint32_t cp); /* Rust char::is_numeric (Nd, Nl, No): the Digits
+                                      pre-tokenizer */
 bool tok_uni_control(uint32_t cp); /* removed by BertNormalizer's clean_text (Cc Cf Co, not
                                       \t \n \r) */
 bool tok_uni_mn(uint32_t cp);      /* a nonspacing mark (Mn) */
@@ -360,7 +413,7 @@ attn_status tok_wordlevel_from_parts(tok_vocab *vocab, const char *unk_token, to
  * PCRE2); name is the file, for messages. */
 attn_status tok_split_prepare(attn_tok *t, const char *name);
 void tok_split_release(attn_tok *t);
-/* Apply pre-tokenizer p (BertPreTokenizer, Whitespace, WhitespaceSplit, Split, Punctuation) to
+/* Apply pre-tokenizer p (BertPreTokenizer, Whitespace, WhitespaceSplit, Split, Punctuation, Digits) to
  * one piece; *md is the caller's PCRE2 match data (created on first use, freed with
  * tok_byte_level_md_free). */
 bool tok_split_apply(const tok_pre *p, void **md, const char *s, size_t n, uint8_t flag,
@@ -368,6 +421,11 @@ bool tok_split_apply(const tok_pre *p, void **md, const char *s, size_t n, uint8
 /* Translate an Oniguruma (Ruby syntax) pattern to PCRE2 syntax into out; false with a message
  * in err (size errn) when it uses something PCRE2 cannot express. */
 bool tok_onig_to_pcre2(const char *pat, size_t n, tok_buf *out, char *err, size_t errn);
+/* Whether the one character s[0..n) is a word character of Rust's regex crate (\w: Alphabetic,
+ * marks, decimal numbers, connector punctuation, the joiners), as tokenizers' single_word added
+ * tokens test it: 1 yes, 0 no, -1 out of memory. t->word_re must be compiled (tok_split_prepare
+ * does when a token needs it). *md as in tok_split_apply. */
+int tok_word_char(const attn_tok *t, void **md, const char *s, size_t n); /* 1, 0, -1: no memory */
 /* JIT-compile a pcre2_code * (skipped under valgrind and when ATTN_NO_JIT is set). */
 void tok_regex_jit(void *re);
 

@@ -62,10 +62,12 @@ static attn_status get_str(json_t *obj, const char *key, const char *name, const
                          v ? "expected a string" : "missing");
     *s = json_string_value(v);
     *n = json_string_length(v);
-    return ATTN_STATUS_OK;
+    char field[300];
+    snprintf(field, sizeof field, "%s.%s", path, key);
+    return tok_no_nul(*s, *n, name, field);
 }
 
-/* A string field holding exactly one character. */
+/* A string field holding exactly one character (not U+0000, see tok_no_nul). */
 static attn_status get_char(json_t *obj, const char *key, const char *name, const char *path,
                             uint32_t *cp) {
     const char *s = NULL;
@@ -94,7 +96,9 @@ static attn_status get_pattern(json_t *obj, const char *name, const char *path, 
     *n = json_string_length(json_object_get(p, "String"));
     if (*n == 0)
         return attn_fail(ATTN_STATUS_UNSUPPORTED, "%s: %s.pattern: empty pattern", name, path);
-    return ATTN_STATUS_OK;
+    char field[300];
+    snprintf(field, sizeof field, "%s.pattern.String", path);
+    return tok_no_nul(*s, *n, name, field);
 }
 
 static attn_status get_type(json_t *obj, const char *name, const char *path, const char **type) {
@@ -105,6 +109,11 @@ static attn_status get_type(json_t *obj, const char *name, const char *path, con
         return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.type: %s", name, path,
                          t ? "expected a string" : "missing");
     *type = json_string_value(t);
+    if (strlen(*type) != json_string_length(t)) { /* a NUL inside: no type has that name */
+        char q[64];
+        return attn_fail(ATTN_STATUS_UNSUPPORTED, "%s: %s.type: %s is not supported", name, path,
+                         tok_quote(q, sizeof q, *type, json_string_length(t)));
+    }
     return ATTN_STATUS_OK;
 }
 
@@ -116,12 +125,11 @@ static attn_status get_scheme(json_t *obj, const char *name, const char *path,
         *sc = (!a || json_is_true(a)) ? TOK_PREPEND_ALWAYS : TOK_PREPEND_NEVER;
         return ATTN_STATUS_OK;
     }
-    const char *s = json_string_value(v);
-    if (s && !strcmp(s, "always"))
+    if (tok_json_str_is(v, "always"))
         *sc = TOK_PREPEND_ALWAYS;
-    else if (s && !strcmp(s, "first"))
+    else if (tok_json_str_is(v, "first"))
         *sc = TOK_PREPEND_FIRST;
-    else if (s && !strcmp(s, "never"))
+    else if (tok_json_str_is(v, "never"))
         *sc = TOK_PREPEND_NEVER;
     else
         return attn_fail(ATTN_STATUS_FORMAT,
@@ -161,8 +169,8 @@ static attn_status get_behavior(json_t *obj, const char *name, const char *path,
                                 tok_split_behavior *out) {
     json_t *v = json_object_get(obj, "behavior");
     if (!v && !required) return ATTN_STATUS_OK;
-    for (int i = 0; json_is_string(v) && i < 5; i++)
-        if (!strcmp(json_string_value(v), BEHAVIORS[i])) {
+    for (int i = 0; i < 5; i++)
+        if (tok_json_str_is(v, BEHAVIORS[i])) {
             *out = (tok_split_behavior)i;
             return ATTN_STATUS_OK;
         }
@@ -304,6 +312,15 @@ static attn_status parse_pre(attn_tok *t, json_t *obj, const char *name, const c
         p->behavior = bh;
         return ATTN_STATUS_OK;
     }
+    if (!strcmp(type, "Digits")) {
+        bool individual = false;
+        if ((st = get_bool(obj, "individual_digits", false, name, path, &individual))) return st;
+        tok_pre *p = grow((void **)&t->pre, &t->n_pre, sizeof *p);
+        if (!p) return oom(name);
+        p->kind = TOK_PRE_DIGITS;
+        p->behavior = individual ? TOK_SPLIT_ISOLATED : TOK_SPLIT_CONTIGUOUS;
+        return ATTN_STATUS_OK;
+    }
     if (!strcmp(type, "BertPreTokenizer") || !strcmp(type, "Whitespace") ||
         !strcmp(type, "WhitespaceSplit")) {
         tok_pre *p = grow((void **)&t->pre, &t->n_pre, sizeof *p);
@@ -323,6 +340,10 @@ static attn_status parse_pre(attn_tok *t, json_t *obj, const char *name, const c
                              path);
         if (json_string_length(pv) == 0)
             return attn_fail(ATTN_STATUS_UNSUPPORTED, "%s: %s.pattern: empty pattern", name, path);
+        char field[300];
+        snprintf(field, sizeof field, "%s.pattern.%s", path, ps ? "String" : "Regex");
+        if ((st = tok_no_nul(json_string_value(pv), json_string_length(pv), name, field)))
+            return st;
         tok_split_behavior bh = TOK_SPLIT_ISOLATED;
         bool invert = false;
         if ((st = get_behavior(obj, name, path, true, &bh)) ||
@@ -352,7 +373,7 @@ static attn_status parse_pre(attn_tok *t, json_t *obj, const char *name, const c
         return attn_fail(ATTN_STATUS_UNSUPPORTED,
                          "%s: %s: pre_tokenizer type \"%s\" is not supported (supported: "
                          "Sequence, Metaspace, Punctuation, ByteLevel, BertPreTokenizer, "
-                         "Whitespace, WhitespaceSplit, Split)",
+                         "Whitespace, WhitespaceSplit, Split, Digits)",
                          name, path, type);
     uint32_t cp;
     tok_prepend_scheme sc;
@@ -411,6 +432,9 @@ static attn_status parse_decoder(attn_tok *t, json_t *obj, const char *name, con
             return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.prefix: expected a string", name, path);
         a = pf ? json_string_value(pf) : "##";
         alen = pf ? json_string_length(pf) : 2;
+        char field[300];
+        snprintf(field, sizeof field, "%s.prefix", path);
+        if ((st = tok_no_nul(a, alen, name, field))) return st;
         b = "";
         if ((st = get_bool(obj, "cleanup", true, name, path, &d.cleanup))) return st;
     } else if (!strcmp(type, "Metaspace")) {
@@ -460,21 +484,28 @@ static attn_status parse_added(attn_tok *t, json_t *list, const char *name) {
                              name, i, (long long)json_integer_value(id));
         if (json_string_length(c) == 0)
             return attn_fail(ATTN_STATUS_FORMAT, "%s: added_tokens[%zu].content: empty", name, i);
-        static const char *const unsupported[] = {"single_word", "lstrip", "rstrip"};
-        for (int k = 0; k < 3; k++)
-            if (json_is_true(json_object_get(e, unsupported[k])))
-                return attn_fail(ATTN_STATUS_UNSUPPORTED,
-                                 "%s: added_tokens[%zu].%s: true is not supported", name, i,
-                                 unsupported[k]);
+        char path[64];
+        snprintf(path, sizeof path, "added_tokens[%zu].content", i);
+        attn_status st = tok_no_nul(json_string_value(c), json_string_length(c), name, path);
+        if (st) return st;
+        /* the flags; missing ones take tokenizers' defaults (false, and normalized = !special) */
+        snprintf(path, sizeof path, "added_tokens[%zu]", i);
+        bool flag[4];
+        static const char *const keys[4] = {"single_word", "lstrip", "rstrip", "special"};
+        for (int k = 0; k < 4; k++)
+            if ((st = get_bool(e, keys[k], false, name, path, &flag[k]))) return st;
+        bool normalized;
+        if ((st = get_bool(e, "normalized", !flag[3], name, path, &normalized))) return st;
         tok_added *a = &t->added[t->n_added++];
         a->len = json_string_length(c);
         a->content = dup_n(json_string_value(c), a->len);
         if (!a->content) return oom(name);
         a->id = (int32_t)json_integer_value(id);
-        a->special = json_is_true(json_object_get(e, "special"));
-        /* HF's default for a missing "normalized" is !special */
-        json_t *norm = json_object_get(e, "normalized");
-        a->normalized = norm ? json_is_true(norm) : !a->special;
+        a->single_word = flag[0];
+        a->lstrip = flag[1];
+        a->rstrip = flag[2];
+        a->special = flag[3];
+        a->normalized = normalized;
         if (a->normalized)
             t->any_added_normalized = true;
         else
@@ -499,22 +530,140 @@ attn_status tok_finish(attn_tok *t, const char *name) {
             return attn_fail(ATTN_STATUS_FORMAT, "%s: added_tokens[%zu]: id %ld is used twice",
                              name, i, (long)a->id);
         int32_t mid = tok_vocab_find(V, a->content, a->len);
+        char q[64], q2[64];
         if (mid >= 0 && mid != a->id)
             return attn_fail(ATTN_STATUS_FORMAT,
-                             "%s: added_tokens[%zu]: '%s' has id %ld but model.vocab says %ld",
-                             name, i, a->content, (long)a->id, (long)mid);
+                             "%s: added_tokens[%zu]: %s has id %ld but model.vocab says %ld",
+                             name, i, tok_quote(q, sizeof q, a->content, a->len), (long)a->id,
+                             (long)mid);
         if (mid < 0 && a->id < V->n && V->str[a->id])
             return attn_fail(ATTN_STATUS_FORMAT,
-                             "%s: added_tokens[%zu]: id %ld of '%s' belongs to '%s' in "
-                             "model.vocab",
-                             name, i, (long)a->id, a->content, V->str[a->id]);
+                             "%s: added_tokens[%zu]: id %ld of %s belongs to %s in model.vocab",
+                             name, i, (long)a->id, tok_quote(q, sizeof q, a->content, a->len),
+                             tok_quote(q2, sizeof q2, V->str[a->id], V->len[a->id]));
         for (size_t j = 0; j < i; j++)
             if (t->added[j].len == a->len && !memcmp(t->added[j].content, a->content, a->len))
-                return attn_fail(ATTN_STATUS_FORMAT, "%s: added_tokens[%zu]: '%s' is listed twice",
-                                 name, i, a->content);
+                return attn_fail(ATTN_STATUS_FORMAT, "%s: added_tokens[%zu]: %s is listed twice",
+                                 name, i, tok_quote(q, sizeof q, a->content, a->len));
         t->added_index[a->id] = (int32_t)i;
         t->added_kind[a->id] = a->special ? 2 : 1;
     }
+    return tok_added_prepare(t, name);
+}
+
+/* s[0..n) through the normalizer steps, with a and b as ping-pong buffers; the result is *out
+ * (into a, b or s), *out_n bytes. False when out of memory. */
+static bool normalize(const attn_tok *t, const char *s, size_t n, tok_buf *a, tok_buf *b,
+                      const char **out, size_t *out_n) {
+    const char *cur = s;
+    size_t cn = n;
+    tok_buf *dst = a, *other = b;
+    for (size_t k = 0; k < t->n_norm; k++) {
+        const tok_norm *nm = &t->norm[k];
+        dst->n = 0;
+        if (nm->kind == TOK_NORM_PREPEND) {
+            if (cn) tok_buf_put(dst, nm->a, nm->alen);
+            tok_buf_put(dst, cur, cn);
+        } else if (nm->kind == TOK_NORM_REPLACE) {
+            replace_all(dst, cur, cn, nm->a, nm->alen, nm->b, nm->blen);
+        } else if (!tok_norm_apply(nm, cur, cn, dst)) {
+            return false;
+        }
+        if (dst->oom) return false;
+        cur = dst->p ? dst->p : "";
+        cn = dst->n;
+        tok_buf *sw = dst;
+        dst = other;
+        other = sw;
+    }
+    *out = cur;
+    *out_n = cn;
+    return true;
+}
+
+/* Index order of added tokens: longer patterns first, then tokenizers' precedence (its
+ * aho-corasick automaton lists the special tokens first, then the others, each in file order;
+ * LeftmostLongest prefers the earlier of two equally long matches). */
+typedef struct {
+    unsigned char first;
+    bool special;
+    size_t len;
+    int32_t index;
+} added_key;
+
+static int cmp_added(const void *x, const void *y) {
+    const added_key *A = x, *B = y;
+    if (A->first != B->first) return A->first < B->first ? -1 : 1;
+    if (A->len != B->len) return A->len > B->len ? -1 : 1;
+    if (A->special != B->special) return A->special ? -1 : 1;
+    return A->index < B->index ? -1 : 1;
+}
+
+attn_status tok_added_prepare(attn_tok *t, const char *name) {
+    tok_buf a = {0}, b = {0};
+    t->any_added_raw = t->any_added_normalized = false;
+    for (size_t i = 0; i < t->n_added; i++) {
+        tok_added *x = &t->added[i];
+        if (x->pat && x->pat != x->content) free(x->pat);
+        x->pat = x->content;
+        x->pat_len = x->len;
+        if (!x->normalized) {
+            t->any_added_raw = true;
+            continue;
+        }
+        t->any_added_normalized = true;
+        const char *out;
+        size_t on;
+        if (!normalize(t, x->content, x->len, &a, &b, &out, &on)) {
+            tok_buf_free(&a), tok_buf_free(&b);
+            return oom(name);
+        }
+        if (on == 0) {
+            char q[64];
+            tok_buf_free(&a), tok_buf_free(&b);
+            /* tokenizers' automaton would match the empty pattern between any two characters */
+            return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                             "%s: added_tokens[%zu]: %s is normalized and the normalizer makes it "
+                             "empty (not supported)",
+                             name, i, tok_quote(q, sizeof q, x->content, x->len));
+        }
+        if (on != x->len || memcmp(out, x->content, on)) {
+            x->pat = malloc(on);
+            if (!x->pat) {
+                x->pat = x->content;
+                tok_buf_free(&a), tok_buf_free(&b);
+                return oom(name);
+            }
+            memcpy(x->pat, out, on);
+            x->pat_len = on;
+        }
+    }
+    tok_buf_free(&a);
+    tok_buf_free(&b);
+    added_key *keys = malloc((t->n_added ? t->n_added : 1) * sizeof *keys);
+    if (!keys) return oom(name);
+    for (int k = 0; k < 2; k++) {
+        free(t->added_order[k]);
+        t->added_order[k] = malloc((t->n_added ? t->n_added : 1) * sizeof *t->added_order[k]);
+        if (!t->added_order[k]) {
+            free(keys);
+            return oom(name);
+        }
+        size_t m = 0;
+        for (size_t i = 0; i < t->n_added; i++) {
+            const tok_added *x = &t->added[i];
+            if (x->normalized == (k == 1))
+                keys[m++] = (added_key){(unsigned char)x->pat[0], x->special, x->pat_len,
+                                        (int32_t)i};
+        }
+        qsort(keys, m, sizeof *keys, cmp_added);
+        for (size_t j = 0; j < m; j++) t->added_order[k][j] = keys[j].index;
+        memset(t->added_first[k], 0, sizeof t->added_first[k]);
+        for (size_t j = 0; j < m; j++) /* counts, then running sums: bucket starts */
+            t->added_first[k][(unsigned char)t->added[t->added_order[k][j]].pat[0] + 1]++;
+        for (int c = 0; c < 256; c++) t->added_first[k][c + 1] += t->added_first[k][c];
+    }
+    free(keys);
     return ATTN_STATUS_OK;
 }
 
@@ -534,8 +683,13 @@ void attn_tok_free(attn_tok *t) {
         free(t->dec[i].b);
     }
     free(t->dec);
-    for (size_t i = 0; i < t->n_added; i++) free(t->added[i].content);
+    for (size_t i = 0; i < t->n_added; i++) {
+        if (t->added[i].pat != t->added[i].content) free(t->added[i].pat);
+        free(t->added[i].content);
+    }
     free(t->added);
+    free(t->added_order[0]);
+    free(t->added_order[1]);
     free(t->added_kind);
     free(t->added_index);
     tok_post_free(t);
@@ -580,12 +734,16 @@ static attn_status parse_root(json_t *root, const char *name, attn_tok **out) {
     if (!st) st = tok_split_prepare(t, name);
     for (size_t i = 0; !st && i < t->n_tpl_special; i++)
         for (size_t k = 0; !st && k < t->tpl_special[i].n; k++)
-            if (t->tpl_special[i].ids[k] >= t->vocab_size)
+            if (t->tpl_special[i].ids[k] >= t->vocab_size) {
+                char q[64];
                 st = attn_fail(ATTN_STATUS_FORMAT,
-                               "%s: post_processor: special token '%s' has id %ld, outside the "
+                               "%s: post_processor: special token %s has id %ld, outside the "
                                "vocabulary (0..%ld)",
-                               name, t->tpl_special[i].name, (long)t->tpl_special[i].ids[k],
-                               (long)t->vocab_size - 1);
+                               name,
+                               tok_quote(q, sizeof q, t->tpl_special[i].name,
+                                         t->tpl_special[i].name_len),
+                               (long)t->tpl_special[i].ids[k], (long)t->vocab_size - 1);
+            }
     if (st) {
         attn_tok_free(t);
         return st;
@@ -619,8 +777,7 @@ attn_status attn_tok_load_reader(attn_reader r, attn_tok **out) {
     json_error_t err;
     root = json_loadb(buf, (size_t)r.size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
     if (!root) {
-        st = attn_fail(ATTN_STATUS_FORMAT, "%s: not valid JSON: line %d column %d: %s", name,
-                       err.line, err.column, err.text);
+        st = tok_json_error(&err, name);
         goto done;
     }
     st = parse_root(root, name, out);
@@ -717,6 +874,11 @@ static void save_pre(const tok_pre *p, tok_buf *b) {
         save_byte_level(&p->bl, b);
         return;
     }
+    if (p->kind == TOK_PRE_DIGITS) {
+        tok_buf_printf(b, "{\"type\": \"Digits\", \"individual_digits\": %s}",
+                       p->behavior == TOK_SPLIT_ISOLATED ? "true" : "false");
+        return;
+    }
     if (p->kind == TOK_PRE_PUNCTUATION) {
         tok_buf_printf(b, "{\"type\": \"Punctuation\", \"behavior\": \"%s\"}",
                        BEHAVIORS[p->behavior]);
@@ -810,9 +972,11 @@ attn_status attn_tok_save(const attn_tok *t, const char *path) {
         const tok_added *a = &t->added[i];
         tok_buf_printf(&b, "%s\n    {\"id\": %ld, \"content\": ", i ? "," : "", (long)a->id);
         tok_buf_json_str(&b, a->content, a->len);
-        tok_buf_printf(&b, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
+        tok_buf_printf(&b, ", \"single_word\": %s, \"lstrip\": %s, \"rstrip\": %s, "
                            "\"normalized\": %s, \"special\": %s}",
-                       a->normalized ? "true" : "false", a->special ? "true" : "false");
+                       a->single_word ? "true" : "false", a->lstrip ? "true" : "false",
+                       a->rstrip ? "true" : "false", a->normalized ? "true" : "false",
+                       a->special ? "true" : "false");
     }
     tok_buf_puts(&b, t->n_added ? "\n  ],\n" : "],\n");
     SAVE_LIST(&b, "normalizer", "normalizers", t->norm, t->n_norm, save_norm);
@@ -845,21 +1009,19 @@ attn_status attn_tok_save(const attn_tok *t, const char *path) {
 
 /* ---- encoding ---- */
 
-/* The added token (of the wanted kind) that matches longest at s[i..n), or -1. */
-static int32_t match_added(const attn_tok *t, const char *s, size_t i, size_t n, bool normalized,
+/* The added token of kind k (0 raw, 1 normalized) whose pattern matches longest at s[i..n),
+ * ties to tokenizers' precedence (the index's order), or -1. */
+static int32_t match_added(const attn_tok *t, int k, const char *s, size_t i, size_t n,
                            size_t *len) {
-    int32_t best = -1;
-    size_t best_len = 0;
-    for (size_t k = 0; k < t->n_added; k++) {
-        const tok_added *a = &t->added[k];
-        if (a->normalized != normalized || a->len > n - i || a->len <= best_len) continue;
-        if (memcmp(s + i, a->content, a->len) == 0) {
-            best = (int32_t)k;
-            best_len = a->len;
+    unsigned char c = (unsigned char)s[i];
+    for (uint32_t j = t->added_first[k][c]; j < t->added_first[k][c + 1]; j++) {
+        const tok_added *a = &t->added[t->added_order[k][j]];
+        if (a->pat_len <= n - i && !memcmp(s + i, a->pat, a->pat_len)) {
+            *len = a->pat_len;
+            return t->added_order[k][j];
         }
     }
-    *len = best_len;
-    return best;
+    return -1;
 }
 
 typedef struct {
@@ -870,7 +1032,84 @@ typedef struct {
     tok_strlist p1, p2;    /* pre-tokenizer ping-pong lists */
     void *md;              /* PCRE2 match data of the ByteLevel regex (per call: thread-safe) */
     void *md_split;        /* PCRE2 match data for Split / Whitespace regexes */
+    void *md_word;         /* PCRE2 match data of the single_word test */
 } pipe_state;
+
+/* A piece of text between added tokens: first = it starts at the text's offset 0. */
+typedef attn_status (*piece_fn)(pipe_state *ps, const char *s, size_t n, bool first);
+
+/* The character ending right before s[at] (at > 0): its offset. */
+static size_t char_before(const char *s, size_t at) {
+    size_t i = at - 1;
+    while (i > 0 && ((unsigned char)s[i] & 0xC0) == 0x80) i--;
+    return i;
+}
+
+/* Whether the character at s[i..n) is whitespace (Rust regex \s: White_Space); *k its length. */
+static bool space_at(const char *s, size_t i, size_t n, size_t *k) {
+    uint32_t cp;
+    *k = tok_utf8_decode((const unsigned char *)s + i, n - i, &cp);
+    if (!*k) *k = 1, cp = 0xFFFD;
+    return tok_uni_space(cp);
+}
+
+/* tokenizers' AddedVocabulary::find_matches over s[0..n) with the tokens of kind k: leftmost
+ * longest matches, left to right, each search resuming after the previous match (a discarded
+ * one included); a single_word match is discarded unless no word character touches it; lstrip
+ * takes in the whitespace before the match (not before the previous split's end), rstrip the
+ * whitespace after it. The text between matches goes to piece, each token's id to ps->cb. */
+static attn_status split_added(pipe_state *ps, int k, const char *s, size_t n, bool first,
+                               piece_fn piece) {
+    const attn_tok *t = ps->t;
+    size_t i = 0, done = 0; /* done: tokenizers' start_offset */
+    attn_status st;
+    while (i < n) {
+        size_t len;
+        int32_t m = match_added(t, k, s, i, n, &len);
+        if (m < 0) {
+            i++;
+            continue;
+        }
+        size_t start = i, stop = i + len;
+        i = stop;
+        const tok_added *a = &t->added[m];
+        if (a->single_word) {
+            int wb = 0, wa = 0;
+            if (start > 0) {
+                size_t c = char_before(s, start);
+                wb = tok_word_char(t, &ps->md_word, s + c, start - c);
+            }
+            if (stop < n) {
+                uint32_t cp;
+                size_t kk = tok_utf8_decode((const unsigned char *)s + stop, n - stop, &cp);
+                wa = tok_word_char(t, &ps->md_word, s + stop, kk ? kk : 1);
+            }
+            if (wb < 0 || wa < 0) return oom("encode");
+            if (wb || wa) continue;
+        }
+        if (a->lstrip) {
+            size_t ns = start, kk;
+            while (ns > 0) {
+                size_t c = char_before(s, ns);
+                if (!space_at(s, c, n, &kk)) break;
+                ns = c;
+            }
+            start = ns > done ? ns : done;
+        }
+        if (a->rstrip) {
+            size_t kk;
+            while (stop < n && space_at(s, stop, n, &kk)) stop += kk;
+        }
+        if (done < start && (st = piece(ps, s + done, start - done, first && done == 0)))
+            return st;
+        /* a match left empty (its text all taken by the strips of the previous one) is dropped,
+         * as tokenizers drops empty splits (reversed, it panics there) */
+        if (stop > start && (st = ps->cb(ps->ctx, NULL, 0, a->id))) return st;
+        done = stop;
+    }
+    if (done < n) return piece(ps, s + done, n - done, first && done == 0);
+    return ATTN_STATUS_OK;
+}
 
 static attn_status pretok_segment(pipe_state *ps, const char *s, size_t n, bool first) {
     const attn_tok *t = ps->t;
@@ -946,45 +1185,12 @@ fail:
 /* Normalize one raw segment, split out normalized added tokens, pre-tokenize the rest. */
 static attn_status do_segment(pipe_state *ps, const char *s, size_t n, bool first) {
     const attn_tok *t = ps->t;
-    const char *cur = s;
-    size_t cn = n;
-    tok_buf *dst = &ps->n1, *other = &ps->n2;
-    for (size_t k = 0; k < t->n_norm; k++) {
-        const tok_norm *nm = &t->norm[k];
-        dst->n = 0;
-        if (nm->kind == TOK_NORM_PREPEND) {
-            if (cn) tok_buf_put(dst, nm->a, nm->alen);
-            tok_buf_put(dst, cur, cn);
-        } else if (nm->kind == TOK_NORM_REPLACE) {
-            replace_all(dst, cur, cn, nm->a, nm->alen, nm->b, nm->blen);
-        } else if (!tok_norm_apply(nm, cur, cn, dst)) {
-            return oom("encode");
-        }
-        if (dst->oom) return oom("encode");
-        cur = dst->p ? dst->p : "";
-        cn = dst->n;
-        tok_buf *sw = dst;
-        dst = other;
-        other = sw;
-    }
-    if (!t->any_added_normalized) return pretok_segment(ps, cur, cn, first);
+    const char *cur;
+    size_t cn;
+    if (!normalize(t, s, n, &ps->n1, &ps->n2, &cur, &cn)) return oom("encode");
     /* cur may point into n1/n2, which pretok_segment does not touch */
-    size_t i = 0, run = 0;
-    while (i < cn) {
-        size_t len;
-        int32_t k = match_added(t, cur, i, cn, true, &len);
-        if (k < 0) {
-            i++;
-            continue;
-        }
-        attn_status st;
-        if (i > run && (st = pretok_segment(ps, cur + run, i - run, first && run == 0))) return st;
-        if ((st = ps->cb(ps->ctx, NULL, 0, t->added[k].id))) return st;
-        i += len;
-        run = i;
-    }
-    if (cn > run) return pretok_segment(ps, cur + run, cn - run, first && run == 0);
-    return ATTN_STATUS_OK;
+    if (!t->any_added_normalized) return pretok_segment(ps, cur, cn, first);
+    return split_added(ps, 1, cur, cn, first, pretok_segment);
 }
 
 attn_status tok_pretokenize(const attn_tok *t, const char *text, size_t len, tok_piece_fn cb,
@@ -995,30 +1201,15 @@ attn_status tok_pretokenize(const attn_tok *t, const char *text, size_t len, tok
                          "encode: text is not valid UTF-8 (byte 0x%02X at offset %zu)",
                          (unsigned char)text[bad], bad);
     pipe_state ps = {.t = t, .cb = cb, .ctx = ctx};
-    attn_status st = ATTN_STATUS_OK;
-    size_t i = 0, run = 0;
-    if (t->any_added_raw) {
-        while (i < len) {
-            size_t mlen;
-            int32_t k = match_added(t, text, i, len, false, &mlen);
-            if (k < 0) {
-                i++;
-                continue;
-            }
-            if (i > run && (st = do_segment(&ps, text + run, i - run, run == 0))) goto done;
-            if ((st = cb(ctx, NULL, 0, t->added[k].id))) goto done;
-            i += mlen;
-            run = i;
-        }
-    }
-    if (len > run) st = do_segment(&ps, text + run, len - run, run == 0);
-done:
+    attn_status st = t->any_added_raw ? split_added(&ps, 0, text, len, true, do_segment)
+                                      : do_segment(&ps, text, len, true);
     tok_buf_free(&ps.n1);
     tok_buf_free(&ps.n2);
     tok_strlist_free(&ps.p1);
     tok_strlist_free(&ps.p2);
     tok_byte_level_md_free(ps.md);
     tok_byte_level_md_free(ps.md_split);
+    tok_byte_level_md_free(ps.md_word);
     return st;
 }
 
@@ -1375,6 +1566,27 @@ attn_status attn_tok_decode(const attn_tok *t, const int32_t *ids, size_t n, uns
     memcpy(buf, b.p, b.n + 1);
     tok_buf_free(&b);
     return ATTN_STATUS_OK;
+}
+
+size_t attn_tok_decode_pending(const attn_tok *t, const int32_t *ids, size_t n, unsigned flags) {
+    if (!t || !ids || !t->has_decoder) return 0;
+    bool fallback = false;
+    for (size_t k = 0; k < t->n_dec; k++) fallback |= t->dec[k].kind == TOK_DEC_BYTE_FALLBACK;
+    if (!fallback) return 0;
+    size_t i = n, keep = n; /* keep: where the run starts */
+    while (i > 0) {
+        int32_t id = ids[i - 1];
+        size_t len;
+        const char *s = token_str(t, id, &len);
+        if (!s) break;
+        if (!(flags & ATTN_TOK_DECODE_KEEP_SPECIAL) && t->added_kind[id] == 2) {
+            i--; /* dropped before the decoder: the run goes on through it */
+            continue;
+        }
+        if (byte_token(s, len) < 0) break;
+        keep = --i;
+    }
+    return n - keep;
 }
 
 attn_status attn_tok_decode_alloc(const attn_tok *t, const int32_t *ids, size_t n,

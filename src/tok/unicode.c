@@ -155,6 +155,20 @@ bool tok_uni_punct(uint32_t cp) {
     return IN(EXTRA_PUNCT, cp);
 }
 
+/* Numbers (Nd) of Unicode 16.0 that utf8proc 2.8 (Unicode 15.0) does not know; Rust's
+ * char::is_numeric (tokenizers' Digits) has them. Measured over every code point by
+ * tests/test_tokenizer_families.c. */
+static const cp_range NEW_NUMERIC[] = {{0x10D40, 0x10D49}, {0x116D0, 0x116E3}, {0x11BF0, 0x11BF9},
+                                       {0x16130, 0x16139}, {0x16D70, 0x16D79}, {0x1CCF0, 0x1CCF9},
+                                       {0x1E5F1, 0x1E5FA}};
+
+bool tok_uni_numeric(uint32_t cp) {
+    if (cp < 0x80) return cp >= '0' && cp <= '9';
+    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+    return c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_NO ||
+           IN(NEW_NUMERIC, cp);
+}
+
 bool tok_uni_control(uint32_t cp) {
     if (cp == '\t' || cp == '\n' || cp == '\r') return false;
     if (cp < 0x20 || (cp >= 0x7F && cp < 0xA0)) return true;

@@ -94,6 +94,57 @@ void tok_buf_json_str(tok_buf *b, const char *s, size_t n) {
     tok_buf_putc(b, '"');
 }
 
+const char *tok_quote(char *out, size_t cap, const char *s, size_t n) {
+    if (cap < 8) {
+        if (cap) out[0] = '\0';
+        return out;
+    }
+    tok_buf b = {0};
+    tok_buf_json_str(&b, s, n);
+    if (b.oom || !b.p) {
+        snprintf(out, cap, "\"...\"");
+    } else if (b.n < cap) {
+        memcpy(out, b.p, b.n + 1);
+    } else {
+        size_t k = cap - 5; /* room for ..." and the NUL */
+        /* do not cut inside an escape or a UTF-8 sequence */
+        size_t esc = k;
+        while (esc > 1 && b.p[esc - 1] != '\\' && esc > k - 6) esc--;
+        if (esc > 1 && b.p[esc - 1] == '\\') k = esc - 1;
+        while (k > 1 && ((unsigned char)b.p[k] & 0xC0) == 0x80) k--;
+        memcpy(out, b.p, k);
+        memcpy(out + k, "...\"", 5);
+    }
+    tok_buf_free(&b);
+    return out;
+}
+
+bool tok_json_str_is(json_t *v, const char *name) {
+    size_t n = strlen(name);
+    return json_is_string(v) && json_string_length(v) == n && !memcmp(json_string_value(v), name, n);
+}
+
+attn_status tok_no_nul(const char *s, size_t n, const char *name, const char *path) {
+    const char *z = n ? memchr(s, 0, n) : NULL;
+    if (!z) return ATTN_STATUS_OK;
+    char q[48];
+    return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                     "%s: %s: %s holds U+0000 (NUL) at byte %zu, which attn does not support in "
+                     "tokenizer strings",
+                     name, path, tok_quote(q, sizeof q, s, n), (size_t)(z - s));
+}
+
+attn_status tok_json_error(const json_error_t *err, const char *name) {
+    if (json_error_code(err) == json_error_null_byte_in_key)
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "%s: line %d column %d: an object key holds U+0000 (NUL), which attn "
+                         "does not support in tokenizer strings (vocabulary tokens, special-token "
+                         "names)",
+                         name, err->line, err->column);
+    return attn_fail(ATTN_STATUS_FORMAT, "%s: not valid JSON: line %d column %d: %s", name,
+                     err->line, err->column, err->text);
+}
+
 void tok_buf_free(tok_buf *b) {
     free(b->p);
     memset(b, 0, sizeof *b);

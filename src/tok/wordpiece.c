@@ -43,13 +43,14 @@ attn_status tok_vocab_from_json(json_t *vocab, const char *name, const char *pat
     int32_t max_id = -1;
     const char *key;
     json_t *val;
+    char q[64], q2[64];
     json_object_foreach(vocab, key, val) {
         if (!json_is_integer(val) || json_integer_value(val) < 0)
-            return attn_fail(ATTN_STATUS_FORMAT,
-                             "%s: %s[\"%s\"]: expected a non-negative integer id", name, path, key);
+            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s[%s]: expected a non-negative integer id",
+                             name, path, tok_quote(q, sizeof q, key, strlen(key)));
         if (json_integer_value(val) > TOK_MAX_ID)
-            return attn_fail(ATTN_STATUS_TOO_LARGE,
-                             "%s: %s[\"%s\"]: id %lld is too large (max %ld)", name, path, key,
+            return attn_fail(ATTN_STATUS_TOO_LARGE, "%s: %s[%s]: id %lld is too large (max %ld)",
+                             name, path, tok_quote(q, sizeof q, key, strlen(key)),
                              (long long)json_integer_value(val), (long)TOK_MAX_ID);
         if ((int32_t)json_integer_value(val) > max_id) max_id = (int32_t)json_integer_value(val);
     }
@@ -60,8 +61,9 @@ attn_status tok_vocab_from_json(json_t *vocab, const char *name, const char *pat
         int32_t id = (int32_t)json_integer_value(json_object_iter_value(it));
         int r = tok_vocab_set(v, id, key, json_object_iter_key_len(it));
         if (r == 1) {
-            s = attn_fail(ATTN_STATUS_FORMAT, "%s: %s: id %ld is given to '%s' and '%s'", name,
-                          path, (long)id, v->str[id], key);
+            s = attn_fail(ATTN_STATUS_FORMAT, "%s: %s: id %ld is given to %s and %s", name, path,
+                          (long)id, tok_quote(q, sizeof q, v->str[id], v->len[id]),
+                          tok_quote(q2, sizeof q2, key, json_object_iter_key_len(it)));
             tok_vocab_free(v);
             return s;
         }
@@ -84,10 +86,11 @@ static void wp_destroy(tok_model *base) {
 }
 
 static attn_status missing_unk(const wp_model *m, const char *s, size_t n) {
+    char q[80], q2[64];
     return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                     "encode: %s: %s: '%.*s' is not in the vocabulary and unk_token '%s' is not "
-                     "either",
-                     m->name, m->base.type, (int)(n > 64 ? 64 : n), s, m->unk);
+                     "encode: %s: %s: %s is not in the vocabulary and unk_token %s is not either",
+                     m->name, m->base.type, tok_quote(q, sizeof q, s, n),
+                     tok_quote(q2, sizeof q2, m->unk, m->unk_len));
 }
 
 static attn_status push_unk(const wp_model *m, const char *s, size_t n, tok_ivec *out) {
@@ -216,6 +219,10 @@ static attn_status str_field(json_t *model, const char *key, const char *def, co
         return attn_fail(ATTN_STATUS_FORMAT, "%s: model.%s: expected a string", name, key);
     const char *s = v ? json_string_value(v) : def;
     *len = v ? json_string_length(v) : strlen(def);
+    char path[64];
+    snprintf(path, sizeof path, "model.%s", key);
+    attn_status st = tok_no_nul(s, *len, name, path);
+    if (st) return st;
     *dst = dup_n(s, *len);
     return *dst ? ATTN_STATUS_OK : attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "%s: out of memory", name);
 }

@@ -1,5 +1,5 @@
-/* capture_models.c — attention capture from the single-stack models: GPT-2 (attn_gpt.h, causal)
- * and BERT (attn_bert.h, bidirectional). Both write per-layer (B, H, T, T) probabilities from
+/* capture_models.c — attention capture from the single-stack models: GPT-2 and the Llama family
+ * (attn_gpt.h, causal; one map per query head, grouped-query heads named in the title) and BERT (attn_bert.h, bidirectional). Both write per-layer (B, H, T, T) probabilities from
  * their fused attention kernels when a capture is set; here B = 1 and the buffers are the maps
  * "self.L" of the container. */
 #include "viz-impl.h"
@@ -45,7 +45,8 @@ attn_status attn_viz_capture_gpt(const attn_gpt_model *m, const attn_tok *tok, c
     *out = NULL;
     if (!m) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_viz_capture_gpt: NULL model");
     const attn_gpt_config *c = &m->cfg;
-    attn_status s = check_ids("GPT-2", ids, T, c->n_positions, c->vocab_size);
+    const char *arch = attn_gpt_is_llama(c) ? attn_gpt_arch_name(c->arch) : "GPT-2";
+    attn_status s = check_ids(arch, ids, T, c->n_positions, c->vocab_size);
     if (s) return s;
     float **bufs = calloc((size_t)c->n_layer, sizeof *bufs);
     if (!bufs) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attention capture: out of memory");
@@ -60,9 +61,17 @@ attn_status attn_viz_capture_gpt(const attn_gpt_model *m, const attn_tok *tok, c
         attn_gpt_set_capture(st, NULL);
     }
     if (!s) {
-        char title[160];
-        snprintf(title, sizeof title, "GPT-2, %d layers, %d heads, d_model %d: %d tokens",
-                 c->n_layer, c->n_head, c->n_embd, T);
+        char title[256];
+        const int Hkv = attn_gpt_kv_heads(c);
+        if (Hkv == c->n_head)
+            snprintf(title, sizeof title, "%s, %d layers, %d heads, d_model %d: %d tokens", arch,
+                     c->n_layer, c->n_head, c->n_embd, T);
+        else /* grouped-query: which key/value head each query head reads */
+            snprintf(title, sizeof title,
+                     "%s, %d layers, %d query heads sharing %d key/value heads (heads %d·g .. "
+                     "%d·g + %d read key/value head g), d_model %d: %d tokens",
+                     arch, c->n_layer, c->n_head, Hkv, c->n_head / Hkv, c->n_head / Hkv,
+                     c->n_head / Hkv - 1, c->n_embd, T);
         s = attn_viz_set_title(v, title);
     }
     attn_gpt_state_free(st);
