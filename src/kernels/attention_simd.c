@@ -650,6 +650,149 @@ static void fwd_block(const attn_attention_params *p, const tiling *t, const geo
     }
 }
 
+/* ---- few queries: decoding ------------------------------------------------------------------ */
+
+/* A decoding step has one query (or a few) per sequence and head. The tiled path would run a
+ * whole block of br query lanes for it, all but one of them padding (64× the work at br = 64).
+ * Here one work item is (batch b, K/V head g) with the Tq queries of every query head of the
+ * group as R = (H / H_kv)·Tq rows, so each key and value row is read once for all of them: scores
+ * are dot products over D (vectors along D, reduced per score), then the same online softmax over
+ * blocks of FEW_KB keys, in the log2 domain, and o += p·V rows. Same masks (causal with offset,
+ * kv_len, sliding window), same results up to float rounding (the sums run in another order),
+ * same conventions (a row without a visible key: o = 0, lse = -inf). The probabilities, when
+ * asked for, come from a second pass over the same (recomputed, identical) scores, as the tiled
+ * path's do. Without a score bias (that takes the tiled path). */
+#define FEW_Q 4     /* queries per sequence and head up to which decoding takes this path */
+#define FEW_R 32    /* rows per work item at most: (H / H_kv)·Tq */
+#define FEW_KB 64   /* keys per online-softmax step */
+
+typedef struct {
+    _Alignas(64) float q[FEW_R * ATTN_SIMD_DMAX]; /* (R, dp) queries · scale·log2 e, zero-padded */
+    _Alignas(64) float o[FEW_R * ATTN_SIMD_DMAX]; /* (R, dp) unnormalized outputs */
+    _Alignas(64) float s[FEW_KB + AV_LEN];        /* one row's scores, then probabilities; and
+                                                     a vector of scratch */
+    int lo[FEW_R], hi[FEW_R];                     /* (R) each row's visible keys [lo, hi) */
+    float m[FEW_R], l[FEW_R];                     /* (R) running max (log2 domain) and sum */
+} few_tiles;
+
+static bool few_path(const attn_attention_params *p, const geom *G) {
+    return p->Tq <= FEW_Q && G->grp * p->Tq <= FEW_R && !p->bias && p->D <= ATTN_SIMD_DMAX;
+}
+
+/* Σ a[d]·b[d], d < D: a zero-padded to whole vectors; b read with a masked last vector (tm) when
+ * D is not a multiple of AV_LEN. */
+static inline float few_dot(const float *a, const float *b, int nv, int full, av_mask tm) {
+    av_f s0 = av_zero(), s1 = av_zero();
+    int v = 0;
+    for (; v + 1 < full; v += 2) {
+        s0 = av_fmadd(av_load(a + v * AV_LEN), av_load(b + v * AV_LEN), s0);
+        s1 = av_fmadd(av_load(a + (v + 1) * AV_LEN), av_load(b + (v + 1) * AV_LEN), s1);
+    }
+    for (; v < full; v++) s0 = av_fmadd(av_load(a + v * AV_LEN), av_load(b + v * AV_LEN), s0);
+    if (full < nv) s1 = av_fmadd(av_load(a + full * AV_LEN), av_load_mask(b + full * AV_LEN, tm), s1);
+    return av_reduce_add(av_add(s0, s1));
+}
+
+static void fwd_few(const attn_attention_params *p, const geom *G, int b, int g, const float *q,
+                    const float *k, const float *v, float *o, float *lse, float *probs,
+                    few_tiles *w) {
+    const int D = p->D, Tq = p->Tq, R = G->grp * Tq;
+    const int nv = (D + AV_LEN - 1) / AV_LEN, dp = nv * AV_LEN, full = D / AV_LEN;
+    const av_mask tm = av_tail(D - full * AV_LEN);
+    const av_f mul = av_set1((float)(p->scale * LOG2E));
+    const float *kb = k + b * G->sbk + (ptrdiff_t)g * D; /* (Tk, D) stride ldk */
+    const float *vb = v + b * G->sbv + (ptrdiff_t)g * D; /* (Tk, D) stride ldv */
+    int jmin = p->Tk, jmax = 0;
+    for (int r = 0; r < R; r++) { /* row r: query i of head g·grp + r / Tq */
+        const int h = g * G->grp + r / Tq, i = r % Tq;
+        const float *qr = q + b * G->sbq + (ptrdiff_t)i * p->ldq + (ptrdiff_t)h * D;
+        float *wq = w->q + (size_t)r * dp, *wo = w->o + (size_t)r * dp;
+        for (int vv = 0; vv < nv; vv++) {
+            const av_f x = vv < full ? av_load(qr + vv * AV_LEN) : av_load_mask(qr + vv * AV_LEN, tm);
+            av_store(wq + vv * AV_LEN, av_mul(x, mul));
+            av_store(wo + vv * AV_LEN, av_zero());
+        }
+        w->lo[r] = key_begin(p, i);
+        w->hi[r] = key_end(p, b, i, 1);
+        w->m[r] = -__builtin_inff();
+        w->l[r] = 0.0f;
+        if (w->lo[r] < w->hi[r]) {
+            jmin = ATTN_MIN(jmin, w->lo[r]);
+            jmax = ATTN_MAX(jmax, w->hi[r]);
+        }
+    }
+    for (int j0 = jmin; j0 < jmax; j0 += FEW_KB) {
+        const int jb = ATTN_MIN(FEW_KB, jmax - j0);
+        for (int r = 0; r < R; r++) {
+            const int a = ATTN_MAX(w->lo[r], j0) - j0, e = ATTN_MIN(w->hi[r], j0 + jb) - j0;
+            if (a >= e) continue; /* no visible key in this block: nothing changes */
+            const float *wq = w->q + (size_t)r * dp;
+            float mx = w->m[r];
+            for (int jj = a; jj < e; jj++) {
+                const float sc = few_dot(wq, kb + (ptrdiff_t)(j0 + jj) * p->ldk, nv, full, tm);
+                w->s[jj] = sc;
+                mx = sc > mx ? sc : mx;
+            }
+            /* 2^(s − max) over whole vectors: the lanes around [a, e) hold -inf, which gives 0 */
+            const int a0 = a / AV_LEN * AV_LEN, e1 = (e + AV_LEN - 1) / AV_LEN * AV_LEN;
+            for (int jj = a0; jj < a; jj++) w->s[jj] = -__builtin_inff();
+            for (int jj = e; jj < e1; jj++) w->s[jj] = -__builtin_inff();
+            const float off = mx < -3.0e38f ? 0.0f : mx; /* all visible scores -inf: keep 0 */
+            const av_f offv = av_set1(off);
+            av_f sumv = av_zero();
+            for (int jj = a0; jj < e1; jj += AV_LEN) {
+                const av_f x = exp2_neg(av_sub(av_load(w->s + jj), offv));
+                av_store(w->s + jj, x);
+                sumv = av_add(sumv, x);
+            }
+            const float sum = av_reduce_add(sumv);
+            float al;
+            av_store(w->s + FEW_KB, exp2_neg(av_set1(w->m[r] - off)));
+            al = w->s[FEW_KB];
+            w->l[r] = w->l[r] * al + sum;
+            w->m[r] = mx;
+            float *wo = w->o + (size_t)r * dp;
+            const av_f alv = av_set1(al);
+            for (int vv = 0; vv < nv; vv++)
+                av_store(wo + vv * AV_LEN, av_mul(av_load(wo + vv * AV_LEN), alv));
+            for (int jj = a; jj < e; jj++) {
+                const float *vr = vb + (ptrdiff_t)(j0 + jj) * p->ldv;
+                const av_f pj = av_set1(w->s[jj]);
+                for (int vv = 0; vv < full; vv++)
+                    av_store(wo + vv * AV_LEN,
+                             av_fmadd(pj, av_load(vr + vv * AV_LEN), av_load(wo + vv * AV_LEN)));
+                if (full < nv)
+                    av_store(wo + full * AV_LEN, av_fmadd(pj, av_load_mask(vr + full * AV_LEN, tm),
+                                                          av_load(wo + full * AV_LEN)));
+            }
+        }
+    }
+    for (int r = 0; r < R; r++) { /* o = acc / l; rows that saw no key get 0 */
+        const int h = g * G->grp + r / Tq, i = r % Tq;
+        float *orow = o + b * G->sbo + (ptrdiff_t)i * p->ldo + (ptrdiff_t)h * D;
+        const av_f inv = av_set1(w->l[r] > 0.0f ? 1.0f / w->l[r] : 0.0f);
+        const float *wo = w->o + (size_t)r * dp;
+        for (int vv = 0; vv < full; vv++)
+            av_store(orow + vv * AV_LEN, av_mul(av_load(wo + vv * AV_LEN), inv));
+        if (full < nv) av_store_mask(orow + full * AV_LEN, tm, av_mul(av_load(wo + full * AV_LEN), inv));
+        if (lse)
+            lse[((size_t)b * p->H + h) * p->Tq + i] =
+                w->l[r] > 0.0f ? (float)((double)w->m[r] * LN2 + log((double)w->l[r]))
+                               : -__builtin_inff();
+        if (!probs) continue;
+        /* probabilities 2^(s − lse2) of the visible keys, 0 elsewhere */
+        float *pr = probs + (((size_t)b * p->H + h) * p->Tq + i) * p->Tk;
+        memset(pr, 0, sizeof(float) * p->Tk);
+        if (!(w->l[r] > 0.0f)) continue;
+        const float lse2 = (float)((double)w->m[r] + log2((double)w->l[r]));
+        for (int j = w->lo[r]; j < w->hi[r]; j++) {
+            const float sc = few_dot(w->q + (size_t)r * dp, kb + (ptrdiff_t)j * p->ldk, nv, full, tm);
+            av_store(w->s, exp2_neg(av_set1(sc - lse2)));
+            pr[j] = w->s[0];
+        }
+    }
+}
+
 void ATTN_FN(attn_attention_forward)(const attn_attention_params *p,
                                      const float *q,  // (B, Tq, H, D) row stride ldq, batch sbq
                                      const float *k,  // (B, Tk, H_kv, D) row stride ldk, batch sbk
@@ -663,6 +806,18 @@ void ATTN_FN(attn_attention_forward)(const attn_attention_params *p,
     }
     const tiling t = make_tiling(p->D);
     const geom G = make_geom(p);
+    if (few_path(p, &G)) {
+        const long items = (long)p->B * G.hkv;
+        const double macs = (double)items * G.grp * p->Tq * p->Tk * p->D;
+#pragma omp parallel if (items > 1 && macs >= 65536.0)
+        {
+            few_tiles w;
+#pragma omp for schedule(static)
+            for (long it = 0; it < items; it++)
+                fwd_few(p, &G, (int)(it / G.hkv), (int)(it % G.hkv), q, k, v, o, lse, probs, &w);
+        }
+        return;
+    }
     const int nqb = (p->Tq + t.br - 1) / t.br;
     const long items = (long)p->B * p->H * nqb;
     /* Dynamic schedule: causal query blocks differ in cost. Within a (b, h) the last (costliest)
