@@ -6,7 +6,9 @@
  *     float32; sh tools/get_smollm2.sh), batch 1: a 128-token prompt in one pass, then 128 new
  *     tokens, greedy, no stop at end of text, through attn_gen_session_generate (the loop `attn
  *     generate` and `attn chat` run; a session of 256 positions, reset before each round so the
- *     prompt runs every time). prompt tokens/s = 128 / the prompt pass; new tokens/s = the 127
+ *     prompt runs every time), the layers' weights pre-packed for the GEMM once
+ *     (attn_gpt_pack_weights: a second copy of them, 0.42 GB here; ATTN_BENCH_NO_PACK=1 runs
+ *     without). prompt tokens/s = 128 / the prompt pass; new tokens/s = the 127
  *     single-token passes (with their greedy choices) / their time. Best of ATTN_BENCH_ROUNDS (2)
  *     rounds after a warm-up round (page faults, thread team). The prompt is 128 ids drawn with
  *     Philox (seed 7) from the vocabulary; it and attn's 128 generated ids go to
@@ -26,8 +28,8 @@
  *     (3); the initial weights, batches and the step-0 loss go to llama_train.safetensors for the
  *     PyTorch twin.
  * Environment: ATTN_BENCH_THREADS (2), ATTN_BENCH_DIR, ATTN_BENCH_ROUNDS (2), ATTN_BENCH_STEPS,
- * ATTN_BENCH_WARMUP, ATTN_BENCH_TINYLLAMA_LAYERS, ATTN_BENCH_LLAMA_CASES ("smollm2,tinyllama,
- * train": any subset). Run from the repository root. */
+ * ATTN_BENCH_WARMUP, ATTN_BENCH_TINYLLAMA_LAYERS, ATTN_BENCH_NO_PACK, ATTN_BENCH_LLAMA_CASES
+ * ("smollm2,tinyllama,train": any subset). Run from the repository root. */
 #include "attn_gen.h"
 #include "bench_lm.h"
 
@@ -37,7 +39,7 @@
 
 /* Case (1)/(2) on a loaded model: label "smollm2" or "tinyllama-1.1b"; name the handover file's
  * base name. */
-static int bench_generate(const attn_gpt_model *m, const char *label, const char *name,
+static int bench_generate(attn_gpt_model *m, const char *label, const char *name,
                           const char *dir) {
     const int V = m->cfg.vocab_size, rounds = env_int("ATTN_BENCH_ROUNDS", 2);
     int32_t prompt[TP], out[NG];
@@ -46,6 +48,12 @@ static int bench_generate(const attn_gpt_model *m, const char *label, const char
     for (int i = 0; i < TP; i++) prompt[i] = (int32_t)attn_rng_below(&r, (uint64_t)V);
     attn_gen_session *s;
     if (attn_gen_session_init(m, TP + NG, &s)) return fail("session");
+    if (getenv("ATTN_BENCH_NO_PACK") == NULL) {
+        const double t0 = now();
+        if (attn_gpt_pack_weights(m)) return fail("pack");
+        printf("note: %s: weights packed for the GEMM in %.2f s (attn_gpt_pack_weights)\n", label,
+               now() - t0);
+    }
     attn_gen_params gp = attn_gen_default_params();
     gp.greedy = true;
     attn_gen_stats st;

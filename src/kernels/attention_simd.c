@@ -669,8 +669,7 @@ static void fwd_block(const attn_attention_params *p, const tiling *t, const geo
 typedef struct {
     _Alignas(64) float q[FEW_R * ATTN_SIMD_DMAX]; /* (R, dp) queries · scale·log2 e, zero-padded */
     _Alignas(64) float o[FEW_R * ATTN_SIMD_DMAX]; /* (R, dp) unnormalized outputs */
-    _Alignas(64) float s[FEW_KB + AV_LEN];        /* one row's scores, then probabilities; and
-                                                     a vector of scratch */
+    _Alignas(64) float s[FEW_KB];                 /* one row's scores, then probabilities */
     int lo[FEW_R], hi[FEW_R];                     /* (R) each row's visible keys [lo, hi) */
     float m[FEW_R], l[FEW_R];                     /* (R) running max (log2 domain) and sum */
 } few_tiles;
@@ -679,8 +678,19 @@ static bool few_path(const attn_attention_params *p, const geom *G) {
     return p->Tq <= FEW_Q && G->grp * p->Tq <= FEW_R && !p->bias && p->D <= ATTN_SIMD_DMAX;
 }
 
-/* Σ a[d]·b[d], d < D: a zero-padded to whole vectors; b read with a masked last vector (tm) when
- * D is not a multiple of AV_LEN. */
+/* exp2_neg of one float. */
+static inline float exp2_neg1(float x) {
+    float t[AV_LEN];
+    av_store(t, exp2_neg(av_set1(x)));
+    return t[0];
+}
+
+/* Vector vv of a row of D floats: whole (vv < full) or the masked last one (tm). */
+static inline av_f few_load(const float *row, int vv, int full, av_mask tm) {
+    return vv < full ? av_load(row + vv * AV_LEN) : av_load_mask(row + vv * AV_LEN, tm);
+}
+
+/* Σ a[d]·b[d], d < D (nv vectors, full of them whole): a zero-padded to whole vectors. */
 static inline float few_dot(const float *a, const float *b, int nv, int full, av_mask tm) {
     av_f s0 = av_zero(), s1 = av_zero();
     int v = 0;
@@ -688,8 +698,7 @@ static inline float few_dot(const float *a, const float *b, int nv, int full, av
         s0 = av_fmadd(av_load(a + v * AV_LEN), av_load(b + v * AV_LEN), s0);
         s1 = av_fmadd(av_load(a + (v + 1) * AV_LEN), av_load(b + (v + 1) * AV_LEN), s1);
     }
-    for (; v < full; v++) s0 = av_fmadd(av_load(a + v * AV_LEN), av_load(b + v * AV_LEN), s0);
-    if (full < nv) s1 = av_fmadd(av_load(a + full * AV_LEN), av_load_mask(b + full * AV_LEN, tm), s1);
+    for (; v < nv; v++) s0 = av_fmadd(av_load(a + v * AV_LEN), few_load(b, v, full, tm), s0);
     return av_reduce_add(av_add(s0, s1));
 }
 
@@ -708,8 +717,7 @@ static void fwd_few(const attn_attention_params *p, const geom *G, int b, int g,
         const float *qr = q + b * G->sbq + (ptrdiff_t)i * p->ldq + (ptrdiff_t)h * D;
         float *wq = w->q + (size_t)r * dp, *wo = w->o + (size_t)r * dp;
         for (int vv = 0; vv < nv; vv++) {
-            const av_f x = vv < full ? av_load(qr + vv * AV_LEN) : av_load_mask(qr + vv * AV_LEN, tm);
-            av_store(wq + vv * AV_LEN, av_mul(x, mul));
+            av_store(wq + vv * AV_LEN, av_mul(few_load(qr, vv, full, tm), mul));
             av_store(wo + vv * AV_LEN, av_zero());
         }
         w->lo[r] = key_begin(p, i);
@@ -746,9 +754,7 @@ static void fwd_few(const attn_attention_params *p, const geom *G, int b, int g,
                 sumv = av_add(sumv, x);
             }
             const float sum = av_reduce_add(sumv);
-            float al;
-            av_store(w->s + FEW_KB, exp2_neg(av_set1(w->m[r] - off)));
-            al = w->s[FEW_KB];
+            const float al = exp2_neg1(w->m[r] - off);
             w->l[r] = w->l[r] * al + sum;
             w->m[r] = mx;
             float *wo = w->o + (size_t)r * dp;
@@ -758,12 +764,9 @@ static void fwd_few(const attn_attention_params *p, const geom *G, int b, int g,
             for (int jj = a; jj < e; jj++) {
                 const float *vr = vb + (ptrdiff_t)(j0 + jj) * p->ldv;
                 const av_f pj = av_set1(w->s[jj]);
-                for (int vv = 0; vv < full; vv++)
-                    av_store(wo + vv * AV_LEN,
-                             av_fmadd(pj, av_load(vr + vv * AV_LEN), av_load(wo + vv * AV_LEN)));
-                if (full < nv)
-                    av_store(wo + full * AV_LEN, av_fmadd(pj, av_load_mask(vr + full * AV_LEN, tm),
-                                                          av_load(wo + full * AV_LEN)));
+                for (int vv = 0; vv < nv; vv++)
+                    av_store(wo + vv * AV_LEN, av_fmadd(pj, few_load(vr, vv, full, tm),
+                                                        av_load(wo + vv * AV_LEN)));
             }
         }
     }
@@ -774,7 +777,8 @@ static void fwd_few(const attn_attention_params *p, const geom *G, int b, int g,
         const float *wo = w->o + (size_t)r * dp;
         for (int vv = 0; vv < full; vv++)
             av_store(orow + vv * AV_LEN, av_mul(av_load(wo + vv * AV_LEN), inv));
-        if (full < nv) av_store_mask(orow + full * AV_LEN, tm, av_mul(av_load(wo + full * AV_LEN), inv));
+        if (full < nv)
+            av_store_mask(orow + full * AV_LEN, tm, av_mul(av_load(wo + full * AV_LEN), inv));
         if (lse)
             lse[((size_t)b * p->H + h) * p->Tq + i] =
                 w->l[r] > 0.0f ? (float)((double)w->m[r] * LN2 + log((double)w->l[r]))
@@ -786,9 +790,8 @@ static void fwd_few(const attn_attention_params *p, const geom *G, int b, int g,
         if (!(w->l[r] > 0.0f)) continue;
         const float lse2 = (float)((double)w->m[r] + log2((double)w->l[r]));
         for (int j = w->lo[r]; j < w->hi[r]; j++) {
-            const float sc = few_dot(w->q + (size_t)r * dp, kb + (ptrdiff_t)j * p->ldk, nv, full, tm);
-            av_store(w->s, exp2_neg(av_set1(sc - lse2)));
-            pr[j] = w->s[0];
+            const float *kr = kb + (ptrdiff_t)j * p->ldk;
+            pr[j] = exp2_neg1(few_dot(w->q + (size_t)r * dp, kr, nv, full, tm) - lse2);
         }
     }
 }
