@@ -267,15 +267,20 @@ static attn_status qk_norm_backward(const geom *g, const attn_nn_attn *w, const 
     return ATTN_STATUS_OK;
 }
 
-/* Positions of the call's M query rows for RoPE: s->pos, else pos0 + t. Returns a buffer to
- * free (or s->pos itself, not to free: *own false). */
-static attn_status positions(const attn_nn_seqs *s, int M, int P, int32_t **out, bool *own) {
+/* Rows whose RoPE positions fit the caller's stack buffer (a decoding step's, a prompt's): no
+ * allocation per layer and step. */
+#define POS_STACK 512
+
+/* Positions of the call's M query rows for RoPE: s->pos, else pos0 + t, in stack (POS_STACK
+ * entries) when M fits, else in a buffer to free (*own true). */
+static attn_status positions(const attn_nn_seqs *s, int M, int P, int32_t *stack, int32_t **out,
+                             bool *own) {
     *own = false;
     if (s->pos) {
         *out = (int32_t *)s->pos;
         return ATTN_STATUS_OK;
     }
-    int32_t *p = attn_alloc((size_t)ATTN_MAX(M, 1) * sizeof(int32_t));
+    int32_t *p = M <= POS_STACK ? stack : attn_alloc((size_t)ATTN_MAX(M, 1) * sizeof(int32_t));
     if (!p) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attention: out of memory");
     if (s->off) {
         for (int b = 0; b < s->B; b++)
@@ -286,22 +291,22 @@ static attn_status positions(const attn_nn_seqs *s, int M, int P, int32_t **out,
     for (int r = 0; r < M; r++)
         if (p[r] < 0 || p[r] >= P) {
             const int bad = p[r];
-            attn_free(p);
+            if (p != stack) attn_free(p);
             return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                              "attention: position %d is outside the rotary tables [0, %d)", bad,
                              P);
         }
     *out = p;
-    *own = true;
+    *own = p != stack;
     return ATTN_STATUS_OK;
 }
 
 /* Rotate (or, inverse, rotate back: the backward) the q and k heads of proj (M, W). */
 static attn_status rope(const attn_nn_attn_cfg *c, const geom *g, const attn_nn_seqs *s, int M,
                         float *proj, bool inverse) {
-    int32_t *pos = NULL;
+    int32_t stack[POS_STACK], *pos = NULL;
     bool own = false;
-    ATTN_TRY(positions(s, M, c->rope_P, &pos, &own));
+    ATTN_TRY(positions(s, M, c->rope_P, stack, &pos, &own));
     attn_status st = attn_rope_apply(c->rope_mode, M, g->H, g->D, c->rope_dim, proj, g->W, pos,
                                      c->rope_P, c->rope_cos, c->rope_sin, inverse);
     if (!st)
