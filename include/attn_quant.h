@@ -88,10 +88,14 @@
  * Accuracy against the exact product with the dequantized weights (measured in
  * tests/test_quant.c, relative to Σ_k |x_k · w_k| of each output element):
  *   ATTN_QUANT_ACT_F32: float32 sums, ~1e-7 per element (attn_gemm's accuracy);
- *   ATTN_QUANT_ACT_Q8 (M <= 8 on the SIMD backends only): each block of 32 activations is rounded
- *     to int8 codes with scale max|x| / 127 (an error of at most 1/254 of the block's largest
- *     activation per element), then exact integer dot products, then float32 scaling and sums:
- *     ~4e-3 at worst, ~1e-3 typical — the arithmetic of llama.cpp's Q8_0/Q8_1 activations.
+ *   ATTN_QUANT_ACT_Q8 (M <= 8 on the SIMD backends only): each block b of 32 activations is
+ *     rounded to int8 codes with step d_b = max_b|x| / 127 (an error of at most d_b / 2 per
+ *     element), then exact integer dot products, then float32 scaling and sums — the arithmetic
+ *     of llama.cpp's Q8_0/Q8_1 activations. Per element |error| <= Σ_b (d_b / 2) · Σ_{k∈b} |w_k|
+ *     (plus float32 rounding), checked element by element. Measured (AVX2, every block type,
+ *     K = 416 or 768): uniform activations worst 8.7e-4, mean 1.8e-4; activations with one ×20
+ *     outlier per 32 worst 6.1e-3, mean 1.3e-3. Through a whole block (gated FFN, attention,
+ *     M = 1) ~1e-2 of max|y|.
  *     On the ref backend, and for M > 8, and for F32/F16/BF16 weights, it is the same as F32.
  */
 #ifndef ATTN_QUANT_H

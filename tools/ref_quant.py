@@ -6,8 +6,9 @@
 For each type T (f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K):
   deq.T.blocks (nb, bytes) U8   blocks of random bytes, plus blocks whose scale fields hold the
                                 binary16 edge cases (±0, subnormals, the largest finite, ±inf,
-                                quiet and signalling NaNs); for f16 and bf16 every one of the
-                                65536 bit patterns
+                                quiet and signalling NaNs), blocks whose scales are extreme
+                                but finite (binary16 exponents at both ends); for f16 and bf16
+                                every one of the 65536 bit patterns
   deq.T.values (nb, B) F32      gguf.quants.dequantize of them
   quant.T.x (rows, 256) F32     floats of varied scale and shape (types gguf can quantize:
   quant.T.bytes (rows, ·) U8    f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1) and its quantize
@@ -84,7 +85,17 @@ def dequant_blocks(name, rng):
         for j, h in enumerate(EDGE_HALVES):
             edge[k * len(EDGE_HALVES) + j, off:off + 2] = np.frombuffer(
                 np.uint16(h).tobytes(), np.uint8)
-    return np.concatenate([b, edge])
+    # Extreme but finite scales (no NaN, inf or subnormal: the values compare exactly): every
+    # scale field drawn from the largest binary16 exponents (up to 65504) or the smallest normal
+    # ones (down to 6.1e-5), either sign, over random payloads (Q6_K's int8 scales included).
+    ext = rng.randint(0, 256, size=(64, size)).astype(np.uint8)
+    for off in SCALES[name]:
+        big = rng.randint(0x7000, 0x7c00, size=64)
+        small = rng.randint(0x0400, 0x0c00, size=64)
+        h = np.where(rng.randint(0, 2, size=64) == 1, big, small)
+        h |= rng.randint(0, 2, size=64) << 15
+        ext[:, off:off + 2] = h.astype(np.uint16).view(np.uint8).reshape(64, 2)
+    return np.concatenate([b, edge, ext])
 
 
 def quant_inputs(name, rng):
