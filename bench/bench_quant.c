@@ -1,7 +1,6 @@
 /* bench_quant.c — attn_quant_gemm, y (M, N) = x (M, K) · Wᵀ with W in each GGUF weight type, at
- * decoding (M = 1) and prompt (M = 512) sizes; bench/torch_quant.py runs PyTorch's float32
- * x·Wᵀ at the same shapes under the same case names, so bench/compare.py's ratio is attn on
- * quantized weights against PyTorch on float weights (sh bench/run.sh build quant).
+ * decoding (M = 1) and prompt (M = 512) sizes. (No PyTorch twin yet: the peer for these is
+ * llama.cpp's llama-bench on whole models, issue 16.)
  *
  * Output: JSON lines {"bench":"quant","case":"TYPE MxNxK[ q8act]","metric":...,"value":...}
  * with metric "GFLOP/s" (2·M·N·K per second) and, for M = 1, also "GB/s" (bytes of W per second:
@@ -155,6 +154,12 @@ int main(void) {
         if (!wanted(attn_quant_type_name(t))) continue;
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             const int N = shapes[si][0], K = shapes[si][1];
+            if (K % attn_quant_block_elems(t)) { /* 576 for the k-quants: a GGUF file stores such
+                                                     a matrix in another type (llama.cpp does) */
+                fprintf(stderr, "bench_quant: %s %dx%d skipped: K is not a multiple of %d\n",
+                        attn_quant_type_name(t), N, K, attn_quant_block_elems(t));
+                continue;
+            }
             size_t rb;
             check(attn_quant_row_bytes(t, K, &rb));
             /* Several copies of W when it is small, cycled through, so that M = 1 reads them
