@@ -47,7 +47,7 @@ static attn_status check(const attn_nn_ffn *f, const char *what) {
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "%s: down is (%d -> %d), expected (%d -> %d)", what, f->down.in,
                          f->down.out, F, C);
-    if (f->kind == ATTN_FFN_GATED && (f->gate.in != C || f->gate.out != F || !f->gate.w))
+    if (f->kind == ATTN_FFN_GATED && (f->gate.in != C || f->gate.out != F || !nn_has_weight(&f->gate)))
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: gated FFN needs gate (%d -> %d)", what,
                          C, F);
     if (f->kind != ATTN_FFN_PLAIN && f->kind != ATTN_FFN_GATED)
