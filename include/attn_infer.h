@@ -148,6 +148,74 @@ const float *attn_translate_logits(const attn_translate_session *s);
  * parent[i] (N entries, parent[i] in the same sentence), by copying cache rows. */
 attn_status attn_translate_reorder(attn_translate_session *s, const int32_t *parent);
 
+/* ---- transformers' generate, for Hugging Face translation models -------------------------------
+ * Greedy decoding and beam search as transformers' generate (4.49's GenerationMixin: _sample
+ * without sampling, _beam_search with BeamSearchScorer) does them for MarianMTModel and
+ * M2M100ForConditionalGeneration, on the session's KV-cache decoder (attn_translate_begin /
+ * step / reorder), so the sequences are transformers' own:
+ *   - the decoder starts from decoder_start_token_id; max_length counts it (max_new_tokens > 0
+ *     sets max_length = 1 + max_new_tokens); a sequence stops at eos_token_id or max_length;
+ *   - each step's scores are the log-softmax of the logits (beam search; greedy takes the argmax
+ *     of the logits) after transformers' processors in its order: no_repeat_ngram_size (n-grams
+ *     of the sequence with its start token), bad_words_ids (one token: always; longer: when the
+ *     sequence ends with the prefix; sequences equal to [eos] are dropped, as transformers does),
+ *     min_length (eos banned while the sequence is shorter), forced_bos_token_id (the only token
+ *     at the first step, score 0), forced_eos_token_id (the only token at max_length − 1, score 0);
+ *   - beam search: num_beams hypotheses per sentence, beams 1.. starting at −1e9; the best
+ *     2·num_beams candidates of beam score + token score (float32, as transformers adds them); an
+ *     end among the top num_beams finishes a hypothesis with score sum_logprobs / L^length_penalty
+ *     (L = its tokens after the start, </s> included); a sentence is done when num_beams have
+ *     finished and early_stopping says no live one can do better (TRUE: at once; FALSE:
+ *     transformers' heuristic, the best candidate's sum / current length^lp; NEVER: the exact bound
+ *     with max_length for lp > 0); at max_length the live hypotheses are scored as they are.
+ * attn's own models keep attn_translate (GNMT's length penalty). */
+typedef enum {
+    ATTN_HF_EARLY_FALSE = 0, /* transformers' early_stopping=False (its default) */
+    ATTN_HF_EARLY_TRUE,      /* True */
+    ATTN_HF_EARLY_NEVER      /* "never" */
+} attn_hf_early_stopping;
+
+#define ATTN_HF_MAX_BAD_WORDS 64
+#define ATTN_HF_MAX_BAD_LEN 8
+
+typedef struct {
+    int num_beams;            /* >= 1; 1: greedy */
+    float length_penalty;     /* exponent of the length in a finished hypothesis's score */
+    attn_hf_early_stopping early_stopping;
+    int max_length;           /* decoder sequence length, the start token included */
+    int max_new_tokens;       /* > 0: overrides max_length (1 + max_new_tokens) */
+    int min_length;           /* eos banned while the sequence (start included) is shorter */
+    int no_repeat_ngram_size; /* 0: off */
+    int32_t decoder_start_token_id, eos_token_id, pad_token_id;
+    int32_t forced_bos_token_id, forced_eos_token_id; /* -1: none */
+    int n_bad_words;
+    int bad_words_len[ATTN_HF_MAX_BAD_WORDS];
+    int32_t bad_words[ATTN_HF_MAX_BAD_WORDS][ATTN_HF_MAX_BAD_LEN];
+} attn_hf_generate_options;
+
+/* transformers' GenerationConfig defaults: num_beams 1, length_penalty 1, early_stopping False,
+ * max_length 20, no n-gram ban, no bad words, and ids -1 (unset: attn_hf_generate refuses a
+ * missing decoder_start_token_id or eos_token_id; pad_token_id defaults to eos). */
+attn_hf_generate_options attn_hf_generate_default_options(void);
+
+/* DIR's generation settings as transformers' from_pretrained takes them: DIR/generation_config.json
+ * when present, else the same fields of DIR/config.json; missing fields keep the defaults above.
+ * Fields read: num_beams, length_penalty, early_stopping (true / false / "never"), max_length,
+ * max_new_tokens, min_length, no_repeat_ngram_size, decoder_start_token_id, eos_token_id (an id,
+ * or a list of one), pad_token_id, forced_bos_token_id, forced_eos_token_id, bad_words_ids (lists
+ * of ids). A bad value is a one-line error naming the file and the field. */
+attn_status attn_hf_generate_config_load(const char *dir, attn_hf_generate_options *o);
+
+/* Generate for B sentences src (B, Ts) (right-padded ids with their </s>; src_len (B) in [1, Ts])
+ * on session s (made with max_beam >= num_beams and max_tgt >= max_length − 1).
+ * out_ids (B, max_out): sentence b's tokens after the decoder start, its </s> included when it
+ * ended with one (transformers' sequences[b, 1:] without the padding); out_len (B); out_score (B)
+ * or NULL: beam search, the hypothesis's score (transformers' sequences_scores); greedy, the sum of
+ * the chosen tokens' log-probabilities (unprocessed). */
+attn_status attn_hf_generate(attn_translate_session *s, const attn_hf_generate_options *o, int B,
+                             int Ts, const int32_t *src, const int32_t *src_len, int max_out,
+                             int32_t *out_ids, int32_t *out_len, float *out_score);
+
 #ifdef __cplusplus
 }
 #endif

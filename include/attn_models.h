@@ -83,8 +83,36 @@ const attn_param_info *attn_params_find(const attn_param_info *t, int n, const c
 /* buf (n) = 0, threaded over 64 KB chunks. */
 void attn_params_zero(float *buf, size_t n);
 
-typedef enum { ATTN_ENCDEC_RELU = 0, ATTN_ENCDEC_GELU } attn_encdec_activation;
-typedef enum { ATTN_ENCDEC_SINUSOIDAL = 0, ATTN_ENCDEC_LEARNED } attn_encdec_positions;
+typedef enum {
+    ATTN_ENCDEC_RELU = 0,
+    ATTN_ENCDEC_GELU, /* erf form */
+    ATTN_ENCDEC_SILU  /* x · sigmoid(x): transformers' "swish" / "silu" (Marian's opus-mt) */
+} attn_encdec_activation;
+/* Position encodings added to the (scaled) token embeddings:
+ *   SINUSOIDAL            attn's own: PE(t, 2i) = sin(t / 10000^(2i/C)), PE(t, 2i+1) = cos(same)
+ *   LEARNED               a learned (max_len, C) table per side
+ *   SINUSOIDAL_HALVES     Marian's: the same angles, sin in the first ceil(C/2) columns, cos in
+ *                         the rest; position t = 0, 1, ...
+ *   SINUSOIDAL_FAIRSEQ    M2M100 / NLLB's (fairseq): angle t · exp(−i · ln(10000) / (C/2 − 1)),
+ *                         sin half then cos half (a zero column when C is odd); a token's
+ *                         position is pad_id + 1 + (non-pad tokens before it), a pad token's is
+ *                         pad_id, whose row is 0 (table rows: max_len + pad_id + 1). */
+typedef enum {
+    ATTN_ENCDEC_SINUSOIDAL = 0,
+    ATTN_ENCDEC_LEARNED,
+    ATTN_ENCDEC_SINUSOIDAL_HALVES,
+    ATTN_ENCDEC_SINUSOIDAL_FAIRSEQ
+} attn_encdec_positions;
+/* Whose checkpoint names the parameter table is read and written under (the model is the same
+ * composition whatever the names): attn's own (enc.0.self_attn.w_q, ...), transformers'
+ * MarianMTModel (model.encoder.layers.0.self_attn.q_proj.weight, final_logits_bias (1, Vt), ...)
+ * or M2M100ForConditionalGeneration (NLLB-200, M2M100: the same names without the logits bias,
+ * plus model.encoder.layer_norm / model.decoder.layer_norm). */
+typedef enum {
+    ATTN_ENCDEC_ARCH_ATTN = 0,
+    ATTN_ENCDEC_ARCH_MARIAN,
+    ATTN_ENCDEC_ARCH_M2M100
+} attn_encdec_arch;
 
 typedef struct {
     int src_vocab;     /* Vs */
@@ -103,11 +131,14 @@ typedef struct {
     attn_encdec_positions positions;
     int pad_id;        /* padding id: ignored by the loss; must be a valid id of both vocabularies */
     float layer_norm_eps;
+    bool scale_embedding; /* token embeddings times sqrt(d_model) (true: attn's and the paper's) */
+    bool logits_bias;  /* logits = y · W_outᵀ + b_out (true); false: no bias (M2M100's lm_head) */
+    attn_encdec_arch arch; /* checkpoint names (attn_encdec_load_dir sets it from config.json) */
 } attn_encdec_config;
 
 /* The paper's base model: d_model 512, 8 heads, d_ff 2048, 6 + 6 layers, max_len 256, dropout 0.1,
- * post-LN, ReLU, sinusoidal positions, separate untied embeddings, pad_id 0, eps 1e-5,
- * and vocabularies of 0 (the caller must set them). */
+ * post-LN, ReLU, sinusoidal positions, separate untied embeddings, pad_id 0, eps 1e-5, scaled
+ * embeddings, a logits bias, attn's names, and vocabularies of 0 (the caller must set them). */
 attn_encdec_config attn_encdec_default_config(void);
 
 /* Validates a configuration: positive sizes, n_head dividing d_model, pad_id in range, equal
@@ -262,7 +293,20 @@ attn_status attn_encdec_backward(attn_encdec_model *m, attn_encdec_state *st);
  * tensor of the table, F32, named as attn_encdec_tensor names them; metadata format =
  * "attn-encdec"). Both files are written atomically; DIR is created if absent. */
 attn_status attn_encdec_save_dir(const attn_encdec_model *m, const char *dir);
-/* Load a model directory written by attn_encdec_save_dir (or by a trainer using the same names).
+/* Hugging Face translation directories (config.json with transformers' field names and
+ * "model_type" "marian" or "m2m_100"): the configuration they describe, or a one-line error
+ * naming the file and the field (sizes transformers allows but this model cannot express, such
+ * as encoder_ffn_dim != decoder_ffn_dim, are refused the same way). Marian: post-LN, Marian's
+ * sinusoidal halves, final_logits_bias, tied output; decoder_vocab_size must equal vocab_size
+ * when share_encoder_decoder_embeddings. M2M100: pre-LN with final norms, fairseq positions, no
+ * logits bias. Dropouts are read as 0 (inference; attn's dropout sites are not transformers'). */
+attn_status attn_encdec_hf_config_load(const char *path, attn_encdec_config *cfg);
+
+/* Load a model directory written by attn_encdec_save_dir (or by a trainer using the same names),
+ * or a Hugging Face MarianMTModel / M2M100ForConditionalGeneration directory (config.json's
+ * "model_type" "marian" / "m2m_100": attn_encdec_hf_config_load, the weights through that
+ * architecture's names; a directory with only pytorch_model.bin is refused with how to make
+ * model.safetensors).
  * Strict: each tensor of the configuration's table must be present with its exact shape (F32,
  * F16, BF16 or F64 data), and a tensor the table does not have is an error naming it; every
  * message names the file and the tensor. Gradients start at 0. */

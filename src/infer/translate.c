@@ -18,6 +18,7 @@
 #include "attn_tok.h"
 #include "../core/core-impl.h"
 #include "../models/encdec-impl.h"
+#include "infer-impl.h"
 
 #include <math.h>
 #ifdef _OPENMP
@@ -74,6 +75,15 @@ struct attn_translate_session {
     attn_translate_session **workers; /* [n_workers] */
     int n_workers;
 };
+
+const attn_encdec_model *translate_session_model(const attn_translate_session *s) {
+    return s->m;
+}
+
+void translate_session_caps(const attn_translate_session *s, int *max_beam, int *max_tgt,
+                            int *max_sentences) {
+    *max_beam = s->capK, *max_tgt = s->capT, *max_sentences = s->capS;
+}
 
 attn_translate_options attn_translate_default_options(void) {
     attn_translate_options o;

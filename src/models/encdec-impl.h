@@ -5,6 +5,7 @@
 
 #include "attn_models.h"
 #include "attn_nn.h"
+#include "models-impl.h"
 
 /* Dropout sites: 0 the encoder embeddings, 1 the decoder embeddings, then one per sub-layer:
  * encoder layer l's sub-layer k at 2 + 2l + k, decoder layer l's at 2 + 2·nE + 3l + k. */
@@ -68,5 +69,11 @@ attn_status encdec_decoder_step(const attn_encdec_model *m, const encdec_step *s
 /* Decoder layer l's cross-attention keys/values of the encoder output mem (S·Ts, C). */
 attn_status encdec_cross_kv(const attn_encdec_model *m, int l, int S, int Ts, const float *mem,
                             const attn_nn_kv *cache);
+
+/* config.json of attn's own format or a Hugging Face Marian / M2M100 one (by "model_type"). */
+attn_status encdec_config_load_any(const char *path, attn_encdec_config *cfg);
+/* transformers' names for a Marian / M2M100 configuration's table (encdec_hf.c); ctx is c, which
+ * must outlive the map. */
+mdl_name_map encdec_hf_name_map(const attn_encdec_config *c);
 
 #endif

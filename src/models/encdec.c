@@ -72,7 +72,9 @@ static attn_nn_norm take_ln(mdl_layout *L, const char *prefix, int C, float eps)
 static void layout(const attn_encdec_config *c, mdl_layout *L, attn_encdec_weights *w) {
     const int C = c->d_model, F = c->d_ff;
     const float eb = (float)sqrt(3.0 / C), eps = c->layer_norm_eps;
-    const attn_act act = c->activation == ATTN_ENCDEC_GELU ? ATTN_ACT_GELU_ERF : ATTN_ACT_RELU;
+    const attn_act act = c->activation == ATTN_ENCDEC_GELU   ? ATTN_ACT_GELU_ERF
+                         : c->activation == ATTN_ENCDEC_SILU ? ATTN_ACT_SILU
+                                                             : ATTN_ACT_RELU;
     if (c->share_embeddings) {
         w->tgt_emb = w->src_emb =
             mdl_take(L, 2, c->tgt_vocab, C, ATTN_INIT_UNIFORM, eb, true, "emb");
@@ -114,7 +116,53 @@ static void layout(const attn_encdec_config *c, mdl_layout *L, attn_encdec_weigh
                              : mdl_take(L, 2, c->tgt_vocab, C, ATTN_INIT_UNIFORM,
                                         (float)sqrt(6.0 / ((double)c->tgt_vocab + C)), true,
                                         "out.w");
-    w->out_b = mdl_take(L, 1, c->tgt_vocab, 0, ATTN_INIT_ZEROS, 0.0f, false, "out.b");
+    /* Marian's final_logits_bias is a (1, Vt) buffer: its table entry has the file's shape. */
+    w->out_b = !c->logits_bias ? NULL
+               : c->arch == ATTN_ENCDEC_ARCH_MARIAN
+                   ? mdl_take(L, 2, 1, c->tgt_vocab, ATTN_INIT_ZEROS, 0.0f, false, "out.b")
+                   : mdl_take(L, 1, c->tgt_vocab, 0, ATTN_INIT_ZEROS, 0.0f, false, "out.b");
+}
+
+/* Rows of the sinusoidal table: positions 0 .. max_len − 1, or for fairseq's positions
+ * pad_id + 1 .. pad_id + max_len (row pad_id is the pad tokens' zero row). */
+static int pos_rows(const attn_encdec_config *c) {
+    return c->positions == ATTN_ENCDEC_SINUSOIDAL_FAIRSEQ ? c->max_len + c->pad_id + 1
+                                                          : c->max_len;
+}
+
+/* The sinusoidal table (rows pos_rows, C) of c->positions, in double. */
+static void pos_table_fill(const attn_encdec_config *c, float *P) {
+    const int C = c->d_model, R = pos_rows(c);
+    for (int t = 0; t < R; t++) {
+        float *row = P + (size_t)t * C;
+        switch (c->positions) {
+        case ATTN_ENCDEC_SINUSOIDAL: /* PE(t, 2i) = sin(t / 10000^(2i/C)), PE(t, 2i+1) = cos */
+            for (int i = 0; i < C; i++) {
+                double ang = t / pow(10000.0, (double)(i - i % 2) / C);
+                row[i] = (float)(i % 2 ? cos(ang) : sin(ang));
+            }
+            break;
+        case ATTN_ENCDEC_SINUSOIDAL_HALVES: { /* Marian: sin(t / 10000^(2i/C)) | cos(same) */
+            const int ns = (C + 1) / 2;
+            for (int i = 0; i < ns; i++) row[i] = (float)sin(t / pow(10000.0, 2.0 * i / C));
+            for (int i = 0; i < C - ns; i++)
+                row[ns + i] = (float)cos(t / pow(10000.0, 2.0 * i / C));
+            break;
+        }
+        case ATTN_ENCDEC_SINUSOIDAL_FAIRSEQ: { /* t · exp(−i ln(10000) / (h − 1)), h = C / 2 */
+            const int h = C / 2;
+            const double k = h > 1 ? log(10000.0) / (h - 1) : 0.0;
+            memset(row, 0, (size_t)C * sizeof(float));
+            if (t == c->pad_id) break;
+            for (int i = 0; i < h; i++) {
+                double ang = t * exp(-k * i);
+                row[i] = (float)sin(ang), row[h + i] = (float)cos(ang);
+            }
+            break;
+        }
+        default: break;
+        }
+    }
 }
 
 void encdec_layout_grads(const attn_encdec_model *m, float *grads, attn_encdec_weights *g) {
@@ -163,13 +211,13 @@ attn_status attn_encdec_model_init(const attn_encdec_config *cfg, uint64_t seed,
     m->g.enc = attn_calloc((size_t)nE * sizeof(attn_encdec_enc_layer));
     m->w.dec = attn_calloc((size_t)nD * sizeof(attn_encdec_dec_layer));
     m->g.dec = attn_calloc((size_t)nD * sizeof(attn_encdec_dec_layer));
-    if (cfg->positions == ATTN_ENCDEC_SINUSOIDAL)
-        m->pos_table = attn_alloc((size_t)cfg->max_len * C * sizeof(float));
+    const bool sinusoidal = cfg->positions != ATTN_ENCDEC_LEARNED;
+    if (sinusoidal) m->pos_table = attn_alloc((size_t)pos_rows(cfg) * C * sizeof(float));
     mdl_layout lay = mdl_layout_begin(m->params, true);
     if (m->params && m->w.enc && m->w.dec) layout(cfg, &lay, &m->w);
     m->tensors = lay.t, m->n_tensors = lay.n;
     if (!m->params || !m->grads || !m->w.enc || !m->g.enc || !m->w.dec || !m->g.dec || lay.oom ||
-        (cfg->positions == ATTN_ENCDEC_SINUSOIDAL && !m->pos_table)) {
+        (sinusoidal && !m->pos_table)) {
         attn_encdec_model_free(m);
         return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "encdec: out of memory for %zu parameters",
                          attn_encdec_num_params(cfg));
@@ -179,14 +227,7 @@ attn_status attn_encdec_model_init(const attn_encdec_config *cfg, uint64_t seed,
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec: internal parameter count mismatch");
     }
     encdec_layout_grads(m, m->grads, &m->g);
-    if (m->pos_table) {
-        /* PE(t, 2i) = sin(t / 10000^(2i/C)), PE(t, 2i+1) = cos(same), in double. */
-        for (int t = 0; t < cfg->max_len; t++)
-            for (int i = 0; i < C; i++) {
-                double ang = t / pow(10000.0, (double)(i - i % 2) / C);
-                m->pos_table[(size_t)t * C + i] = (float)(i % 2 ? cos(ang) : sin(ang));
-            }
-    }
+    if (m->pos_table) pos_table_fill(cfg, m->pos_table);
     for (int k = 0; k < 3; k++) {
         attn_nn_attn_cfg *a = &m->attn_cfg[k];
         *a = attn_nn_attn_default_cfg(C, cfg->n_head);
@@ -389,10 +430,19 @@ static attn_nn_rows rows(const attn_encdec_state *st, bool enc) {
 
 /* ---- embeddings -------------------------------------------------------------------------- */
 
-/* out (B·T, C) = table[ids] · sqrt(C) + pos[t], ids checked against V. */
-static attn_status embed_rows(int C, const char *which, const float *table, int V,
-                              const float *pos, const int32_t *ids, int B, int T, int t0,
-                              float *out) {
+static float embed_scale(const attn_encdec_config *c) {
+    return c->scale_embedding ? (float)sqrt((double)c->d_model) : 1.0f;
+}
+
+/* out (B·T, C) = table[ids] · scale + pos[p(b, t)], ids checked against V. p(b, t) = t0 + t, or
+ * with fairseq's positions pad_id for a pad token and else pad_id + 1 + the number of non-pad
+ * tokens before it in its row (cumulative: the whole-sequence forward), or t0 (step: one token
+ * per row at position t0, transformers' incremental decoding). */
+static attn_status embed_rows(const attn_encdec_config *c, const char *which, const float *table,
+                              int V, const float *pos, const int32_t *ids, int B, int T, int t0,
+                              bool step, float *out) {
+    const int C = c->d_model;
+    const bool fairseq = c->positions == ATTN_ENCDEC_SINUSOIDAL_FAIRSEQ;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             int32_t id = ids[(size_t)b * T + t];
@@ -403,20 +453,28 @@ static attn_status embed_rows(int C, const char *which, const float *table, int 
                                  which, (int)id, b, t, V);
         }
     ATTN_TRY(attn_embedding_forward(B * T, V, C, ids, table, out));
-    const float scale = (float)sqrt((double)C);
-    for (int b = 0; b < B; b++)
+    const float scale = embed_scale(c);
+    for (int b = 0; b < B; b++) {
+        int seen = 0; /* fairseq: non-pad tokens so far in this row */
         for (int t = 0; t < T; t++) {
             float *row = out + ((size_t)b * T + t) * C;
-            const float *p = pos + (size_t)(t0 + t) * C;
-            for (int i = 0; i < C; i++) row[i] = row[i] * scale + p[i];
+            int p = t0 + t;
+            if (fairseq) {
+                const bool is_pad = ids[(size_t)b * T + t] == c->pad_id;
+                seen += !is_pad;
+                p = is_pad ? c->pad_id : c->pad_id + (step ? t0 + t + 1 : seen);
+            }
+            const float *pr = pos + (size_t)p * C;
+            for (int i = 0; i < C; i++) row[i] = row[i] * scale + pr[i];
         }
+    }
     return ATTN_STATUS_OK;
 }
 
 attn_status encdec_embed_target(const attn_encdec_model *m, int N, const int32_t *tokens, int t,
                                 float *out) {
-    return embed_rows(m->cfg.d_model, "target", m->w.tgt_emb, m->cfg.tgt_vocab,
-                      m->w.dec_pos ? m->w.dec_pos : m->pos_table, tokens, N, 1, t, out);
+    return embed_rows(&m->cfg, "target", m->w.tgt_emb, m->cfg.tgt_vocab,
+                      m->w.dec_pos ? m->w.dec_pos : m->pos_table, tokens, N, 1, t, true, out);
 }
 
 /* G (B·T, C) = d loss / d embed output (consumed). */
@@ -433,8 +491,9 @@ static attn_status embed_backward(attn_encdec_state *st, float *gtable, int V, f
                 float *p = gpos + (size_t)t * C;
                 for (int i = 0; i < C; i++) p[i] += row[i];
             }
-    const float scale = (float)sqrt((double)C);
-    for (size_t i = 0; i < n; i++) G[i] *= scale;
+    const float scale = embed_scale(&st->cfg);
+    if (scale != 1.0f)
+        for (size_t i = 0; i < n; i++) G[i] *= scale;
     return attn_embedding_backward(B * T, V, C, ids, G, gtable);
 }
 
@@ -488,8 +547,9 @@ static attn_nn_seqs dec_seqs(const attn_encdec_state *st, bool cross) {
 static attn_status run_encoder(const attn_encdec_model *m, attn_encdec_state *st) {
     const attn_encdec_config *c = &m->cfg;
     const int B = st->B, Ts = st->Ts, C = c->d_model, Ms = B * Ts;
-    ATTN_TRY(embed_rows(C, "source", m->w.src_emb, c->src_vocab,
-                        m->w.enc_pos ? m->w.enc_pos : m->pos_table, st->src_ids, B, Ts, 0,
+    (void)C;
+    ATTN_TRY(embed_rows(c, "source", m->w.src_emb, c->src_vocab,
+                        m->w.enc_pos ? m->w.enc_pos : m->pos_table, st->src_ids, B, Ts, 0, false,
                         st->enc_x0));
     if (dropping(st))
         attn_nn_dropout_fwd(&st->run, ENCDEC_SITE_ENC_EMB, c->dropout, rows(st, true), Ms, C, NULL,
@@ -571,8 +631,8 @@ attn_status attn_encdec_forward(const attn_encdec_model *m, attn_encdec_state *s
     const float *memory = enc_output(st);
 
     /* Decoder. */
-    ATTN_TRY(embed_rows(C, "target", m->w.tgt_emb, c->tgt_vocab,
-                        m->w.dec_pos ? m->w.dec_pos : m->pos_table, st->tgt_ids, B, Tt, 0,
+    ATTN_TRY(embed_rows(c, "target", m->w.tgt_emb, c->tgt_vocab,
+                        m->w.dec_pos ? m->w.dec_pos : m->pos_table, st->tgt_ids, B, Tt, 0, false,
                         st->dec_x0));
     if (dropping(st))
         attn_nn_dropout_fwd(&st->run, ENCDEC_SITE_DEC_EMB, c->dropout, rows(st, false), Mt, C,
@@ -800,6 +860,10 @@ static bool file_name(void *ctx, const attn_param_info *t, int k, char *buf, siz
 attn_status attn_encdec_save_dir(const attn_encdec_model *m, const char *dir) {
     if (!m || !dir || !*dir)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec save: NULL argument");
+    if (m->cfg.arch != ATTN_ENCDEC_ARCH_ATTN)
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "encdec save: writing Marian / M2M100 directories is not implemented "
+                         "(the model was loaded from one; its directory is already the model)");
     ATTN_TRY(mdl_make_dir(dir, "encdec save"));
     char path[4096];
     /* Weights first, then the config: a reader that finds a config beside an old weight file
@@ -821,7 +885,7 @@ attn_status attn_encdec_load_dir(const char *dir, attn_encdec_model **out) {
     if (!mdl_dir_path(path, sizeof path, dir, "config.json", "encdec load"))
         return ATTN_STATUS_INVALID_ARGUMENT;
     attn_encdec_config cfg;
-    ATTN_TRY(attn_encdec_config_load(path, &cfg)); /* names the file and field */
+    ATTN_TRY(encdec_config_load_any(path, &cfg)); /* names the file and field */
     attn_encdec_model *m;
     ATTN_TRY(attn_encdec_model_init(&cfg, 0, &m));
     mdl_weights *w;
@@ -830,7 +894,8 @@ attn_status attn_encdec_load_dir(const char *dir, attn_encdec_model **out) {
         /* Every tensor of the table must be present with its exact shape, and nothing else may
          * be there: a stray tensor means the file belongs to another configuration (say, untied
          * output weights loaded as tied), which must not pass silently. */
-        const mdl_name_map map = {file_name, NULL, NULL};
+        const mdl_name_map own = {file_name, NULL, NULL};
+        const mdl_name_map map = cfg.arch == ATTN_ENCDEC_ARCH_ATTN ? own : encdec_hf_name_map(&cfg);
         s = mdl_load_params(w, m->tensors, m->n_tensors, m->params, &map);
         mdl_weights_close(w);
     }

@@ -33,6 +33,9 @@ attn_encdec_config attn_encdec_default_config(void) {
     c.positions = ATTN_ENCDEC_SINUSOIDAL;
     c.pad_id = 0;
     c.layer_norm_eps = 1e-5f;
+    c.scale_embedding = true;
+    c.logits_bias = true;
+    c.arch = ATTN_ENCDEC_ARCH_ATTN;
     return c;
 }
 
@@ -47,7 +50,7 @@ static double count_params(const attn_encdec_config *c) {
     n += (double)c->n_dec_layers * (2 * mha + ffn + 3 * ln);
     if (c->pre_ln) n += 2 * ln;
     if (!c->tie_output) n += Vt * C;
-    n += Vt;
+    if (c->logits_bias) n += Vt;
     return n;
 }
 
@@ -87,12 +90,29 @@ attn_status attn_encdec_config_check(const attn_encdec_config *c) {
     if ((s = config_check_prob("encdec", "dropout", c->dropout)) ||
         (s = config_check_positive("encdec", "layer_norm_eps", c->layer_norm_eps, false)))
         return s;
-    if (c->activation != ATTN_ENCDEC_RELU && c->activation != ATTN_ENCDEC_GELU)
+    if (c->activation != ATTN_ENCDEC_RELU && c->activation != ATTN_ENCDEC_GELU &&
+        c->activation != ATTN_ENCDEC_SILU)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec config: unknown activation %d",
                          (int)c->activation);
-    if (c->positions != ATTN_ENCDEC_SINUSOIDAL && c->positions != ATTN_ENCDEC_LEARNED)
+    if ((unsigned)c->positions > ATTN_ENCDEC_SINUSOIDAL_FAIRSEQ)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec config: unknown positions %d",
                          (int)c->positions);
+    if ((unsigned)c->arch > ATTN_ENCDEC_ARCH_M2M100)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec config: unknown arch %d",
+                         (int)c->arch);
+    if (c->arch == ATTN_ENCDEC_ARCH_MARIAN && (c->pre_ln || !c->logits_bias))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "encdec config: a Marian model is post-LN with a logits bias (pre_ln, "
+                         "logits_bias)");
+    if (c->arch == ATTN_ENCDEC_ARCH_M2M100 && (!c->pre_ln || c->logits_bias))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "encdec config: an M2M100 model is pre-LN without a logits bias (pre_ln, "
+                         "logits_bias)");
+    if (c->arch != ATTN_ENCDEC_ARCH_ATTN && !c->share_embeddings && c->src_vocab != c->tgt_vocab)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "encdec config: separate Marian embeddings need equal vocabularies (got "
+                         "%d and %d)",
+                         c->src_vocab, c->tgt_vocab);
     /* Each single matrix must also stay below the int sizes the kernels take (rows · cols of one
      * GEMM operand), and the whole buffer below the library's sanity limit. */
     const double lim = (double)(ATTN_MAX_BUFFER_BYTES / sizeof(float));
@@ -100,7 +120,7 @@ attn_status attn_encdec_config_check(const attn_encdec_config *c) {
                           (double)c->d_ff * c->d_model);
     biggest = fmax(biggest, 4.0 * c->d_model * c->d_model);
     /* the sinusoidal table (max_len, C) is allocated beside the parameters */
-    if ((double)c->max_len * c->d_model > lim)
+    if (((double)c->max_len + c->pad_id + 1) * c->d_model > lim)
         return attn_fail(ATTN_STATUS_TOO_LARGE,
                          "encdec config: too large: max_len %d x d_model %d positions exceed the "
                          "%zu GiB limit",
@@ -133,7 +153,7 @@ static const field FIELDS[] = {
     FLD(n_dec_layers, F_INT),     FLD(max_len, F_INT),        FLD(dropout, F_FLOAT),
     FLD(share_embeddings, F_BOOL), FLD(tie_output, F_BOOL),   FLD(pre_ln, F_BOOL),
     FLD(activation, F_ACT),       FLD(positions, F_POS),      FLD(pad_id, F_INT),
-    FLD(layer_norm_eps, F_FLOAT),
+    FLD(layer_norm_eps, F_FLOAT), FLD(scale_embedding, F_BOOL), FLD(logits_bias, F_BOOL),
 };
 #define NFIELDS (sizeof FIELDS / sizeof FIELDS[0])
 
@@ -163,9 +183,11 @@ static attn_status config_load(const char *path, attn_encdec_config *out, bool c
             const char *t = json_string_value(v);
             if (t && strcmp(t, "relu") == 0) c.activation = ATTN_ENCDEC_RELU;
             else if (t && strcmp(t, "gelu") == 0) c.activation = ATTN_ENCDEC_GELU;
+            else if (t && strcmp(t, "silu") == 0) c.activation = ATTN_ENCDEC_SILU;
             else {
                 s = attn_fail(ATTN_STATUS_FORMAT,
-                              "%s: field \"activation\" must be \"relu\" or \"gelu\"", path);
+                              "%s: field \"activation\" must be \"relu\", \"gelu\" or \"silu\"",
+                              path);
                 goto done;
             }
             break;
@@ -174,9 +196,14 @@ static attn_status config_load(const char *path, attn_encdec_config *out, bool c
             const char *t = json_string_value(v);
             if (t && strcmp(t, "sinusoidal") == 0) c.positions = ATTN_ENCDEC_SINUSOIDAL;
             else if (t && strcmp(t, "learned") == 0) c.positions = ATTN_ENCDEC_LEARNED;
+            else if (t && strcmp(t, "sinusoidal_halves") == 0)
+                c.positions = ATTN_ENCDEC_SINUSOIDAL_HALVES;
+            else if (t && strcmp(t, "sinusoidal_fairseq") == 0)
+                c.positions = ATTN_ENCDEC_SINUSOIDAL_FAIRSEQ;
             else {
                 s = attn_fail(ATTN_STATUS_FORMAT,
-                              "%s: field \"positions\" must be \"sinusoidal\" or \"learned\"",
+                              "%s: field \"positions\" must be \"sinusoidal\", \"learned\", "
+                              "\"sinusoidal_halves\" or \"sinusoidal_fairseq\"",
                               path);
                 goto done;
             }
@@ -229,10 +256,17 @@ attn_status attn_encdec_config_save(const char *path, const attn_encdec_config *
         case F_INT: v = json_integer(*(const int *)src); break;
         case F_FLOAT: v = config_json_float(*(const float *)src); break;
         case F_BOOL: v = json_boolean(*(const bool *)src); break;
-        case F_ACT: v = json_string(c->activation == ATTN_ENCDEC_GELU ? "gelu" : "relu"); break;
-        case F_POS:
-            v = json_string(c->positions == ATTN_ENCDEC_LEARNED ? "learned" : "sinusoidal");
+        case F_ACT: {
+            static const char *const act[] = {"relu", "gelu", "silu"};
+            v = json_string(act[c->activation]);
             break;
+        }
+        case F_POS: {
+            static const char *const pos[] = {"sinusoidal", "learned", "sinusoidal_halves",
+                                              "sinusoidal_fairseq"};
+            v = json_string(pos[c->positions]);
+            break;
+        }
         }
         json_object_set_new(o, FIELDS[i].name, v);
     }
