@@ -553,11 +553,14 @@ static attn_status read_tensor_info(cursor *c, uint64_t i, attn_gguf_tensor *t) 
         return attn_fail(ATTN_STATUS_FORMAT,
                          "%s: tensor '%s': the element count of ne %s overflows 2^63", g->name,
                          nm, sh);
-    if (!attn_gguf_nbytes(t->type, t->n_dims, t->ne, &t->nbytes))
+    if ((t->n_dims ? t->ne[0] : 1) % dtypes[type].block)
         return attn_fail(ATTN_STATUS_FORMAT,
                          "%s: tensor '%s': ne %s does not fit type %s (ne[0] must be a multiple "
                          "of its block of %u elements)",
                          g->name, nm, sh, dtypes[type].name, dtypes[type].block);
+    if (!attn_gguf_nbytes(t->type, t->n_dims, t->ne, &t->nbytes))
+        return attn_fail(ATTN_STATUS_FORMAT, "%s: tensor '%s': the byte size of ne %s of %s "
+                         "overflows", g->name, nm, sh, dtypes[type].name);
     t->n_elements = n;
     return ATTN_STATUS_OK;
 }
@@ -1149,14 +1152,26 @@ static attn_status check_args(const char *path, const attn_gguf_kv *kv, size_t n
         char nm[120];
         SHOWN(nm, t[i].name, strlen(t[i].name));
         uint64_t nb;
-        if (!attn_gguf_dtype_block(t[i].type, NULL, NULL))
+        uint32_t bs;
+        if (!attn_gguf_dtype_block(t[i].type, &bs, NULL))
             return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: tensor '%s': type %d is not a "
                              "ggml type", path, nm, (int)t[i].type);
-        if (!attn_gguf_nbytes(t[i].type, t[i].n_dims, t[i].ne, &nb) || nb > (uint64_t)INT64_MAX)
+        if (t[i].n_dims < 0 || t[i].n_dims > ATTN_GGUF_MAX_DIMS)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: tensor '%s': %d dimensions "
+                             "(0..4)", path, nm, t[i].n_dims);
+        for (int d = 0; d < t[i].n_dims; d++)
+            if (t[i].ne[d] < 0)
+                return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: tensor '%s': ne[%d] is %lld",
+                                 path, nm, d, (long long)t[i].ne[d]);
+        if ((t[i].n_dims ? t[i].ne[0] : 1) % bs)
             return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                             "%s: tensor '%s': %d dimensions of type %s: negative, too many, too "
-                             "large, or ne[0] not a multiple of the block size",
-                             path, nm, t[i].n_dims, attn_gguf_dtype_name(t[i].type));
+                             "%s: tensor '%s': ne[0] %lld is not a multiple of the block size %u "
+                             "of %s",
+                             path, nm, (long long)(t[i].n_dims ? t[i].ne[0] : 1), bs,
+                             attn_gguf_dtype_name(t[i].type));
+        if (!attn_gguf_nbytes(t[i].type, t[i].n_dims, t[i].ne, &nb) || nb > (uint64_t)INT64_MAX)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: tensor '%s': its byte size "
+                             "overflows", path, nm);
     }
     size_t m = ATTN_MAX(n_kv, n_t);
     const char **names = malloc((m ? m : 1) * sizeof *names);
@@ -1280,7 +1295,7 @@ attn_status attn_gguf_writer_finish(attn_gguf_writer *w) {
     if (w->cur < w->n_tensors) {
         char nm[120];
         s = attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                      "%s: tensor '%s' got %llu of its %llu bytes (and %zu tensors after it none)",
+                      "%s: tensor '%s' got %llu of its %llu bytes, %zu tensors after it none",
                       w->path, SHOWN(nm, w->names[w->cur], strlen(w->names[w->cur])),
                       (unsigned long long)w->done, (unsigned long long)w->nbytes[w->cur],
                       w->n_tensors - w->cur - 1);
