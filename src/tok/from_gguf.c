@@ -78,10 +78,6 @@ static bool is_padding(const gguf_vocab *v, int32_t i) {
            !memcmp(v->tok[i].s, want, (size_t)k);
 }
 
-static const char *shown_tok(char *q, size_t cap, const gguf_vocab *v, int32_t i) {
-    return tok_quote(q, cap, v->tok[i].s, (size_t)v->tok[i].len);
-}
-
 /* The arrays: tokens (strings without NUL, valid UTF-8), token_type and scores when present, both
  * as long as tokens. */
 static attn_status read_vocab(const attn_gguf *g, bool need_scores, gguf_vocab *v) {
@@ -97,12 +93,13 @@ static attn_status read_vocab(const attn_gguf *g, bool need_scores, gguf_vocab *
     v->tok = p;
     v->n = (int32_t)n;
     for (int32_t i = 0; i < v->n; i++) {
-        char path[64], q[64];
+        char path[64];
         snprintf(path, sizeof path, "tokenizer.ggml.tokens[%ld]", (long)i);
         ATTN_TRY(tok_no_nul(v->tok[i].s, (size_t)v->tok[i].len, name, path));
-        if (tok_utf8_check(v->tok[i].s, (size_t)v->tok[i].len) != v->tok[i].len)
-            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s %s is not valid UTF-8", name, path,
-                             shown_tok(q, sizeof q, v, i));
+        size_t bad = tok_utf8_check(v->tok[i].s, (size_t)v->tok[i].len);
+        if (bad != v->tok[i].len)
+            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s is not valid UTF-8 (byte %zu is 0x%02x)",
+                             name, path, bad, (unsigned char)v->tok[i].s[bad]);
     }
     if (attn_gguf_find(g, "tokenizer.ggml.token_type")) {
         ATTN_TRY(attn_gguf_get_arr(g, "tokenizer.ggml.token_type", ATTN_GGUF_TYPE_INT32, &p, &m));
@@ -149,9 +146,12 @@ static attn_status special_id(const gguf_vocab *v, const char *key, int32_t *out
     if (!attn_gguf_find(v->g, key)) return ATTN_STATUS_OK;
     int64_t id;
     ATTN_TRY(attn_gguf_get_int(v->g, key, &id));
-    if (id < 0 || id >= v->n || v->dropped[id])
+    if (id < 0 || id >= v->n)
         return attn_fail(ATTN_STATUS_FORMAT, "%s: %s is %lld, not a token id (0..%ld)", v->name,
                          key, (long long)id, (long)v->n - 1);
+    if (v->dropped[id])
+        return attn_fail(ATTN_STATUS_FORMAT, "%s: %s is %lld, a padding entry (%s) that is no token",
+                         v->name, key, (long long)id, v->tok[id].s);
     *out = (int32_t)id;
     return ATTN_STATUS_OK;
 }
@@ -192,9 +192,11 @@ static attn_status build_vocab(const gguf_vocab *v, bool wordpiece, tok_vocab *o
         int r = tok_vocab_set(out, i, str, len);
         if (r == 2) {
             char q[64];
-            s = attn_fail(ATTN_STATUS_FORMAT, "%s: tokenizer.ggml.tokens[%ld] %s appears twice%s",
-                          v->name, (long)i, tok_quote(q, sizeof q, str, len),
-                          wordpiece ? " (as a WordPiece token)" : "");
+            s = attn_fail(ATTN_STATUS_FORMAT,
+                          "%s: tokenizer.ggml.tokens[%ld] %s is token %ld already%s", v->name,
+                          (long)i, tok_quote(q, sizeof q, str, len),
+                          (long)tok_vocab_find(out, str, len),
+                          wordpiece ? " (in WordPiece's spelling)" : "");
         } else if (r) {
             s = oom(v->name);
         }
