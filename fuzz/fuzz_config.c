@@ -1,8 +1,12 @@
-/* fuzz_config.c — the encoder–decoder config.json loader (attn_encdec_config_load and the
- * training template loader) on the input, written to a scratch file. An accepted configuration
- * must pass attn_encdec_config_check, save, and load back identical. */
+/* fuzz_config.c — the configuration readers on the input, written to a scratch file: the
+ * encoder–decoder config.json loader (attn_encdec_config_load and the training template loader),
+ * the decoders' config.json (attn_gpt_config_load: GPT-2 and the Llama family's model_types) and
+ * generation_config.json (attn_gen_config_parse). An accepted configuration must pass its check,
+ * save, and load back identical. */
 #include "fuzz.h"
 
+#include "attn_gen.h"
+#include "attn_gpt.h"
 #include "attn_models.h"
 
 static bool same(const attn_encdec_config *a, const attn_encdec_config *b) {
@@ -16,8 +20,35 @@ static bool same(const attn_encdec_config *a, const attn_encdec_config *b) {
            a->layer_norm_eps == b->layer_norm_eps;
 }
 
+/* The decoder and generation configurations of the same text. */
+static void decoder_configs(const char *path, const uint8_t *data, size_t size) {
+    attn_gpt_config g, back;
+    if (attn_gpt_config_load(path, &g)) {
+        fuzz_check_message(attn_last_error());
+    } else {
+        if (attn_gpt_config_check(&g) || attn_gpt_num_params(&g) == 0) abort();
+        char out[600];
+        snprintf(out, sizeof out, "%s/gpt.json", fuzz_scratch());
+        if (attn_gpt_config_save(out, &g)) abort();
+        if (attn_gpt_config_load(out, &back)) abort();
+        if (memcmp(&g, &back, sizeof g) != 0) abort();
+    }
+    char *text = malloc(size + 1);
+    if (!text) abort();
+    memcpy(text, data, size);
+    text[size] = '\0';
+    attn_gen_config gc;
+    if (attn_gen_config_parse(text, "generation_config.json", &gc)) {
+        fuzz_check_message(attn_last_error());
+    } else if (attn_gen_check_params(&gc.params) || gc.n_eos > ATTN_GEN_MAX_STOP_IDS) {
+        abort(); /* what it accepts, a sampler accepts */
+    }
+    free(text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_file("config.json", data, size);
+    decoder_configs(path, data, size);
     attn_encdec_config c, t;
     attn_status s = attn_encdec_config_load_template(path, &t);
     if (s) fuzz_check_message(attn_last_error());

