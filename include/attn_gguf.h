@@ -57,7 +57,9 @@
  *
  * Tensor data: attn_gguf_open maps the file read-only (mmap) and attn_gguf_tensor_data points
  * into the mapping; attn_gguf_open_memory points into the caller's buffer; a GGUF opened on
- * another reader has no pointer and is read with attn_gguf_read_tensor.
+ * another reader has no pointer and is read with attn_gguf_read_tensor. A mapped tensor's address
+ * is a multiple of the file's alignment (32 by default), no more: a file with general.alignment
+ * 1 or 2 may put an F32 tensor at an address that is not a multiple of 4.
  *
  * Writing (attn_gguf_save, or attn_gguf_writer_* to stream tensors one by one) produces version 3
  * with the keys in the order given, the tensor infos in the order given, each tensor's data at

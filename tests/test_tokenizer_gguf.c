@@ -439,6 +439,9 @@ static void test_bad(void **state) {
     attn_gguf_str t2[6] = {gs("<|endoftext|>"), gs("a"), gs("b"), gs("ab"), gs("a"), gs("x")};
     e[2] = attn_gguf_kv_arr("tokenizer.ggml.tokens", ATTN_GGUF_TYPE_STRING, 6, t2);
     expect_bad_tok(e, k, ATTN_STATUS_FORMAT, "tokenizer.ggml.tokens[4] \"a\" is token 1 already", NULL);
+    t2[0] = gs("");
+    expect_bad_tok(e, k, ATTN_STATUS_FORMAT, "tokenizer.ggml.tokens[0] is empty, and an added token (type 3) needs text", NULL);
+    t2[0] = gs("<|endoftext|>");
     t2[4] = (attn_gguf_str){"a\0b", 3};
     expect_bad_tok(e, k, ATTN_STATUS_UNSUPPORTED, "tokenizer.ggml.tokens[4]", NULL);
     t2[4] = gs("\xff\xfe");

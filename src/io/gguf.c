@@ -177,6 +177,7 @@ static void *arena_alloc_a(attn_gguf *g, size_t n, bool aligned) {
     if (c && c->used > c->cap) c->used = c->cap;
     if (!c || c->cap - c->used < n) {
         size_t cap = n > ((size_t)1 << 20) ? n : ((size_t)1 << 20);
+        if (cap > SIZE_MAX - sizeof *c) return NULL;
         c = malloc(sizeof *c + cap);
         if (!c) return NULL;
         c->cap = cap;
@@ -377,10 +378,12 @@ static attn_status read_array(cursor *c, const where *w, int depth, attn_gguf_va
                          "the file",
                          c->g->name, where_str(ws, sizeof ws, w), (unsigned long long)n,
                          type_names[et], (unsigned long long)left(c));
+    if (n > (SIZE_MAX - 1) / elem_mem(et))
+        return attn_fail(ATTN_STATUS_TOO_LARGE, "%s: %s: an array of %llu elements is too large",
+                         c->g->name, where_str(ws, sizeof ws, w), (unsigned long long)n);
     out->type = ATTN_GGUF_TYPE_ARRAY;
     out->v.arr.type = (attn_gguf_type)et;
     out->v.arr.n = n;
-    /* n * elem_mem(et) <= 2 * (bytes left) * sizeof(attn_gguf_value) / 12: no overflow */
     void *data = arena_alloc(c->g, (size_t)n * elem_mem(et) + 1);
     if (!data) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "%s: out of memory", c->g->name);
     out->v.arr.data = data;

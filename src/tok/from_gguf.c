@@ -478,11 +478,18 @@ attn_status attn_tok_from_gguf(const attn_gguf *g, attn_tok **out, attn_tok_gguf
     tok_model *m = NULL;
     int32_t *merges = NULL;
     size_t n_merges = 0;
-    s = build_vocab(&v, wpm, &V);
+    for (int32_t i = 0; !s && i < v.n; i++) {
+        int32_t t = type_of(&v, i);
+        if (!v.tok[i].len && !v.dropped[i] &&
+            (t == TT_CONTROL || t == TT_UNKNOWN || t == TT_USER_DEFINED || i >= v.n_model))
+            s = attn_fail(ATTN_STATUS_FORMAT,
+                          "%s: tokenizer.ggml.tokens[%ld] is empty, and an added token (type %ld) "
+                          "needs text",
+                          name, (long)i, (long)t);
+    }
+    if (!s) s = build_vocab(&v, wpm, &V);
     if (!s && wpm) {
-        char unk_tok[64] = "[UNK]";
-        if (unk >= 0 && v.tok[unk].len < sizeof unk_tok) memcpy(unk_tok, v.tok[unk].s, v.tok[unk].len + 1);
-        s = tok_wordpiece_from_parts(&V, unk_tok, 100, name, &m);
+        s = tok_wordpiece_from_parts(&V, unk >= 0 ? v.tok[unk].s : "[UNK]", 100, name, &m);
     } else if (!s) {
         s = spm ? spm_merges(&v, &V, &merges, &n_merges) : gguf_merges(&v, &V, &merges, &n_merges);
         tok_bpe_options o = {spm, spm, bpe && (pk == PRE_LLAMA3 || pk == PRE_TEKKEN), NULL};
