@@ -32,20 +32,14 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import stfile  # noqa: E402
+import benchlib  # noqa: E402  (bench/ is on sys.path: the script's directory)
 from ref_gpt_train import GPTTwin, get_lr, train_batch, valid_batch  # noqa: E402
 
 torch.set_num_threads(int(os.environ.get("ATTN_BENCH_THREADS", "2")))
 
 
 def throughput():
-    d = os.environ.get("ATTN_BENCH_DIR")
-    if not d or not os.path.exists(os.path.join(d, "gpt_train.safetensors")):
-        sys.exit("torch_gpt.py: needs $ATTN_BENCH_DIR/gpt_train.safetensors from bench_gpt")
-    t, meta = stfile.load(os.path.join(d, "gpt_train.safetensors"))
-    with open(os.path.join(d, "gpt_train_config.json")) as f:
-        cfg = json.load(f)
-    x = torch.from_numpy(t["x"].astype(np.int64))
-    y = torch.from_numpy(t["y"].astype(np.int64))
+    t, meta, cfg, x, y = benchlib.load_train("gpt_train")
     warm, steps = int(meta["n_warmup"]), int(meta["n_steps"])
     B, T = x.shape[1], x.shape[2]
     tok_s, first, last, sdpa = train_steps(t, meta, cfg, x, y, warm, steps, False)
@@ -71,7 +65,6 @@ def train_steps(t, meta, cfg, x, y, warm, steps, bf16):
     import contextlib
     model = GPTTwin(cfg, torch.float32)
     model.load_hf({k[2:]: v for k, v in t.items() if k.startswith("w.")})
-    B, T = x.shape[1], x.shape[2]
     ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
     model.eval()
     with torch.no_grad():
@@ -79,19 +72,9 @@ def train_steps(t, meta, cfg, x, y, warm, steps, bf16):
     model.train()
     opt = model.optimizer(float(meta["lr"]), float(meta["weight_decay"]),
                           (float(meta["beta1"]), float(meta["beta2"])))
-    clip = float(meta["grad_clip"])
-    t0 = 0.0
-    for s in range(warm + steps):
-        if s == warm:
-            t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        with ctx():
-            loss = model.loss(x[s], y[s])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
-    dt = time.perf_counter() - t0
-    return B * T * steps / dt, first, loss.item(), model.sdpa
+    tok_s, last = benchlib.timed_train(model.loss, model.parameters(), opt, x, y, warm, steps,
+                                       float(meta["grad_clip"]), ctx)
+    return tok_s, first, last, model.sdpa
 
 
 def shakespeare(a):

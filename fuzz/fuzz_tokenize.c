@@ -1,22 +1,26 @@
-/* fuzz_tokenize.c — tokenizers at work on arbitrary input, with two fixed tokenizers built at
- * start-up: a SentencePiece-style BPE with byte fallback (attn_tok_train_bpe on a built-in text)
- * and a GPT-2-style byte-level BPE (attn_tok_load_vocab_merges on a small vocab.json and
- * merges.txt written here). The first input byte picks the work:
+/* fuzz_tokenize.c — tokenizers at work on arbitrary input, with three fixed tokenizers built at
+ * start-up: a SentencePiece-style BPE with byte fallback (attn_tok_train_bpe on a built-in text),
+ * a GPT-2-style byte-level BPE (attn_tok_load_vocab_merges on a small vocab.json and merges.txt
+ * written here) and a Llama-3-style one (Digits + Split(Regex) + ByteLevel, added tokens with the
+ * single_word / lstrip / rstrip / normalized flags: a tokenizer.json written here). The first
+ * input byte picks the work:
  *   bit 0     0: encode the rest as text        1: decode the rest as little-endian int32 ids
  *   bit 1     encode: first into a too-small id buffer (must ask for the size)
- *   bit 2     which fixed tokenizer
+ *   bit 2     which of the first two tokenizers
  *   bit 3     decode flag ATTN_TOK_DECODE_KEEP_SPECIAL
+ *   bit 4     the Llama-3-style tokenizer instead
  * Encode: invalid UTF-8 must be a clean INVALID_ARGUMENT; valid text must encode to ids in range,
  * and decode back to itself (byte-level always; the byte-fallback BPE when the text has no U+2581
- * and no special-token string). Decode: succeeds exactly when every id is in range. Training on
- * arbitrary text is fuzz_toktrain.c. */
+ * and no special-token string; the Llama-3-style one up to whitespace, which lstrip / rstrip
+ * tokens take in, when decoded with special tokens kept). Decode: succeeds exactly when every id
+ * is in range. Training on arbitrary text is fuzz_toktrain.c. */
 #include "fuzz.h"
 
 #include "attn_tok.h"
 
 #include <utf8proc.h>
 
-static attn_tok *tok[2];
+static attn_tok *tok[3];
 
 static const char corpus[] =
     "Knowledge is power.\nThe quick brown fox jumps over the lazy dog.\n"
@@ -88,6 +92,46 @@ static attn_tok *make_byte_level(void) {
     return t;
 }
 
+/* Llama 3's structure over the same byte alphabet, with added tokens carrying every flag. */
+static attn_tok *make_llama_style(void) {
+    static char js[32768];
+    char *p = js;
+    p += sprintf(p, "{\"added_tokens\": ["
+                    "{\"id\": 300, \"content\": \"<|eot_id|>\", \"lstrip\": true, \"rstrip\": true,"
+                    " \"normalized\": false, \"special\": true},"
+                    " {\"id\": 301, \"content\": \"ab\", \"single_word\": true, \"normalized\": true},"
+                    " {\"id\": 302, \"content\": \" sep\", \"rstrip\": true, \"normalized\": false},"
+                    " {\"id\": 303, \"content\": \"\\n\\n\", \"lstrip\": true, \"normalized\": false},"
+                    " {\"id\": 304, \"content\": \"<s>\", \"single_word\": true, \"lstrip\": true,"
+                    " \"normalized\": true, \"special\": true}],"
+                    " \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": ["
+                    "{\"type\": \"Digits\", \"individual_digits\": true},"
+                    " {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(?i:'s|'t|'re|'ve|'m|'ll|'d)|"
+                    "[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}"
+                    "\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},"
+                    " \"behavior\": \"Isolated\", \"invert\": false},"
+                    " {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]},"
+                    " \"post_processor\": {\"type\": \"ByteLevel\"},"
+                    " \"decoder\": {\"type\": \"ByteLevel\"},"
+                    " \"model\": {\"type\": \"BPE\", \"ignore_merges\": true, \"vocab\": {");
+    for (int b = 0; b < 256; b++) {
+        *p++ = '"';
+        if (b == '"' || b == '\\') *p++ = '\\';
+        put_utf8(&p, byte_char(b));
+        p += sprintf(p, "\": %d, ", b);
+    }
+    p += sprintf(p, "\"\xC4\xA0t\": 256, \"he\": 257, \"\xC4\xA0the\": 258}, \"merges\": "
+                    "[\"\xC4\xA0 t\", \"h e\", \"\xC4\xA0t he\"]}}");
+    attn_reader r;
+    attn_tok *t;
+    if (attn_reader_open_memory(js, (size_t)(p - js), "llama-style.json", &r) ||
+        attn_tok_load_reader(r, &t)) {
+        fprintf(stderr, "fuzz_tokenize: %s\n", attn_last_error());
+        abort();
+    }
+    return t;
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
     const char *lines[64];
@@ -103,6 +147,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         abort();
     }
     tok[1] = make_byte_level();
+    tok[2] = make_llama_style();
     return 0;
 }
 
@@ -111,6 +156,22 @@ static bool contains(const uint8_t *s, size_t n, const char *what) {
     for (size_t i = 0; i + w <= n; i++)
         if (!memcmp(s + i, what, w)) return true;
     return false;
+}
+
+/* s[0..n) without Rust's White_Space characters (valid UTF-8 assumed), into out. */
+static size_t strip_space(const char *s, size_t n, char *out) {
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t l = utf8proc_iterate((const uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (l <= 0) l = 1, cp = 0xFFFD;
+        bool sp = (cp >= 9 && cp <= 13) || cp == 32 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+                  (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+                  cp == 0x202F || cp == 0x205F || cp == 0x3000;
+        if (!sp) memcpy(out + k, s + i, (size_t)l), k += (size_t)l;
+        i += (size_t)l;
+    }
+    return k;
 }
 
 static void do_encode(const attn_tok *t, int which, const uint8_t *s, size_t n, unsigned flags,
@@ -143,6 +204,23 @@ static void do_encode(const attn_tok *t, int which, const uint8_t *s, size_t n, 
     if (attn_tok_decode_alloc(t, ids, k, flags, &text, &len)) {
         fprintf(stderr, "fuzz_tokenize: encoded ids failed to decode: %s\n", attn_last_error());
         abort();
+    }
+    if (which == 2) { /* lstrip / rstrip tokens take whitespace in: equal without it */
+        if (flags) {
+            char *a = malloc(n + 1), *b = malloc(len + 1);
+            if (!a || !b) abort();
+            size_t an = strip_space((const char *)s, n, a), bn = strip_space(text, len, b);
+            if (an != bn || memcmp(a, b, an)) {
+                fprintf(stderr, "fuzz_tokenize: tokenizer 2: decode(encode(x)) differs from x "
+                                "beyond whitespace\n");
+                abort();
+            }
+            free(a);
+            free(b);
+        }
+        attn_free(text);
+        attn_free(ids);
+        return;
     }
     bool exact = which == 1 ? (flags || !contains(s, n, "<|endoftext|>"))
                             : !contains(s, n, "\xE2\x96\x81") && !contains(s, n, "<") &&
@@ -184,7 +262,7 @@ static void do_decode(const attn_tok *t, const uint8_t *s, size_t n, unsigned fl
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    unsigned which = (data[0] >> 2) & 1;
+    unsigned which = data[0] & 16 ? 2 : (data[0] >> 2) & 1;
     unsigned flags = data[0] & 8 ? ATTN_TOK_DECODE_KEEP_SPECIAL : 0;
     const uint8_t *s = data + 1;
     size_t n = size - 1;

@@ -403,7 +403,8 @@ static void tokenizer_seeds(void) {
               {"enc-special", 8, "<s>hello</s> <pad> <|endoftext|>x"},
               {"enc-small", 2, "there is a way"},
               {"enc-invalid", 0, "bad \xC3\x28 utf8 \xED\xA0\x80 \xF4\x90\x80\x80"},
-              {"enc-nul", 4, "a\0b"}};
+              {"enc-nul", 4, "a\0b"},
+              {"enc-llama-style", 24, "Hello  <|eot_id|>  world ab xab <s>1234 it's\n\n\nend sep"}};
     for (size_t i = 0; i < sizeof tz / sizeof tz[0]; i++) {
         size_t n = strlen(tz[i].text);
         if (!strcmp(tz[i].name, "enc-nul")) n = 3;

@@ -356,6 +356,8 @@ typedef struct {
     attn_nn_attn_cfg *attn_cfg;   /* [n_layer] block l's attention: causal, heads, score scale,
                                      rotary tables, window */
     float *rope_cos, *rope_sin;   /* (n_positions, D/2) rotary tables (Llama family), or NULL */
+    struct attn_gpt_packed *packed; /* attn_gpt_pack_weights' copy of the weights in the GEMM's
+                                       panel layout, or NULL */
 } attn_gpt_model;
 
 /* Allocate a model (parameters and zeroed gradients) initialized from seed as GPT-2 / nanoGPT
@@ -371,6 +373,23 @@ attn_status attn_gpt_alloc_grads(attn_gpt_model *m);
 void attn_gpt_zero_grad(attn_gpt_model *m);
 /* The tensor called name (with or without the "transformer." prefix), or NULL. */
 const attn_gpt_tensor *attn_gpt_find_tensor(const attn_gpt_model *m, const char *name);
+
+/* Inference speed-up: pack every layer's weight matrices as decoding multiplies them (GPT-2:
+ * c_attn, attn.c_proj, c_fc, mlp.c_proj; the Llama family: q|k|v as one map, o_proj, gate|up as
+ * one map, down_proj) once into the GEMM kernel's panel layout (attn_gemm_pack_b), so that an
+ * attn_gpt_decode pass over more than 8 positions in all (a prompt) skips packing each weight
+ * again: its products then cost the arithmetic alone. Single-token steps (up to 8 rows) keep
+ * streaming the weights in their own layout, which is faster there. Costs a second copy of the
+ * layers' weights (about the model's size in float32 less the embeddings: 0.42 GB for
+ * SmolLM2-135M, 3.9 GB for a 1.1B model). Results are bit-identical to the unpacked ones (the
+ * panels are what the GEMM packs per call). attn_gpt_forward, training and the backward never
+ * use the copy. After changing m->params
+ * (training, attn_gpt_init_params, editing weights) call attn_gpt_pack_weights again or
+ * attn_gpt_unpack_weights, else decoding would use the old weights. Packing again also follows
+ * a change of backend (attn_set_backend); a decode under another backend runs unpacked. */
+attn_status attn_gpt_pack_weights(attn_gpt_model *m);
+/* Drop the packed copy (no-op when there is none). attn_gpt_model_free does it too. */
+void attn_gpt_unpack_weights(attn_gpt_model *m);
 
 /* Model directories, as described above. */
 attn_status attn_gpt_load_dir(const char *dir, attn_gpt_model **out);

@@ -138,6 +138,14 @@ attn_status attn_nn_linear_backward(const attn_nn_run *run, const attn_nn_linear
                                     const float *x, int ldx, const float *dy, int lddy, float *dx,
                                     int lddx, bool accumulate, const attn_nn_linear *g);
 
+/* Maps a, b and c (c may be NULL: two) over the same input as one map with their outputs one
+ * after the other (a's, then b's, then c's), when they are dense OUT_IN views adjacent in memory:
+ * b's rows right after a's, c's after b's, and their biases likewise (or all NULL); the result
+ * has no packed panels. false (out untouched) otherwise, and when any of them is packed. So q, k,
+ * v (or gate, up) laid out one after the other run as one GEMM. */
+bool attn_nn_linear_fuse(const attn_nn_linear *a, const attn_nn_linear *b, const attn_nn_linear *c,
+                         attn_nn_linear *out);
+
 /* Pack L's weight in a precision (attn_gemm_pack_b_precision) into *out, the caller's (free with
  * attn_gemm_packed_b_free); then set L->packed = out to use it. */
 attn_status attn_nn_linear_pack(const attn_nn_linear *L, attn_precision precision,
@@ -192,6 +200,9 @@ typedef struct {
                             gate rows first (gate.w + F·C == up.w, biases likewise, both OUT_IN),
                             one GEMM computes both */
     attn_nn_linear down; /* F -> C */
+    /* The fused gate|up pair (C -> 2F, adjacent as above) pre-packed (attn_nn_linear_pack of the
+     * pair), or NULL: used by forwards outside training, as attn_nn_linear.packed */
+    const attn_gemm_packed_b *pair_packed;
 } attn_nn_ffn;
 
 /* What an FFN keeps for backward, over M rows (F = up.out). */

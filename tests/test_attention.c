@@ -12,6 +12,7 @@
  *      differences;
  *   3. the SIMD paths against the reference path over random shapes, masks (sliding windows
  *      included), strides, H_kv and biases (including head sizes outside the tiled path's range);
+ *      their few-query path (decoding) against their tiled path: bit-identical;
  *   4. mask properties (causality, padding, probabilities summing to 1, empty rows give 0;
  *      a window covering every key is no window to the bit, keys out of every window change
  *      nothing to the bit, the window as a -inf bias gives the window's results) and
@@ -690,6 +691,72 @@ static void simd_vs_ref_random(int bi) {
 }
 PER_SIMD_BACKEND(simd_vs_ref_random)
 
+/* Decoding's few queries (Tq <= 4: the kernels' few-query path) against the tiled path, which a
+ * zero score bias forces and which a zero bias leaves unchanged to the bit: o, lse, probabilities
+ * (and the backward from them) must be bit-identical over random GQA groupings, KV-cache offsets,
+ * windows, padding and head sizes, so a row's result never depends on how many rows its call has
+ * (the translator's beams, generation with and without a prompt). */
+static bool outs_equal(const attn_attention_params *p, const outs *a, const outs *b);
+
+static void few_queries_exact(int bi) {
+    tu_need_backend(ALL_BACKENDS[bi]);
+    static const int DS[] = {8, 20, 32, 64, 72, 128, 136};
+    tu_rng rng = {4242};
+    const int iters = tu_valgrind() ? 8 : 40;
+    assert_int_equal(attn_set_backend(ALL_BACKENDS[bi]), ATTN_STATUS_OK);
+    int differ = 0;
+    for (int it = 0; it < iters; it++) {
+        const int D = DS[rand_int(&rng, 0, (int)(sizeof DS / sizeof DS[0]) - 1)];
+        const int B = rand_int(&rng, 1, 3), Tq = rand_int(&rng, 1, 4);
+        int H = rand_int(&rng, 1, 8), hk;
+        do hk = rand_int(&rng, 1, H);
+        while (H % hk || (H / hk) * Tq > 32);
+        const int Tk = rand_int(&rng, Tq, tu_valgrind() ? 80 : 300);
+        attn_attention_params p = attn_attention_default_params(B, H, Tq, Tk, D);
+        p.H_kv = hk;
+        p.causal = rand_int(&rng, 0, 3) != 0;
+        p.causal_offset = p.causal ? Tk - Tq - rand_int(&rng, 0, 2) : 0; /* a KV cache */
+        if (p.causal && rand_int(&rng, 0, 1)) p.window = rand_int(&rng, 1, Tk + 4);
+        int32_t kv_len[3];
+        if (rand_int(&rng, 0, 2) == 0) {
+            for (int b = 0; b < B; b++) kv_len[b] = rand_int(&rng, 0, Tk);
+            p.kv_len = kv_len;
+        }
+        const size_t nq = (size_t)B * Tq * H * D, nk = (size_t)B * Tk * H * D;
+        const size_t nb = (size_t)B * H * Tq * Tk;
+        float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk);
+        float *v = malloc(sizeof(float) * nk), *dO = malloc(sizeof(float) * nq);
+        float *zero = calloc(nb, sizeof(float));
+        tu_fill(&rng, q, nq, -2.0f, 2.0f);
+        tu_fill(&rng, k, nk, -2.0f, 2.0f);
+        tu_fill(&rng, v, nk, -1.0f, 1.0f);
+        tu_fill(&rng, dO, nq, -1.0f, 1.0f);
+        const bool probs = rand_int(&rng, 0, 1);
+        outs few, tiled;
+        outs_alloc(&few, &p, probs, false);
+        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &few), ATTN_STATUS_OK);
+        p.bias = zero, p.bias_sq = Tk, p.bias_sh = (ptrdiff_t)Tq * Tk;
+        p.bias_sb = (ptrdiff_t)H * Tq * Tk;
+        outs_alloc(&tiled, &p, probs, false);
+        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &tiled), ATTN_STATUS_OK);
+        if (!outs_equal(&p, &few, &tiled)) {
+            printf("  few queries differ from the tiled path: B=%d H=%d H_kv=%d Tq=%d Tk=%d "
+                   "D=%d causal=%d off=%d window=%d kv_len=%s probs=%d\n",
+                   B, H, hk, Tq, Tk, D, p.causal, p.causal_offset, p.window,
+                   p.kv_len ? "yes" : "no", probs);
+            differ++;
+        }
+        outs_free(&few);
+        outs_free(&tiled);
+        free(q), free(k), free(v), free(dO), free(zero);
+    }
+    printf("few queries vs tiled, backend %s: %d of %d draws bit-identical\n",
+           attn_backend_name(ALL_BACKENDS[bi]), iters - differ, iters);
+    assert_int_equal(differ, 0);
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+PER_SIMD_BACKEND(few_queries_exact)
+
 /* ---- 4. properties ---------------------------------------------------------------------------- */
 
 /* max |a - b| over rows [r0, r1) of (B, T, H·D) tensors, for batch b. */
@@ -1213,6 +1280,8 @@ int main(void) {
         cmocka_unit_test(test_gradcheck_ref),
         cmocka_unit_test(test_simd_vs_ref_random_avx2),
         cmocka_unit_test(test_simd_vs_ref_random_avx512),
+        cmocka_unit_test(test_few_queries_exact_avx2),
+        cmocka_unit_test(test_few_queries_exact_avx512),
         cmocka_unit_test(test_properties_ref),
         cmocka_unit_test(test_properties_avx2),
         cmocka_unit_test(test_properties_avx512),

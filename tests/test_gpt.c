@@ -758,6 +758,19 @@ static void test_decode_chunks(void **state) {
     for (int b = 0; b < B; b++)
         tu_close("650-position prompt: last logits", ld + (size_t)b * V,
                  lf + ((size_t)b * T + T - 1) * V, V, RTOL_KV, 0);
+    /* Packed weights (attn_gpt_pack_weights): the same logits bit for bit, for the chunked prompt
+     * (on the panels) and a single-token step after it (streaming, as unpacked). */
+    float *lp = malloc((size_t)2 * B * V * sizeof(float));
+    const int32_t next[2] = {5, 9};
+    attn_gpt_kv_reset(kv);
+    assert_int_equal(attn_gpt_decode(m, kv, B, T - 1, ids, ld, false), ATTN_STATUS_OK);
+    assert_int_equal(attn_gpt_decode(m, kv, B, 1, next, ld + (size_t)B * V, false), ATTN_STATUS_OK);
+    assert_int_equal(attn_gpt_pack_weights(m), ATTN_STATUS_OK);
+    attn_gpt_kv_reset(kv);
+    assert_int_equal(attn_gpt_decode(m, kv, B, T - 1, ids, lp, false), ATTN_STATUS_OK);
+    assert_int_equal(attn_gpt_decode(m, kv, B, 1, next, lp + (size_t)B * V, false), ATTN_STATUS_OK);
+    assert_memory_equal(lp, ld, (size_t)2 * B * V * sizeof(float));
+    free(lp);
     free(ids);
     free(lf);
     free(ld);

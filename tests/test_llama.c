@@ -103,6 +103,26 @@ static void check_hf_loads(const char *dir, const attn_gpt_model *m) {
     attn_gpt_state_free(st);
 }
 
+/* dec (B, T, V): the logits of ids (B, T) decoded with a KV cache, 5 positions in the first call
+ * and then one per call; step (B·T·V) and tok (B·T) are scratch. */
+static void decode_all(const attn_gpt_model *m, int B, int T, const int32_t *ids, float *dec,
+                       float *step, int32_t *tok) {
+    const int V = m->cfg.vocab_size;
+    attn_gpt_kv *kv;
+    OK(attn_gpt_kv_init(m, B, T, &kv));
+    for (int t0 = 0; t0 < T;) {
+        const int n = t0 ? 1 : 5;
+        for (int b = 0; b < B; b++)
+            memcpy(tok + (size_t)b * n, ids + (size_t)b * T + t0, (size_t)n * sizeof *tok);
+        OK(attn_gpt_decode(m, kv, B, n, tok, step, true));
+        for (int b = 0; b < B; b++)
+            memcpy(dec + ((size_t)b * T + t0) * V, step + (size_t)b * n * V,
+                   (size_t)n * V * sizeof(float));
+        t0 += n;
+    }
+    attn_gpt_kv_free(kv);
+}
+
 static void run_model(const char *name, bool save) {
     const char *bn = attn_backend_name(attn_get_backend());
     char what[256];
@@ -175,23 +195,19 @@ static void run_model(const char *name, bool save) {
 
     /* KV-cache decoding: 5 prompt positions, then one per call */
     attn_gpt_kv *kv;
-    OK(attn_gpt_kv_init(m, B, T, &kv));
     float *dec = attn_alloc((size_t)M * V * sizeof(float));
     float *step = attn_alloc((size_t)M * V * sizeof(float));
     int32_t *tok = attn_alloc((size_t)M * sizeof(int32_t));
-    for (int t0 = 0; t0 < T;) {
-        const int n = t0 ? 1 : 5;
-        for (int b = 0; b < B; b++)
-            memcpy(tok + (size_t)b * n, ids + (size_t)b * T + t0, (size_t)n * sizeof *tok);
-        OK(attn_gpt_decode(m, kv, B, n, tok, step, true));
-        for (int b = 0; b < B; b++)
-            memcpy(dec + ((size_t)b * T + t0) * V, step + (size_t)b * n * V,
-                   (size_t)n * V * sizeof(float));
-        t0 += n;
-    }
+    decode_all(m, B, T, ids, dec, step, tok);
     snprintf(what, sizeof what, "%s %s cached decoding vs forward", name, bn);
     tu_close(what, dec, logits, (size_t)M * V, TOL_DECODE, 0);
-    attn_gpt_kv_free(kv);
+    /* the same with packed weights (the 2·5-row prompt pass on the panels): bit for bit */
+    float *dec_packed = attn_alloc((size_t)M * V * sizeof(float));
+    OK(attn_gpt_pack_weights(m));
+    decode_all(m, B, T, ids, dec_packed, step, tok);
+    assert_memory_equal(dec_packed, dec, (size_t)M * V * sizeof(float));
+    attn_gpt_unpack_weights(m);
+    attn_free(dec_packed);
 
     /* greedy decoding, token for token as transformers' */
     size_t np, ng;

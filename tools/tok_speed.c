@@ -1,5 +1,6 @@
 /* tok_speed.c — attn's tokenizer speed on one text: load time, encode of the whole text as one
- * call and line by line, decode; best of three each. Built and run by tools/tok_speed.sh.
+ * call and line by line, decode; best of three each (TOK_SPEED_REPS=N: of N). Built and run by
+ * tools/tok_speed.sh.
  *   tok_speed TEXT_FILE TOKENIZER_JSON...
  * prints one line per tokenizer: name, load s, ids, encode s and MB/s, per-line encode s, decode s
  * (or the error when attn refuses the file). */
@@ -32,6 +33,27 @@ static char *slurp(const char *path, size_t *n) {
     return b;
 }
 
+/* The two measured calls, kept out of line so that callgrind can count them alone
+ * (tools/tok_speed.sh with TOK_SPEED_CALLGRIND=1). */
+__attribute__((noinline)) int encode_whole(const attn_tok *t, const char *text, size_t n,
+                                           int32_t **ids, size_t *k) {
+    return attn_tok_encode_alloc(t, text, n, ids, k) != ATTN_STATUS_OK;
+}
+
+__attribute__((noinline)) int encode_lines(const attn_tok *t, const char *text, size_t n) {
+    for (size_t i = 0; i < n;) {
+        size_t e = i;
+        while (e < n && text[e] != '\n') e++;
+        if (e < n) e++;
+        int32_t *li;
+        size_t lk;
+        if (attn_tok_encode_alloc(t, text + i, e - i, &li, &lk)) return 1;
+        attn_free(li);
+        i = e;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: tok_speed TEXT_FILE TOKENIZER_JSON...\n");
@@ -50,7 +72,9 @@ int main(int argc, char **argv) {
         size_t k = 0;
         attn_tok *t = NULL;
         int failed = 0;
-        for (int rep = 0; rep < 3 && !failed; rep++) {
+        const char *r = getenv("TOK_SPEED_REPS");
+        int reps = r && atoi(r) > 0 ? atoi(r) : 3;
+        for (int rep = 0; rep < reps && !failed; rep++) {
             double t0 = now();
             if (attn_tok_load(argv[a], &t)) {
                 printf("%-40s %s\n", argv[a], attn_last_error());
@@ -59,21 +83,12 @@ int main(int argc, char **argv) {
             }
             double t1 = now();
             int32_t *ids = NULL;
-            if (attn_tok_encode_alloc(t, text, n, &ids, &k)) {
+            if (encode_whole(t, text, n, &ids, &k)) {
                 printf("%-40s encode: %s\n", argv[a], attn_last_error());
                 failed = 1;
             }
             double t2 = now();
-            for (size_t i = 0; !failed && i < n;) { /* line by line, as a data loader */
-                size_t e = i;
-                while (e < n && text[e] != '\n') e++;
-                if (e < n) e++;
-                int32_t *li;
-                size_t lk;
-                if (attn_tok_encode_alloc(t, text + i, e - i, &li, &lk)) failed = 1;
-                attn_free(li);
-                i = e;
-            }
+            if (!failed && encode_lines(t, text, n)) failed = 1; /* as a data loader would */
             double t3 = now();
             char *d = NULL;
             size_t dl;

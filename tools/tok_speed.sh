@@ -6,6 +6,8 @@
 # attn: tools/tok_speed.c linked with BUILD/libattn.a (load, encode of the whole text as one
 # call, line by line, decode; best of three). tokenizers: the same in the project venv, one
 # thread (RAYON_NUM_THREADS=1). Run it on a quiet machine; nothing here asserts a time.
+# TOK_SPEED_CALLGRIND=1: instead, the instructions attn's two encodes execute, under callgrind
+# (use a shorter TEXT: head -c 200000 input.txt); comparable across builds on a busy machine.
 set -e
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-build}
@@ -22,6 +24,18 @@ for f in "$ROOT"/models/tokenizers/*/tokenizer.json "$ROOT"/models/SmolLM2-135M-
 done
 [ $# -gt 0 ] || { echo "tok_speed: no tokenizers (run sh tools/install_deps.sh)"; exit 1; }
 echo "== attn ($BUILD/libattn.a), $(wc -c < "$TEXT") bytes"
+if [ -n "${TOK_SPEED_CALLGRIND:-}" ]; then
+  # instructions executed by the two encodes (one run each), which a busy machine does not blur
+  for f in "$@"; do
+    TOK_SPEED_REPS=1 valgrind --tool=callgrind --callgrind-out-file="$TMP/cg" \
+      --collect-atstart=no --toggle-collect=encode_whole --toggle-collect=encode_lines \
+      "$TMP/tok_speed" "$TEXT" "$f" > "$TMP/out" 2>/dev/null
+    w=$(callgrind_annotate --inclusive=yes "$TMP/cg" | grep -m1 ':encode_whole ' | awk '{print $1}')
+    l=$(callgrind_annotate --inclusive=yes "$TMP/cg" | grep -m1 ':encode_lines ' | awk '{print $1}')
+    echo "$f: instructions: whole text ${w:-(refused: $(tail -n 1 "$TMP/out"))}, line by line ${l:--}"
+  done
+  exit 0
+fi
 "$TMP/tok_speed" "$TEXT" "$@"
 echo "== tokenizers (one thread)"
 RAYON_NUM_THREADS=1 "$ROOT/.venv/bin/python" - "$TEXT" "$@" <<'PYEOF'

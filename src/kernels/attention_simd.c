@@ -650,6 +650,183 @@ static void fwd_block(const attn_attention_params *p, const tiling *t, const geo
     }
 }
 
+/* ---- few queries: decoding ------------------------------------------------------------------ */
+
+/* A decoding step has one query (or a few) per sequence and head. fwd_block would run a whole
+ * block of br query lanes for it, all but one of them padding (64× the work at br = 64). Here one
+ * work item is (batch b, K/V head g) with the Tq queries of every query head of the group as
+ * R = (H / H_kv)·Tq rows, so each key tile is transposed once for all of them and each value row
+ * read once per row. The arithmetic is fwd_block's, operation for operation, so every result is
+ * bit-identical to the tiled path's (a row's output never depends on how many rows its call
+ * has: the translator's beams and batches rely on it):
+ *   - the same key tiles (bc keys from the block's first key; query block i0 = 0 of ib = Tq);
+ *   - scores as the same FMA chains over d (keys in the vector lanes instead of queries:
+ *     fma(k, q, s) == fma(q, k, s)), from queries scaled by the same float;
+ *   - the same online softmax per tile (max, 2^(s − off), the sum key by key in order,
+ *     l = fma(l, alpha, sum));
+ *   - o = fma(o, alpha, Σ_j p_j·v_j) with the sum an FMA chain over the tile's keys in order; on a
+ *     tile straddling the causal diagonal in fwd_block's groups of SUB keys (the first group with
+ *     alpha, the others added);
+ * and keys a row cannot see, whose probabilities are exactly 0, are skipped (adding zeros changes
+ * no sum). The probabilities, when asked for, come from the same recomputed scores. Without a
+ * score bias (that takes the tiled path). */
+#define FEW_Q 4   /* queries per sequence and head up to which decoding takes this path */
+#define FEW_R 32  /* rows per work item at most: (H / H_kv)·Tq */
+
+typedef struct {
+    _Alignas(64) float kt[TILE_FLOATS];             /* (D, bc) the tile's keys, transposed */
+    _Alignas(64) float o[FEW_R * ATTN_SIMD_DMAX];   /* (R, dp) unnormalized outputs */
+    _Alignas(64) float pv[ATTN_SIMD_DMAX];          /* (dp) one group's Σ p·v */
+    _Alignas(64) float s[BLK_MAX];                  /* one row's scores, then probabilities */
+    float q[FEW_R * ATTN_SIMD_DMAX];                /* (R, D) queries · scale·log2 e */
+    int lo[FEW_R], hi[FEW_R];                       /* (R) each row's visible keys [lo, hi) */
+    float m[FEW_R], l[FEW_R];                       /* (R) running max (log2 domain) and sum */
+} few_tiles;
+
+static bool few_path(const attn_attention_params *p, const geom *G) {
+    return p->Tq <= FEW_Q && G->grp * p->Tq <= FEW_R && !p->bias && p->D <= ATTN_SIMD_DMAX;
+}
+
+/* s[v·AV_LEN ..] for key vectors [v0, v1) of the tile: Σ_d q[d]·Kt[d][keys], one FMA chain per
+ * score over d in order (as the tiled scores). */
+static void few_scores(const float *q, const float *kt, int D, int bc, int v0, int v1, float *s) {
+    av_f acc[BLK_MAX / AV_LEN];
+    for (int v = v0; v < v1; v++) acc[v] = av_zero();
+    for (int d = 0; d < D; d++) {
+        const av_f qd = av_set1(q[d]);
+        const float *row = kt + (size_t)d * bc;
+        for (int v = v0; v < v1; v++) acc[v] = av_fmadd(qd, av_load(row + v * AV_LEN), acc[v]);
+    }
+    for (int v = v0; v < v1; v++) av_store(s + v * AV_LEN, acc[v]);
+}
+
+/* Row r's scores of the tile's keys [a, e) (relative to the tile) into w->s, -inf around them
+ * (whole vectors); their maximum with m. */
+static float few_row_scores(const few_tiles *w, const float *q, int D, int bc, int a, int e,
+                            float m, float *s) {
+    const int v0 = a / AV_LEN, v1 = (e + AV_LEN - 1) / AV_LEN;
+    few_scores(q, w->kt, D, bc, v0, v1, s);
+    for (int jj = v0 * AV_LEN; jj < a; jj++) s[jj] = -__builtin_inff();
+    for (int jj = e; jj < v1 * AV_LEN; jj++) s[jj] = -__builtin_inff();
+    for (int jj = a; jj < e; jj++) m = s[jj] > m ? s[jj] : m;
+    return m;
+}
+
+/* o (dp) = fma(o, alpha, Σ_{j in [a, e)} p[j]·V[j]) (first) or o + that sum, the sum an FMA chain
+ * over the keys in order (pv, dp floats, scratch). */
+static void few_pv(const float *p, const float *vb, ptrdiff_t ldv, int a, int e, int nv,
+                   int full, av_mask tm, bool first, float alpha, float *pv, float *o) {
+    for (int vv = 0; vv < nv; vv++) av_store(pv + vv * AV_LEN, av_zero());
+    for (int jj = a; jj < e; jj++) {
+        const float *vr = vb + (ptrdiff_t)jj * ldv;
+        const av_f pj = av_set1(p[jj]);
+        for (int vv = 0; vv < nv; vv++) {
+            const av_f x = vv < full ? av_load(vr + vv * AV_LEN) : av_load_mask(vr + vv * AV_LEN, tm);
+            av_store(pv + vv * AV_LEN, av_fmadd(pj, x, av_load(pv + vv * AV_LEN)));
+        }
+    }
+    const av_f al = av_set1(first ? alpha : 1.0f);
+    for (int vv = 0; vv < nv; vv++)
+        av_store(o + vv * AV_LEN,
+                 av_fmadd(av_load(o + vv * AV_LEN), al, av_load(pv + vv * AV_LEN)));
+}
+
+static void fwd_few(const attn_attention_params *p, const tiling *t, const geom *G, int b, int g,
+                    const float *q, const float *k, const float *v, float *o, float *lse,
+                    float *probs, few_tiles *w) {
+    const int D = p->D, Tq = p->Tq, R = G->grp * Tq, bc = t->bc;
+    const int nv = t->nvd, dp = t->dp, full = D / AV_LEN;
+    const av_mask tm = av_tail(t->dtail);
+    const float mul = (float)(p->scale * LOG2E);
+    const float *kb = k + b * G->sbk + (ptrdiff_t)g * D; /* (Tk, D) stride ldk */
+    const float *vb = v + b * G->sbv + (ptrdiff_t)g * D; /* (Tk, D) stride ldv */
+    for (int r = 0; r < R; r++) { /* row r: query i of head g·grp + r / Tq */
+        const int h = g * G->grp + r / Tq, i = r % Tq;
+        const float *qr = q + b * G->sbq + (ptrdiff_t)i * p->ldq + (ptrdiff_t)h * D;
+        for (int d = 0; d < D; d++) w->q[(size_t)r * D + d] = qr[d] * mul;
+        memset(w->o + (size_t)r * dp, 0, sizeof(float) * (size_t)dp);
+        w->lo[r] = key_begin(p, i);
+        w->hi[r] = key_end(p, b, i, 1);
+        w->m[r] = -__builtin_inff();
+        w->l[r] = 0.0f;
+    }
+    /* fwd_block's tiles: query block 0 (Tq queries) */
+    const int jbeg = key_begin(p, 0), jend = key_end(p, b, 0, Tq);
+    for (int j0 = jbeg; j0 < jend; j0 += bc) {
+        const int jb = ATTN_MIN(bc, jend - j0);
+        const tile tl = make_tile(p, 0, Tq, j0, jb);
+        bool transposed = false;
+        for (int r = 0; r < R; r++) {
+            const int a = ATTN_MAX(w->lo[r], j0) - j0, e = ATTN_MIN(w->hi[r], j0 + jb) - j0;
+            if (a >= e) continue; /* nothing visible in this tile: nothing changes */
+            if (!transposed) {
+                transpose_scaled(kb + (ptrdiff_t)j0 * p->ldk, p->ldk, jb, D, w->kt, bc, 1.0f);
+                transposed = true;
+            }
+            const float mx = few_row_scores(w, w->q + (size_t)r * D, D, bc, a, e, w->m[r], w->s);
+            const float off = mx < -3.0e38f ? 0.0f : mx; /* zero_if_neginf */
+            const av_f offv = av_set1(off);
+            for (int jj = a / AV_LEN * AV_LEN; jj < e; jj += AV_LEN)
+                av_store(w->s + jj, exp2_neg(av_sub(av_load(w->s + jj), offv)));
+            float sum = 0.0f;
+            for (int jj = a; jj < e; jj++) sum += w->s[jj];
+            float tmp[AV_LEN];
+            av_store(tmp, exp2_neg(av_set1(w->m[r] - off)));
+            const float al = tmp[0];
+            w->l[r] = fmaf(w->l[r], al, sum);
+            w->m[r] = mx;
+            float *wo = w->o + (size_t)r * dp;
+            const float *vt = vb + (ptrdiff_t)j0 * p->ldv;
+            if (!tl.diag) {
+                few_pv(w->s, vt, p->ldv, a, e, nv, full, tm, true, al, w->pv, wo);
+                continue;
+            }
+            for (int s0 = 0; s0 < jb; s0 += SUB) { /* fwd_block's groups on a diagonal tile */
+                const int ga = ATTN_MAX(a, s0), ge = ATTN_MIN(e, s0 + SUB);
+                if (s0 == 0 || ga < ge)
+                    few_pv(w->s, vt, p->ldv, ga, ATTN_MAX(ga, ge), nv, full, tm, s0 == 0, al,
+                           w->pv, wo);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++) { /* o = acc / l; rows that saw no key get 0 */
+        const int h = g * G->grp + r / Tq, i = r % Tq;
+        float *orow = o + b * G->sbo + (ptrdiff_t)i * p->ldo + (ptrdiff_t)h * D;
+        const av_f inv = av_set1(w->l[r] > 0.0f ? 1.0f / w->l[r] : 0.0f);
+        const float *wo = w->o + (size_t)r * dp;
+        for (int vv = 0; vv < full; vv++)
+            av_store(orow + vv * AV_LEN, av_mul(av_load(wo + vv * AV_LEN), inv));
+        if (full < nv)
+            av_store_mask(orow + full * AV_LEN, tm, av_mul(av_load(wo + full * AV_LEN), inv));
+        if (lse)
+            lse[((size_t)b * p->H + h) * p->Tq + i] =
+                w->l[r] > 0.0f ? (float)((double)w->m[r] * LN2 + log((double)w->l[r]))
+                               : -__builtin_inff();
+    }
+    if (!probs) return;
+    /* probabilities 2^(s − lse2) of the visible keys from the same scores, 0 elsewhere */
+    for (int r = 0; r < R; r++) {
+        const int h = g * G->grp + r / Tq, i = r % Tq;
+        float *pr = probs + (((size_t)b * p->H + h) * p->Tq + i) * p->Tk;
+        memset(pr, 0, sizeof(float) * p->Tk);
+    }
+    for (int j0 = jbeg; j0 < jend; j0 += bc) {
+        const int jb = ATTN_MIN(bc, jend - j0);
+        transpose_scaled(kb + (ptrdiff_t)j0 * p->ldk, p->ldk, jb, D, w->kt, bc, 1.0f);
+        for (int r = 0; r < R; r++) {
+            const int a = ATTN_MAX(w->lo[r], j0) - j0, e = ATTN_MIN(w->hi[r], j0 + jb) - j0;
+            if (a >= e || !(w->l[r] > 0.0f)) continue;
+            const int h = g * G->grp + r / Tq, i = r % Tq;
+            float *pr = probs + (((size_t)b * p->H + h) * p->Tq + i) * p->Tk + j0;
+            const av_f lse2 = av_set1((float)((double)w->m[r] + log2((double)w->l[r])));
+            few_row_scores(w, w->q + (size_t)r * D, D, bc, a, e, -__builtin_inff(), w->s);
+            for (int jj = a / AV_LEN * AV_LEN; jj < e; jj += AV_LEN)
+                av_store(w->s + jj, exp2_neg(av_sub(av_load(w->s + jj), lse2)));
+            memcpy(pr + a, w->s + a, sizeof(float) * (size_t)(e - a));
+        }
+    }
+}
+
 void ATTN_FN(attn_attention_forward)(const attn_attention_params *p,
                                      const float *q,  // (B, Tq, H, D) row stride ldq, batch sbq
                                      const float *k,  // (B, Tk, H_kv, D) row stride ldk, batch sbk
@@ -663,6 +840,19 @@ void ATTN_FN(attn_attention_forward)(const attn_attention_params *p,
     }
     const tiling t = make_tiling(p->D);
     const geom G = make_geom(p);
+    if (few_path(p, &G)) {
+        const long items = (long)p->B * G.hkv;
+        const double macs = (double)items * G.grp * p->Tq * p->Tk * p->D;
+#pragma omp parallel if (items > 1 && macs >= 65536.0)
+        {
+            few_tiles w;
+#pragma omp for schedule(static)
+            for (long it = 0; it < items; it++)
+                fwd_few(p, &t, &G, (int)(it / G.hkv), (int)(it % G.hkv), q, k, v, o, lse, probs,
+                        &w);
+        }
+        return;
+    }
     const int nqb = (p->Tq + t.br - 1) / t.br;
     const long items = (long)p->B * p->H * nqb;
     /* Dynamic schedule: causal query blocks differ in cost. Within a (b, h) the last (costliest)

@@ -125,9 +125,12 @@ static inline void transpose_regs(av_f r[8]) {
 #endif
 
 /* Transpose a rows×cols block (both <= AV_LEN) of src (row stride ld): dst[c·dld + r] = src[r·ld
- * + c] for c < cols and the lanes r in keep; rows >= `rows` are written as zeros (padding). */
+ * + c] for c < cols and the lanes r in keep; rows >= `rows` are written as zeros (padding).
+ * full: every column stored whole, all AV_LEN lanes (a plain store: AVX2's masked store is
+ * microcoded and slow on AMD), lanes past keep's as zeros. The caller then knows that they land
+ * on floats it writes afterwards (the next column when dld < AV_LEN) or on slack. */
 static inline void transpose_block(const float *src, size_t ld, int rows, int cols, float *dst,
-                                   int dld, av_mask keep) {
+                                   int dld, av_mask keep, bool full) {
     av_f r[AV_LEN];
     if (cols == AV_LEN) {
         for (int i = 0; i < AV_LEN; i++) r[i] = i < rows ? av_load(src + i * ld) : av_zero();
@@ -137,7 +140,10 @@ static inline void transpose_block(const float *src, size_t ld, int rows, int co
             r[i] = i < rows ? av_load_mask(src + i * ld, cm) : av_zero();
     }
     transpose_regs(r);
-    for (int c = 0; c < cols; c++) av_store_mask(dst + (size_t)c * dld, keep, r[c]);
+    if (full)
+        for (int c = 0; c < cols; c++) av_store(dst + (size_t)c * dld, r[c]);
+    else
+        for (int c = 0; c < cols; c++) av_store_mask(dst + (size_t)c * dld, keep, r[c]);
 }
 
 /* Rows of op(A)/op(B) copied per sweep across all panels by the non-transposing packs: the
@@ -164,13 +170,16 @@ static void pack_a(const gemm_args *g, int i0, int mc, int k0, int kc, float *ds
         }
         return;
     }
-    /* A is (M, K): transpose AV_LEN-wide blocks of MR rows. */
+    /* A is (M, K): transpose AV_LEN-wide blocks of MR rows. Where MR < AV_LEN (AVX2) the
+     * columns are stored whole: each spills AV_LEN − MR zeros onto the next column's start, which
+     * is written next (the next block's first column, the next panel's first k), and the last
+     * one onto the buffer's slack (pack_a_span). */
     for (int p = 0; p * MR < mc; p++, dst += (size_t)kc * MR) {
         const float *src = g->A + (size_t)(i0 + p * MR) * lda + k0;
         int mr = ATTN_MIN(MR, mc - p * MR);
         for (int k = 0; k < kc; k += AV_LEN)
             transpose_block(src + k, lda, mr, ATTN_MIN(AV_LEN, kc - k), dst + (size_t)k * MR, MR,
-                            keep);
+                            keep, MR < AV_LEN);
     }
 }
 
@@ -218,7 +227,7 @@ static void pack_b(const gemm_args *g, int k0, int kc, int j0, int nc, float *ds
             const float *src = g->B + (size_t)(j0 + p * NR + h * AV_LEN) * ldb + k0;
             for (int k = 0; k < kc; k += AV_LEN)
                 transpose_block(src + k, ldb, rows, ATTN_MIN(AV_LEN, kc - k),
-                                dst + (size_t)k * NR + h * AV_LEN, NR, all);
+                                dst + (size_t)k * NR + h * AV_LEN, NR, all, true);
         }
     }
 }
@@ -544,19 +553,25 @@ static float *team_buffers(const gemm_args *g, size_t per_thread, int *nt_out) {
 }
 
 /* Thread t of nt: its rectangle of C. The team is arranged as tm×tn (tm·tn = nt) so that the
- * busiest thread has the fewest MR×NR tiles; ties go to splitting M only (whole rows per thread,
- * so no thread packs another's rows of A, and B — reused by all rows — is the one packed twice).
- * Boundaries fall on tile edges. */
+ * busiest thread has the fewest MR×NR tiles; among arrangements with as few, the one whose threads
+ * each pack the fewest rows of A plus columns of B (M/tm + N/tn: a thread packs its rows of A and
+ * its columns of B). So a tall product (training: M in the thousands, N a few hundred) splits M —
+ * whole rows per thread, B packed by each — and a wide one (a prompt of a hundred tokens through a
+ * weight of thousands of columns) splits N, each thread packing only its share of the weight; the
+ * latter also reads a pre-packed B once in all rather than once per thread. Boundaries fall on tile
+ * edges. Which thread computes a tile changes no result: every element sums in the same order. */
 static void thread_rect(const gemm_args *g, int t, int nt, int *m0, int *m1, int *n0, int *n1) {
     long pm = ((long)g->M + MR - 1) / MR, pn = ((long)g->N + NR - 1) / NR;
     int best_tm = nt;
-    long best = -1;
+    long best = -1, best_pack = -1;
     for (int tm = nt; tm >= 1; tm--) {
         if (nt % tm) continue;
         int tn = nt / tm;
         long cost = ((pm + tm - 1) / tm) * ((pn + tn - 1) / tn);
-        if (best < 0 || cost < best) {
+        long pack = (pm + tm - 1) / tm * MR + (pn + tn - 1) / tn * NR;
+        if (best < 0 || cost < best || (cost == best && pack < best_pack)) {
             best = cost;
+            best_pack = pack;
             best_tm = tm;
         }
     }
@@ -604,7 +619,10 @@ static bool run_team(const gemm_args *g, size_t per_thread, rect_fn body, const 
 }
 
 /* Per-thread pack floats of A's MC×KC block and B's KC×NC block, each rounded to a cache line. */
-static size_t pack_a_span(const gemm_args *g) { return (pack_a_floats(g) + 15) & ~(size_t)15; }
+/* A's has AV_LEN floats of slack for pack_a's whole-column stores. */
+static size_t pack_a_span(const gemm_args *g) {
+    return (pack_a_floats(g) + AV_LEN + 15) & ~(size_t)15;
+}
 static size_t pack_b_span(const gemm_args *g) { return (pack_b_floats(g) + 15) & ~(size_t)15; }
 
 /* ---- small M: weight streaming ---------------------------------------------------------- */

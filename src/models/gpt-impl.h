@@ -28,6 +28,30 @@ void gpt_embed(const attn_gpt_model *m, int B, int T, int pos0, const int32_t *i
 void gpt_sublayers(const attn_gpt_model *m, const attn_gpt_block *W, int l, float p_drop,
                    attn_nn_sublayer S[2]);
 
+/* attn_gpt_pack_weights' copy (gpt_decode.c): per layer the maps decoding runs, as views of the
+ * parameters whose .packed are the panels beside them. */
+typedef struct {
+    attn_nn_linear qkv;  /* GPT-2 c_attn; Llama q|k|v fused (w NULL: not packed) */
+    attn_nn_linear o;    /* attn.c_proj / o_proj */
+    attn_nn_linear up;   /* GPT-2 c_fc; Llama the fused gate|up pair (its panels: ffn pair_packed) */
+    attn_nn_linear down; /* mlp.c_proj / down_proj */
+    attn_gemm_packed_b p_qkv, p_o, p_up, p_down;
+} gpt_packed_layer;
+
+struct attn_gpt_packed {
+    int L;
+    gpt_packed_layer *layer; /* [L] */
+};
+
+/* Up to this many rows a product streams the weights in their own layout (attn_gemm's small-M
+ * path: faster than the panels for a decoding step's one row per sequence); more take the panels,
+ * whose results equal attn_gemm's blocked path bit for bit. So packing changes no result. */
+#define GPT_STREAM_ROWS 8
+
+/* Block l's sub-layers S (gpt_sublayers) switched to the packed maps when m has them and the
+ * call has more than GPT_STREAM_ROWS rows (M). */
+void gpt_use_packed(const attn_gpt_model *m, int l, int M, attn_nn_sublayer S[2]);
+
 /* Views g of a gradient buffer grads laid out as m's parameters (g->h holds n_layer blocks). */
 void gpt_layout_grads(const attn_gpt_model *m, float *grads, attn_gpt_weights *g);
 

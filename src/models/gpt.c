@@ -159,6 +159,7 @@ const attn_gpt_tensor *attn_gpt_find_tensor(const attn_gpt_model *m, const char 
 
 void attn_gpt_model_free(attn_gpt_model *m) {
     if (!m) return;
+    attn_gpt_unpack_weights(m);
     attn_free(m->params);
     attn_free(m->grads);
     attn_free(m->tensors);

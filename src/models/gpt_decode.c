@@ -122,6 +122,73 @@ void attn_gpt_kv_set_capture(attn_gpt_kv *kv, const attn_gpt_capture *cap) {
         memset(&kv->cap, 0, sizeof kv->cap);
 }
 
+/* ---- packed weights (attn_gpt_pack_weights) ------------------------------------------------- */
+
+void attn_gpt_unpack_weights(attn_gpt_model *m) {
+    if (!m || !m->packed) return;
+    struct attn_gpt_packed *p = m->packed;
+    for (int l = 0; p->layer && l < p->L; l++) {
+        gpt_packed_layer *P = &p->layer[l];
+        attn_gemm_packed_b_free(&P->p_qkv);
+        attn_gemm_packed_b_free(&P->p_o);
+        attn_gemm_packed_b_free(&P->p_up);
+        attn_gemm_packed_b_free(&P->p_down);
+    }
+    attn_free(p->layer);
+    attn_free(p);
+    m->packed = NULL;
+}
+
+/* *L's panels into *P, and L pointing at them. */
+static attn_status pack_map(attn_nn_linear *L, attn_gemm_packed_b *P) {
+    ATTN_TRY(attn_nn_linear_pack(L, ATTN_PRECISION_F32, P));
+    L->packed = P;
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_gpt_pack_weights(attn_gpt_model *m) {
+    if (!m) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt pack: NULL model");
+    attn_gpt_unpack_weights(m);
+    const int L = m->cfg.n_layer;
+    const bool llama = attn_gpt_is_llama(&m->cfg);
+    struct attn_gpt_packed *p = attn_calloc(sizeof *p);
+    if (!p) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt pack: out of memory");
+    p->layer = attn_calloc((size_t)L * sizeof *p->layer);
+    p->L = L;
+    m->packed = p; /* freed by attn_gpt_unpack_weights below on failure */
+    attn_status s = p->layer ? ATTN_STATUS_OK
+                             : attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt pack: out of memory");
+    for (int l = 0; l < L && !s; l++) {
+        const attn_gpt_block *W = &m->w.h[l];
+        gpt_packed_layer *P = &p->layer[l];
+        P->o = W->attn.o, P->up = W->mlp.up, P->down = W->mlp.down;
+        if (!llama)
+            P->qkv = W->attn.qkv;
+        else if (!attn_nn_linear_fuse(&W->attn.q, &W->attn.k, &W->attn.v, &P->qkv))
+            P->qkv.w = NULL; /* not adjacent (never with attn's layout): left unpacked */
+        if (llama && !attn_nn_linear_fuse(&W->mlp.gate, &W->mlp.up, NULL, &P->up))
+            P->up.w = NULL;
+        if (P->qkv.w) s = pack_map(&P->qkv, &P->p_qkv);
+        if (!s) s = pack_map(&P->o, &P->p_o);
+        if (!s && P->up.w) s = pack_map(&P->up, &P->p_up);
+        if (!s) s = pack_map(&P->down, &P->p_down);
+    }
+    if (s) attn_gpt_unpack_weights(m);
+    return s;
+}
+
+void gpt_use_packed(const attn_gpt_model *m, int l, int M, attn_nn_sublayer S[2]) {
+    if (!m->packed || M <= GPT_STREAM_ROWS) return;
+    const gpt_packed_layer *P = &m->packed->layer[l];
+    if (P->qkv.w) S[0].attn.qkv = P->qkv; /* Llama: the fused map replaces q, k, v */
+    S[0].attn.o = P->o;
+    if (P->up.w && S[1].ffn.kind == ATTN_FFN_GATED)
+        S[1].ffn.pair_packed = &P->p_up;
+    else if (P->up.w)
+        S[1].ffn.up = P->up;
+    S[1].ffn.down = P->down;
+}
+
 /* Copy rows [t0, t0 + tq) of each sequence's (tq rows in rows_src, C) into the capture's
  * (B, n_new, C) slab at entry `entry`. */
 static void capture_hidden(attn_gpt_kv *kv, int entry, int n_new, int t0, int tq,
@@ -147,6 +214,7 @@ static attn_status run_chunk(const attn_gpt_model *m, attn_gpt_kv *kv, int tq, c
     for (int l = 0; l < L; l++) {
         attn_nn_sublayer S[2];
         gpt_sublayers(m, &m->w.h[l], l, 0.0f, S);
+        gpt_use_packed(m, l, M, S);
         if (kv->cap.hidden) capture_hidden(kv, l, n_new, t0, tq, kv->x);
         const size_t layer = (size_t)l * B * kv->max_T * kv->KD;
         const attn_nn_kv cache = {kv->k + layer, kv->v + layer, B, kv->max_T, 0};

@@ -115,29 +115,6 @@ size_t attn_nn_attn_qk_floats(const attn_nn_attn_cfg *c, int Mq) {
 static int q_rows(const attn_nn_seqs *s) { return s->off ? s->off[s->B] : s->B * s->Tq; }
 static int k_rows(const attn_nn_seqs *s) { return s->B * s->Tk; }
 
-/* a, b, c (each n outputs over the same input) as one map of 3 blocks, when they are dense
- * OUT_IN views adjacent in memory (a's rows, then b's, then c's; biases likewise or all NULL).
- * c may be NULL (two blocks). */
-static bool adjacent(const attn_nn_linear *a, const attn_nn_linear *b, const attn_nn_linear *c,
-                     attn_nn_linear *out) {
-    const attn_nn_linear *L[3] = {a, b, c};
-    const int n = c ? 3 : 2;
-    int rows = 0;
-    for (int i = 0; i < n; i++) {
-        if (!L[i]->w || L[i]->layout != ATTN_NN_OUT_IN || L[i]->in != a->in ||
-            nn_ldw(L[i]) != a->in || L[i]->packed)
-            return false;
-        if ((L[i]->b == NULL) != (a->b == NULL)) return false;
-        if (i > 0) {
-            if (L[i]->w != a->w + (size_t)rows * a->in) return false;
-            if (a->b && L[i]->b != a->b + rows) return false;
-        }
-        rows += L[i]->out;
-    }
-    *out = attn_nn_linear_make(a->w, a->b, a->in, rows, ATTN_NN_OUT_IN);
-    return true;
-}
-
 static attn_status check_proj(const attn_nn_linear *L, const char *name, int in, int out) {
     if (!L->w) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attention: no %s projection", name);
     if (L->in != in || L->out != out)
@@ -188,7 +165,7 @@ static attn_status project_self(const attn_nn_run *run, const geom *g, const att
     attn_nn_linear f;
     if (w->qkv.w)
         return attn_nn_linear_forward(run, &w->qkv, M, x, g->C, 0.0f, proj, g->W, ATTN_ACT_NONE);
-    if (adjacent(&w->q, &w->k, &w->v, &f))
+    if (attn_nn_linear_fuse(&w->q, &w->k, &w->v, &f))
         return attn_nn_linear_forward(run, &f, M, x, g->C, 0.0f, proj, g->W, ATTN_ACT_NONE);
     ATTN_TRY(attn_nn_linear_forward(run, &w->q, M, x, g->C, 0.0f, proj, g->W, ATTN_ACT_NONE));
     ATTN_TRY(attn_nn_linear_forward(run, &w->k, M, x, g->C, 0.0f, proj + g->HD, g->W,
@@ -204,7 +181,7 @@ static attn_status project_kv(const attn_nn_run *run, const geom *g, const attn_
     if (w->kv.w)
         return attn_nn_linear_forward(run, &w->kv, Mk, src, g->Ckv, 0.0f, kv, 2 * g->KD,
                                       ATTN_ACT_NONE);
-    if (adjacent(&w->k, &w->v, NULL, &f))
+    if (attn_nn_linear_fuse(&w->k, &w->v, NULL, &f))
         return attn_nn_linear_forward(run, &f, Mk, src, g->Ckv, 0.0f, kv, 2 * g->KD,
                                       ATTN_ACT_NONE);
     ATTN_TRY(attn_nn_linear_forward(run, &w->k, Mk, src, g->Ckv, 0.0f, kv, 2 * g->KD,
@@ -290,15 +267,20 @@ static attn_status qk_norm_backward(const geom *g, const attn_nn_attn *w, const 
     return ATTN_STATUS_OK;
 }
 
-/* Positions of the call's M query rows for RoPE: s->pos, else pos0 + t. Returns a buffer to
- * free (or s->pos itself, not to free: *own false). */
-static attn_status positions(const attn_nn_seqs *s, int M, int P, int32_t **out, bool *own) {
+/* Rows whose RoPE positions fit the caller's stack buffer (a decoding step's, a prompt's): no
+ * allocation per layer and step. */
+#define POS_STACK 512
+
+/* Positions of the call's M query rows for RoPE: s->pos, else pos0 + t, in stack (POS_STACK
+ * entries) when M fits, else in a buffer to free (*own true). */
+static attn_status positions(const attn_nn_seqs *s, int M, int P, int32_t *stack, int32_t **out,
+                             bool *own) {
     *own = false;
     if (s->pos) {
         *out = (int32_t *)s->pos;
         return ATTN_STATUS_OK;
     }
-    int32_t *p = attn_alloc((size_t)ATTN_MAX(M, 1) * sizeof(int32_t));
+    int32_t *p = M <= POS_STACK ? stack : attn_alloc((size_t)ATTN_MAX(M, 1) * sizeof(int32_t));
     if (!p) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attention: out of memory");
     if (s->off) {
         for (int b = 0; b < s->B; b++)
@@ -309,22 +291,22 @@ static attn_status positions(const attn_nn_seqs *s, int M, int P, int32_t **out,
     for (int r = 0; r < M; r++)
         if (p[r] < 0 || p[r] >= P) {
             const int bad = p[r];
-            attn_free(p);
+            if (p != stack) attn_free(p);
             return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                              "attention: position %d is outside the rotary tables [0, %d)", bad,
                              P);
         }
     *out = p;
-    *own = true;
+    *own = p != stack;
     return ATTN_STATUS_OK;
 }
 
 /* Rotate (or, inverse, rotate back: the backward) the q and k heads of proj (M, W). */
 static attn_status rope(const attn_nn_attn_cfg *c, const geom *g, const attn_nn_seqs *s, int M,
                         float *proj, bool inverse) {
-    int32_t *pos = NULL;
+    int32_t stack[POS_STACK], *pos = NULL;
     bool own = false;
-    ATTN_TRY(positions(s, M, c->rope_P, &pos, &own));
+    ATTN_TRY(positions(s, M, c->rope_P, stack, &pos, &own));
     attn_status st = attn_rope_apply(c->rope_mode, M, g->H, g->D, c->rope_dim, proj, g->W, pos,
                                      c->rope_P, c->rope_cos, c->rope_sin, inverse);
     if (!st)
@@ -600,7 +582,8 @@ static attn_status project_self_back(const attn_nn_run *run, const geom *g, cons
     if (w->qkv.w)
         return attn_nn_linear_backward(run, &w->qkv, M, x, g->C, dP, g->W, dx, g->C, acc,
                                        gr ? &gr->qkv : NULL);
-    if (adjacent(&w->q, &w->k, &w->v, &fw) && (!gr || adjacent(&gr->q, &gr->k, &gr->v, &fg)))
+    if (attn_nn_linear_fuse(&w->q, &w->k, &w->v, &fw) &&
+        (!gr || attn_nn_linear_fuse(&gr->q, &gr->k, &gr->v, &fg)))
         return attn_nn_linear_backward(run, &fw, M, x, g->C, dP, g->W, dx, g->C, acc,
                                        gr ? &fg : NULL);
     ATTN_TRY(attn_nn_linear_backward(run, &w->q, M, x, g->C, dP, g->W, dx, g->C, acc,
@@ -618,7 +601,8 @@ static attn_status project_kv_back(const attn_nn_run *run, const geom *g, const 
     if (w->kv.w)
         return attn_nn_linear_backward(run, &w->kv, Mk, src, g->Ckv, dkv, 2 * g->KD, dsrc, g->Ckv,
                                        true, gr ? &gr->kv : NULL);
-    if (adjacent(&w->k, &w->v, NULL, &fw) && (!gr || adjacent(&gr->k, &gr->v, NULL, &fg)))
+    if (attn_nn_linear_fuse(&w->k, &w->v, NULL, &fw) &&
+        (!gr || attn_nn_linear_fuse(&gr->k, &gr->v, NULL, &fg)))
         return attn_nn_linear_backward(run, &fw, Mk, src, g->Ckv, dkv, 2 * g->KD, dsrc, g->Ckv,
                                        true, gr ? &fg : NULL);
     ATTN_TRY(attn_nn_linear_backward(run, &w->k, Mk, src, g->Ckv, dkv, 2 * g->KD, dsrc, g->Ckv,

@@ -37,14 +37,7 @@ size_t attn_nn_ffn_work_floats(const attn_nn_ffn *f, int M) {
 
 /* The gate|up pair as one (2F, C) map when the two are adjacent OUT_IN weights. */
 static bool fused_pair(const attn_nn_linear *gate, const attn_nn_linear *up, attn_nn_linear *out) {
-    if (gate->layout != ATTN_NN_OUT_IN || up->layout != ATTN_NN_OUT_IN || gate->in != up->in ||
-        gate->out != up->out || nn_ldw(gate) != gate->in || nn_ldw(up) != up->in)
-        return false;
-    if (gate->w + (size_t)gate->out * gate->in != up->w) return false;
-    if ((gate->b == NULL) != (up->b == NULL)) return false;
-    if (gate->b && gate->b + gate->out != up->b) return false;
-    *out = attn_nn_linear_make(gate->w, gate->b, gate->in, 2 * gate->out, ATTN_NN_OUT_IN);
-    return true;
+    return gate->out == up->out && attn_nn_linear_fuse(gate, up, NULL, out);
 }
 
 static attn_status check(const attn_nn_ffn *f, const char *what) {
@@ -72,6 +65,7 @@ attn_status attn_nn_ffn_forward(const attn_nn_run *run, const attn_nn_ffn *f, in
         if (!a->g) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "ffn: gated needs acts.g");
         attn_nn_linear pair;
         if (fused_pair(&f->gate, &f->up, &pair)) {
+            pair.packed = f->pair_packed;
             ATTN_TRY(attn_nn_linear_forward(run, &pair, M, x, C, 0.0f, a->g, 2 * F, ATTN_ACT_NONE));
         } else {
             ATTN_TRY(attn_nn_linear_forward(run, &f->gate, M, x, C, 0.0f, a->g, 2 * F,

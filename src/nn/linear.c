@@ -126,6 +126,27 @@ attn_status attn_nn_linear_backward(const attn_nn_run *run, const attn_nn_linear
     return ATTN_STATUS_OK;
 }
 
+bool attn_nn_linear_fuse(const attn_nn_linear *a, const attn_nn_linear *b, const attn_nn_linear *c,
+                         attn_nn_linear *out) {
+    if (!a || !b || !out) return false;
+    const attn_nn_linear *L[3] = {a, b, c};
+    const int n = c ? 3 : 2;
+    int rows = 0;
+    for (int i = 0; i < n; i++) {
+        if (!L[i]->w || L[i]->layout != ATTN_NN_OUT_IN || L[i]->in != a->in ||
+            nn_ldw(L[i]) != a->in || L[i]->packed)
+            return false;
+        if ((L[i]->b == NULL) != (a->b == NULL)) return false;
+        if (i > 0) {
+            if (L[i]->w != a->w + (size_t)rows * a->in) return false;
+            if (a->b && L[i]->b != a->b + rows) return false;
+        }
+        rows += L[i]->out;
+    }
+    *out = attn_nn_linear_make(a->w, a->b, a->in, rows, ATTN_NN_OUT_IN);
+    return true;
+}
+
 attn_status attn_nn_linear_pack(const attn_nn_linear *L, attn_precision precision,
                                 attn_gemm_packed_b *out) {
     if (!L || !L->w || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "linear pack: NULL");
