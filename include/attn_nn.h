@@ -29,6 +29,7 @@
 
 #include "attn_core.h"
 #include "attn_kernels.h"
+#include "attn_quant.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -53,6 +54,12 @@ typedef struct {
      * 8 rows or fewer on unpacked weights takes attn_gemm's direct path, whose sums may differ in
      * the last bit (~2e-7) from the blocked path's. The translator packs its decoder for this. */
     bool few_rows;
+    /* Linear maps on quantized weights (attn_nn_linear.qw): whether decoding-sized products
+     * (M <= 8 rows) round the activations to int8 per 32 for integer dot products
+     * (ATTN_QUANT_ACT_Q8: llama.cpp's arithmetic, faster, ~1e-3 relative error) or keep them
+     * float32 (ATTN_QUANT_ACT_F32, the default: the product with the dequantized weights).
+     * See attn_quant.h. */
+    attn_quant_act quant_act;
 } attn_nn_run;
 
 /* Evaluation in float32. */
@@ -121,9 +128,25 @@ typedef struct {
     /* op(W) = Wᵀ (in, out) pre-packed for the GEMM (attn_nn_linear_pack), or NULL. Used by
      * forwards outside training when its backend is current; never by a backward. */
     const attn_gemm_packed_b *packed;
+    /* Quantized weights, for inference: when qw is not NULL the map's weight is W (out, in) of
+     * type qtype stored row by row as GGUF stores it (attn_quant.h: out rows of
+     * attn_quant_row_bytes(qtype, in) bytes; in a multiple of the type's block), read in place
+     * (a mapped file is fine) and never written; w, ldw, layout and packed are then unused.
+     * Forwards run attn_quant_gemm (the bias and activation in its epilogue, the activation mode
+     * from attn_nn_run.quant_act); backwards and packing refuse such a map. qw NULL (the zeroed
+     * default): the float32 weight w. */
+    attn_qtype qtype;
+    const void *qw; /* (out, in) quantized, or NULL */
 } attn_nn_linear;
 
 attn_nn_linear attn_nn_linear_make(float *w, float *b, int in, int out, attn_nn_layout layout);
+/* A map on quantized weights qw (out, in) of type qtype (see attn_nn_linear.qw); b (out) or
+ * NULL. */
+attn_nn_linear attn_nn_linear_make_quant(attn_qtype qtype, const void *qw, float *b, int in,
+                                         int out);
+/* Rows [r0, r0 + n) of an (out, in) map (OUT_IN float weights or quantized ones) as a map of n
+ * outputs: its weight rows and bias entries (no packed panels). */
+attn_nn_linear attn_nn_linear_rows(const attn_nn_linear *L, int r0, int n);
 
 /* y (M, out; row stride ldy) = act(x (M, in; ldx) · Wᵀ + b + beta·y). beta == 0: y is not read.
  * act is fused into the GEMM's epilogue. */

@@ -68,6 +68,8 @@ typedef struct {
     const float *bias; // (N) or NULL
     int lda, ldb, ldc;
     attn_act act;
+    /* NULL, or op(B) given row by row by a producer (attn_gemm_rows; then trans_b, B unused) */
+    const attn_gemm_rowsrc *src;
 } gemm_args;
 
 /* ---- packing ------------------------------------------------------------------------------- */
@@ -184,7 +186,9 @@ static void pack_a(const gemm_args *g, int i0, int mc, int k0, int kc, float *ds
 }
 
 /* Pack rows [k0, k0+kc) × columns [j0, j0+nc) of op(B) into NR-wide panels:
- * dst[p·kc·NR + k·NR + c] = op(B)(k0 + k, j0 + p·NR + c), zero for columns past nc. */
+ * dst[p·kc·NR + k·NR + c] = op(B)(k0 + k, j0 + p·NR + c), zero for columns past nc.
+ * With a row producer (g->src) its rows go through a scratch of AV_LEN × kc floats that follows
+ * the panels in dst (pack_b_floats counts it). */
 static void pack_b(const gemm_args *g, int k0, int kc, int j0, int nc, float *dst) {
     const size_t ldb = (size_t)g->ldb;
     if (!g->trans_b) {
@@ -215,6 +219,7 @@ static void pack_b(const gemm_args *g, int k0, int kc, int j0, int nc, float *ds
     }
     /* B is (N, K): transpose AV_LEN×AV_LEN blocks, each half of a panel separately. */
     const av_mask all = av_tail(AV_LEN);
+    float *rows_tmp = dst + (size_t)kc * (size_t)((nc + NR - 1) / NR * NR);
     for (int p = 0; p * NR < nc; p++, dst += (size_t)kc * NR) {
         int nr = ATTN_MIN(NR, nc - p * NR);
         for (int h = 0; h < 2; h++) {
@@ -224,9 +229,16 @@ static void pack_b(const gemm_args *g, int k0, int kc, int j0, int nc, float *ds
                     av_store(dst + (size_t)k * NR + h * AV_LEN, av_zero());
                 continue;
             }
-            const float *src = g->B + (size_t)(j0 + p * NR + h * AV_LEN) * ldb + k0;
+            const int j = j0 + p * NR + h * AV_LEN;
+            const float *src = g->B + (size_t)j * ldb + k0;
+            size_t ld = ldb;
+            if (g->src) { /* the producer's rows j .. j + rows, columns k0 .. k0 + kc */
+                g->src->rows(g->src->ctx, j, rows, k0, kc, rows_tmp);
+                src = rows_tmp;
+                ld = (size_t)kc;
+            }
             for (int k = 0; k < kc; k += AV_LEN)
-                transpose_block(src + k, ldb, rows, ATTN_MIN(AV_LEN, kc - k),
+                transpose_block(src + k, ld, rows, ATTN_MIN(AV_LEN, kc - k),
                                 dst + (size_t)k * NR + h * AV_LEN, NR, all, true);
         }
     }
@@ -462,17 +474,23 @@ static int kc_block(int K) {
     int nk = (K + KC - 1) / KC;
     return nk > 1 ? (K + nk - 1) / nk : K;
 }
+/* A call's K block: kc_block's, rounded up to a multiple of the row producer's grain (its
+ * blocks start where the producer's do; K is a multiple of the grain). */
+static int kc_of(const gemm_args *g) {
+    const int kc = kc_block(g->K), grain = g->src ? g->src->kgrain : 1;
+    return grain > 1 ? (kc + grain - 1) / grain * grain : kc;
+}
 
 /* Floats of A and B pack buffer one thread needs. */
 static size_t pack_a_floats(const gemm_args *g) {
-    int kc = kc_block(g->K);
+    int kc = kc_of(g);
     long mc = ATTN_MIN(MC_MAX, ((long)g->M + MR - 1) / MR * MR);
     return (size_t)mc * kc;
 }
 static size_t pack_b_floats(const gemm_args *g) {
-    int kc = kc_block(g->K);
+    int kc = kc_of(g);
     long nc = ATTN_MIN(NC_MAX, ((long)g->N + NR - 1) / NR * NR);
-    return (size_t)nc * kc;
+    return (size_t)(nc + (g->src ? AV_LEN : 0)) * kc; /* + the producer's row scratch */
 }
 
 /* The calling thread's packing buffer of at least n floats (NULL when out of memory). It lives
@@ -502,7 +520,7 @@ static float *pack_cache(size_t n) {
 static void gemm_rect(const gemm_args *g, int m0, int m1, int n0, int n1, float *abuf,
                       float *bbuf) {
     epilogue e = {g->alpha, g->beta, true, false, g->act};
-    int kc_step = kc_block(g->K);
+    int kc_step = kc_of(g);
     for (int jc = n0; jc < n1; jc += NC_MAX) {
         int nc = ATTN_MIN(NC_MAX, n1 - jc);
         /* K == 0 still takes one pass: C = act(beta·C + bias). */
@@ -651,25 +669,28 @@ typedef struct {
     int lda;
 } small_args;
 
-/* The epilogue on C[m, j0 .. j0+n): C = act(alpha·acc + beta·C + bias). */
-static inline void small_store(const gemm_args *g, int m, int j0, int n, const float *acc) {
-    float *c = g->C + (size_t)m * g->ldc + j0;
-    const av_f va = av_set1(g->alpha), vb = av_set1(g->beta);
+/* c (n) = act(alpha·acc (n) + beta·c + bias (n)); bias may be NULL, beta == 0 never reads c. */
+void ATTN_FN(attn_gemm_store_row)(float *c, int n, const float *acc, float alpha, float beta,
+                                  const float *bias, attn_act act) {
+    const av_f va = av_set1(alpha), vb = av_set1(beta);
     for (int j = 0; j < n; j += AV_LEN) {
         const int w = ATTN_MIN(AV_LEN, n - j);
         const av_mask mk = av_tail(w);
         av_f v = av_mul(w == AV_LEN ? av_load(acc + j) : av_load_mask(acc + j, mk), va);
-        if (g->beta != 0.0f)
-            v = av_fmadd(w == AV_LEN ? av_load(c + j) : av_load_mask(c + j, mk), vb, v);
-        if (g->bias)
-            v = av_add(v, w == AV_LEN ? av_load(g->bias + j0 + j)
-                                      : av_load_mask(g->bias + j0 + j, mk));
-        v = apply_act(v, g->act);
+        if (beta != 0.0f) v = av_fmadd(w == AV_LEN ? av_load(c + j) : av_load_mask(c + j, mk), vb, v);
+        if (bias) v = av_add(v, w == AV_LEN ? av_load(bias + j) : av_load_mask(bias + j, mk));
+        v = apply_act(v, act);
         if (w == AV_LEN)
             av_store(c + j, v);
         else
             av_store_mask(c + j, mk, v);
     }
+}
+
+/* The epilogue on C[m, j0 .. j0+n): C = act(alpha·acc + beta·C + bias). */
+static inline void small_store(const gemm_args *g, int m, int j0, int n, const float *acc) {
+    ATTN_FN(attn_gemm_store_row)(g->C + (size_t)m * g->ldc + j0, n, acc, g->alpha, g->beta,
+                                 g->bias ? g->bias + j0 : NULL, g->act);
 }
 
 /* acc[m][0 .. nb) += Σ_k A[m, k] · B[k, jb ..], one row of B at a time: for a narrow block
@@ -1035,6 +1056,19 @@ static void gemm_rect_body(const gemm_args *g, int m0, int m1, int n0, int n1, f
     gemm_rect(g, m0, m1, n0, n1, buf, buf + pack_a_span(g));
 }
 
+/* C (M, N) = act(A (M, K) · Rᵀ + beta·C + bias) with R (N, K) from a row producer: the blocked
+ * algorithm, its B panels filled from src's rows. false (nothing done) when out of memory. */
+bool ATTN_FN(attn_gemm_rows)(int M, int N, int K,
+                             const float *A, // (M, K), row stride lda
+                             int lda, const attn_gemm_rowsrc *src, float beta,
+                             float *C, // (M, N), row stride ldc
+                             int ldc,
+                             const float *bias, // (N) or NULL
+                             attn_act act) {
+    gemm_args g = {false, true, M, N, K, 1.0f, beta, A, NULL, C, bias, lda, 0, ldc, act, src};
+    return run_team(&g, pack_a_span(&g) + pack_b_span(&g), gemm_rect_body, NULL);
+}
+
 void ATTN_FN(attn_gemm)(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                         const float *A, // (M, K), or (K, M) if trans_a; row stride lda
                         int lda,
@@ -1044,7 +1078,7 @@ void ATTN_FN(attn_gemm)(bool trans_a, bool trans_b, int M, int N, int K, float a
                         int ldc,
                         const float *bias, // (N) or NULL
                         attn_act act) {
-    gemm_args g = {trans_a, trans_b, M, N, K, alpha, beta, A, B, C, bias, lda, ldb, ldc, act};
+    gemm_args g = {trans_a, trans_b, M, N, K, alpha, beta, A, B, C, bias, lda, ldb, ldc, act, NULL};
     if (M >= 1 && M <= SMALL_M && N > 0 && gemm_small_m(&g)) return;
 
     /* Per-thread A and B buffers; out of memory for them, the reference loops need none. */
@@ -1070,7 +1104,7 @@ size_t ATTN_FN(attn_gemm_pb_floats)(int K, int N) {
 
 void ATTN_FN(attn_gemm_pb_pack)(bool trans_b, int K, int N, const float *B, int ldb, float *P) {
     gemm_args g = {false, trans_b, 0, N, K, 1.0f, 0.0f, NULL, B, NULL, NULL, 0, ldb, 0,
-                   ATTN_ACT_NONE};
+                   ATTN_ACT_NONE, NULL};
     const size_t Np = pb_padded_n(N);
     const int kc_step = kc_block(K);
     for (int pc = 0; pc < K; pc += kc_step)
@@ -1149,7 +1183,7 @@ void ATTN_FN(attn_gemm_pb_run)(bool trans_a, int M, int N, int K, float alpha,
                                int ldc,
                                const float *bias, // (N) or NULL
                                attn_act act) {
-    gemm_args g = {trans_a, true, M, N, K, alpha, beta, A, NULL, C, bias, lda, 0, ldc, act};
+    gemm_args g = {trans_a, true, M, N, K, alpha, beta, A, NULL, C, bias, lda, 0, ldc, act, NULL};
     /* Only A is packed per call: one MC×KC block per thread. */
     if (!run_team(&g, pack_a_span(&g), pb_rect_body, P)) pb_scalar(&g, P);
 }
@@ -1344,7 +1378,7 @@ void attn_gemm_bf16_run_avx512(bool trans_a, int M, int N, int K, float alpha,
                                int ldc,
                                const float *bias, // (N) or NULL
                                attn_act act) {
-    gemm_args g = {trans_a, true, M, N, K, alpha, beta, A, NULL, C, bias, lda, 0, ldc, act};
+    gemm_args g = {trans_a, true, M, N, K, alpha, beta, A, NULL, C, bias, lda, 0, ldc, act, NULL};
     /* Only A is packed per call (the F32 span holds its BF16 pairs with room to spare). */
     if (!run_team(&g, pack_a_span(&g), bf16_rect_body, P))
         attn_gemm_bf16_run_ref(trans_a, M, N, K, alpha, A, lda, P, beta, C, ldc, bias, act);
@@ -1359,7 +1393,7 @@ void attn_gemm_bf16_avx512(bool trans_a, bool trans_b, int M, int N, int K, floa
                            int ldc,
                            const float *bias, // (N) or NULL
                            attn_act act) {
-    gemm_args g = {trans_a, trans_b, M, N, K, alpha, beta, A, B, C, bias, lda, ldb, ldc, act};
+    gemm_args g = {trans_a, trans_b, M, N, K, alpha, beta, A, B, C, bias, lda, ldb, ldc, act, NULL};
     /* The F32 pack spans hold the BF16 panels (pairs of k rows) with room to spare. */
     if (!run_team(&g, pack_a_span(&g) + pack_b_span(&g), bf16_rect_body, NULL))
         attn_gemm_bf16_ref(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias,

@@ -209,4 +209,29 @@ void attn_gemm_bf16_avx512(bool trans_a, bool trans_b, int M, int N, int K, floa
 /* Whether this CPU executes AVX512-BF16 (CPUID.(7,1):EAX bit 5). */
 bool attn_cpu_has_avx512_bf16(void);
 
+/* ---- GEMM pieces for other kernels (gemm_simd.c, per ISA) ---------------------------------- */
+
+/* A matrix R (N, K) handed to the blocked GEMM a few rows at a time, e.g. dequantized on the
+ * fly (quant_simd.c): rows(ctx, j0, n, k0, kc, out) writes out (n, kc) = R[j0 .. j0+n, k0 ..
+ * k0+kc), n <= the ISA's vector length, k0 and kc multiples of kgrain (or kc = K − k0). */
+typedef struct {
+    void (*rows)(const void *ctx, int j0, int n, int k0, int kc, float *out);
+    const void *ctx;
+    int kgrain;
+} attn_gemm_rowsrc;
+
+/* C (M, N) = act(A (M, K; lda) · Rᵀ + beta·C + bias (N) or NULL) with R from src: attn_gemm's
+ * blocked algorithm and microkernels, its B panels filled from src. false (nothing done) when out
+ * of memory for the pack buffers. */
+#define ATTN_GEMM_PIECES_DECLARE(sfx)                                                            \
+    bool attn_gemm_rows_##sfx(int M, int N, int K, const float *A, int lda,                      \
+                              const attn_gemm_rowsrc *src, float beta, float *C, int ldc,        \
+                              const float *bias, attn_act act);                                  \
+    void attn_gemm_store_row_##sfx(float *c, int n, const float *acc, float alpha, float beta,   \
+                                   const float *bias, attn_act act);
+/* attn_gemm_store_row: c (n) = act(alpha·acc (n) + beta·c + bias (n) or NULL), beta == 0 never
+ * reading c (the small-M epilogue). */
+ATTN_GEMM_PIECES_DECLARE(avx2)
+ATTN_GEMM_PIECES_DECLARE(avx512)
+
 #endif

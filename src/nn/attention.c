@@ -116,7 +116,8 @@ static int q_rows(const attn_nn_seqs *s) { return s->off ? s->off[s->B] : s->B *
 static int k_rows(const attn_nn_seqs *s) { return s->B * s->Tk; }
 
 static attn_status check_proj(const attn_nn_linear *L, const char *name, int in, int out) {
-    if (!L->w) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attention: no %s projection", name);
+    if (!nn_has_weight(L))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attention: no %s projection", name);
     if (L->in != in || L->out != out)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "attention: %s projection is (%d -> %d), expected (%d -> %d)", name,
@@ -148,13 +149,13 @@ static attn_status check_weights(const attn_nn_attn_cfg *c, const attn_nn_attn *
         ATTN_TRY(check_qk_norm(&w->k_norm, "k_norm", g.D));
     }
     if (!c->cross) {
-        if (w->qkv.w) return check_proj(&w->qkv, "fused qkv", g.C, g.W);
+        if (nn_has_weight(&w->qkv)) return check_proj(&w->qkv, "fused qkv", g.C, g.W);
         ATTN_TRY(check_proj(&w->q, "query", g.C, g.HD));
         ATTN_TRY(check_proj(&w->k, "key", g.C, g.KD));
         return check_proj(&w->v, "value", g.C, g.KD);
     }
     ATTN_TRY(check_proj(&w->q, "query", g.C, g.HD));
-    if (w->kv.w) return check_proj(&w->kv, "fused key/value", g.Ckv, 2 * g.KD);
+    if (nn_has_weight(&w->kv)) return check_proj(&w->kv, "fused key/value", g.Ckv, 2 * g.KD);
     ATTN_TRY(check_proj(&w->k, "key", g.Ckv, g.KD));
     return check_proj(&w->v, "value", g.Ckv, g.KD);
 }
@@ -163,7 +164,7 @@ static attn_status check_weights(const attn_nn_attn_cfg *c, const attn_nn_attn *
 static attn_status project_self(const attn_nn_run *run, const geom *g, const attn_nn_attn *w,
                                 int M, const float *x, float *proj) {
     attn_nn_linear f;
-    if (w->qkv.w)
+    if (nn_has_weight(&w->qkv))
         return attn_nn_linear_forward(run, &w->qkv, M, x, g->C, 0.0f, proj, g->W, ATTN_ACT_NONE);
     if (attn_nn_linear_fuse(&w->q, &w->k, &w->v, &f))
         return attn_nn_linear_forward(run, &f, M, x, g->C, 0.0f, proj, g->W, ATTN_ACT_NONE);
@@ -178,7 +179,7 @@ static attn_status project_self(const attn_nn_run *run, const geom *g, const att
 static attn_status project_kv(const attn_nn_run *run, const geom *g, const attn_nn_attn *w,
                               int Mk, const float *src, float *kv) {
     attn_nn_linear f;
-    if (w->kv.w)
+    if (nn_has_weight(&w->kv))
         return attn_nn_linear_forward(run, &w->kv, Mk, src, g->Ckv, 0.0f, kv, 2 * g->KD,
                                       ATTN_ACT_NONE);
     if (attn_nn_linear_fuse(&w->k, &w->v, NULL, &f))
@@ -552,18 +553,9 @@ attn_status attn_nn_attention_cross_kv(const attn_nn_run *run, const attn_nn_att
         }
         /* Separate arrays: the key and value maps one at a time. */
         attn_nn_linear kf = w->k, vf = w->v;
-        if (w->kv.w) {
-            const int lw = nn_ldw(&w->kv);
-            kf = vf = w->kv;
-            kf.out = vf.out = g.KD;
-            kf.packed = vf.packed = NULL;
-            if (w->kv.layout == ATTN_NN_OUT_IN) {
-                vf.w = w->kv.w + (size_t)g.KD * lw;
-            } else {
-                kf.ldw = vf.ldw = lw;
-                vf.w = w->kv.w + g.KD;
-            }
-            vf.b = w->kv.b ? w->kv.b + g.KD : NULL;
+        if (nn_has_weight(&w->kv)) {
+            kf = attn_nn_linear_rows(&w->kv, 0, g.KD);
+            vf = attn_nn_linear_rows(&w->kv, g.KD, g.KD);
         }
         ATTN_TRY(attn_nn_linear_forward(run, &kf, rows, sb, g.Ckv, 0.0f, cache->k + at, ld,
                                         ATTN_ACT_NONE));
@@ -579,7 +571,7 @@ static attn_status project_self_back(const attn_nn_run *run, const geom *g, cons
                                      const attn_nn_attn *gr, int M, const float *x,
                                      const float *dP, float *dx, bool acc) {
     attn_nn_linear fw, fg;
-    if (w->qkv.w)
+    if (nn_has_weight(&w->qkv))
         return attn_nn_linear_backward(run, &w->qkv, M, x, g->C, dP, g->W, dx, g->C, acc,
                                        gr ? &gr->qkv : NULL);
     if (attn_nn_linear_fuse(&w->q, &w->k, &w->v, &fw) &&
@@ -598,7 +590,7 @@ static attn_status project_kv_back(const attn_nn_run *run, const geom *g, const 
                                    const attn_nn_attn *gr, int Mk, const float *src,
                                    const float *dkv, float *dsrc) {
     attn_nn_linear fw, fg;
-    if (w->kv.w)
+    if (nn_has_weight(&w->kv))
         return attn_nn_linear_backward(run, &w->kv, Mk, src, g->Ckv, dkv, 2 * g->KD, dsrc, g->Ckv,
                                        true, gr ? &gr->kv : NULL);
     if (attn_nn_linear_fuse(&w->k, &w->v, NULL, &fw) &&

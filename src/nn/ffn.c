@@ -37,6 +37,7 @@ size_t attn_nn_ffn_work_floats(const attn_nn_ffn *f, int M) {
 
 /* The gate|up pair as one (2F, C) map when the two are adjacent OUT_IN weights. */
 static bool fused_pair(const attn_nn_linear *gate, const attn_nn_linear *up, attn_nn_linear *out) {
+    /* quantized (or missing) weights are never fused: attn_nn_linear_fuse needs float ones */
     return gate->out == up->out && attn_nn_linear_fuse(gate, up, NULL, out);
 }
 
@@ -47,7 +48,7 @@ static attn_status check(const attn_nn_ffn *f, const char *what) {
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "%s: down is (%d -> %d), expected (%d -> %d)", what, f->down.in,
                          f->down.out, F, C);
-    if (f->kind == ATTN_FFN_GATED && (f->gate.in != C || f->gate.out != F || !f->gate.w))
+    if (f->kind == ATTN_FFN_GATED && (f->gate.in != C || f->gate.out != F || !nn_has_weight(&f->gate)))
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: gated FFN needs gate (%d -> %d)", what,
                          C, F);
     if (f->kind != ATTN_FFN_PLAIN && f->kind != ATTN_FFN_GATED)

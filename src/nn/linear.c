@@ -2,6 +2,7 @@
  * the GEMM's epilogue, backward, pre-packed weights, bias gradients.
  *
  * Which GEMM a forward runs:
+ *   - quantized weights (qw): attn_quant_gemm, in the run's activation mode;
  *   - pre-packed weights (inference, their backend current): attn_gemm_packed, no per-call
  *     packing of W;
  *   - a reduced precision (bf16): attn_gemm_precision;
@@ -28,6 +29,29 @@ attn_nn_linear attn_nn_linear_make(float *w, float *b, int in, int out, attn_nn_
     memset(&L, 0, sizeof L);
     L.w = w, L.b = b, L.in = in, L.out = out, L.layout = layout;
     return L;
+}
+
+attn_nn_linear attn_nn_linear_make_quant(attn_qtype qtype, const void *qw, float *b, int in,
+                                         int out) {
+    attn_nn_linear L = attn_nn_linear_make(NULL, b, in, out, ATTN_NN_OUT_IN);
+    L.qtype = qtype, L.qw = qw;
+    return L;
+}
+
+attn_nn_linear attn_nn_linear_rows(const attn_nn_linear *L, int r0, int n) {
+    attn_nn_linear r = *L;
+    r.out = n;
+    r.packed = NULL;
+    if (L->b) r.b = L->b + r0;
+    if (L->qw) {
+        size_t rb = 0;
+        if (attn_quant_row_bytes(L->qtype, L->in, &rb) == ATTN_STATUS_OK)
+            r.qw = (const uint8_t *)L->qw + (size_t)r0 * rb;
+    } else if (L->w) {
+        r.w = L->layout == ATTN_NN_OUT_IN ? L->w + (size_t)r0 * nn_ldw(L) : L->w + r0;
+        r.ldw = nn_ldw(L);
+    }
+    return r;
 }
 
 static void dense_block(int M, int n0, int n1, int K, const float *x, int ldx,
@@ -82,8 +106,11 @@ static attn_status few_rows(int M, int N, int K, const float *x, int ldx, const 
 attn_status attn_nn_linear_forward(const attn_nn_run *run, const attn_nn_linear *L, int M,
                                    const float *x, int ldx, float beta, float *y, int ldy,
                                    attn_act act) {
-    if (!L || !L->w || (M > 0 && (!x || !y)))
+    if (!L || !nn_has_weight(L) || (M > 0 && (!x || !y)))
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "linear: NULL argument");
+    if (L->qw)
+        return attn_quant_gemm(M, L->out, L->in, x, ldx, L->qtype, L->qw, beta, y, ldy, L->b, act,
+                               run ? run->quant_act : ATTN_QUANT_ACT_F32);
     const int K = L->in, N = L->out, ldw = nn_ldw(L);
     const bool training = run && run->training;
     const attn_gemm_packed_b *P = L->packed;
@@ -102,6 +129,11 @@ attn_status attn_nn_linear_forward(const attn_nn_run *run, const attn_nn_linear 
 attn_status attn_nn_linear_backward(const attn_nn_run *run, const attn_nn_linear *L, int M,
                                     const float *x, int ldx, const float *dy, int lddy, float *dx,
                                     int lddx, bool accumulate, const attn_nn_linear *g) {
+    if (L && L->qw)
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "linear backward: the weights are quantized (%s), which is for inference "
+                         "only: no gradients through them",
+                         attn_quant_type_name(L->qtype));
     if (!L || !L->w) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "linear backward: NULL weight");
     const int K = L->in, N = L->out, ldw = nn_ldw(L);
     const bool oi = L->layout == ATTN_NN_OUT_IN;
@@ -149,6 +181,10 @@ bool attn_nn_linear_fuse(const attn_nn_linear *a, const attn_nn_linear *b, const
 
 attn_status attn_nn_linear_pack(const attn_nn_linear *L, attn_precision precision,
                                 attn_gemm_packed_b *out) {
+    if (L && L->qw)
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "linear pack: the weights are quantized (%s): they are used as they are",
+                         attn_quant_type_name(L->qtype));
     if (!L || !L->w || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "linear pack: NULL");
     return attn_gemm_pack_b_precision(L->layout == ATTN_NN_OUT_IN, L->in, L->out, L->w, nn_ldw(L),
                                       precision, out);

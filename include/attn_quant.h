@@ -1,0 +1,175 @@
+/* attn_quant.h — quantized weight types (GGUF's block formats) and the matrix products on them.
+ *
+ * A quantized matrix W (N, K) is stored the way a GGUF file stores it: row by row, each row K/B
+ * blocks of B elements (B = attn_quant_block_elems(type)), each block attn_quant_block_bytes(type)
+ * bytes, rows contiguous (row n starts at byte n · attn_quant_row_bytes). The products read such
+ * weights in place (a memory-mapped file is fine: they are never written, never copied whole).
+ *
+ *   size_t rb;
+ *   attn_quant_row_bytes(ATTN_QTYPE_Q4_1, K, &rb);           // bytes of one row of W
+ *   void *w = attn_alloc(N * rb);
+ *   attn_quant_quantize(ATTN_QTYPE_Q4_1, (int64_t)N * K, w_f32, w);  // or point w into a GGUF file
+ *   attn_quant_gemm(M, N, K, x, K, ATTN_QTYPE_Q4_1, w, 0.0f, y, N, bias, ATTN_ACT_NONE,
+ *                   ATTN_QUANT_ACT_F32);                     // y (M, N) = x (M, K) · Wᵀ + bias
+ *
+ * ---- the block formats (little-endian; exactly ggml-common.h's structs, no padding) ----------
+ * "half" is an IEEE binary16 (attn_quant_f16_to_f32), q the stored unsigned code of an element.
+ * Element i of a block is its i-th value along K.
+ *
+ *   F32   (1 element, 4 bytes)  float32.
+ *   F16   (1 element, 2 bytes)  binary16.
+ *   BF16  (1 element, 2 bytes)  the high 16 bits of a float32.
+ *   Q8_0  (32 elements, 34 bytes)
+ *           half d; int8 qs[32]                           x_i = qs[i] · d
+ *   Q4_0  (32, 18)
+ *           half d; uint8 qs[16]                          q_i = qs[i] & 15, q_{i+16} = qs[i] >> 4
+ *                                                         x_i = d · (q_i − 8)
+ *   Q4_1  (32, 20)
+ *           half d; half m; uint8 qs[16]                  q as Q4_0;  x_i = d · q_i + m
+ *   Q5_0  (32, 22)
+ *           half d; uint8 qh[4]; uint8 qs[16]             h = qh read as a little-endian uint32;
+ *                                                         q_i = (low nibble as Q4_0) | (bit i of
+ *                                                         h) << 4;  x_i = d · (q_i − 16)
+ *   Q5_1  (32, 24)
+ *           half d; half m; uint8 qh[4]; uint8 qs[16]     q as Q5_0;  x_i = d · q_i + m
+ *   Q4_K  (256 elements, 144 bytes): 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit min
+ *           half d; half dmin; uint8 scales[12]; uint8 qs[128]
+ *           scale and min of sub-block j: for j < 4  sc_j = scales[j] & 63,
+ *                                                    m_j  = scales[j + 4] & 63;
+ *                                         for j >= 4 sc_j = (scales[j + 4] & 15) | (scales[j − 4] >> 6) << 4,
+ *                                                    m_j  = (scales[j + 4] >> 4) | (scales[j] >> 6) << 4
+ *           elements 64c .. 64c + 31 (sub-block 2c) are the low nibbles of qs[32c .. 32c + 31],
+ *           elements 64c + 32 .. 64c + 63 (sub-block 2c + 1) their high nibbles (c = 0..3);
+ *           x = (d · sc_j) · q − (dmin · m_j)
+ *   Q5_K  (256, 176)
+ *           half d; half dmin; uint8 scales[12]; uint8 qh[32]; uint8 qs[128]
+ *           as Q4_K, plus a fifth bit: element 64c + l (l < 32) takes bit 2c of qh[l], element
+ *           64c + 32 + l bit 2c + 1 of qh[l], as bit 4 of q (0..31)
+ *   Q6_K  (256, 210): 16 sub-blocks of 16 with signed 8-bit scales
+ *           uint8 ql[128]; uint8 qh[64]; int8 scales[16]; half d
+ *           for each half h = 0, 1 (elements 128h .. 128h + 127) and l = 0..31, with
+ *           L = ql + 64h, H = qh + 32h, e = 128h + l:
+ *             q_e      = (L[l] & 15)      | ((H[l] >> 0) & 3) << 4
+ *             q_{e+32} = (L[l + 32] & 15) | ((H[l] >> 2) & 3) << 4
+ *             q_{e+64} = (L[l] >> 4)      | ((H[l] >> 4) & 3) << 4
+ *             q_{e+96} = (L[l + 32] >> 4) | ((H[l] >> 6) & 3) << 4
+ *           x_i = (d · scales[i / 16]) · (q_i − 32)
+ * Dequantization performs exactly these float32 operations in this order (a product of two
+ * float32s is one rounding, "d · sc" is computed first), which is what the gguf Python package
+ * (gguf.quants, 0.17.1) does: the results are bit for bit its results, for every byte pattern,
+ * NaN and infinite scales included (tests/test_quant.c).
+ *
+ * ---- quantization ----------------------------------------------------------------------------
+ * attn_quant_quantize writes what gguf.quants.quantize writes, byte for byte, for the types that
+ * package implements: F16 (NumPy's float32 -> float16 rounding: to nearest even, overflow to inf),
+ * BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (its arithmetic reproduced exactly, e.g. Q4_0's and Q5_0's
+ * float64 step). For Q4_K, Q5_K and Q6_K, which that package only dequantizes, it is ggml's
+ * reference quantizer (quantize_row_q4_K_ref and siblings, what llama-quantize writes without an
+ * importance matrix: a weighted search over scales and mins per sub-block), evaluated in strict
+ * IEEE float32 (every product and sum rounded on its own, no fused multiply-add). A llama.cpp
+ * build that contracts a·b + c into FMAs may differ from it in the last bit of a scale, and so in
+ * rare codes. Input with NaN or infinities gives well-defined blocks (no undefined conversions),
+ * not necessarily the Python package's. Scales are rounded to half precision as the formats
+ * require.
+ *
+ * ---- products --------------------------------------------------------------------------------
+ * attn_quant_gemm: y (M, N) = act(x (M, K) · Wᵀ + bias + beta · y), W (N, K) quantized as above.
+ * Paths (the backend of attn_kernels.h, chosen at run time like every kernel):
+ *   ref       each row of W dequantized (as attn_quant_dequantize), then float dot products with
+ *             a double accumulator in index order; single thread. The yardstick.
+ *   avx2/512  M <= 8 (token-by-token decoding): W streamed once, OpenMP threads over N, every
+ *             block decoded in registers and used for all M rows (F16/BF16/F32 weights: float
+ *             products). Per row of y a fixed summation order, so any thread count gives the same
+ *             bits. With ATTN_QUANT_ACT_Q8, integer dot products against activations quantized
+ *             per 32 elements (below); otherwise float products.
+ *             M > 8 (prompt processing): a blocked GEMM: KC×NC panels of W dequantized (bit for
+ *             bit attn_quant_dequantize's values) into the packed float32 layout of attn_gemm's
+ *             microkernels, which then run unchanged (bias and activation in their epilogue).
+ * Accuracy against the exact product with the dequantized weights (measured in
+ * tests/test_quant.c, relative to Σ_k |x_k · w_k| of each output element):
+ *   ATTN_QUANT_ACT_F32: float32 sums, ~1e-7 per element (attn_gemm's accuracy);
+ *   ATTN_QUANT_ACT_Q8 (M <= 8 on the SIMD backends only): each block of 32 activations is rounded
+ *     to int8 codes with scale max|x| / 127 (an error of at most 1/254 of the block's largest
+ *     activation per element), then exact integer dot products, then float32 scaling and sums:
+ *     ~4e-3 at worst, ~1e-3 typical — the arithmetic of llama.cpp's Q8_0/Q8_1 activations.
+ *     On the ref backend, and for M > 8, and for F32/F16/BF16 weights, it is the same as F32.
+ */
+#ifndef ATTN_QUANT_H
+#define ATTN_QUANT_H
+
+#include "attn_core.h"
+#include "attn_kernels.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The weight types; each value is ggml's type id (GGUF's tensor type field), so a GGUF reader
+ * maps a tensor's type by value after attn_quant_type_known. */
+typedef enum {
+    ATTN_QTYPE_F32 = 0,
+    ATTN_QTYPE_F16 = 1,
+    ATTN_QTYPE_Q4_0 = 2,
+    ATTN_QTYPE_Q4_1 = 3,
+    ATTN_QTYPE_Q5_0 = 6,
+    ATTN_QTYPE_Q5_1 = 7,
+    ATTN_QTYPE_Q8_0 = 8,
+    ATTN_QTYPE_Q4_K = 12,
+    ATTN_QTYPE_Q5_K = 13,
+    ATTN_QTYPE_Q6_K = 14,
+    ATTN_QTYPE_BF16 = 30
+} attn_qtype;
+
+/* How attn_quant_gemm treats the activations x on its M <= 8 SIMD path (see above). */
+typedef enum {
+    ATTN_QUANT_ACT_F32 = 0, /* float32 activations: the product with the dequantized weights */
+    ATTN_QUANT_ACT_Q8       /* activations rounded to int8 per 32: integer dot products, faster */
+} attn_quant_act;
+
+/* Whether id (a GGUF tensor type) is one of the types above. */
+bool attn_quant_type_known(uint32_t id);
+/* ggml's names: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K",
+ * "q6_K"; "?" for an unknown value. */
+const char *attn_quant_type_name(attn_qtype t);
+/* The names above, case-insensitive; ATTN_STATUS_INVALID_ARGUMENT naming the known ones. */
+attn_status attn_quant_type_parse(const char *name, attn_qtype *out);
+/* Elements per block (1, 32 or 256) and bytes per block; 0 for an unknown type. */
+int attn_quant_block_elems(attn_qtype t);
+size_t attn_quant_block_bytes(attn_qtype t);
+/* Bytes of a row of n elements. ATTN_STATUS_INVALID_ARGUMENT when the type is unknown, n < 0 or
+ * n is not a multiple of the block ("q4_K: a row of 100 elements is not a multiple of the block
+ * of 256"); ATTN_STATUS_TOO_LARGE when the size overflows. */
+attn_status attn_quant_row_bytes(attn_qtype t, int64_t n, size_t *bytes);
+
+/* dst (n) = the values of the n elements (n/B blocks) at src, as defined above. n must be a
+ * multiple of the block. Any bytes are valid blocks. */
+attn_status attn_quant_dequantize(attn_qtype t, int64_t n, const void *src, float *dst);
+/* dst (n/B blocks) = src (n) quantized, as described above. */
+attn_status attn_quant_quantize(attn_qtype t, int64_t n, const float *src, void *dst);
+
+/* binary16 <-> float32. f16_to_f32 is exact (NaN payloads kept); f32_to_f16 rounds to nearest
+ * even, overflows to ±inf and keeps NaN a NaN (NumPy's float16 cast). */
+float attn_quant_f16_to_f32(uint16_t h);
+uint16_t attn_quant_f32_to_f16(float f);
+
+/* y (M, N; row stride ldy) = act(x (M, K; row stride ldx) · Wᵀ + bias + beta · y), W (N, K) of
+ * type t at w (N rows of attn_quant_row_bytes(t, K) bytes). bias (N) or NULL; beta == 0: y is not
+ * read (it may hold NaN). K must be a multiple of t's block; M, N, K may be 0. qact: see above.
+ * w need not be aligned. */
+attn_status attn_quant_gemm(int M, int N, int K, const float *x, int ldx, attn_qtype t,
+                            const void *w, float beta, float *y, int ldy, const float *bias,
+                            attn_act act, attn_quant_act qact);
+
+/* out (n_ids, C) = rows ids (n_ids) of table (V, C) of type t, dequantized: an embedding lookup
+ * on quantized weights. An id outside [0, V) is ATTN_STATUS_INVALID_ARGUMENT. */
+attn_status attn_quant_embedding_forward(int n_ids, int V, int C, const int32_t *ids,
+                                         attn_qtype t, const void *table, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

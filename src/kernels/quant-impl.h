@@ -1,0 +1,95 @@
+/* quant-impl.h — internals of the quantized types (attn_quant.h) shared by quant.c (formats,
+ * quantizers, validation), quant_ref.c (reference products) and quant_simd.c (SIMD products).
+ *
+ * Blocks are read through byte pointers and the offsets below, never through structs, so that
+ * weights at any address (a mapped file) are read without misaligned accesses; half-precision
+ * fields are little-endian. */
+#ifndef ATTN_QUANT_IMPL_H
+#define ATTN_QUANT_IMPL_H
+
+#include "attn_quant.h"
+#include "kernels-impl.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* Byte offsets inside the blocks (attn_quant.h describes the fields). */
+enum {
+    QK_32 = 32,  /* elements of the small blocks */
+    QK_K = 256,  /* elements of the k-quant super-blocks */
+    Q8_0_QS = 2, /* d | qs[32] */
+    Q4_0_QS = 2, /* d | qs[16] */
+    Q4_1_M = 2,  /* d | m | qs[16] */
+    Q4_1_QS = 4,
+    Q5_0_QH = 2, /* d | qh[4] | qs[16] */
+    Q5_0_QS = 6,
+    Q5_1_M = 2, /* d | m | qh[4] | qs[16] */
+    Q5_1_QH = 4,
+    Q5_1_QS = 8,
+    QK4_DMIN = 2, /* Q4_K, Q5_K: d | dmin | scales[12] | (qh[32] |) qs[128] */
+    QK4_SC = 4,
+    Q4_K_QS = 16,
+    Q5_K_QH = 16,
+    Q5_K_QS = 48,
+    Q6_K_QH = 128, /* ql[128] | qh[64] | scales[16] | d */
+    Q6_K_SC = 192,
+    Q6_K_D = 208
+};
+
+static inline uint16_t q_rd16(const uint8_t *p) { return (uint16_t)(p[0] | (unsigned)p[1] << 8); }
+static inline uint32_t q_rd32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline void q_wr16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+/* binary16 -> float32, exact (attn_quant_f16_to_f32). */
+static inline float q_f16(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 31u, m = h & 0x3ffu, u;
+    if (e == 31) {
+        u = sign | 0x7f800000u | m << 13; /* inf, NaN (payload kept) */
+    } else if (e) {
+        u = sign | (e + 112u) << 23 | m << 13;
+    } else if (m) { /* subnormal: normalize */
+        e = 113;
+        while (!(m & 0x400u)) {
+            m <<= 1;
+            e--;
+        }
+        u = sign | e << 23 | (m & 0x3ffu) << 13;
+    } else {
+        u = sign;
+    }
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline float q_f16_at(const uint8_t *p) { return q_f16(q_rd16(p)); }
+
+/* The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block's scales[12]. */
+static inline void q_k4_scale_min(int j, const uint8_t *s, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+        *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
+/* One block's B elements dequantized into out (quant.c; the formats' exact float32 operations). */
+void attn_quant_block_dequant(attn_qtype t, const uint8_t *blk, float *out);
+
+/* y (M, N) of attn_quant_gemm, arguments validated (quant_ref.c, quant_simd.c). */
+#define ATTN_QUANT_GEMM_DECLARE(sfx)                                                             \
+    void attn_quant_gemm_##sfx(int M, int N, int K, const float *x, int ldx, attn_qtype t,       \
+                               const void *w, size_t row_bytes, float beta, float *y, int ldy,   \
+                               const float *bias, attn_act act, attn_quant_act qact);
+ATTN_QUANT_GEMM_DECLARE(ref)
+ATTN_QUANT_GEMM_DECLARE(avx2)
+ATTN_QUANT_GEMM_DECLARE(avx512)
+
+#endif

@@ -1,0 +1,795 @@
+/* quant_simd.c — products on quantized weights (attn_quant_gemm), compiled once per ISA like the
+ * other *_simd.c (kernels-impl.h).
+ *
+ * Two paths:
+ *   - M <= SMALL_M rows (decoding): W is streamed once, straight from its blocks, the rows of W
+ *     split over the OpenMP team in contiguous runs (one sequential stream per thread). A block
+ *     is decoded into registers 32 elements (a "group") at a time and used for every row of x:
+ *       F32 activations: codes -> floats, products with x in float32, the group's scale applied to
+ *         the partial sum (w = a·q + c, so Σ w·x = a·Σ q·x + c·Σ x with Σ x per 16 precomputed);
+ *       Q8 activations:  x rounded per 32 to int8 codes with a float scale (quantize_acts), then
+ *         exact integer dot products of the weight codes with them (VPMADDUBSW + VPMADDWD, or
+ *         AVX512-VNNI's VPDPBUSD where the CPU has it: the same integers), scaled in float.
+ *     Each output element is summed over the groups in index order whatever the thread count.
+ *   - otherwise (prompts): the blocked GEMM of gemm_simd.c (attn_gemm_rows), whose B panels are
+ *     filled by dequant_rows below with exactly attn_quant_dequantize's values, then attn_gemm's
+ *     microkernels and epilogue. The K blocks start on multiples of 32 (every group decodes on its
+ *     own).
+ * The integer code is 256-bit on both ISAs (a 32-element group is one ymm of codes); the float
+ * code uses vmath.h's vectors (8 or 16 lanes). */
+#include "quant-impl.h"
+#include "vmath.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define SMALL_M 8
+#define STRIP 64 /* outputs of a row of y gathered before the epilogue */
+#ifndef QUANT_PARALLEL_MIN
+#define QUANT_PARALLEL_MIN (64 * 64 * 64) /* multiply-adds below which one thread runs it */
+#endif
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* ---- the block formats, a group of 32 elements at a time ----------------------------------- */
+
+/* binary16 at p -> float32 with F16C (exact; a NaN may come out quieted, which no product can
+ * tell apart: every use multiplies it). */
+static ALWAYS_INLINE float h2f(const uint8_t *p) {
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(q_rd16(p))));
+}
+
+/* Codes subtracted before scaling (x = d·(q − off) [+ add]). */
+static ALWAYS_INLINE int code_off(attn_qtype T) {
+    return T == ATTN_QTYPE_Q4_0 ? 8 : T == ATTN_QTYPE_Q5_0 ? 16 : T == ATTN_QTYPE_Q6_K ? 32 : 0;
+}
+/* Whether the format adds a term after scaling: Q4_1/Q5_1's m, Q4_K/Q5_K's −dmin·m. */
+static ALWAYS_INLINE bool has_add(attn_qtype T) {
+    return T == ATTN_QTYPE_Q4_1 || T == ATTN_QTYPE_Q5_1 || T == ATTN_QTYPE_Q4_K ||
+           T == ATTN_QTYPE_Q5_K;
+}
+static ALWAYS_INLINE int group_elems_per_block(attn_qtype T) {
+    return T == ATTN_QTYPE_Q4_K || T == ATTN_QTYPE_Q5_K || T == ATTN_QTYPE_Q6_K ? 8 : 1;
+}
+
+/* One group: its 32 codes (unsigned, 0 .. 63, except Q8_0's signed ones) and x = d[h]·(q − off)
+ * + add for elements 16h .. 16h + 15. */
+typedef struct {
+    __m256i q;
+    float d[2];
+    float add;
+} qgroup;
+
+/* 16 bytes of nibbles: bytes 0..15 their low nibbles, 16..31 their high ones. */
+static ALWAYS_INLINE __m256i nibbles32(const uint8_t *p) {
+    const __m128i t = _mm_loadu_si128((const __m128i *)(const void *)p);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(15));
+}
+/* Byte i = 16 where bit i of h is set, else 0 (Q5's fifth bits). */
+static ALWAYS_INLINE __m256i bits32(uint32_t h) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                            2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), spread);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit),
+                            _mm256_set1_epi8(16));
+}
+static ALWAYS_INLINE __m256i load256(const uint8_t *p) {
+    return _mm256_loadu_si256((const __m256i *)(const void *)p);
+}
+/* Bytes of v shifted right by n bits within 16-bit lanes, then masked to `mask`. */
+static ALWAYS_INLINE __m256i shr_mask(__m256i v, int n, int mask) {
+    return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(n)), _mm256_set1_epi8((char)mask));
+}
+
+/* Group g (0 .. group_elems_per_block − 1) of block b. */
+static ALWAYS_INLINE qgroup group_of(attn_qtype T, const uint8_t *b, int g) {
+    qgroup r;
+    r.add = 0.0f;
+    switch (T) {
+    case ATTN_QTYPE_Q8_0:
+        r.q = load256(b + Q8_0_QS);
+        r.d[0] = r.d[1] = h2f(b);
+        break;
+    case ATTN_QTYPE_Q4_0:
+        r.q = nibbles32(b + Q4_0_QS);
+        r.d[0] = r.d[1] = h2f(b);
+        break;
+    case ATTN_QTYPE_Q4_1:
+        r.q = nibbles32(b + Q4_1_QS);
+        r.d[0] = r.d[1] = h2f(b);
+        r.add = h2f(b + Q4_1_M);
+        break;
+    case ATTN_QTYPE_Q5_0:
+        r.q = _mm256_or_si256(nibbles32(b + Q5_0_QS), bits32(q_rd32(b + Q5_0_QH)));
+        r.d[0] = r.d[1] = h2f(b);
+        break;
+    case ATTN_QTYPE_Q5_1:
+        r.q = _mm256_or_si256(nibbles32(b + Q5_1_QS), bits32(q_rd32(b + Q5_1_QH)));
+        r.d[0] = r.d[1] = h2f(b);
+        r.add = h2f(b + Q5_1_M);
+        break;
+    case ATTN_QTYPE_Q4_K:
+    case ATTN_QTYPE_Q5_K: {
+        const bool five = T == ATTN_QTYPE_Q5_K;
+        const uint8_t *qs = b + (five ? Q5_K_QS : Q4_K_QS) + 32 * (g / 2);
+        r.q = shr_mask(load256(qs), 4 * (g & 1), 15);
+        if (five)
+            r.q = _mm256_or_si256(r.q, _mm256_slli_epi16(shr_mask(load256(b + Q5_K_QH), g, 1), 4));
+        int sc, m;
+        q_k4_scale_min(g, b + QK4_SC, &sc, &m);
+        r.d[0] = r.d[1] = h2f(b) * (float)sc;
+        r.add = -(h2f(b + QK4_DMIN) * (float)m);
+        break;
+    }
+    case ATTN_QTYPE_Q6_K: {
+        const int h = g / 4, row = g % 4; /* elements 128h + 32row .. + 31 */
+        const __m256i lo = shr_mask(load256(b + 64 * h + 32 * (row & 1)), 4 * (row >> 1), 15);
+        const __m256i hi = shr_mask(load256(b + Q6_K_QH + 32 * h), 2 * row, 3);
+        r.q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+        const int8_t *sc = (const int8_t *)(b + Q6_K_SC) + 8 * h + 2 * row;
+        const float d = h2f(b + Q6_K_D);
+        r.d[0] = d * (float)sc[0];
+        r.d[1] = d * (float)sc[1];
+        break;
+    }
+    default: r.q = _mm256_setzero_si256(), r.d[0] = r.d[1] = 0.0f; break;
+    }
+    return r;
+}
+
+/* Group gi (counted from the row's start) of the row at w. */
+static ALWAYS_INLINE qgroup row_group(attn_qtype T, const uint8_t *w, size_t bb, int gi) {
+    const int gpb = group_elems_per_block(T);
+    return group_of(T, w + (size_t)(gi / gpb) * bb, gi % gpb);
+}
+
+/* The 32 signed bytes of q as floats: AV_LEN per vector, 32 / AV_LEN vectors. */
+#define CODE_VECS (32 / AV_LEN)
+static ALWAYS_INLINE void codes_to_floats(__m256i q, av_f f[CODE_VECS]) {
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+#if ATTN_ISA == 512
+    f[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo));
+    f[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
+#else
+    f[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
+    f[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
+    f[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
+    f[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
+#endif
+}
+
+/* An opaque copy: keeps the compiler from fusing the product before it into an FMA with the
+ * addition after it (-ffp-contract=fast), which dequantization must not do. */
+static ALWAYS_INLINE av_f no_fuse(av_f v) {
+    __asm__("" : "+v"(v));
+    return v;
+}
+
+/* out (32) = the group's values, exactly as attn_quant_block_dequant computes them. */
+static ALWAYS_INLINE void dequant_group(attn_qtype T, qgroup g, float *out) {
+    const int off = code_off(T);
+    av_f f[CODE_VECS];
+    codes_to_floats(off ? _mm256_sub_epi8(g.q, _mm256_set1_epi8((char)off)) : g.q, f);
+    for (int c = 0; c < CODE_VECS; c++) {
+        const av_f d = av_set1(g.d[c * AV_LEN / 16]);
+        av_f v = av_mul(d, f[c]);
+        if (has_add(T)) v = av_add(no_fuse(v), no_fuse(av_set1(g.add)));
+        av_store(out + c * AV_LEN, v);
+    }
+}
+
+/* ---- the blocked GEMM's row producer ------------------------------------------------------- */
+
+typedef struct {
+    attn_qtype t;
+    const uint8_t *w;
+    size_t row_bytes, block_bytes;
+} qrows;
+
+static ALWAYS_INLINE void dequant_rows_t(attn_qtype T, const qrows *q, int j0, int n, int k0,
+                                         int kc, float *out) {
+    for (int r = 0; r < n; r++) {
+        const uint8_t *row = q->w + (size_t)(j0 + r) * q->row_bytes;
+        float *o = out + (size_t)r * kc;
+        for (int k = 0; k < kc; k += 32)
+            dequant_group(T, row_group(T, row, q->block_bytes, (k0 + k) / 32), o + k);
+    }
+}
+
+/* F16 and BF16 rows: exact conversions (F16C for binary16). */
+static void convert_rows(const qrows *q, int j0, int n, int k0, int kc, float *out) {
+    for (int r = 0; r < n; r++) {
+        const uint8_t *row = q->w + (size_t)(j0 + r) * q->row_bytes + (size_t)k0 * 2;
+        float *o = out + (size_t)r * kc;
+        int k = 0;
+        if (q->t == ATTN_QTYPE_F16) {
+#if ATTN_ISA == 512
+            for (; k + 16 <= kc; k += 16)
+                _mm512_storeu_ps(o + k, _mm512_cvtph_ps(load256(row + 2 * k)));
+#else
+            for (; k + 8 <= kc; k += 8)
+                _mm256_storeu_ps(
+                    o + k, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(row + 2 * k))));
+#endif
+            for (; k < kc; k++) o[k] = q_f16_at(row + 2 * k);
+        } else {
+            for (; k + 8 <= kc; k += 8) {
+                const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(row + 2 * k));
+                _mm256_storeu_ps(o + k, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+            }
+            for (; k < kc; k++) {
+                const uint32_t u = (uint32_t)q_rd16(row + 2 * k) << 16;
+                memcpy(o + k, &u, sizeof u);
+            }
+        }
+    }
+}
+
+static void dequant_rows(const void *ctx, int j0, int n, int k0, int kc, float *out) {
+    const qrows *q = ctx;
+    switch (q->t) {
+#define ROWS_CASE(T)                                                                             \
+    case T: dequant_rows_t(T, q, j0, n, k0, kc, out); break;
+        ROWS_CASE(ATTN_QTYPE_Q8_0)
+        ROWS_CASE(ATTN_QTYPE_Q4_0)
+        ROWS_CASE(ATTN_QTYPE_Q4_1)
+        ROWS_CASE(ATTN_QTYPE_Q5_0)
+        ROWS_CASE(ATTN_QTYPE_Q5_1)
+        ROWS_CASE(ATTN_QTYPE_Q4_K)
+        ROWS_CASE(ATTN_QTYPE_Q5_K)
+        ROWS_CASE(ATTN_QTYPE_Q6_K)
+#undef ROWS_CASE
+    default: convert_rows(q, j0, n, k0, kc, out); break;
+    }
+}
+
+/* ---- small M: the activations ---------------------------------------------------------------- */
+
+/* What the small-M kernels read of the M rows of x (M <= SMALL_M), prepared once per call, per
+ * row of x and group g of 32 elements (G = K/32 groups):
+ *   F32 mode: x itself, and the sums of x over the group's halves and whole (s16lo, s16hi, s32:
+ *             (M, G) each; the offset terms: w = a·q + c gives Σ w·x = a·Σ q·x + c·Σ x);
+ *   Q8 mode:  xq (M, K) int8 codes, xd (M, G) their scales, and the same sums of the rounded
+ *             activations xd · code. */
+typedef struct {
+    const float *x;
+    int ldx;
+    const int8_t *xq;
+    const float *xd, *s16lo, *s16hi, *s32;
+} acts;
+
+static ALWAYS_INLINE float hsum_ps256(__m256 v) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+static ALWAYS_INLINE int hsum_i32x8(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* Row x (K) in F32 mode: the sums of the halves and of each group. */
+static void sums_f32(int K, const float *x, float *lo, float *hi, float *s32) {
+    for (int k = 0; k < K; k += 32) {
+        const float a = hsum_ps256(_mm256_add_ps(_mm256_loadu_ps(x + k), _mm256_loadu_ps(x + k + 8)));
+        const float b =
+            hsum_ps256(_mm256_add_ps(_mm256_loadu_ps(x + k + 16), _mm256_loadu_ps(x + k + 24)));
+        lo[k / 32] = a, hi[k / 32] = b, s32[k / 32] = a + b;
+    }
+}
+
+/* Row x (K) in Q8 mode: per 32, d = max|x| / 127, codes round(x / d) (to nearest even; |code|
+ * <= 127), and the sums of the halves and of the group of d·code. */
+static void quantize_acts(int K, const float *x, int8_t *q, float *xd, float *lo, float *hi,
+                          float *s32) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int k = 0; k < K; k += 32) {
+        __m256 v[4];
+        __m256 amax = _mm256_setzero_ps();
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(x + k + 8 * i);
+            amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
+        }
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        const float d = _mm_cvtss_f32(h) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        __m256i c[4];
+        for (int i = 0; i < 4; i++)
+            c[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(id)));
+        /* packs interleave the 128-bit lanes: (0 2 | 1 3) -> bytes 0-3 8-11 | 4-7 12-15 in
+         * dwords; vpermd restores the order. */
+        const __m256i p16a = _mm256_packs_epi32(c[0], c[1]), p16b = _mm256_packs_epi32(c[2], c[3]);
+        const __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b),
+                                                       _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(void *)(q + k), p8);
+        const int ia = hsum_i32x8(_mm256_add_epi32(c[0], c[1]));
+        const int ib = hsum_i32x8(_mm256_add_epi32(c[2], c[3]));
+        xd[k / 32] = d;
+        lo[k / 32] = d * (float)ia, hi[k / 32] = d * (float)ib;
+        s32[k / 32] = d * (float)(ia + ib);
+    }
+}
+
+/* ---- small M: the kernels -------------------------------------------------------------------- */
+
+/* Σ over 4-byte groups of u8 (a) × s8 (b) products, as 8 int32: exact (|a| <= 63 here, or 128
+ * with Q8_0's sign trick; |b| <= 127: no 16-bit saturation). */
+static ALWAYS_INLINE __m256i dot_u8s8(__m256i a, __m256i b) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1));
+}
+#if ATTN_ISA == 512
+#define VNNI_FN __attribute__((target("avx512vnni")))
+VNNI_FN static ALWAYS_INLINE __m256i dot_u8s8_vnni(__m256i a, __m256i b) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), a, b);
+}
+#endif
+
+static ALWAYS_INLINE bool is_kquant(attn_qtype T) {
+    return T == ATTN_QTYPE_Q4_K || T == ATTN_QTYPE_Q5_K || T == ATTN_QTYPE_Q6_K;
+}
+
+/* A k-quant super-block's eight groups' scales as vectors: w = a0·q + c over each group (Q4_K,
+ * Q5_K: a0 = d·sc, c = −dmin·m; Q6_K: a0 on a group's first half, a1 on its second). */
+static ALWAYS_INLINE void sb_scales(attn_qtype T, const uint8_t *b, __m256 *a0, __m256 *a1,
+                                    __m256 *c) {
+    if (T == ATTN_QTYPE_Q6_K) {
+        /* scales[16], group g's halves at 2g and 2g + 1: even bytes, then odd ones. */
+        const __m128i sc = _mm_shuffle_epi8(
+            _mm_loadu_si128((const __m128i *)(const void *)(b + Q6_K_SC)),
+            _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+        const __m256 d = _mm256_set1_ps(h2f(b + Q6_K_D));
+        *a0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
+        *a1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))));
+        return;
+    }
+    /* The eight 6-bit scales and mins (q_k4_scale_min), four per 32-bit word. */
+    const uint8_t *sc = b + QK4_SC;
+    const uint32_t u0 = q_rd32(sc), u1 = q_rd32(sc + 4), u2 = q_rd32(sc + 8);
+    const uint32_t s_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
+    const uint32_t s_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
+    const uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
+    const __m256 sf =
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_setr_epi32((int)s_lo, (int)s_hi, 0, 0)));
+    const __m256 mf =
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_setr_epi32((int)m_lo, (int)m_hi, 0, 0)));
+    *a0 = _mm256_mul_ps(_mm256_set1_ps(h2f(b)), sf);
+    *c = _mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(_mm256_set1_ps(h2f(b + QK4_DMIN)), mf));
+}
+
+/* The offset terms of one group against row r of the activation sums: Σ over the group of
+ * (add − d·off)·x (a small format's groups past the last eight). */
+static ALWAYS_INLINE float offset_terms(attn_qtype T, const qgroup *g, const acts *a, size_t r) {
+    if (T == ATTN_QTYPE_Q8_0) return 0.0f;
+    const float c = has_add(T) ? g->add : -(float)code_off(T) * g->d[0];
+    return c * a->s32[r];
+}
+
+/* Row n of y for Mc rows of x in Q8 mode: out[m·ldo]. M = 1 alternates two accumulators over the
+ * groups to hide the FMA latency.
+ *   Small formats: each group's scales decoded with it (scalar work that overlaps the vector
+ *   work: measured fastest).
+ *   k-quants: per super-block, the eight groups' scales decoded as vectors, multiplied by the
+ *   activation scales and dotted with the activation sums (the offsets) eight at a time, then
+ *   the groups' codes (measured 1.6x faster than decoding the 6-bit scales per group). */
+#define INT_ROW(name, DOT, ATTR)                                                                 \
+    /* acc + s · (the integer dot product of the codes q with the 32 activation codes at xq) */ \
+    ATTR static ALWAYS_INLINE __m256 name##_dot(attn_qtype T, __m256i q, const int8_t *xq,       \
+                                                __m256 s, __m256 acc) {                          \
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)xq);                \
+        const __m256i p = T == ATTN_QTYPE_Q8_0                                                   \
+                              ? DOT(_mm256_sign_epi8(q, q), _mm256_sign_epi8(xv, q))             \
+                              : DOT(q, xv);                                                      \
+        return _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), acc);                                   \
+    }                                                                                            \
+    /* one group of a small format against Mc rows */                                           \
+    ATTR static ALWAYS_INLINE void name##_grp(attn_qtype T, int Mc, const acts *a, int K,        \
+                                              const qgroup *g, int gi, __m256 *acc,             \
+                                              float *accs) {                                     \
+        const int G = K / 32;                                                                    \
+        for (int m = 0; m < Mc; m++) {                                                           \
+            const size_t r = (size_t)m * G + gi;                                                 \
+            acc[m] = name##_dot(T, g->q, a->xq + (size_t)m * K + 32 * gi,                        \
+                                _mm256_set1_ps(g->d[0] * a->xd[r]), acc[m]);                     \
+            accs[m] += offset_terms(T, g, a, r);                                                 \
+        }                                                                                        \
+    }                                                                                            \
+    ATTR static ALWAYS_INLINE void name(attn_qtype T, int Mc, const acts *a, int K,              \
+                                        const uint8_t *w, size_t rb, size_t bb, int n,           \
+                                        float *out, int ldo) {                                   \
+        const uint8_t *row = w + (size_t)n * rb;                                                 \
+        const int G = K / 32;                                                                    \
+        __m256 acc[SMALL_M], acc2 = _mm256_setzero_ps(), offs[SMALL_M];                          \
+        float accs[SMALL_M];                                                                     \
+        for (int m = 0; m < Mc; m++)                                                             \
+            acc[m] = offs[m] = _mm256_setzero_ps(), accs[m] = 0.0f;                              \
+        int g0 = 0;                                                                              \
+        /* k-quants by super-block; the small formats group by group (measured faster for    \
+         * them: the scalar scale work overlaps the vector work) */                             \
+        for (; is_kquant(T) && g0 + 8 <= G; g0 += 8) {                                           \
+            const uint8_t *b = row + (size_t)(g0 / 8) * bb;                                      \
+            __m256 a0, a1 = _mm256_setzero_ps(), c = _mm256_setzero_ps();                        \
+            sb_scales(T, b, &a0, &a1, &c);                                                   \
+            float ad0[SMALL_M][8] __attribute__((aligned(32)));                                  \
+            float ad1[SMALL_M][8] __attribute__((aligned(32)));                                  \
+            for (int m = 0; m < Mc; m++) {                                                       \
+                const size_t r = (size_t)m * G + g0;                                             \
+                const __m256 xd = _mm256_loadu_ps(a->xd + r);                                    \
+                _mm256_store_ps(ad0[m], _mm256_mul_ps(a0, xd));                                  \
+                if (T == ATTN_QTYPE_Q6_K) {                                                      \
+                    _mm256_store_ps(ad1[m], _mm256_mul_ps(a1, xd));                              \
+                    offs[m] = _mm256_fmadd_ps(a0, _mm256_loadu_ps(a->s16lo + r), offs[m]);       \
+                    offs[m] = _mm256_fmadd_ps(a1, _mm256_loadu_ps(a->s16hi + r), offs[m]);       \
+                } else if (T != ATTN_QTYPE_Q8_0) {                                               \
+                    offs[m] = _mm256_fmadd_ps(c, _mm256_loadu_ps(a->s32 + r), offs[m]);          \
+                }                                                                                \
+            }                                                                                    \
+            const int8_t *xq = a->xq + 32 * (size_t)g0;                                          \
+            for (int g = 0; g < 8; g++) {                                                        \
+                const __m256i q = group_of(T, b, g).q;                                     \
+                for (int m = 0; m < Mc; m++) {                                                   \
+                    const __m256 s = T == ATTN_QTYPE_Q6_K                                        \
+                                         ? _mm256_set_m128(_mm_broadcast_ss(&ad1[m][g]),         \
+                                                           _mm_broadcast_ss(&ad0[m][g]))         \
+                                         : _mm256_broadcast_ss(&ad0[m][g]);                      \
+                    __m256 *dst = Mc == 1 && (g & 1) ? &acc2 : &acc[m];                          \
+                    *dst = name##_dot(T, q, xq + (size_t)m * K + 32 * g, s, *dst);               \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+        for (int m = 0; m < Mc; m++)                                                             \
+            accs[m] = hsum_ps256(offs[m]) * (T == ATTN_QTYPE_Q6_K ? -32.0f : 1.0f);              \
+        if (Mc == 1)                                                                             \
+            for (; g0 + 2 <= G; g0 += 2) {                                                       \
+                const qgroup g = row_group(T, row, bb, g0), h = row_group(T, row, bb, g0 + 1);   \
+                name##_grp(T, 1, a, K, &g, g0, acc, accs);                                       \
+                name##_grp(T, 1, a, K, &h, g0 + 1, &acc2, accs);                                 \
+            }                                                                                    \
+        for (; g0 < G; g0++) {                                                                   \
+            const qgroup g = row_group(T, row, bb, g0);                                          \
+            name##_grp(T, Mc, a, K, &g, g0, acc, accs);                                          \
+        }                                                                                        \
+        acc[0] = _mm256_add_ps(acc[0], acc2);                                                    \
+        for (int m = 0; m < Mc; m++) out[(size_t)m * ldo] = hsum_ps256(acc[m]) + accs[m];        \
+    }
+INT_ROW(row_int, dot_u8s8, )
+#if ATTN_ISA == 512
+INT_ROW(row_int_vnni, dot_u8s8_vnni, VNNI_FN)
+#endif
+
+/* acc + the products of the codes f (as floats) with the 32 floats at x, scaled per half. */
+static ALWAYS_INLINE av_f flt_dot(attn_qtype T, const av_f *f, const float *x, float s0, float s1,
+                                  av_f acc) {
+#if ATTN_ISA == 512
+    const av_f lo = av_mul(f[0], av_load(x)), hi = av_mul(f[1], av_load(x + 16));
+#else
+    const av_f lo = av_fmadd(f[1], av_load(x + 8), av_mul(f[0], av_load(x)));
+    const av_f hi = av_fmadd(f[3], av_load(x + 24), av_mul(f[2], av_load(x + 16)));
+#endif
+    if (T == ATTN_QTYPE_Q6_K) return av_fmadd(av_set1(s1), hi, av_fmadd(av_set1(s0), lo, acc));
+    return av_fmadd(av_set1(s0), av_add(lo, hi), acc);
+}
+
+/* The same in float32 (F32 mode): the codes as floats times x, the scales applied per group,
+ * organized as INT_ROW. */
+static ALWAYS_INLINE void row_flt(attn_qtype T, int Mc, const acts *a, int K, const uint8_t *w,
+                                  size_t rb, size_t bb, int n, float *out, int ldo) {
+    const uint8_t *row = w + (size_t)n * rb;
+    const int G = K / 32;
+    av_f acc[SMALL_M], acc2 = av_zero();
+    __m256 offs[SMALL_M];
+    float accs[SMALL_M];
+    for (int m = 0; m < Mc; m++) acc[m] = av_zero(), offs[m] = _mm256_setzero_ps(), accs[m] = 0;
+    av_f f[CODE_VECS];
+    int g0 = 0;
+    for (; is_kquant(T) && g0 + 8 <= G; g0 += 8) {
+        const uint8_t *b = row + (size_t)(g0 / 8) * bb;
+        __m256 a0v, a1v = _mm256_setzero_ps(), cv = _mm256_setzero_ps();
+        sb_scales(T, b, &a0v, &a1v, &cv);
+        float a0[8] __attribute__((aligned(32))), a1[8] __attribute__((aligned(32)));
+        _mm256_store_ps(a0, a0v);
+        _mm256_store_ps(a1, a1v);
+        for (int m = 0; m < Mc; m++) {
+            const size_t r = (size_t)m * G + g0;
+            if (T == ATTN_QTYPE_Q6_K) {
+                offs[m] = _mm256_fmadd_ps(a0v, _mm256_loadu_ps(a->s16lo + r), offs[m]);
+                offs[m] = _mm256_fmadd_ps(a1v, _mm256_loadu_ps(a->s16hi + r), offs[m]);
+            } else if (T != ATTN_QTYPE_Q8_0) {
+                offs[m] = _mm256_fmadd_ps(cv, _mm256_loadu_ps(a->s32 + r), offs[m]);
+            }
+        }
+        for (int g = 0; g < 8; g++) {
+            codes_to_floats(group_of(T, b, g).q, f);
+            for (int m = 0; m < Mc; m++) {
+                av_f *dst = Mc == 1 && (g & 1) ? &acc2 : &acc[m];
+                *dst = flt_dot(T, f, a->x + (size_t)m * a->ldx + 32 * (g0 + g), a0[g], a1[g], *dst);
+            }
+        }
+    }
+    for (int m = 0; m < Mc; m++)
+        accs[m] = hsum_ps256(offs[m]) * (T == ATTN_QTYPE_Q6_K ? -32.0f : 1.0f);
+    if (Mc == 1)
+        for (; g0 + 2 <= G; g0 += 2) {
+            const qgroup g = row_group(T, row, bb, g0), h = row_group(T, row, bb, g0 + 1);
+            av_f f2[CODE_VECS];
+            codes_to_floats(g.q, f);
+            codes_to_floats(h.q, f2);
+            acc[0] = flt_dot(T, f, a->x + 32 * g0, g.d[0], g.d[1], acc[0]);
+            acc2 = flt_dot(T, f2, a->x + 32 * (g0 + 1), h.d[0], h.d[1], acc2);
+            accs[0] += offset_terms(T, &g, a, g0) + offset_terms(T, &h, a, g0 + 1);
+        }
+    for (; g0 < G; g0++) {
+        const qgroup g = row_group(T, row, bb, g0);
+        codes_to_floats(g.q, f);
+        for (int m = 0; m < Mc; m++) {
+            acc[m] = flt_dot(T, f, a->x + (size_t)m * a->ldx + 32 * g0, g.d[0], g.d[1], acc[m]);
+            accs[m] += offset_terms(T, &g, a, (size_t)m * G + g0);
+        }
+    }
+    acc[0] = av_add(acc[0], acc2);
+    for (int m = 0; m < Mc; m++) out[(size_t)m * ldo] = av_reduce_add(acc[m]) + accs[m];
+}
+
+/* F16 / BF16 weights (no groups): converted AV_LEN at a time, float products; M = 1 with two
+ * accumulators. */
+static ALWAYS_INLINE av_f half_vec(bool f16, const uint8_t *p) {
+#if ATTN_ISA == 512
+    if (f16) return _mm512_cvtph_ps(load256(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load256(p)), 16));
+#else
+    const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)p);
+    if (f16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+#endif
+}
+static ALWAYS_INLINE void row_half(bool f16, int Mc, const acts *a, int K, const uint8_t *w,
+                                   size_t rb, int n, float *out, int ldo) {
+    const uint8_t *row = w + (size_t)n * rb;
+    av_f acc[SMALL_M], acc2 = av_zero();
+    for (int m = 0; m < Mc; m++) acc[m] = av_zero();
+    int k = 0;
+    if (Mc == 1)
+        for (; k + 2 * AV_LEN <= K; k += 2 * AV_LEN) {
+            acc[0] = av_fmadd(half_vec(f16, row + 2 * k), av_load(a->x + k), acc[0]);
+            acc2 = av_fmadd(half_vec(f16, row + 2 * k + 2 * AV_LEN), av_load(a->x + k + AV_LEN),
+                            acc2);
+        }
+    for (; k + AV_LEN <= K; k += AV_LEN) {
+        const av_f v = half_vec(f16, row + 2 * k);
+        for (int m = 0; m < Mc; m++)
+            acc[m] = av_fmadd(v, av_load(a->x + (size_t)m * a->ldx + k), acc[m]);
+    }
+    acc[0] = av_add(acc[0], acc2);
+    for (int m = 0; m < Mc; m++) {
+        float s = av_reduce_add(acc[m]);
+        for (int kk = k; kk < K; kk++) {
+            const uint32_t hb = q_rd16(row + 2 * kk);
+            float wv;
+            if (f16) {
+                wv = q_f16(hb);
+            } else {
+                const uint32_t bits = hb << 16;
+                memcpy(&wv, &bits, sizeof wv);
+            }
+            s += wv * a->x[(size_t)m * a->ldx + kk];
+        }
+        out[(size_t)m * ldo] = s;
+    }
+}
+
+/* ---- small M: the driver --------------------------------------------------------------------- */
+
+typedef struct {
+    int M, N, K;
+    attn_qtype t;
+    const uint8_t *w;
+    size_t rb, bb;
+    attn_quant_act qact;
+    bool vnni;
+    acts a;
+    float beta, *y;
+    int ldy;
+    const float *bias;
+    attn_act act;
+} small_job;
+
+/* out (Mc, nb; row stride STRIP) for rows n0 .. n0 + nb of W. */
+static ALWAYS_INLINE void strip_t(attn_qtype T, int Mc, const small_job *j, int n0, int nb,
+                                  float *out) {
+    for (int r = 0; r < nb; r++) {
+        if (T == ATTN_QTYPE_F16 || T == ATTN_QTYPE_BF16)
+            row_half(T == ATTN_QTYPE_F16, Mc, &j->a, j->K, j->w, j->rb, n0 + r, out + r, STRIP);
+        else if (j->qact == ATTN_QUANT_ACT_F32)
+            row_flt(T, Mc, &j->a, j->K, j->w, j->rb, j->bb, n0 + r, out + r, STRIP);
+        else
+            row_int(T, Mc, &j->a, j->K, j->w, j->rb, j->bb, n0 + r, out + r, STRIP);
+    }
+}
+
+typedef void (*strip_fn)(const small_job *, int, int, float *);
+
+/* One function per (type, row count): the row count a constant, so the row loops unroll and the
+ * accumulators stay in registers. On AVX-512 a second set, compiled for AVX512-VNNI, runs the
+ * integer products on CPUs that have it (only there: the attribute lets the compiler use VNNI
+ * anywhere in those functions). */
+#define STRIP_FN(T, Mc, name)                                                                    \
+    __attribute__((noinline)) static void name(const small_job *j, int n0, int nb, float *out) { \
+        strip_t(T, Mc, j, n0, nb, out);                                                          \
+    }
+#define STRIP_TABLE(tn, sfx)                                                                     \
+    static const strip_fn strips_##tn##sfx[SMALL_M + 1] = {                                      \
+        NULL,                   strip_##tn##_1##sfx, strip_##tn##_2##sfx, strip_##tn##_3##sfx,   \
+        strip_##tn##_4##sfx, strip_##tn##_5##sfx, strip_##tn##_6##sfx, strip_##tn##_7##sfx,      \
+        strip_##tn##_8##sfx};
+#define STRIP_SET(DEF, T, tn, sfx)                                                               \
+    DEF(T, 1, strip_##tn##_1##sfx)                                                               \
+    DEF(T, 2, strip_##tn##_2##sfx)                                                               \
+    DEF(T, 3, strip_##tn##_3##sfx)                                                               \
+    DEF(T, 4, strip_##tn##_4##sfx)                                                               \
+    DEF(T, 5, strip_##tn##_5##sfx)                                                               \
+    DEF(T, 6, strip_##tn##_6##sfx)                                                               \
+    DEF(T, 7, strip_##tn##_7##sfx)                                                               \
+    DEF(T, 8, strip_##tn##_8##sfx)                                                               \
+    STRIP_TABLE(tn, sfx)
+#if ATTN_ISA == 512
+VNNI_FN static ALWAYS_INLINE void strip_vnni_t(attn_qtype T, int Mc, const small_job *j, int n0,
+                                               int nb, float *out) {
+    for (int r = 0; r < nb; r++)
+        row_int_vnni(T, Mc, &j->a, j->K, j->w, j->rb, j->bb, n0 + r, out + r, STRIP);
+}
+#define STRIP_FN_VNNI(T, Mc, name)                                                               \
+    VNNI_FN __attribute__((noinline)) static void name(const small_job *j, int n0, int nb,       \
+                                                       float *out) {                             \
+        strip_vnni_t(T, Mc, j, n0, nb, out);                                                     \
+    }
+#define STRIP_FNS(T, tn) STRIP_SET(STRIP_FN, T, tn, ) STRIP_SET(STRIP_FN_VNNI, T, tn, _vnni)
+#else
+#define STRIP_FNS(T, tn) STRIP_SET(STRIP_FN, T, tn, )
+#endif
+STRIP_SET(STRIP_FN, ATTN_QTYPE_F16, f16, )
+STRIP_SET(STRIP_FN, ATTN_QTYPE_BF16, bf16, )
+STRIP_FNS(ATTN_QTYPE_Q8_0, q8_0)
+STRIP_FNS(ATTN_QTYPE_Q4_0, q4_0)
+STRIP_FNS(ATTN_QTYPE_Q4_1, q4_1)
+STRIP_FNS(ATTN_QTYPE_Q5_0, q5_0)
+STRIP_FNS(ATTN_QTYPE_Q5_1, q5_1)
+STRIP_FNS(ATTN_QTYPE_Q4_K, q4_k)
+STRIP_FNS(ATTN_QTYPE_Q5_K, q5_k)
+STRIP_FNS(ATTN_QTYPE_Q6_K, q6_k)
+
+/* The strip function of a type and row count (VNNI: the integer products with VPDPBUSD). */
+static strip_fn strip_for(attn_qtype t, int Mc, bool vnni) {
+#if ATTN_ISA == 512
+#define STRIP_PICK(tn) return vnni ? strips_##tn##_vnni[Mc] : strips_##tn[Mc]
+#else
+#define STRIP_PICK(tn) return (void)vnni, strips_##tn[Mc]
+#endif
+    switch (t) {
+    case ATTN_QTYPE_F16: return strips_f16[Mc];
+    case ATTN_QTYPE_BF16: return strips_bf16[Mc];
+    case ATTN_QTYPE_Q8_0: STRIP_PICK(q8_0);
+    case ATTN_QTYPE_Q4_0: STRIP_PICK(q4_0);
+    case ATTN_QTYPE_Q4_1: STRIP_PICK(q4_1);
+    case ATTN_QTYPE_Q5_0: STRIP_PICK(q5_0);
+    case ATTN_QTYPE_Q5_1: STRIP_PICK(q5_1);
+    case ATTN_QTYPE_Q4_K: STRIP_PICK(q4_k);
+    case ATTN_QTYPE_Q5_K: STRIP_PICK(q5_k);
+    case ATTN_QTYPE_Q6_K: STRIP_PICK(q6_k);
+    case ATTN_QTYPE_F32: break;
+    }
+#undef STRIP_PICK
+    return NULL;
+}
+
+/* Rows [n0, n1) of y: strips of STRIP outputs, then the epilogue per row of y. */
+static void small_range(const small_job *j, int n0, int n1) {
+    const strip_fn fn = strip_for(j->t, j->M, j->vnni);
+    float out[SMALL_M * STRIP];
+    for (int s = n0; s < n1; s += STRIP) {
+        const int nb = ATTN_MIN(STRIP, n1 - s);
+        fn(j, s, nb, out);
+        for (int m = 0; m < j->M; m++)
+            ATTN_FN(attn_gemm_store_row)(j->y + (size_t)m * j->ldy + s, nb, out + m * STRIP, 1.0f,
+                                         j->beta, j->bias ? j->bias + s : NULL, j->act);
+    }
+}
+
+static bool cpu_vnni(void) {
+#if ATTN_ISA == 512
+    return __builtin_cpu_supports("avx512vnni");
+#else
+    return false;
+#endif
+}
+
+/* The small-M product; false when out of memory for the prepared activations. */
+static bool small_m(small_job *j, const float *x, int ldx) {
+    const int M = j->M, K = j->K;
+    const bool q8 = j->qact == ATTN_QUANT_ACT_Q8 && j->bb && attn_quant_block_elems(j->t) > 1;
+    const bool grouped = attn_quant_block_elems(j->t) > 1;
+    j->qact = q8 ? ATTN_QUANT_ACT_Q8 : ATTN_QUANT_ACT_F32;
+    /* s16lo, s16hi, s32, xd (M, G) floats each, then (Q8) xq (M, K) bytes; xd is left unset
+     * in F32 mode. */
+    const size_t ng = grouped ? (size_t)M * (size_t)(K / 32) : 0;
+    const size_t nq = q8 ? (size_t)M * (size_t)K : 0;
+    void *scratch = NULL;
+    if (ng) {
+        scratch = attn_alloc(4 * ng * sizeof(float) + nq);
+        if (!scratch) return false;
+    }
+    float *lo = scratch, *hi = lo + ng, *s32 = hi + ng, *xd = s32 + ng;
+    int8_t *xq = (int8_t *)(void *)(xd + ng);
+    for (int m = 0; m < M && grouped; m++) {
+        const size_t r = (size_t)m * (K / 32);
+        if (q8)
+            quantize_acts(K, x + (size_t)m * ldx, xq + (size_t)m * K, xd + r, lo + r, hi + r,
+                          s32 + r);
+        else
+            sums_f32(K, x + (size_t)m * ldx, lo + r, hi + r, s32 + r);
+    }
+    j->a = (acts){x, ldx, xq, xd, lo, hi, s32};
+    j->vnni = q8 && cpu_vnni();
+    int nt = 1;
+#ifdef _OPENMP
+    if (!omp_in_parallel() && (double)M * j->N * K >= (double)QUANT_PARALLEL_MIN)
+        nt = omp_get_max_threads();
+#endif
+    if (nt > (j->N + 15) / 16) nt = (j->N + 15) / 16; /* at least 16 rows of W each */
+    if (nt < 1) nt = 1;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+    {
+        int t = 0, team = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+        team = omp_get_num_threads();
+#endif
+        const int n0 = (int)((long)j->N * t / team), n1 = (int)((long)j->N * (t + 1) / team);
+        if (n0 < n1) small_range(j, n0, n1);
+    }
+    attn_free(scratch);
+    return true;
+}
+
+/* ---- entry point ----------------------------------------------------------------------------- */
+
+void ATTN_FN(attn_quant_gemm)(int M, int N, int K,
+                              const float *x, // (M, K), row stride ldx
+                              int ldx, attn_qtype t,
+                              const void *w, // (N, K) of type t, rows of row_bytes
+                              size_t row_bytes, float beta,
+                              float *y, // (M, N), row stride ldy
+                              int ldy,
+                              const float *bias, // (N) or NULL
+                              attn_act act, attn_quant_act qact) {
+    if (t == ATTN_QTYPE_F32) { /* plain floats (4-byte aligned, as a GGUF tensor is) */
+        ATTN_FN(attn_gemm)(false, true, M, N, K, 1.0f, x, ldx, (const float *)w,
+                           ATTN_MAX(1, K), beta, y, ldy, bias, act);
+        return;
+    }
+    const size_t bb = attn_quant_block_bytes(t);
+    if (K == 0) { /* y = act(beta·y + bias) */
+        float zero[STRIP] = {0};
+        for (int m = 0; m < M; m++)
+            for (int n0 = 0; n0 < N; n0 += STRIP)
+                ATTN_FN(attn_gemm_store_row)(y + (size_t)m * ldy + n0, ATTN_MIN(STRIP, N - n0), zero,
+                                             1.0f, beta, bias ? bias + n0 : NULL, act);
+        return;
+    }
+    if (M <= SMALL_M) {
+        small_job j = {M, N, K, t, w, row_bytes, bb, qact, false,
+                       {NULL, 0, NULL, NULL, NULL, NULL, NULL}, beta, y, ldy, bias, act};
+        if (small_m(&j, x, ldx)) return;
+    }
+    const qrows q = {t, w, row_bytes, bb};
+    const attn_gemm_rowsrc src = {dequant_rows, &q, attn_quant_block_elems(t) > 1 ? 32 : 1};
+    if (!ATTN_FN(attn_gemm_rows)(M, N, K, x, ldx, &src, beta, y, ldy, bias, act))
+        attn_quant_gemm_ref(M, N, K, x, ldx, t, w, row_bytes, beta, y, ldy, bias, act, qact);
+}

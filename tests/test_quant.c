@@ -1,0 +1,702 @@
+/* test_quant.c — the quantized weight types (attn_quant.h) and the linear map on them
+ * (attn_nn.h).
+ *
+ * Against the gguf Python package (tools/ref_quant.py, build/ref/quant.safetensors):
+ *   - dequantization bit for bit (NaN = any NaN) for every type: random blocks, blocks whose
+ *     scales hold every binary16 edge case, and all 65536 binary16 / bfloat16 patterns;
+ *   - quantization byte for byte for the types the package quantizes (f16, bf16, q8_0, q4_0,
+ *     q4_1, q5_0, q5_1), on rows of varied scale (ties, zeros, overflow to inf, subnormals);
+ *   - products act(x · dequantize(W)ᵀ + bias + beta·y) computed by NumPy in float64.
+ * The k-quant quantizers against ggml's reference ones (quantize_row_q{4,5,6}_K_ref compiled with
+ * -ffp-contract=off, i.e. strict float32): FNV-1a hashes of their output on kq_input's rows,
+ * recorded here; and their round-trip error.
+ * Tolerances (tu_close: max|err| <= rtol · max|expected|):
+ *   ref backend, F32 SIMD paths vs NumPy: 2e-6 (float32 sums over K <= 768 against float64);
+ *   SIMD F32 activations vs the ref backend: 2e-6, same reason;
+ *   SIMD Q8 activations (M <= 8) vs the ref backend: 2e-2; measured ~5e-3 (the activations'
+ *   rounding to 8 bits: see attn_quant.h). Each check prints its measured error.
+ * Exact: the blocked path (M > 8) equals attn_gemm on the dequantized weights bit for bit where
+ * both cut K the same way (K <= 384 here), 1 and 2 threads give the same bits, beta == 0 never
+ * reads y, ldy padding is never written. */
+#include "tu.h"
+
+#include "attn_io.h"
+#include "attn_nn.h"
+#include "attn_quant.h"
+
+#include <jansson.h>
+#include <string.h>
+
+static const attn_qtype ALL[] = {ATTN_QTYPE_F16,  ATTN_QTYPE_BF16, ATTN_QTYPE_Q8_0,
+                                 ATTN_QTYPE_Q4_0, ATTN_QTYPE_Q4_1, ATTN_QTYPE_Q5_0,
+                                 ATTN_QTYPE_Q5_1, ATTN_QTYPE_Q4_K, ATTN_QTYPE_Q5_K,
+                                 ATTN_QTYPE_Q6_K};
+#define NALL (int)(sizeof ALL / sizeof ALL[0])
+
+#define RTOL_F32 2e-6
+#define RTOL_Q8 2e-2
+
+static void *xalloc(size_t n) {
+    void *p = attn_alloc(n ? n : 1);
+    assert_non_null(p);
+    return p;
+}
+
+/* ---- the reference file ------------------------------------------------------------------- */
+
+typedef struct {
+    attn_st_file *f;
+    char *bytes; /* the whole file: the U8 tensors are read from it directly */
+    size_t n;
+} ref_file;
+
+static ref_file ref_open(void) {
+    ref_file r = {NULL, NULL, 0};
+    const char *path = tu_ref_path("quant.safetensors");
+    if (attn_st_open(path, &r.f) != ATTN_STATUS_OK)
+        fail_msg("%s: %s (run tools/ref_quant.py first, or tests/run.sh)", path,
+                 attn_last_error());
+    r.bytes = tu_read_all(path, &r.n);
+    assert_non_null(r.bytes);
+    return r;
+}
+
+static void ref_close(ref_file *r) {
+    attn_st_close(r->f);
+    free(r->bytes);
+}
+
+/* A tensor's raw bytes (NULL when absent) and its shape. */
+static const void *ref_raw(const ref_file *r, const char *name, int64_t *rows, int64_t *cols) {
+    const attn_st_tensor *t = attn_st_find(r->f, name);
+    if (!t) return NULL;
+    if (t->offset + t->nbytes > r->n) fail_msg("%s: out of the file", name);
+    if (rows) *rows = t->ndim > 0 ? t->shape[0] : 1;
+    if (cols) *cols = t->ndim > 1 ? t->shape[1] : 1;
+    return r->bytes + t->offset;
+}
+
+static float *ref_f32(const ref_file *r, const char *name) {
+    float *d = NULL;
+    if (attn_st_load_f32(r->f, name, &d, NULL) != ATTN_STATUS_OK)
+        fail_msg("loading %s: %s", name, attn_last_error());
+    return d;
+}
+
+/* ---- names and sizes ------------------------------------------------------------------------ */
+
+static void test_types(void **state) {
+    (void)state;
+    static const struct {
+        attn_qtype t;
+        const char *name;
+        int elems;
+        size_t bytes;
+    } want[] = {{ATTN_QTYPE_F32, "f32", 1, 4},      {ATTN_QTYPE_F16, "f16", 1, 2},
+                {ATTN_QTYPE_BF16, "bf16", 1, 2},    {ATTN_QTYPE_Q8_0, "q8_0", 32, 34},
+                {ATTN_QTYPE_Q4_0, "q4_0", 32, 18},  {ATTN_QTYPE_Q4_1, "q4_1", 32, 20},
+                {ATTN_QTYPE_Q5_0, "q5_0", 32, 22},  {ATTN_QTYPE_Q5_1, "q5_1", 32, 24},
+                {ATTN_QTYPE_Q4_K, "q4_K", 256, 144}, {ATTN_QTYPE_Q5_K, "q5_K", 256, 176},
+                {ATTN_QTYPE_Q6_K, "q6_K", 256, 210}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        assert_string_equal(attn_quant_type_name(want[i].t), want[i].name);
+        assert_int_equal(attn_quant_block_elems(want[i].t), want[i].elems);
+        assert_int_equal(attn_quant_block_bytes(want[i].t), want[i].bytes);
+        assert_true(attn_quant_type_known((uint32_t)want[i].t));
+        attn_qtype p;
+        assert_int_equal(attn_quant_type_parse(want[i].name, &p), ATTN_STATUS_OK);
+        assert_int_equal(p, want[i].t);
+    }
+    attn_qtype p;
+    assert_int_equal(attn_quant_type_parse("Q4_K", &p), ATTN_STATUS_OK);
+    assert_int_equal(p, ATTN_QTYPE_Q4_K);
+    tu_expect_fail(attn_quant_type_parse("q4_2", &p), ATTN_STATUS_INVALID_ARGUMENT, "q4_2",
+                   "expected");
+    for (uint32_t id = 0; id < 64; id++)
+        if (!attn_quant_type_known(id)) {
+            assert_string_equal(attn_quant_type_name((attn_qtype)id), "?");
+            assert_int_equal(attn_quant_block_elems((attn_qtype)id), 0);
+        }
+    assert_false(attn_quant_type_known(9));   /* Q8_1: not a weight type */
+    assert_false(attn_quant_type_known(10));  /* Q2_K */
+    size_t rb;
+    assert_int_equal(attn_quant_row_bytes(ATTN_QTYPE_Q4_1, 576, &rb), ATTN_STATUS_OK);
+    assert_int_equal(rb, 18 * 20);
+    assert_int_equal(attn_quant_row_bytes(ATTN_QTYPE_Q6_K, 768, &rb), ATTN_STATUS_OK);
+    assert_int_equal(rb, 3 * 210);
+    tu_expect_fail(attn_quant_row_bytes(ATTN_QTYPE_Q4_K, 576, &rb), ATTN_STATUS_INVALID_ARGUMENT,
+                   "q4_K", "576");
+    tu_expect_fail(attn_quant_row_bytes(ATTN_QTYPE_Q8_0, 100, &rb), ATTN_STATUS_INVALID_ARGUMENT,
+                   "q8_0", "block of 32");
+    tu_expect_fail(attn_quant_row_bytes(ATTN_QTYPE_Q8_0, -32, &rb), ATTN_STATUS_INVALID_ARGUMENT,
+                   "q8_0", "-32");
+    tu_expect_fail(attn_quant_row_bytes((attn_qtype)10, 256, &rb), ATTN_STATUS_INVALID_ARGUMENT,
+                   "unknown", "10");
+    tu_expect_fail(attn_quant_row_bytes(ATTN_QTYPE_F32, INT64_MAX, &rb), ATTN_STATUS_TOO_LARGE,
+                   "f32", "too large");
+}
+
+/* ---- against gguf.quants -------------------------------------------------------------------- */
+
+static bool same_float(float a, float b) {
+    if (a != a || b != b) return a != a && b != b;
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+static void test_dequantize_gguf(void **state) {
+    (void)state;
+    ref_file r = ref_open();
+    for (int ti = 0; ti < NALL; ti++) {
+        const attn_qtype t = ALL[ti];
+        char key[64];
+        snprintf(key, sizeof key, "deq.%s.blocks", attn_quant_type_name(t));
+        int64_t nb = 0, bytes = 0;
+        const void *blocks = ref_raw(&r, key, &nb, &bytes);
+        if (!blocks) fail_msg("%s missing", key);
+        assert_int_equal((size_t)bytes, attn_quant_block_bytes(t));
+        snprintf(key, sizeof key, "deq.%s.values", attn_quant_type_name(t));
+        float *want = ref_f32(&r, key);
+        const int64_t n = nb * attn_quant_block_elems(t);
+        float *got = xalloc((size_t)n * sizeof(float));
+        assert_int_equal(attn_quant_dequantize(t, n, blocks, got), ATTN_STATUS_OK);
+        int64_t bad = 0, first = -1, nan = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (want[i] != want[i]) nan++;
+            if (!same_float(got[i], want[i])) {
+                if (first < 0) first = i;
+                bad++;
+            }
+        }
+        printf("  dequantize %-5s %6lld blocks (%lld values, %lld NaN): %lld differ %s\n",
+               attn_quant_type_name(t), (long long)nb, (long long)n, (long long)nan,
+               (long long)bad, bad ? "FAIL" : "ok");
+        if (bad) {
+            printf("    first at %lld: got %.9g, gguf %.9g\n", (long long)first,
+                   (double)got[first], (double)want[first]);
+            tu_failures++;
+        }
+        attn_free(want);
+        attn_free(got);
+    }
+    ref_close(&r);
+}
+
+static void test_quantize_gguf(void **state) {
+    (void)state;
+    ref_file r = ref_open();
+    int types = 0;
+    for (int ti = 0; ti < NALL; ti++) {
+        const attn_qtype t = ALL[ti];
+        char key[64];
+        snprintf(key, sizeof key, "quant.%s.x", attn_quant_type_name(t));
+        if (!attn_st_find(r.f, key)) continue; /* gguf cannot quantize it */
+        types++;
+        float *x = ref_f32(&r, key);
+        snprintf(key, sizeof key, "quant.%s.bytes", attn_quant_type_name(t));
+        int64_t rows = 0, rbytes = 0;
+        const unsigned char *want = ref_raw(&r, key, &rows, &rbytes);
+        const int64_t cols = 256;
+        size_t rb;
+        assert_int_equal(attn_quant_row_bytes(t, cols, &rb), ATTN_STATUS_OK);
+        assert_int_equal(rb, (size_t)rbytes);
+        unsigned char *got = xalloc((size_t)rows * rb);
+        assert_int_equal(attn_quant_quantize(t, rows * cols, x, got), ATTN_STATUS_OK);
+        int bad_rows = 0;
+        for (int64_t i = 0; i < rows; i++)
+            if (memcmp(got + i * rb, want + i * rb, rb)) {
+                size_t at = 0;
+                while (got[i * rb + at] == want[i * rb + at]) at++;
+                if (!bad_rows)
+                    printf("    row %lld first differs at byte %zu: %u, gguf %u\n", (long long)i,
+                           at, got[i * rb + at], want[i * rb + at]);
+                bad_rows++;
+            }
+        printf("  quantize %-5s %lld rows of 256: %d differ %s\n", attn_quant_type_name(t),
+               (long long)rows, bad_rows, bad_rows ? "FAIL" : "ok");
+        if (bad_rows) tu_failures++;
+        attn_free(x);
+        attn_free(got);
+    }
+    assert_int_equal(types, 7);
+    ref_close(&r);
+}
+
+/* ---- the k-quant quantizers ------------------------------------------------------------------ */
+
+/* The inputs of the recorded hashes: 6 rows of 512 (outliers, one-sided, zero sub-blocks). The
+ * same generator ran in a program around ggml's quantize_row_q{4,5,6}_K_ref. */
+static uint64_t kq_state;
+static double kq_u(void) {
+    kq_state ^= kq_state << 13;
+    kq_state ^= kq_state >> 7;
+    kq_state ^= kq_state << 17;
+    return (double)(kq_state >> 11) * (1.0 / 9007199254740992.0);
+}
+static void kq_input(float *x, int rows, int n) {
+    kq_state = 0x2545F4914F6CDD1Dull;
+    for (int r = 0; r < rows; r++) {
+        const double scale = r == 0   ? 1.0
+                             : r == 1 ? 1e-3
+                             : r == 2 ? 40.0
+                             : r == 3 ? 1.0
+                             : r == 4 ? 0.02
+                                      : 7.0;
+        for (int i = 0; i < n; i++) {
+            double v = (kq_u() + kq_u() + kq_u() - 1.5) * 2.0;
+            if (r == 3 && i % 37 == 0) v *= 30.0;
+            if (r == 4) v = fabs(v);
+            if (r == 5 && (i / 32) % 3 == 0) v = 0.0;
+            x[(size_t)r * n + i] = (float)(v * scale);
+        }
+    }
+}
+static uint64_t fnv1a(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static void test_kquant_quantize(void **state) {
+    (void)state;
+    static const struct {
+        attn_qtype t;
+        uint64_t ggml; /* quantize_row_*_ref, strict float32 (gcc -ffp-contract=off) */
+        double max_rel_rms; /* round-trip bound, per row: rms(err) / rms(x) */
+    } cases[] = {/* worst rows measured (the same bytes as ggml's): 0.090, 0.052, 0.038 — the last
+                  * on row 3, whose 30x outliers every 37 elements set the scale of the 16-element
+                  * sub-blocks they fall in */
+                 {ATTN_QTYPE_Q4_K, 0x9467f08859705440ull, 0.12},
+                 {ATTN_QTYPE_Q5_K, 0x314a1c620aefc568ull, 0.07},
+                 {ATTN_QTYPE_Q6_K, 0x74654cafbd9813d0ull, 0.05}};
+    enum { ROWS = 6, N = 512 };
+    static float x[ROWS * N], y[ROWS * N];
+    kq_input(x, ROWS, N);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const attn_qtype t = cases[c].t;
+        size_t rb;
+        assert_int_equal(attn_quant_row_bytes(t, N, &rb), ATTN_STATUS_OK);
+        unsigned char *q = xalloc(ROWS * rb);
+        assert_int_equal(attn_quant_quantize(t, ROWS * N, x, q), ATTN_STATUS_OK);
+        const uint64_t h = fnv1a(q, ROWS * rb);
+        const bool same = h == cases[c].ggml;
+        printf("  %-5s quantize: hash %016llx, ggml's reference %016llx %s\n",
+               attn_quant_type_name(t), (unsigned long long)h, (unsigned long long)cases[c].ggml,
+               same ? "ok" : "FAIL");
+        if (!same) tu_failures++;
+        assert_int_equal(attn_quant_dequantize(t, ROWS * N, q, y), ATTN_STATUS_OK);
+        double worst = 0;
+        for (int r = 0; r < ROWS; r++) {
+            double e2 = 0, x2 = 0;
+            for (int i = 0; i < N; i++) {
+                const double d = (double)y[r * N + i] - x[r * N + i];
+                e2 += d * d;
+                x2 += (double)x[r * N + i] * x[r * N + i];
+            }
+            const double rel = sqrt(e2 / x2);
+            worst = fmax(worst, rel);
+            if (!(rel <= cases[c].max_rel_rms)) {
+                printf("    row %d: relative rms error %.3g > %.3g FAIL\n", r, rel,
+                       cases[c].max_rel_rms);
+                tu_failures++;
+            }
+        }
+        printf("  %-5s round trip: worst row's rms(error) / rms(x) %.3g (bound %.3g)\n",
+               attn_quant_type_name(t), worst, cases[c].max_rel_rms);
+        attn_free(q);
+    }
+}
+
+/* ---- products ------------------------------------------------------------------------------- */
+
+/* Use backend be for the rest of the test, or skip it (a hardware skip). */
+static void use_backend(attn_backend be) {
+    tu_need_backend(be);
+    assert_int_equal(attn_set_backend(be), ATTN_STATUS_OK);
+}
+
+#define PER_BACKEND(name)                                                                        \
+    static void test_##name##_ref(void **state) {                                                \
+        (void)state;                                                                             \
+        name(ATTN_BACKEND_REF);                                                                  \
+    }                                                                                            \
+    PER_SIMD_BACKEND(name)
+#define PER_SIMD_BACKEND(name)                                                                   \
+    static void test_##name##_avx2(void **state) {                                               \
+        (void)state;                                                                             \
+        name(ATTN_BACKEND_AVX2);                                                                 \
+    }                                                                                            \
+    static void test_##name##_avx512(void **state) {                                             \
+        (void)state;                                                                             \
+        name(ATTN_BACKEND_AVX512);                                                               \
+    }
+
+/* The product cases of ref_quant.py, in both activation modes. */
+static void products_gguf(attn_backend be) {
+    use_backend(be);
+    ref_file r = ref_open();
+    int ncases = 0;
+    for (int i = 0;; i++, ncases++) {
+        char key[64];
+        snprintf(key, sizeof key, "prod.%d", i);
+        const char *m = attn_st_metadata(r.f, key);
+        if (!m) break;
+        json_error_t err;
+        json_t *o = json_loads(m, 0, &err);
+        assert_non_null(o);
+        attn_qtype t;
+        assert_int_equal(
+            attn_quant_type_parse(json_string_value(json_object_get(o, "type")), &t),
+            ATTN_STATUS_OK);
+        const int M = (int)json_integer_value(json_object_get(o, "M"));
+        const int N = (int)json_integer_value(json_object_get(o, "N"));
+        const int K = (int)json_integer_value(json_object_get(o, "K"));
+        const float beta = (float)json_number_value(json_object_get(o, "beta"));
+        const attn_act act = (attn_act)json_integer_value(json_object_get(o, "act"));
+        json_decref(o);
+        char name[64];
+#define LOAD(var, what) (snprintf(name, sizeof name, "prod.%d.%s", i, what), var)
+        const void *w = LOAD(ref_raw(&r, name, NULL, NULL), "w");
+        float *x = LOAD(ref_f32(&r, name), "x"), *y0 = LOAD(ref_f32(&r, name), "y0");
+        float *want = LOAD(ref_f32(&r, name), "expected");
+        float *bias = LOAD(attn_st_find(r.f, name) ? ref_f32(&r, name) : NULL, "bias");
+#undef LOAD
+        float *y = xalloc((size_t)M * N * sizeof(float));
+        for (int q8 = 0; q8 < 2; q8++) {
+            memcpy(y, y0, (size_t)M * N * sizeof(float));
+            const attn_status s = attn_quant_gemm(M, N, K, x, K, t, w, beta, y, N, bias, act,
+                                                  q8 ? ATTN_QUANT_ACT_Q8 : ATTN_QUANT_ACT_F32);
+            if (s) fail_msg("prod.%d: %s", i, attn_last_error());
+            /* Q8 activations change the numbers only on the SIMD small-M path of block types. */
+            const bool approx = q8 && be != ATTN_BACKEND_REF && M <= 8 &&
+                                attn_quant_block_elems(t) > 1;
+            char what[128];
+            snprintf(what, sizeof what, "%s numpy #%d %s %dx%dx%d %s", attn_backend_name(be), i,
+                     attn_quant_type_name(t), M, N, K, q8 ? "q8act" : "f32act");
+            tu_close(what, y, want, (size_t)M * N, approx ? RTOL_Q8 : RTOL_F32, 1e-6);
+        }
+        attn_free(x);
+        attn_free(y0);
+        attn_free(want);
+        attn_free(bias);
+        attn_free(y);
+    }
+    assert_true(ncases >= 10);
+    ref_close(&r);
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+PER_BACKEND(products_gguf)
+
+/* Random weights of type t (N, K), quantized from uniform floats; returns the blocks. */
+static void *random_weights(attn_qtype t, int N, int K, tu_rng *rng) {
+    float *f = xalloc((size_t)N * K * sizeof(float));
+    tu_fill(rng, f, (size_t)N * K, -1.0f, 1.0f);
+    size_t rb;
+    assert_int_equal(attn_quant_row_bytes(t, K, &rb), ATTN_STATUS_OK);
+    void *w = xalloc((size_t)N * rb);
+    assert_int_equal(attn_quant_quantize(t, (int64_t)N * K, f, w), ATTN_STATUS_OK);
+    attn_free(f);
+    return w;
+}
+
+/* Every type, M from 1 to 512, both activation modes: the SIMD backend against the reference
+ * backend, with bias, an activation and beta on some. Prints the largest Q8 error seen. */
+static void simd_vs_ref(attn_backend be) {
+    tu_need_backend(be);
+    static const int Ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33, 64, 512};
+    tu_rng rng = {0x1234abcd5678ef01ull};
+    double worst_q8 = 0;
+    for (int ti = 0; ti < NALL; ti++) {
+        const attn_qtype t = ALL[ti];
+        const int be_elems = attn_quant_block_elems(t);
+        const int K = be_elems == 256 ? 512 : be_elems == 32 ? 320 : 200, N = 37;
+        void *w = random_weights(t, N, K, &rng);
+        float *x = xalloc((size_t)512 * K * sizeof(float));
+        tu_fill(&rng, x, (size_t)512 * K, -1.0f, 1.0f);
+        float bias[37];
+        tu_fill(&rng, bias, 37, -0.5f, 0.5f);
+        float *want = xalloc((size_t)512 * N * sizeof(float));
+        float *got = xalloc((size_t)512 * N * sizeof(float));
+        for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+            const int M = Ms[mi];
+            if (M == 512 && tu_valgrind()) continue; /* 64 rows cover the blocked path */
+            const attn_act act = (attn_act)((mi + ti) % 5);
+            const float beta = mi % 3 == 0 ? 0.5f : 0.0f;
+            const float *bp = mi % 2 ? bias : NULL;
+            for (int q8 = 0; q8 < 2; q8++) {
+                const attn_quant_act qa = q8 ? ATTN_QUANT_ACT_Q8 : ATTN_QUANT_ACT_F32;
+                for (int i = 0; i < M * N; i++) want[i] = got[i] = (float)(i % 7) * 0.25f;
+                assert_int_equal(attn_set_backend(ATTN_BACKEND_REF), ATTN_STATUS_OK);
+                assert_int_equal(attn_quant_gemm(M, N, K, x, K, t, w, beta, want, N, bp, act, qa),
+                                 ATTN_STATUS_OK);
+                assert_int_equal(attn_set_backend(be), ATTN_STATUS_OK);
+                assert_int_equal(attn_quant_gemm(M, N, K, x, K, t, w, beta, got, N, bp, act, qa),
+                                 ATTN_STATUS_OK);
+                const bool approx = q8 && M <= 8 && be_elems > 1;
+                char what[96];
+                snprintf(what, sizeof what, "%s %s M=%d %s vs ref", attn_backend_name(be),
+                         attn_quant_type_name(t), M, q8 ? "q8act" : "f32act");
+                tu_close(what, got, want, (size_t)M * N, approx ? RTOL_Q8 : RTOL_F32, 1e-6);
+                if (approx) {
+                    double e = 0, s = 0;
+                    for (int i = 0; i < M * N; i++) {
+                        e = fmax(e, fabs((double)got[i] - want[i]));
+                        s = fmax(s, fabs((double)want[i]));
+                    }
+                    worst_q8 = fmax(worst_q8, e / s);
+                }
+            }
+        }
+        attn_free(w);
+        attn_free(x);
+        attn_free(want);
+        attn_free(got);
+    }
+    printf("  %s: largest Q8-activation error, relative to max|y|: %.2e\n", attn_backend_name(be),
+           worst_q8);
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+PER_SIMD_BACKEND(simd_vs_ref)
+
+/* The blocked path (M > 8) is attn_gemm's algorithm on panels of exactly dequantized weights:
+ * with K in one block (K <= 384, both ISAs' KC) the same sums in the same order, so the same bits
+ * as attn_gemm on attn_quant_dequantize's matrix. */
+static void blocked_equals_gemm(attn_backend be) {
+    use_backend(be);
+    tu_rng rng = {0x9e3779b97f4a7c15ull};
+    const int M = 33, N = 70, K = 256;
+    float *x = xalloc((size_t)M * K * sizeof(float)), *wd = xalloc((size_t)N * K * sizeof(float));
+    float *a = xalloc((size_t)M * N * sizeof(float)), *b = xalloc((size_t)M * N * sizeof(float));
+    float bias[70];
+    tu_fill(&rng, x, (size_t)M * K, -1.0f, 1.0f);
+    tu_fill(&rng, bias, 70, -1.0f, 1.0f);
+    for (int ti = 0; ti < NALL; ti++) {
+        const attn_qtype t = ALL[ti];
+        void *w = random_weights(t, N, K, &rng);
+        assert_int_equal(attn_quant_dequantize(t, (int64_t)N * K, w, wd), ATTN_STATUS_OK);
+        assert_int_equal(attn_quant_gemm(M, N, K, x, K, t, w, 0.0f, a, N, bias,
+                                         ATTN_ACT_GELU_TANH, ATTN_QUANT_ACT_Q8),
+                         ATTN_STATUS_OK);
+        assert_int_equal(attn_gemm(false, true, M, N, K, 1.0f, x, K, wd, K, 0.0f, b, N, bias,
+                                   ATTN_ACT_GELU_TANH),
+                         ATTN_STATUS_OK);
+        const bool same = memcmp(a, b, (size_t)M * N * sizeof(float)) == 0;
+        printf("  %s %-5s M=%d: blocked path == attn_gemm(dequantized) bit for bit: %s\n",
+               attn_backend_name(be), attn_quant_type_name(t), M, same ? "ok" : "FAIL");
+        if (!same) tu_failures++;
+        attn_free(w);
+    }
+    attn_free(x);
+    attn_free(wd);
+    attn_free(a);
+    attn_free(b);
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+PER_SIMD_BACKEND(blocked_equals_gemm)
+
+/* 1 and 2 threads: the same bits, on every path. */
+static void threads_identical(attn_backend be) {
+    use_backend(be);
+    tu_rng rng = {0x5151515151515151ull};
+    const int N = 300, K = 512;
+    float *x = xalloc((size_t)40 * K * sizeof(float));
+    float *a = xalloc((size_t)40 * N * sizeof(float)), *b = xalloc((size_t)40 * N * sizeof(float));
+    tu_fill(&rng, x, (size_t)40 * K, -1.0f, 1.0f);
+    static const attn_qtype types[] = {ATTN_QTYPE_Q4_1, ATTN_QTYPE_Q8_0, ATTN_QTYPE_Q6_K,
+                                       ATTN_QTYPE_F16};
+    static const int Ms[] = {1, 3, 40};
+    for (size_t ti = 0; ti < 4; ti++) {
+        void *w = random_weights(types[ti], N, K, &rng);
+        for (int mi = 0; mi < 3; mi++)
+            for (int q8 = 0; q8 < 2; q8++) {
+                const attn_quant_act qa = q8 ? ATTN_QUANT_ACT_Q8 : ATTN_QUANT_ACT_F32;
+                attn_set_num_threads(1);
+                assert_int_equal(attn_quant_gemm(Ms[mi], N, K, x, K, types[ti], w, 0.0f, a, N,
+                                                 NULL, ATTN_ACT_NONE, qa),
+                                 ATTN_STATUS_OK);
+                attn_set_num_threads(2);
+                assert_int_equal(attn_quant_gemm(Ms[mi], N, K, x, K, types[ti], w, 0.0f, b, N,
+                                                 NULL, ATTN_ACT_NONE, qa),
+                                 ATTN_STATUS_OK);
+                if (memcmp(a, b, (size_t)Ms[mi] * N * sizeof(float))) {
+                    printf("  %s %s M=%d %s: 1 and 2 threads differ FAIL\n", attn_backend_name(be),
+                           attn_quant_type_name(types[ti]), Ms[mi], q8 ? "q8act" : "f32act");
+                    tu_failures++;
+                }
+            }
+        attn_free(w);
+    }
+    attn_set_num_threads(0);
+    attn_free(x);
+    attn_free(a);
+    attn_free(b);
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+PER_BACKEND(threads_identical)
+
+/* ldy > N: the padding columns are never written; beta == 0 never reads y (NaN there). K = 0
+ * gives act(beta·y + bias). */
+static void strides_and_edges(attn_backend be) {
+    use_backend(be);
+    tu_rng rng = {0x77ull};
+    const int N = 21, K = 64, ldy = 29;
+    void *w = random_weights(ATTN_QTYPE_Q5_1, N, K, &rng);
+    float x[20 * 70], y[20 * 29];
+    tu_fill(&rng, x, sizeof x / sizeof x[0], -1.0f, 1.0f);
+    static const int Ms[] = {1, 5, 20};
+    for (int mi = 0; mi < 3; mi++) {
+        const int M = Ms[mi];
+        for (int i = 0; i < M * ldy; i++) y[i] = i % ldy < N ? NAN : -7.0f;
+        assert_int_equal(attn_quant_gemm(M, N, K, x, 70, ATTN_QTYPE_Q5_1, w, 0.0f, y, ldy, NULL,
+                                         ATTN_ACT_NONE, ATTN_QUANT_ACT_Q8),
+                         ATTN_STATUS_OK);
+        for (int i = 0; i < M * ldy; i++) {
+            const bool pad = i % ldy >= N;
+            if (pad ? y[i] != -7.0f : !isfinite(y[i])) {
+                printf("  %s M=%d: element %d is %g FAIL\n", attn_backend_name(be), M, i,
+                       (double)y[i]);
+                tu_failures++;
+                break;
+            }
+        }
+    }
+    float bias[21];
+    for (int i = 0; i < N; i++) bias[i] = (float)i - 10.0f, y[i] = 1.0f;
+    assert_int_equal(attn_quant_gemm(1, N, 0, NULL, 1, ATTN_QTYPE_Q5_1, NULL, 2.0f, y, N, bias,
+                                     ATTN_ACT_RELU, ATTN_QUANT_ACT_F32),
+                     ATTN_STATUS_OK);
+    for (int i = 0; i < N; i++) assert_true(y[i] == fmaxf(0.0f, 2.0f + (float)i - 10.0f));
+    attn_free(w);
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+PER_BACKEND(strides_and_edges)
+
+static void test_bad_arguments(void **state) {
+    (void)state;
+    float x[64] = {0}, y[64] = {0};
+    unsigned char w[1024] = {0};
+    tu_expect_fail(attn_quant_gemm(1, 2, 100, x, 100, ATTN_QTYPE_Q8_0, w, 0.0f, y, 2, NULL,
+                                   ATTN_ACT_NONE, ATTN_QUANT_ACT_F32),
+                   ATTN_STATUS_INVALID_ARGUMENT, "q8_0", "100");
+    tu_expect_fail(attn_quant_gemm(1, 1, 32, x, 32, (attn_qtype)11, w, 0.0f, y, 1, NULL,
+                                   ATTN_ACT_NONE, ATTN_QUANT_ACT_F32),
+                   ATTN_STATUS_INVALID_ARGUMENT, "unknown", "11");
+    tu_expect_fail(attn_quant_gemm(-1, 1, 32, x, 32, ATTN_QTYPE_Q8_0, w, 0.0f, y, 1, NULL,
+                                   ATTN_ACT_NONE, ATTN_QUANT_ACT_F32),
+                   ATTN_STATUS_INVALID_ARGUMENT, "sizes", "M=-1");
+    tu_expect_fail(attn_quant_gemm(1, 1, 32, x, 16, ATTN_QTYPE_Q8_0, w, 0.0f, y, 1, NULL,
+                                   ATTN_ACT_NONE, ATTN_QUANT_ACT_F32),
+                   ATTN_STATUS_INVALID_ARGUMENT, "ldx", "K=32");
+    tu_expect_fail(attn_quant_gemm(1, 2, 32, x, 32, ATTN_QTYPE_Q8_0, w, 0.0f, y, 1, NULL,
+                                   ATTN_ACT_NONE, ATTN_QUANT_ACT_F32),
+                   ATTN_STATUS_INVALID_ARGUMENT, "ldy", "N=2");
+    tu_expect_fail(attn_quant_gemm(1, 1, 32, x, 32, ATTN_QTYPE_Q8_0, NULL, 0.0f, y, 1, NULL,
+                                   ATTN_ACT_NONE, ATTN_QUANT_ACT_F32),
+                   ATTN_STATUS_INVALID_ARGUMENT, "NULL", NULL);
+    tu_expect_fail(attn_quant_gemm(1, 1, 32, x, 32, ATTN_QTYPE_Q8_0, w, 0.0f, y, 1, NULL,
+                                   (attn_act)9, ATTN_QUANT_ACT_F32),
+                   ATTN_STATUS_INVALID_ARGUMENT, "activation", "9");
+    tu_expect_fail(attn_quant_gemm(1, 1, 32, x, 32, ATTN_QTYPE_Q8_0, w, 0.0f, y, 1, NULL,
+                                   ATTN_ACT_NONE, (attn_quant_act)5),
+                   ATTN_STATUS_INVALID_ARGUMENT, "mode", "5");
+    tu_expect_fail(attn_quant_gemm(1, 1 << 30, 1 << 20, x, 1 << 20, ATTN_QTYPE_F32, w, 0.0f, y,
+                                   1 << 30, NULL, ATTN_ACT_NONE, ATTN_QUANT_ACT_F32),
+                   ATTN_STATUS_TOO_LARGE, "too large", NULL);
+    tu_expect_fail(attn_quant_dequantize(ATTN_QTYPE_Q4_K, 300, w, y), ATTN_STATUS_INVALID_ARGUMENT,
+                   "q4_K", "300");
+    tu_expect_fail(attn_quant_quantize(ATTN_QTYPE_Q4_0, 32, NULL, w), ATTN_STATUS_INVALID_ARGUMENT,
+                   "NULL", NULL);
+    const int32_t ids[2] = {0, 3};
+    tu_expect_fail(attn_quant_embedding_forward(2, 3, 32, ids, ATTN_QTYPE_Q8_0, w, y),
+                   ATTN_STATUS_INVALID_ARGUMENT, "id 3", "[0, 3)");
+    /* Nothing to do: no error, nothing touched. */
+    assert_int_equal(attn_quant_gemm(0, 5, 32, NULL, 32, ATTN_QTYPE_Q8_0, NULL, 0.0f, NULL, 5,
+                                     NULL, ATTN_ACT_NONE, ATTN_QUANT_ACT_F32),
+                     ATTN_STATUS_OK);
+}
+
+static void test_embedding(void **state) {
+    (void)state;
+    tu_rng rng = {0xe11ull};
+    const int V = 50, C = 96;
+    void *table = random_weights(ATTN_QTYPE_Q8_0, V, C, &rng);
+    float *all = xalloc((size_t)V * C * sizeof(float)), out[3 * 96];
+    assert_int_equal(attn_quant_dequantize(ATTN_QTYPE_Q8_0, (int64_t)V * C, table, all),
+                     ATTN_STATUS_OK);
+    const int32_t ids[3] = {49, 0, 17};
+    assert_int_equal(attn_quant_embedding_forward(3, V, C, ids, ATTN_QTYPE_Q8_0, table, out),
+                     ATTN_STATUS_OK);
+    for (int i = 0; i < 3; i++)
+        assert_memory_equal(out + i * C, all + (size_t)ids[i] * C, C * sizeof(float));
+    attn_free(table);
+    attn_free(all);
+}
+
+/* attn_nn_linear on quantized weights: the forward is attn_quant_gemm with the run's activation
+ * mode (bias and activation fused, beta accumulate); backward and packing refuse. */
+static void test_nn_linear(void **state) {
+    (void)state;
+    tu_rng rng = {0xabcull};
+    const int in = 256, out = 40, M = 3;
+    void *w = random_weights(ATTN_QTYPE_Q4_K, out, in, &rng);
+    float x[3 * 256], b[40], y[3 * 40], want[3 * 40];
+    tu_fill(&rng, x, sizeof x / sizeof x[0], -1.0f, 1.0f);
+    tu_fill(&rng, b, 40, -1.0f, 1.0f);
+    attn_nn_linear L = attn_nn_linear_make_quant(ATTN_QTYPE_Q4_K, w, b, in, out);
+    attn_nn_run run = attn_nn_default_run();
+    assert_int_equal(run.quant_act, ATTN_QUANT_ACT_F32);
+    for (int q8 = 0; q8 < 2; q8++) {
+        run.quant_act = q8 ? ATTN_QUANT_ACT_Q8 : ATTN_QUANT_ACT_F32;
+        for (int i = 0; i < M * out; i++) y[i] = want[i] = 1.0f;
+        assert_int_equal(attn_nn_linear_forward(&run, &L, M, x, in, 1.0f, y, out, ATTN_ACT_SILU),
+                         ATTN_STATUS_OK);
+        assert_int_equal(attn_quant_gemm(M, out, in, x, in, ATTN_QTYPE_Q4_K, w, 1.0f, want, out, b,
+                                         ATTN_ACT_SILU, run.quant_act),
+                         ATTN_STATUS_OK);
+        assert_memory_equal(y, want, sizeof y);
+    }
+    /* Rows [8, 24) as their own map. */
+    const attn_nn_linear R = attn_nn_linear_rows(&L, 8, 16);
+    assert_int_equal(attn_nn_linear_forward(&run, &R, M, x, in, 0.0f, y, 16, ATTN_ACT_NONE),
+                     ATTN_STATUS_OK);
+    assert_int_equal(attn_quant_gemm(M, out, in, x, in, ATTN_QTYPE_Q4_K, w, 0.0f, want, out, b,
+                                     ATTN_ACT_NONE, run.quant_act),
+                     ATTN_STATUS_OK);
+    for (int m = 0; m < M; m++) assert_memory_equal(y + m * 16, want + m * out + 8, 16 * sizeof(float));
+    float dy[3 * 40] = {0}, dx[3 * 256];
+    tu_expect_fail(attn_nn_linear_backward(&run, &L, M, x, in, dy, out, dx, in, false, NULL),
+                   ATTN_STATUS_UNSUPPORTED, "quantized", "q4_K");
+    attn_gemm_packed_b P;
+    tu_expect_fail(attn_nn_linear_pack(&L, ATTN_PRECISION_F32, &P), ATTN_STATUS_UNSUPPORTED,
+                   "quantized", NULL);
+    attn_free(w);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_types),
+        cmocka_unit_test(test_dequantize_gguf),
+        cmocka_unit_test(test_quantize_gguf),
+        cmocka_unit_test(test_kquant_quantize),
+        cmocka_unit_test(test_products_gguf_ref),
+        cmocka_unit_test(test_products_gguf_avx2),
+        cmocka_unit_test(test_products_gguf_avx512),
+        cmocka_unit_test(test_simd_vs_ref_avx2),
+        cmocka_unit_test(test_simd_vs_ref_avx512),
+        cmocka_unit_test(test_blocked_equals_gemm_avx2),
+        cmocka_unit_test(test_blocked_equals_gemm_avx512),
+        cmocka_unit_test(test_threads_identical_ref),
+        cmocka_unit_test(test_threads_identical_avx2),
+        cmocka_unit_test(test_threads_identical_avx512),
+        cmocka_unit_test(test_strides_and_edges_ref),
+        cmocka_unit_test(test_strides_and_edges_avx2),
+        cmocka_unit_test(test_strides_and_edges_avx512),
+        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_embedding),
+        cmocka_unit_test(test_nn_linear),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
