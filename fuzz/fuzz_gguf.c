@@ -1,12 +1,14 @@
 /* fuzz_gguf.c — the GGUF reader (attn_gguf_open_memory on the input: header, metadata of every
  * type, tensor infos, data bounds), every lookup and typed getter on what it accepts, every
  * tensor's bytes, and the tokenizer built from the metadata (attn_tok_from_gguf: vocabulary,
- * merges, scores, token types, special ids), which then encodes and decodes a fixed text. A
+ * merges, scores, token types, special ids), which then encodes and decodes a fixed text, and the
+ * decoder model the file describes (attn_gpt_from_gguf), which then decodes a few tokens. A
  * rejected input must leave a one-line message naming the input; an accepted one must stay
  * within the input and read consistently. */
 #include "fuzz.h"
 
 #include "attn_gguf.h"
+#include "attn_gpt.h"
 #include "attn_tok.h"
 
 static const char TEXT[] = " Hello, world! 123 café 知识 😀\n\t<s>[CLS]<|endoftext|>";
@@ -91,6 +93,41 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (attn_tok_special_id(tok, (attn_tok_special)k) >= v) abort();
         attn_tok_free(tok);
     }
-    attn_gguf_close(g);
+    /* the decoder the file describes (attn_gpt_from_gguf: hyperparameters, tensor names, shapes,
+     * types), then a few decoding steps on it. Contexts are capped here (the rotary tables and
+     * the cache grow with them, not with the input). */
+    const char *arch;
+    char key[96];
+    int64_t ctx = 0;
+    bool small = !attn_gguf_get_str(g, "general.architecture", &arch, NULL) &&
+                 snprintf(key, sizeof key, "%.40s.context_length", arch) > 0 &&
+                 !attn_gguf_get_int(g, key, &ctx) && ctx <= 4096;
+    attn_gpt_model *m = NULL;
+    if (!small) {
+        attn_gguf_close(g);
+        return 0;
+    }
+    if (attn_gpt_from_gguf(g, &m)) {
+        fuzz_check_message(attn_last_error());
+        attn_gguf_close(g);
+        return 0;
+    }
+    /* the model owns g now */
+    attn_gpt_kv *kv;
+    const int V = m->cfg.vocab_size, T = m->cfg.n_positions < 4 ? m->cfg.n_positions : 4;
+    if (!attn_gpt_kv_init(m, 1, T, &kv)) {
+        float *lg = malloc((size_t)V * sizeof(float));
+        int32_t ids[4] = {0, V - 1, V / 2, 1 % V};
+        if (!lg) abort();
+        if (attn_gpt_decode(m, kv, 1, T > 1 ? T - 1 : 1, ids, lg, false))
+            fuzz_check_message(attn_last_error());
+        else if (T > 1 && attn_gpt_decode(m, kv, 1, 1, ids + 3, lg, false))
+            fuzz_check_message(attn_last_error());
+        free(lg);
+        attn_gpt_kv_free(kv);
+    } else {
+        fuzz_check_message(attn_last_error());
+    }
+    attn_gpt_model_free(m);
     return 0;
 }

@@ -5,8 +5,11 @@
  *   build/fuzz/make-seeds fuzz/corpus */
 #include "fuzz.h"
 
+#include <math.h>
+
 #include "attn_bert.h"
 #include "attn_gguf.h"
+#include "attn_quant.h"
 #include "attn_gpt.h"
 #include "attn_io.h"
 #include "attn_models.h"
@@ -732,6 +735,95 @@ static void gguf_seeds(void) {
     real_vocab_seed("ggml-vocab-llama-spm.gguf", "tok-real-llama-spm", 700);
 }
 
+/* Decoder models in GGUF (fuzz_gguf.c's attn_gpt_from_gguf): tiny llama (Q8_0 matrices, the
+ * embeddings and tied head quantized), qwen3 (F16 matrices, q/k norms, an untied F32 head) and
+ * gpt2 (F32, biases, position table, Conv1D weights as (out, in)). C 32, 2 heads of 16, 1 key/value
+ * head, FFN 32, one layer, 5 tokens, context 8. */
+typedef struct {
+    const char *name;
+    int n_dims;
+    int64_t ne0, ne1;
+} seed_tensor;
+
+static void model_seed(const char *seed, const char *arch, attn_gguf_dtype mat,
+                       const seed_tensor *st, size_t nt, const attn_gguf_kv *extra, size_t nextra) {
+    attn_gguf_kv kv[24];
+    size_t k = 0;
+    char keys[10][64];
+#define KEY(i, s) (snprintf(keys[i], sizeof keys[i], "%s.%s", arch, s), keys[i])
+    kv[k++] = attn_gguf_kv_str("general.architecture", arch);
+    kv[k++] = attn_gguf_kv_u32(KEY(0, "block_count"), 1);
+    kv[k++] = attn_gguf_kv_u32(KEY(1, "context_length"), 8);
+    kv[k++] = attn_gguf_kv_u32(KEY(2, "embedding_length"), 32);
+    kv[k++] = attn_gguf_kv_u32(KEY(3, "feed_forward_length"), 32);
+    kv[k++] = attn_gguf_kv_u32(KEY(4, "attention.head_count"), 2);
+    if (strcmp(arch, "gpt2")) {
+        kv[k++] = attn_gguf_kv_u32(KEY(5, "attention.head_count_kv"), 1);
+        kv[k++] = attn_gguf_kv_f32(KEY(6, "attention.layer_norm_rms_epsilon"), 1e-6f);
+        kv[k++] = attn_gguf_kv_f32(KEY(7, "rope.freq_base"), 10000.0f);
+        kv[k++] = attn_gguf_kv_u32(KEY(8, "rope.dimension_count"), 16);
+    } else {
+        kv[k++] = attn_gguf_kv_f32(KEY(5, "attention.layer_norm_epsilon"), 1e-5f);
+    }
+#undef KEY
+    for (size_t i = 0; i < nextra; i++) kv[k++] = extra[i];
+    kv[k++] = attn_gguf_kv_u32("tokenizer.ggml.eos_token_id", 4);
+    attn_gguf_tensor_desc t[24];
+    void *bufs[24];
+    for (size_t i = 0; i < nt; i++) {
+        const int64_t n = st[i].ne0 * (st[i].n_dims == 2 ? st[i].ne1 : 1);
+        float *f = malloc((size_t)n * sizeof(float));
+        if (!f) die(seed);
+        for (int64_t j = 0; j < n; j++)
+            f[j] = st[i].n_dims == 1 ? 1.0f + 0.01f * (float)(j % 7) : 0.05f * sinf((float)(j * 7 + (int64_t)i));
+        const attn_gguf_dtype ty = st[i].n_dims == 2 ? mat : ATTN_GGUF_DTYPE_F32;
+        uint64_t nb;
+        int64_t ne[4] = {st[i].ne0, st[i].ne1, 1, 1};
+        if (!attn_gguf_nbytes(ty, st[i].n_dims, ne, &nb)) die(seed);
+        bufs[i] = malloc((size_t)nb);
+        if (!bufs[i] || attn_quant_quantize((attn_qtype)ty, n, f, bufs[i])) die(seed);
+        free(f);
+        t[i] = (attn_gguf_tensor_desc){st[i].name, ty, st[i].n_dims, {st[i].ne0, st[i].ne1}, bufs[i]};
+    }
+    gguf_seed(seed, kv, k, t, nt);
+    for (size_t i = 0; i < nt; i++) free(bufs[i]);
+}
+
+static void gguf_model_seeds(void) {
+    static const seed_tensor llama[] = {
+        {"token_embd.weight", 2, 32, 5},       {"blk.0.attn_norm.weight", 1, 32, 0},
+        {"blk.0.attn_q.weight", 2, 32, 32},    {"blk.0.attn_k.weight", 2, 32, 16},
+        {"blk.0.attn_v.weight", 2, 32, 16},    {"blk.0.attn_output.weight", 2, 32, 32},
+        {"blk.0.ffn_norm.weight", 1, 32, 0},   {"blk.0.ffn_gate.weight", 2, 32, 32},
+        {"blk.0.ffn_up.weight", 2, 32, 32},    {"blk.0.ffn_down.weight", 2, 32, 32},
+        {"output_norm.weight", 1, 32, 0},
+    };
+    model_seed("model-llama-q8_0", "llama", ATTN_GGUF_DTYPE_Q8_0, llama, 11, NULL, 0);
+    static const seed_tensor qwen3[] = {
+        {"token_embd.weight", 2, 32, 5},       {"blk.0.attn_norm.weight", 1, 32, 0},
+        {"blk.0.attn_q.weight", 2, 32, 32},    {"blk.0.attn_k.weight", 2, 32, 16},
+        {"blk.0.attn_v.weight", 2, 32, 16},    {"blk.0.attn_q_norm.weight", 1, 16, 0},
+        {"blk.0.attn_k_norm.weight", 1, 16, 0}, {"blk.0.attn_output.weight", 2, 32, 32},
+        {"blk.0.ffn_norm.weight", 1, 32, 0},   {"blk.0.ffn_gate.weight", 2, 32, 32},
+        {"blk.0.ffn_up.weight", 2, 32, 32},    {"blk.0.ffn_down.weight", 2, 32, 32},
+        {"output_norm.weight", 1, 32, 0},      {"output.weight", 2, 32, 5},
+    };
+    const attn_gguf_kv lin[] = {attn_gguf_kv_str("qwen3.rope.scaling.type", "linear"),
+                                attn_gguf_kv_f32("qwen3.rope.scaling.factor", 2.0f)};
+    model_seed("model-qwen3-f16", "qwen3", ATTN_GGUF_DTYPE_F16, qwen3, 14, lin, 2);
+    static const seed_tensor gpt2[] = {
+        {"token_embd.weight", 2, 32, 5},       {"position_embd.weight", 2, 32, 8},
+        {"blk.0.attn_norm.weight", 1, 32, 0},  {"blk.0.attn_norm.bias", 1, 32, 0},
+        {"blk.0.attn_qkv.weight", 2, 32, 96},  {"blk.0.attn_qkv.bias", 1, 96, 0},
+        {"blk.0.attn_output.weight", 2, 32, 32}, {"blk.0.attn_output.bias", 1, 32, 0},
+        {"blk.0.ffn_norm.weight", 1, 32, 0},   {"blk.0.ffn_norm.bias", 1, 32, 0},
+        {"blk.0.ffn_up.weight", 2, 32, 32},    {"blk.0.ffn_up.bias", 1, 32, 0},
+        {"blk.0.ffn_down.weight", 2, 32, 32},  {"blk.0.ffn_down.bias", 1, 32, 0},
+        {"output_norm.weight", 1, 32, 0},      {"output_norm.bias", 1, 32, 0},
+    };
+    model_seed("model-gpt2-f32", "gpt2", ATTN_GGUF_DTYPE_F32, gpt2, 16, NULL, 0);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: make-seeds DIR (fuzz/corpus)\n");
@@ -748,5 +840,6 @@ int main(int argc, char **argv) {
     cli_seeds();
     data_seeds();
     gguf_seeds();
+    gguf_model_seeds();
     return 0;
 }

@@ -25,7 +25,7 @@
 #include <string.h>
 
 static const char attention_usage[] =
-    "usage: attn attention --model DIR (TEXT | --ids IDS) [--target TEXT | --target-ids IDS]\n"
+    "usage: attn attention --model DIR|FILE.gguf (TEXT | --ids IDS) [--target TEXT | --target-ids IDS]\n"
     "                      [--beam K] [--length-penalty A] [--generate N]\n"
     "                      [--out FILE.safetensors] [--html FILE.html] [--png FILE.png]\n"
     "                      [--kind KIND] [--layer L] [--head H|mean|all] [--query I|TOKEN]\n"
@@ -37,7 +37,7 @@ static const char attention_usage[] =
     "'attn train' (maps encoder.self.L, decoder.self.L, decoder.cross.L), a decoder (GPT-2,\n"
     "the Llama family: one map per query head, the title says which key/value head each\n"
     "grouped-query head reads) or a BERT\n"
-    "directory (maps self.L).\n"
+    "directory (maps self.L); or a decoder's GGUF file (gpt2, llama, qwen2, qwen3).\n"
     "\n"
     "input:\n"
     "  TEXT               the input text (translator: the source; the tokenizer's ids + </s>)\n"
@@ -123,6 +123,10 @@ static attn_status parse_ids(const char *what, const char *s, int32_t **ids, int
 }
 
 static attn_status detect_family(const char *dir, family *f) {
+    if (attn_gpt_is_gguf_path(dir)) { /* a GGUF file: the decoders (attn_gpt_load_gguf) */
+        *f = FAMILY_GPT;
+        return ATTN_STATUS_OK;
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     json_error_t err;
@@ -277,7 +281,7 @@ static attn_status run_gpt(const opts *o, attn_viz **out) {
     attn_tok *tok = NULL;
     int32_t *ids = NULL;
     int n = 0;
-    attn_status s = attn_gpt_load_dir(o->dir, &m);
+    attn_status s = attn_gpt_load(o->dir, &m); /* a directory or a GGUF file */
     if (!s) s = single_input(o, &tok, &ids, &n);
     if (!s && o->generate > 0) {
         /* generate, then capture over the prompt and exactly the tokens generated */
