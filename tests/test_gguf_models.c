@@ -201,7 +201,7 @@ static void test_qwen3(void **state) {
 /* attn on the quantized weights (float32 activations) against transformers on the same weights
  * dequantized to float32: only the order of float32 sums differs. Bound on |Δlogit| relative to
  * max|logit| of the prompt (measured: see the output). */
-#define TOL_SMOLLM2 2e-4
+#define TOL_SMOLLM2 1e-4
 
 static void test_smollm2_file(void **state) {
     (void)state;
@@ -294,6 +294,75 @@ static void test_smollm2_file(void **state) {
     attn_gpt_model_free(m);
     attn_st_close(REF);
     REF = NULL;
+}
+
+/* ---- the CLI on a GGUF file ------------------------------------------------------------------- */
+
+/* attn chat / generate / forward / attention with --model FILE.gguf: chat and greedy generation
+ * give the directory's answers on these prompts (the directory holds the same weights dequantized
+ * to float32); forward writes the logits the library computes, bit for bit; attention captures
+ * every layer; a bad file is one error line. */
+static void test_cli(void **state) {
+    (void)state;
+    const char *dir = "models/SmolLM2-135M-Instruct";
+    if (access(SMOLLM2, R_OK) != 0 || access("models/SmolLM2-135M-Instruct/config.json", R_OK))
+        tu_skip("%s or %s missing (tools/get_smollm2.sh)", SMOLLM2, dir);
+    if (access(tu_attn_bin(), X_OK)) tu_skip("no %s (make)", tu_attn_bin());
+    static char a[8192], b[8192];
+    char cmd[8192], q[4096];
+    const char *chat = "[{\"role\": \"user\", \"content\": \"What is the capital of France?\"}]";
+    const char *models[2] = {SMOLLM2, dir};
+    char *outs[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "echo %s | '%s' --threads 1 chat --model '%s' --jsonl --greedy "
+                 "--quiet", tu_shq(chat, q, sizeof q), tu_attn_bin(), models[i]);
+        assert_int_equal(tu_sh_capture(cmd, 0, outs[i], sizeof a), 0);
+    }
+    printf("  chat on the GGUF file: %s", a);
+    assert_string_equal(a, b);
+    assert_non_null(strstr(a, "Paris"));
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' --threads 1 generate --model '%s' --prompt 'Once upon a "
+                 "time' --max-tokens 16 --greedy --quiet --no-stream", tu_attn_bin(), models[i]);
+        assert_int_equal(tu_sh_capture(cmd, 0, outs[i], sizeof a), 0);
+    }
+    printf("  generate on the GGUF file: %s\n", a);
+    assert_string_equal(a, b);
+    /* forward: the library's logits */
+    const char *npy = tu_tmp("fwd.npy");
+    snprintf(cmd, sizeof cmd, "'%s' forward --model '%s' --ids 1,2,3,4,5 --out '%s'",
+             tu_attn_bin(), SMOLLM2, npy);
+    assert_int_equal(tu_sh_capture(cmd, 1, a, sizeof a), 0);
+    float *lg = NULL;
+    int nd = 0;
+    int64_t sh[ATTN_MAX_DIMS];
+    OK(attn_npy_load_f32(npy, &lg, &nd, sh));
+    assert_true(nd == 2 && sh[0] == 5 && sh[1] == 49152);
+    attn_gpt_model *m;
+    attn_gpt_state *st;
+    OK(attn_gpt_load_gguf(SMOLLM2, &m));
+    OK(attn_gpt_state_init(m, 1, 5, &st));
+    float *want = attn_alloc((size_t)5 * 49152 * sizeof(float));
+    const int32_t ids[5] = {1, 2, 3, 4, 5};
+    OK(attn_gpt_forward(m, st, 1, 5, ids, want));
+    assert_memory_equal(lg, want, (size_t)5 * 49152 * sizeof(float));
+    attn_free(want);
+    attn_free(lg);
+    attn_gpt_state_free(st);
+    attn_gpt_model_free(m);
+    /* attention: every layer's maps */
+    const char *json = tu_tmp("att.json");
+    snprintf(cmd, sizeof cmd, "'%s' --threads 1 attention --model '%s' 'Knowledge is power.' "
+             "--out '%s'", tu_attn_bin(), SMOLLM2, json);
+    assert_int_equal(tu_sh_capture(cmd, 1, a, sizeof a), 0);
+    printf("  attention on the GGUF file: %s", a);
+    assert_non_null(strstr(a, "30 layers (9 heads)"));
+    /* a bad file */
+    const char *bad = tu_tmp("bad-cli.gguf");
+    tu_write_all(bad, "GGUF\3\0\0\0", 8);
+    snprintf(cmd, sizeof cmd, "'%s' generate --model '%s' --prompt hi", tu_attn_bin(), bad);
+    const int rc = tu_sh_capture(cmd, 1, a, sizeof a);
+    tu_expect_error_output(a, rc, 1, "bad-cli.gguf", cmd);
 }
 
 /* ---- bad files ------------------------------------------------------------------------------- */
@@ -437,6 +506,7 @@ int main(void) {
         cmocka_unit_test(test_llama_qwen2_gpt2),
         cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_smollm2_file),
+        cmocka_unit_test(test_cli),
         cmocka_unit_test(test_bad),
     };
     if (tu_mkdtemp(tu_dir, sizeof tu_dir, "ggufmodels")) return 1;
