@@ -2,11 +2,13 @@
  * type, tensor infos, data bounds), every lookup and typed getter on what it accepts, every
  * tensor's bytes, and the tokenizer built from the metadata (attn_tok_from_gguf: vocabulary,
  * merges, scores, token types, special ids), which then encodes and decodes a fixed text, and the
- * decoder model the file describes (attn_gpt_from_gguf), which then decodes a few tokens. A
+ * model the file describes (attn_gpt_from_gguf or, for "bert", attn_bert_from_gguf), which then
+ * decodes a few tokens (runs a forward). A
  * rejected input must leave a one-line message naming the input; an accepted one must stay
  * within the input and read consistently. */
 #include "fuzz.h"
 
+#include "attn_bert.h"
 #include "attn_gguf.h"
 #include "attn_gpt.h"
 #include "attn_tok.h"
@@ -104,6 +106,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                  !attn_gguf_get_int(g, key, &ctx) && ctx <= 4096;
     attn_gpt_model *m = NULL;
     if (!small) {
+        attn_gguf_close(g);
+        return 0;
+    }
+    if (!strcmp(arch, "bert")) { /* the encoder (attn_bert_from_gguf), then a forward */
+        attn_bert_model *b;
+        if (attn_bert_from_gguf(g, &b)) {
+            fuzz_check_message(attn_last_error());
+        } else {
+            attn_bert_state *st;
+            const int V = b->cfg.vocab_size, T = b->cfg.max_position_embeddings < 3 ? 1 : 3;
+            int32_t ids[3] = {0, V - 1, V / 2};
+            if (!attn_bert_state_init(b, 1, T, &st)) {
+                if (attn_bert_forward(b, st, 1, T, ids, NULL, NULL, NULL))
+                    fuzz_check_message(attn_last_error());
+                attn_bert_state_free(st);
+            }
+            attn_bert_model_free(b);
+        }
         attn_gguf_close(g);
         return 0;
     }

@@ -735,9 +735,9 @@ static void gguf_seeds(void) {
     real_vocab_seed("ggml-vocab-llama-spm.gguf", "tok-real-llama-spm", 700);
 }
 
-/* Decoder models in GGUF (fuzz_gguf.c's attn_gpt_from_gguf): tiny llama (Q8_0 matrices, the
- * embeddings and tied head quantized), qwen3 (F16 matrices, q/k norms, an untied F32 head) and
- * gpt2 (F32, biases, position table, Conv1D weights as (out, in)). C 32, 2 heads of 16, 1 key/value
+/* Models in GGUF (fuzz_gguf.c's attn_gpt_from_gguf, attn_bert_from_gguf): tiny llama (Q8_0
+ * matrices, the embeddings and tied head quantized), qwen3 (F16 matrices, q/k norms, an untied F32
+ * head), gpt2 (F32, biases, position table, Conv1D weights as (out, in)) and bert (Q8_0). C 32, 2 heads of 16, 1 key/value
  * head, FFN 32, one layer, 5 tokens, context 8. */
 typedef struct {
     const char *name;
@@ -757,7 +757,7 @@ static void model_seed(const char *seed, const char *arch, attn_gguf_dtype mat,
     kv[k++] = attn_gguf_kv_u32(KEY(2, "embedding_length"), 32);
     kv[k++] = attn_gguf_kv_u32(KEY(3, "feed_forward_length"), 32);
     kv[k++] = attn_gguf_kv_u32(KEY(4, "attention.head_count"), 2);
-    if (strcmp(arch, "gpt2")) {
+    if (strcmp(arch, "gpt2") && strcmp(arch, "bert")) {
         kv[k++] = attn_gguf_kv_u32(KEY(5, "attention.head_count_kv"), 1);
         kv[k++] = attn_gguf_kv_f32(KEY(6, "attention.layer_norm_rms_epsilon"), 1e-6f);
         kv[k++] = attn_gguf_kv_f32(KEY(7, "rope.freq_base"), 10000.0f);
@@ -822,6 +822,20 @@ static void gguf_model_seeds(void) {
         {"output_norm.weight", 1, 32, 0},      {"output_norm.bias", 1, 32, 0},
     };
     model_seed("model-gpt2-f32", "gpt2", ATTN_GGUF_DTYPE_F32, gpt2, 16, NULL, 0);
+    static const seed_tensor bert[] = {
+        {"token_embd.weight", 2, 32, 5},       {"position_embd.weight", 2, 32, 8},
+        {"token_types.weight", 2, 32, 2},      {"token_embd_norm.weight", 1, 32, 0},
+        {"token_embd_norm.bias", 1, 32, 0},    {"blk.0.attn_q.weight", 2, 32, 32},
+        {"blk.0.attn_q.bias", 1, 32, 0},       {"blk.0.attn_k.weight", 2, 32, 32},
+        {"blk.0.attn_k.bias", 1, 32, 0},       {"blk.0.attn_v.weight", 2, 32, 32},
+        {"blk.0.attn_v.bias", 1, 32, 0},       {"blk.0.attn_output.weight", 2, 32, 32},
+        {"blk.0.attn_output.bias", 1, 32, 0},  {"blk.0.attn_output_norm.weight", 1, 32, 0},
+        {"blk.0.attn_output_norm.bias", 1, 32, 0}, {"blk.0.ffn_up.weight", 2, 32, 32},
+        {"blk.0.ffn_up.bias", 1, 32, 0},       {"blk.0.ffn_down.weight", 2, 32, 32},
+        {"blk.0.ffn_down.bias", 1, 32, 0},     {"blk.0.layer_output_norm.weight", 1, 32, 0},
+        {"blk.0.layer_output_norm.bias", 1, 32, 0},
+    };
+    model_seed("model-bert-q8_0", "bert", ATTN_GGUF_DTYPE_Q8_0, bert, 21, NULL, 0);
 }
 
 int main(int argc, char **argv) {

@@ -12,7 +12,12 @@
  *   - the same after attn_gpt_pack_weights (float maps packed, quantized ones used as they are);
  *   - bad files: missing keys and tensors, wrong shapes and types, inconsistent head counts,
  *     stray tensors, unknown architectures: one-line errors naming the file and the key/tensor;
- *   - training and saving such a model are refused. */
+ *   - training and saving such a model are refused;
+ *   - BERT (arch "bert", F32 and Q8_0 converted to float32): last hidden states of a padded batch
+ *     with token types within 1e-5 of the float64 model's; forward and attention on the file;
+ *   - the real SmolLM2-135M-Instruct Q4_1 file against transformers on its dequantized weights,
+ *     and the CLI (chat, generate, forward, attention) on it. */
+#include "attn_bert.h"
 #include "attn_gguf.h"
 #include "attn_gpt.h"
 #include "attn_io.h"
@@ -195,6 +200,157 @@ static void test_qwen3(void **state) {
     run_file("gguf_qwen3.safetensors", "tools/refnew_gguf_qwen3.py in .venv-bench");
 }
 
+/* ---- bad files ------------------------------------------------------------------------------- */
+
+/* A copy of src with one change: kv `drop` left out, kv `set` replacing its key's value (or
+ * added), tensor `tdrop` left out, tensor `tname`'s type / ne changed, one tensor `extra` added
+ * (a copy of the first tensor under that name). */
+typedef struct {
+    const char *drop;
+    attn_gguf_kv set;
+    const char *tdrop;
+    const char *tname;
+    attn_gguf_dtype ttype;
+    int64_t tne0;
+    const char *extra;
+} mutation;
+
+static const char *mutate(const char *src, const mutation *mu, const char *out_name) {
+    attn_gguf *g;
+    OK(attn_gguf_open(src, &g));
+    const size_t nkv = attn_gguf_kv_count(g), nt = attn_gguf_tensor_count(g);
+    attn_gguf_kv *kv = attn_calloc((nkv + 1) * sizeof *kv);
+    attn_gguf_tensor_desc *td = attn_calloc((nt + 1) * sizeof *td);
+    void *scratch = NULL;
+    size_t k = 0, j = 0;
+    bool set_done = false;
+    for (size_t i = 0; i < nkv; i++) {
+        const attn_gguf_kv *e = attn_gguf_kv_at(g, i);
+        if (!strcmp(e->key, "general.alignment")) continue; /* the writer's default */
+        if (mu->drop && !strcmp(e->key, mu->drop)) continue;
+        if (mu->set.key && !strcmp(e->key, mu->set.key)) {
+            kv[k++] = mu->set;
+            set_done = true;
+            continue;
+        }
+        kv[k++] = *e;
+    }
+    if (mu->set.key && !set_done) kv[k++] = mu->set;
+    for (size_t i = 0; i < nt; i++) {
+        const attn_gguf_tensor *t = attn_gguf_tensor_at(g, i);
+        if (mu->tdrop && !strcmp(t->name, mu->tdrop)) continue;
+        attn_gguf_tensor_desc *d = &td[j++];
+        d->name = t->name, d->type = t->type, d->n_dims = t->n_dims;
+        memcpy(d->ne, t->ne, sizeof d->ne);
+        d->data = attn_gguf_tensor_data(g, t);
+        if (mu->tname && !strcmp(t->name, mu->tname)) {
+            if (mu->ttype != t->type) d->type = mu->ttype;
+            if (mu->tne0) d->ne[0] = mu->tne0;
+            uint64_t nb;
+            assert_true(attn_gguf_nbytes(d->type, d->n_dims, d->ne, &nb));
+            scratch = attn_calloc(nb ? nb : 1);
+            d->data = scratch;
+        }
+    }
+    if (mu->extra) {
+        td[j] = td[0];
+        td[j++].name = mu->extra;
+    }
+    const char *path = tu_tmp(out_name);
+    OK(attn_gguf_save(path, kv, k, td, j));
+    attn_free(kv);
+    attn_free(td);
+    attn_free(scratch);
+    attn_gguf_close(g);
+    return path;
+}
+
+static void expect_bad(const char *src, mutation mu, attn_status want, const char *s1,
+                       const char *s2) {
+    const char *p = mutate(src, &mu, "bad.gguf");
+    attn_gpt_model *m = (attn_gpt_model *)1;
+    tu_expect_fail(attn_gpt_load_gguf(p, &m), want, s1, s2);
+    assert_null(m);
+}
+
+/* ---- BERT ------------------------------------------------------------------------------------ */
+
+/* BertModel as convert_hf_to_gguf.py writes it, F32 and Q8_0 (converted to float32 at load): the
+ * last hidden states of a batch with token types and padding against the float64 model on the
+ * file's weights; the CLI's forward and attention on the file; bad files. */
+static void test_bert(void **state) {
+    (void)state;
+    if (!open_ref("gguf_bert.safetensors"))
+        tu_skip("no %s (tools/ref_gguf_models.py)", tu_ref_path("gguf_bert.safetensors"));
+    static const char *const names[2] = {"bert_f32", "bert_q8_0"};
+    for (int i = 0; i < 2; i++) {
+        attn_bert_model *m;
+        OK(attn_bert_load_gguf(gguf_path(names[i]), &m));
+        size_t n_ids, n_h;
+        int32_t *ids = ref_i32(names[i], "ids", &n_ids);
+        int32_t *types = ref_i32(names[i], "types", NULL);
+        int32_t *len = ref_i32(names[i], "lengths", NULL);
+        float *ref = ref_f32(names[i], "hidden", &n_h);
+        const int B = 2, T = (int)n_ids / 2;
+        assert_int_equal(n_h, (size_t)B * T * m->cfg.hidden_size);
+        float *h = attn_alloc(n_h * sizeof(float));
+        attn_bert_state *st;
+        OK(attn_bert_state_init(m, B, T, &st));
+        OK(attn_bert_forward(m, st, B, T, ids, types, len, h));
+        char what[96];
+        snprintf(what, sizeof what, "%s: last hidden states", names[i]);
+        assert_true(tu_close(what, h, ref, n_h, 1e-5, 0));
+        attn_bert_state_free(st);
+        attn_bert_model_free(m);
+        attn_free(ids);
+        attn_free(types);
+        attn_free(len);
+        attn_free(ref);
+        attn_free(h);
+    }
+    attn_st_close(REF);
+    REF = NULL;
+    /* the CLI: forward's hidden states and attention's maps on the file */
+    if (access(tu_attn_bin(), X_OK) == 0) {
+        char cmd[8192], out[4096];
+        const char *npy = tu_tmp("bert.npy");
+        snprintf(cmd, sizeof cmd, "'%s' forward --model '%s' --ids 5,6,7,8 --out '%s'",
+                 tu_attn_bin(), gguf_path("bert_q8_0"), npy);
+        assert_int_equal(tu_sh_capture(cmd, 1, out, sizeof out), 0);
+        float *h = NULL;
+        int nd = 0;
+        int64_t sh[ATTN_MAX_DIMS];
+        OK(attn_npy_load_f32(npy, &h, &nd, sh));
+        assert_true(nd == 2 && sh[0] == 4 && sh[1] == 64);
+        attn_free(h);
+        snprintf(cmd, sizeof cmd, "'%s' attention --model '%s' --ids 5,6,7,8 --out '%s'",
+                 tu_attn_bin(), gguf_path("bert_f32"), tu_tmp("bert-att.json"));
+        assert_int_equal(tu_sh_capture(cmd, 1, out, sizeof out), 0);
+        printf("  attention on a BERT GGUF file: %s", out);
+        assert_non_null(strstr(out, "2 layers"));
+    }
+    /* bad files */
+    const char *f = gguf_path("bert_f32");
+    attn_bert_model *m = (attn_bert_model *)1;
+    const char *p = mutate(f, &(mutation){.tdrop = "blk.1.ffn_up.bias"}, "bad-bert.gguf");
+    tu_expect_fail(attn_bert_load_gguf(p, &m), ATTN_STATUS_FORMAT,
+                   "'blk.1.ffn_up.bias' is missing", "(128)");
+    assert_null(m);
+    p = mutate(f, &(mutation){.set = attn_gguf_kv_u32("bert.attention.head_count", 3)},
+               "bad-bert.gguf");
+    tu_expect_fail(attn_bert_load_gguf(p, &m), ATTN_STATUS_FORMAT, "head_count 3 does not divide",
+                   NULL);
+    p = mutate(f, &(mutation){.drop = "bert.attention.layer_norm_epsilon"}, "bad-bert.gguf");
+    tu_expect_fail(attn_bert_load_gguf(p, &m), ATTN_STATUS_NOT_FOUND, "layer_norm_epsilon", NULL);
+    p = mutate(f, &(mutation){.extra = "blk.2.attn_q.weight"}, "bad-bert.gguf");
+    tu_expect_fail(attn_bert_load_gguf(p, &m), ATTN_STATUS_FORMAT,
+                   "'blk.2.attn_q.weight' is not part", NULL);
+    tu_expect_fail(attn_bert_load_gguf(gguf_path("llama_gqa_f32"), &m), ATTN_STATUS_UNSUPPORTED,
+                   "\"llama\" is not an encoder", NULL);
+    tu_expect_fail(attn_gpt_load_gguf(f, &(attn_gpt_model *){NULL}), ATTN_STATUS_UNSUPPORTED,
+                   "\"bert\" is not a decoder", NULL);
+}
+
 /* ---- the real SmolLM2-135M-Instruct file ----------------------------------------------------- */
 
 #define SMOLLM2 "models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -365,79 +521,6 @@ static void test_cli(void **state) {
     tu_expect_error_output(a, rc, 1, "bad-cli.gguf", cmd);
 }
 
-/* ---- bad files ------------------------------------------------------------------------------- */
-
-/* A copy of src with one change: kv `drop` left out, kv `set` replacing its key's value (or
- * added), tensor `tdrop` left out, tensor `tname`'s type / ne changed, one tensor `extra` added
- * (a copy of the first tensor under that name). */
-typedef struct {
-    const char *drop;
-    attn_gguf_kv set;
-    const char *tdrop;
-    const char *tname;
-    attn_gguf_dtype ttype;
-    int64_t tne0;
-    const char *extra;
-} mutation;
-
-static const char *mutate(const char *src, const mutation *mu, const char *out_name) {
-    attn_gguf *g;
-    OK(attn_gguf_open(src, &g));
-    const size_t nkv = attn_gguf_kv_count(g), nt = attn_gguf_tensor_count(g);
-    attn_gguf_kv *kv = attn_calloc((nkv + 1) * sizeof *kv);
-    attn_gguf_tensor_desc *td = attn_calloc((nt + 1) * sizeof *td);
-    void *scratch = NULL;
-    size_t k = 0, j = 0;
-    bool set_done = false;
-    for (size_t i = 0; i < nkv; i++) {
-        const attn_gguf_kv *e = attn_gguf_kv_at(g, i);
-        if (!strcmp(e->key, "general.alignment")) continue; /* the writer's default */
-        if (mu->drop && !strcmp(e->key, mu->drop)) continue;
-        if (mu->set.key && !strcmp(e->key, mu->set.key)) {
-            kv[k++] = mu->set;
-            set_done = true;
-            continue;
-        }
-        kv[k++] = *e;
-    }
-    if (mu->set.key && !set_done) kv[k++] = mu->set;
-    for (size_t i = 0; i < nt; i++) {
-        const attn_gguf_tensor *t = attn_gguf_tensor_at(g, i);
-        if (mu->tdrop && !strcmp(t->name, mu->tdrop)) continue;
-        attn_gguf_tensor_desc *d = &td[j++];
-        d->name = t->name, d->type = t->type, d->n_dims = t->n_dims;
-        memcpy(d->ne, t->ne, sizeof d->ne);
-        d->data = attn_gguf_tensor_data(g, t);
-        if (mu->tname && !strcmp(t->name, mu->tname)) {
-            if (mu->ttype != t->type) d->type = mu->ttype;
-            if (mu->tne0) d->ne[0] = mu->tne0;
-            uint64_t nb;
-            assert_true(attn_gguf_nbytes(d->type, d->n_dims, d->ne, &nb));
-            scratch = attn_calloc(nb ? nb : 1);
-            d->data = scratch;
-        }
-    }
-    if (mu->extra) {
-        td[j] = td[0];
-        td[j++].name = mu->extra;
-    }
-    const char *path = tu_tmp(out_name);
-    OK(attn_gguf_save(path, kv, k, td, j));
-    attn_free(kv);
-    attn_free(td);
-    attn_free(scratch);
-    attn_gguf_close(g);
-    return path;
-}
-
-static void expect_bad(const char *src, mutation mu, attn_status want, const char *s1,
-                       const char *s2) {
-    const char *p = mutate(src, &mu, "bad.gguf");
-    attn_gpt_model *m = (attn_gpt_model *)1;
-    tu_expect_fail(attn_gpt_load_gguf(p, &m), want, s1, s2);
-    assert_null(m);
-}
-
 static void test_bad(void **state) {
     (void)state;
     const char *f32 = gguf_path("llama_gqa_f32"), *q8 = gguf_path("llama_gqa_q8_0");
@@ -505,6 +588,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama_qwen2_gpt2),
         cmocka_unit_test(test_qwen3),
+        cmocka_unit_test(test_bert),
         cmocka_unit_test(test_smollm2_file),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_bad),

@@ -1,10 +1,12 @@
-"""References for tests/test_gguf_models.c: tiny random decoders made by transformers, written as
+"""References for tests/test_gguf_models.c: tiny random decoders (and a BERT encoder) made by
+transformers, written as
 GGUF files with the gguf package's GGUFWriter (F32, F16, Q8_0, Q4_0, Q4_1 via gguf.quants), and
 the logits and greedy tokens of transformers on the very weights each file holds.
 
     .venv/bin/python tools/ref_gguf_models.py OUTDIR            (transformers 4.49, gguf 0.17.1)
       ->  OUTDIR/gguf_models/<model>.gguf
           OUTDIR/gguf_models.safetensors   (inputs and expected values)
+          OUTDIR/gguf_bert.safetensors     (BertModel: ids, types, lengths, last hidden states)
     .venv-bench/bin/python tools/refnew_gguf_qwen3.py OUTDIR    (Qwen3: the newest transformers)
       ->  OUTDIR/gguf_models/qwen3_*.gguf, OUTDIR/gguf_qwen3.safetensors
 
@@ -147,6 +149,24 @@ def write_gguf(gguf, path, arch, cfg, tensors, qtype):
         if rs and rs.get("rope_type", rs.get("type")) == "linear":
             w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
             w.add_rope_scaling_factor(rs["factor"])
+        if rs and rs.get("rope_type", rs.get("type")) == "llama3":
+            # Llama 3.1's scaling as convert_hf_to_gguf.py stores it: a rope_freqs tensor of
+            # per-frequency divisors of the inverse frequencies
+            base = getattr(cfg, "rope_theta", None) or rp["rope_theta"]
+            inv = 1.0 / base ** (np.arange(0, D, 2, dtype=np.float64) / D)
+            lo, hi = rs["low_freq_factor"], rs["high_freq_factor"]
+            old = rs["original_max_position_embeddings"]
+            f = []
+            for x in inv:
+                wl = 2 * np.pi / x
+                if wl < old / hi:
+                    f.append(1.0)
+                elif wl > old / lo:
+                    f.append(rs["factor"])
+                else:
+                    sm = (old / wl - lo) / (hi - lo)
+                    f.append(1 / ((1 - sm) / rs["factor"] + sm))
+            tensors = list(tensors) + [("rope_freqs.weight", np.array(f, dtype=np.float32), 0)]
     w.add_vocab_size(cfg.vocab_size)
     w.add_file_type(1 if qtype == "f16" else 0)
     held = {}
@@ -273,6 +293,10 @@ def models():
     for q in ("f32", "f16", "q8_0", "q4_0", "q4_1"):
         out.append((f"llama_gqa_{q}", "llama", LlamaForCausalLM, llama(**gqa), q, None))
     out.append(("llama_tied_linear_q8_0", "llama", LlamaForCausalLM, llama(**tied), "q8_0", None))
+    l3 = dict(gqa, rope_theta=500000.0,
+              rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                            "high_freq_factor": 4.0, "original_max_position_embeddings": 16})
+    out.append(("llama_llama3_f32", "llama", LlamaForCausalLM, llama(**l3), "f32", None))
     for q in ("f32", "q8_0"):
         out.append((f"qwen2_{q}", "qwen2", Qwen2ForCausalLM, Qwen2Config(**qwen), q, None))
     out.append(("gpt2_f32", "gpt2", GPT2LMHeadModel, GPT2Config(**gpt2), "f32", None))
@@ -281,9 +305,91 @@ def models():
     return out
 
 
+BERT_NAMES = {"attention.self.query": "attn_q", "attention.self.key": "attn_k",
+              "attention.self.value": "attn_v", "attention.output.dense": "attn_output",
+              "attention.output.LayerNorm": "attn_output_norm", "intermediate.dense": "ffn_up",
+              "output.dense": "ffn_down", "output.LayerNorm": "layer_output_norm"}
+BERT_TOP = {"embeddings.word_embeddings.weight": "token_embd.weight",
+            "embeddings.position_embeddings.weight": "position_embd.weight",
+            "embeddings.token_type_embeddings.weight": "token_types.weight",
+            "embeddings.LayerNorm.weight": "token_embd_norm.weight",
+            "embeddings.LayerNorm.bias": "token_embd_norm.bias"}
+
+
+def bert(outdir):
+    """BertModel (no pooler) as convert_hf_to_gguf.py writes it (arch "bert"), F32 and Q8_0;
+    the reference: last_hidden_state of the float64 model on the weights the file holds, for a
+    batch with token types and padding (attention_mask)."""
+    import gguf
+    from transformers import BertConfig, BertModel
+    d = os.path.join(outdir, "gguf_models")
+    os.makedirs(d, exist_ok=True)
+    cfg = BertConfig(vocab_size=97, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=128, max_position_embeddings=64, type_vocab_size=2,
+                     layer_norm_eps=1e-12, hidden_act="gelu")
+    tensors, names = {}, []
+    for q in ("f32", "q8_0"):
+        torch.manual_seed(20261204)
+        model = BertModel(cfg, add_pooling_layer=False).float().eval()
+        init_weights(model)
+        with torch.no_grad():  # LayerNorm gains near 1, embeddings larger
+            for pname, p in model.named_parameters():
+                if "LayerNorm.weight" in pname:
+                    p.copy_(1 + 0.2 * torch.randn_like(p))
+        sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()
+              if not k.endswith("position_ids")}
+        name = f"bert_{q}"
+        w = gguf.GGUFWriter(os.path.join(d, name + ".gguf"), "bert")
+        w.add_context_length(cfg.max_position_embeddings)
+        w.add_embedding_length(cfg.hidden_size)
+        w.add_feed_forward_length(cfg.intermediate_size)
+        w.add_block_count(cfg.num_hidden_layers)
+        w.add_head_count(cfg.num_attention_heads)
+        w.add_layer_norm_eps(cfg.layer_norm_eps)
+        w.add_causal_attention(False)
+        w.add_file_type(0)
+        held = {}
+        for k, a in sd.items():
+            if k in BERT_TOP:
+                gn = BERT_TOP[k]
+            else:
+                _, _, l, rest = k.split(".", 3)
+                stem, suf = rest.rsplit(".", 1)
+                gn = f"blk.{l}.{BERT_NAMES[stem]}.{suf}"
+            data, raw, vals = stored(gguf, a, q)
+            w.add_tensor(gn, data, raw_dtype=raw) if raw is not None else w.add_tensor(gn, data)
+            held[k] = vals
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        with torch.no_grad():
+            msd = model.state_dict()
+            for k, v in held.items():
+                msd[k].copy_(torch.from_numpy(v))
+            g = torch.Generator().manual_seed(12)
+            ids = torch.randint(0, cfg.vocab_size, (B, T), generator=g)
+            types = torch.randint(0, 2, (B, T), generator=g)
+            mask = torch.ones(B, T, dtype=torch.long)
+            mask[1, 11:] = 0
+            hid = model.double()(input_ids=ids, token_type_ids=types,
+                                 attention_mask=mask).last_hidden_state
+            hid = hid * mask[..., None]  # padded rows: 0, as attn writes them
+        p = name + "."
+        tensors[p + "ids"] = ids.to(torch.int32).numpy()
+        tensors[p + "types"] = types.to(torch.int32).numpy()
+        tensors[p + "lengths"] = mask.sum(1).to(torch.int32).numpy()
+        tensors[p + "hidden"] = hid.float().numpy()
+        names.append(name)
+        print(f"ref gguf_bert: {name}: BertModel {q}")
+    stfile.save(os.path.join(outdir, "gguf_bert.safetensors"), tensors,
+                {"models": ",".join(names), "B": str(B), "T": str(T)})
+
+
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else "build/ref"
     run(models(), outdir, "gguf_models", 20261202)
+    bert(outdir)
 
 
 if __name__ == "__main__":

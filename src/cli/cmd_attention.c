@@ -9,6 +9,7 @@
 #include "cmd_attention.h"
 
 #include "cli.h"
+#include "gen_opts.h"
 
 #include "attn_bert.h"
 #include "attn_gen.h"
@@ -123,8 +124,11 @@ static attn_status parse_ids(const char *what, const char *s, int32_t **ids, int
 }
 
 static attn_status detect_family(const char *dir, family *f) {
-    if (attn_gpt_is_gguf_path(dir)) { /* a GGUF file: the decoders (attn_gpt_load_gguf) */
-        *f = FAMILY_GPT;
+    if (attn_gpt_is_gguf_path(dir)) { /* a GGUF file: bert or a decoder */
+        char arch[64];
+        attn_status s = cli_gguf_arch(dir, arch, sizeof arch);
+        if (s) return s;
+        *f = strcmp(arch, "bert") ? FAMILY_GPT : FAMILY_BERT;
         return ATTN_STATUS_OK;
     }
     char path[4096];
@@ -322,7 +326,7 @@ static attn_status run_bert(const opts *o, attn_viz **out) {
     attn_tok *tok = NULL;
     int32_t *ids = NULL;
     int n = 0;
-    attn_status s = attn_bert_load_dir(o->dir, &m);
+    attn_status s = attn_bert_load(o->dir, &m); /* a directory or a GGUF file */
     if (!s) s = single_input(o, &tok, &ids, &n);
     if (!s) s = attn_viz_capture_bert(m, tok, ids, NULL, n, out);
     free(ids);

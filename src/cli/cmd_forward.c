@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "cmd_forward_bert.h"
+#include "gen_opts.h"
 
 #include "attn_gpt.h"
 #include "attn_io.h"
@@ -274,7 +275,14 @@ int cmd_forward(int argc, char **argv) {
     if (!o.model) return cli_usage_error("forward: --model DIR is required");
     if (!o.ids) return cli_usage_error("forward: --ids LIST is required");
 
-    if (attn_gpt_is_gguf_path(o.model)) return run_gpt2(&o); /* a GGUF decoder */
+    if (attn_gpt_is_gguf_path(o.model)) { /* a GGUF file: its general.architecture */
+        char arch[64];
+        attn_status s = cli_gguf_arch(o.model, arch, sizeof arch);
+        if (s) return cli_fail(s);
+        if (!strcmp(arch, "bert"))
+            return cmd_forward_bert(o.model, o.ids, o.out, o.hidden_out, o.compare);
+        return run_gpt2(&o);
+    }
     char path[4096];
     int k = snprintf(path, sizeof path, "%s/config.json", o.model);
     if (k < 0 || (size_t)k >= sizeof path)

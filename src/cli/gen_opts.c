@@ -104,6 +104,19 @@ static void add_id(int32_t *ids, int *n, int32_t id) {
     ids[(*n)++] = id;
 }
 
+attn_status cli_gguf_arch(const char *path, char *buf, size_t cap) {
+    buf[0] = '\0';
+    if (!attn_gpt_is_gguf_path(path)) return ATTN_STATUS_OK;
+    attn_gguf *g;
+    attn_status s = attn_gguf_open(path, &g);
+    if (s) return s;
+    const char *a;
+    s = attn_gguf_get_str(g, "general.architecture", &a, NULL);
+    if (!s) snprintf(buf, cap, "%s", a);
+    attn_gguf_close(g);
+    return s;
+}
+
 attn_status cli_chat_template_load(const char *path, const char *which, const attn_tok *tok,
                                    attn_chat_template **out) {
     if (!attn_gpt_is_gguf_path(path)) return attn_chat_template_load_dir(path, which, out);

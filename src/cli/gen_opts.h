@@ -46,6 +46,9 @@ attn_status cli_gen_resolve(cli_gen_opts *o, const char *dir, const attn_gpt_mod
  * file's tokenizer.chat_template (which: tokenizer.chat_template.WHICH) with the special-token
  * variables (bos_token, eos_token, unk_token, pad_token, sep_token, cls_token, mask_token) set
  * from the file's ids through tok, the tokenizer read from the same file. */
+/* A GGUF file's general.architecture into buf ("" when path is a directory). */
+attn_status cli_gguf_arch(const char *path, char *buf, size_t cap);
+
 attn_status cli_chat_template_load(const char *path, const char *which, const attn_tok *tok,
                                    attn_chat_template **out);
 
