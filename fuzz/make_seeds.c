@@ -5,7 +5,11 @@
  *   build/fuzz/make-seeds fuzz/corpus */
 #include "fuzz.h"
 
+#include <math.h>
+
 #include "attn_bert.h"
+#include "attn_gguf.h"
+#include "attn_quant.h"
 #include "attn_gpt.h"
 #include "attn_io.h"
 #include "attn_models.h"
@@ -547,6 +551,293 @@ static void data_seeds(void) {
          -1, NULL, 0, NULL, 0);
 }
 
+/* ---- gguf ---- */
+
+/* One GGUF seed: kv + tensors through the library's writer. */
+static void gguf_seed(const char *name, const attn_gguf_kv *kv, size_t nkv,
+                      const attn_gguf_tensor_desc *t, size_t nt) {
+    if (attn_gguf_save(tmp("seed.gguf"), kv, nkv, t, nt)) die(name);
+    file_seed("gguf", name, tmp("seed.gguf"));
+}
+
+static attn_gguf_str gstr(const char *s) { return (attn_gguf_str){s, strlen(s)}; }
+
+/* A tokenizer's keys: model, pre (NULL: none), tokens with their types and scores. */
+static size_t tok_kv(attn_gguf_kv *kv, const char *model, const char *pre, const attn_gguf_str *toks,
+                     const int32_t *types, const float *scores, size_t n) {
+    size_t k = 0;
+    kv[k++] = attn_gguf_kv_str("general.architecture", "llama");
+    kv[k++] = attn_gguf_kv_str("tokenizer.ggml.model", model);
+    if (pre) kv[k++] = attn_gguf_kv_str("tokenizer.ggml.pre", pre);
+    kv[k++] = attn_gguf_kv_arr("tokenizer.ggml.tokens", ATTN_GGUF_TYPE_STRING, n, toks);
+    kv[k++] = attn_gguf_kv_arr("tokenizer.ggml.token_type", ATTN_GGUF_TYPE_INT32, n, types);
+    if (scores) kv[k++] = attn_gguf_kv_arr("tokenizer.ggml.scores", ATTN_GGUF_TYPE_FLOAT32, n, scores);
+    return k;
+}
+
+/* The first n tokens of a real vocabulary (models/llamacpp, when present) with their types and
+ * scores, and the merges among them: real keys and strings, small enough for the fuzzer. */
+static void real_vocab_seed(const char *file, const char *name, size_t n) {
+    char path[512];
+    snprintf(path, sizeof path, "models/llamacpp/vocab/%s", file);
+    attn_gguf *g;
+    if (access(path, R_OK) || attn_gguf_open(path, &g)) return;
+    attn_gguf_kv kv[16];
+    size_t k = 0;
+    attn_gguf_str *merges = NULL;
+    for (size_t i = 0; i < attn_gguf_kv_count(g) && k < 16; i++) {
+        attn_gguf_kv e = *attn_gguf_kv_at(g, i);
+        if (strncmp(e.key, "tokenizer.", 10) && strcmp(e.key, "general.architecture")) continue;
+        if (!strcmp(e.key, "tokenizer.ggml.merges")) {
+            /* the merges of two kept tokens into a kept token */
+            const attn_gguf_str *m = e.val.v.arr.data, *toks = attn_gguf_find(g, "tokenizer.ggml.tokens")->v.arr.data;
+            merges = malloc(e.val.v.arr.n * sizeof *merges);
+            size_t nm = 0;
+            for (uint64_t r = 0; r < e.val.v.arr.n; r++) {
+                const char *sp = strchr(m[r].s + 1, ' ');
+                char joined[256];
+                if (!sp || m[r].len >= sizeof joined) continue;
+                size_t la = (size_t)(sp - m[r].s);
+                memcpy(joined, m[r].s, la);
+                memcpy(joined + la, sp + 1, m[r].len - la - 1);
+                joined[m[r].len - 1] = 0;
+                bool found = false;
+                for (size_t t = 0; t < n && !found; t++) found = !strcmp(toks[t].s, joined);
+                if (found) merges[nm++] = m[r];
+            }
+            e.val.v.arr.n = nm;
+            e.val.v.arr.data = merges;
+        } else if (e.val.type == ATTN_GGUF_TYPE_ARRAY && e.val.v.arr.n > n) {
+            e.val.v.arr.n = n;
+        } else if (!strcmp(e.key, "tokenizer.ggml.eos_token_id") ||
+                   !strcmp(e.key, "tokenizer.ggml.bos_token_id")) {
+            if (e.val.v.u32 >= n) e.val.v.u32 = 2;
+        }
+        kv[k++] = e;
+    }
+    gguf_seed(name, kv, k, NULL, 0);
+    free(merges);
+    attn_gguf_close(g);
+}
+
+static void gguf_seeds(void) {
+    /* every metadata type, tensors of several types and shapes */
+    static const uint8_t u8[3] = {0, 1, 255};
+    static const int64_t i64[2] = {-1, INT64_MAX};
+    static const double f64[2] = {0.5, -1e300};
+    static const bool bools[2] = {true, false};
+    const attn_gguf_str strs[3] = {gstr("a"), gstr(""), gstr("\xe7\x9f\xa5 b")};
+    int32_t inner[2] = {1, 2};
+    attn_gguf_value nested[2] = {attn_gguf_kv_arr("", ATTN_GGUF_TYPE_INT32, 2, inner).val,
+                                 attn_gguf_kv_arr("", ATTN_GGUF_TYPE_INT32, 1, inner).val};
+    attn_gguf_kv kv[24] = {
+        attn_gguf_kv_str("general.architecture", "llama"),
+        attn_gguf_kv_u32("llama.block_count", 2),
+        attn_gguf_kv_f32("llama.rope.freq_base", 10000.0f),
+        attn_gguf_kv_bool("x.bool", true),
+        attn_gguf_kv_u64("x.u64", 1ull << 40),
+        attn_gguf_kv_i32("x.i32", -5),
+        {"x.i8", {ATTN_GGUF_TYPE_INT8, {.i8 = -3}}},
+        {"x.u16", {ATTN_GGUF_TYPE_UINT16, {.u16 = 65535}}},
+        {"x.i16", {ATTN_GGUF_TYPE_INT16, {.i16 = -300}}},
+        {"x.f64", {ATTN_GGUF_TYPE_FLOAT64, {.f64 = 2.5}}},
+        {"x.i64", {ATTN_GGUF_TYPE_INT64, {.i64 = -7}}},
+        attn_gguf_kv_arr("x.arr_u8", ATTN_GGUF_TYPE_UINT8, 3, u8),
+        attn_gguf_kv_arr("x.arr_i64", ATTN_GGUF_TYPE_INT64, 2, i64),
+        attn_gguf_kv_arr("x.arr_f64", ATTN_GGUF_TYPE_FLOAT64, 2, f64),
+        attn_gguf_kv_arr("x.arr_bool", ATTN_GGUF_TYPE_BOOL, 2, bools),
+        attn_gguf_kv_arr("x.arr_str", ATTN_GGUF_TYPE_STRING, 3, strs),
+        attn_gguf_kv_arr("x.arr_arr", ATTN_GGUF_TYPE_ARRAY, 2, nested),
+        attn_gguf_kv_str("tokenizer.chat_template", "{% for m in messages %}{{ m.content }}{% endfor %}"),
+    };
+    static float f32[8] = {1, -2, 3.5f, 0, 1e-40f, 6, 7, 8};
+    static uint8_t blocks[2 * 144];
+    for (size_t i = 0; i < sizeof blocks; i++) blocks[i] = (uint8_t)(i * 37 + 11);
+    attn_gguf_tensor_desc t[6] = {
+        {"token_embd.weight", ATTN_GGUF_DTYPE_F32, 2, {4, 2}, f32},
+        {"blk.0.attn_norm.weight", ATTN_GGUF_DTYPE_F16, 1, {4}, f32},
+        {"blk.0.ffn_up.weight", ATTN_GGUF_DTYPE_Q8_0, 2, {32, 2}, blocks},
+        {"blk.0.ffn_down.weight", ATTN_GGUF_DTYPE_Q4_K, 1, {256}, blocks},
+        {"blk.0.empty", ATTN_GGUF_DTYPE_Q4_1, 2, {32, 0}, NULL},
+        {"output.weight", ATTN_GGUF_DTYPE_BF16, 3, {2, 1, 2}, f32},
+    };
+    gguf_seed("types", kv, 18, t, 6);
+    gguf_seed("no-tensors", kv, 4, NULL, 0);
+    gguf_seed("empty", NULL, 0, NULL, 0);
+    kv[0] = attn_gguf_kv_u32("general.alignment", 64);
+    gguf_seed("align64", kv, 3, t, 3);
+
+    /* tokenizers: byte-level BPE (each supported pre), SentencePiece, WordPiece */
+    attn_gguf_str toks[300];
+    int32_t types[300];
+    float scores[300];
+    static const char *const bpe[] = {"<|endoftext|>", "H", "e", "l", "o", "\xc4\xa0", "w", "r",
+                                      "d", "!", "1", "2", "He", "ll", "Hell", "Hello", "\xc4\xa0w",
+                                      "or", "\xc4\xa0wor", "\xc4\xa0world", "ld", "12", "[PAD22]"};
+    size_t nb = sizeof bpe / sizeof bpe[0];
+    for (size_t i = 0; i < nb; i++) {
+        toks[i] = gstr(bpe[i]);
+        types[i] = i == 0 ? 3 : i == nb - 1 ? 4 : 1;
+    }
+    const attn_gguf_str merges[] = {gstr("H e"), gstr("l l"), gstr("He ll"), gstr("Hell o"),
+                                    gstr("\xc4\xa0 w"), gstr("o r"), gstr("\xc4\xa0w or"),
+                                    gstr("l d"), gstr("\xc4\xa0wor ld"), gstr("1 2")};
+    static const char *const pres[] = {"gpt-2", "llama-bpe", "qwen2", "smollm", "tekken"};
+    for (int p = 0; p < 5; p++) {
+        attn_gguf_kv tk[12];
+        size_t k = tok_kv(tk, "gpt2", pres[p], toks, types, NULL, nb);
+        tk[k++] = attn_gguf_kv_arr("tokenizer.ggml.merges", ATTN_GGUF_TYPE_STRING, 10, merges);
+        tk[k++] = attn_gguf_kv_u32("tokenizer.ggml.bos_token_id", 0);
+        tk[k++] = attn_gguf_kv_u32("tokenizer.ggml.eos_token_id", 0);
+        if (p == 1) tk[k++] = attn_gguf_kv_bool("tokenizer.ggml.add_eos_token", true);
+        char nm[64];
+        snprintf(nm, sizeof nm, "tok-gpt2-%s", pres[p]);
+        gguf_seed(nm, tk, k, NULL, 0);
+    }
+    /* SentencePiece: <unk> <s> </s>, the 256 byte pieces, a few words */
+    static char bytes_[256][8];
+    size_t n = 0;
+    toks[n] = gstr("<unk>"), types[n] = 2, scores[n++] = 0;
+    toks[n] = gstr("<s>"), types[n] = 3, scores[n++] = 0;
+    toks[n] = gstr("</s>"), types[n] = 3, scores[n++] = 0;
+    for (int b = 0; b < 256; b++) {
+        snprintf(bytes_[b], sizeof bytes_[b], "<0x%02X>", b);
+        toks[n] = gstr(bytes_[b]), types[n] = 6, scores[n++] = 0;
+    }
+    static const char *const spm[] = {"\xe2\x96\x81", "H", "e", "l", "o", "\xe2\x96\x81H", "ll",
+                                      "\xe2\x96\x81He", "\xe2\x96\x81Hell", "\xe2\x96\x81Hello",
+                                      "w", "\xe2\x96\x81w", "<|end|>"};
+    for (size_t i = 0; i < sizeof spm / sizeof spm[0]; i++)
+        toks[n] = gstr(spm[i]), types[n] = i == 12 ? 3 : 1, scores[n++] = -(float)i;
+    attn_gguf_kv sk[12];
+    size_t k = tok_kv(sk, "llama", "default", toks, types, scores, n);
+    sk[k++] = attn_gguf_kv_u32("tokenizer.ggml.bos_token_id", 1);
+    sk[k++] = attn_gguf_kv_u32("tokenizer.ggml.eos_token_id", 2);
+    sk[k++] = attn_gguf_kv_u32("tokenizer.ggml.unknown_token_id", 0);
+    gguf_seed("tok-llama", sk, k, NULL, 0);
+    sk[0] = attn_gguf_kv_str("general.architecture", "phi3");
+    sk[k++] = attn_gguf_kv_bool("tokenizer.ggml.add_space_prefix", false);
+    gguf_seed("tok-llama-phi3", sk, k, NULL, 0);
+    /* WordPiece in llama.cpp's spelling */
+    static const char *const wp[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                     "\xe2\x96\x81hello", "\xe2\x96\x81world", "llo",
+                                     "\xe2\x96\x81he", "\xe2\x96\x81,", "\xe2\x96\x81!", "s"};
+    size_t nw = sizeof wp / sizeof wp[0];
+    for (size_t i = 0; i < nw; i++) toks[i] = gstr(wp[i]), types[i] = i < 5 ? 3 : 1;
+    attn_gguf_kv wk[12];
+    k = tok_kv(wk, "bert", "bert-bge", toks, types, NULL, nw);
+    wk[k++] = attn_gguf_kv_u32("tokenizer.ggml.unknown_token_id", 1);
+    wk[k++] = attn_gguf_kv_u32("tokenizer.ggml.cls_token_id", 2);
+    wk[k++] = attn_gguf_kv_u32("tokenizer.ggml.seperator_token_id", 3);
+    wk[k++] = attn_gguf_kv_u32("tokenizer.ggml.mask_token_id", 4);
+    gguf_seed("tok-bert", wk, k, NULL, 0);
+    real_vocab_seed("ggml-vocab-gpt-2.gguf", "tok-real-gpt-2", 600);
+    real_vocab_seed("ggml-vocab-llama-spm.gguf", "tok-real-llama-spm", 700);
+}
+
+/* Models in GGUF (fuzz_gguf.c's attn_gpt_from_gguf, attn_bert_from_gguf): tiny llama (Q8_0
+ * matrices, the embeddings and tied head quantized), qwen3 (F16 matrices, q/k norms, an untied F32
+ * head), gpt2 (F32, biases, position table, Conv1D weights as (out, in)) and bert (Q8_0). C 32, 2 heads of 16, 1 key/value
+ * head, FFN 32, one layer, 5 tokens, context 8. */
+typedef struct {
+    const char *name;
+    int n_dims;
+    int64_t ne0, ne1;
+} seed_tensor;
+
+static void model_seed(const char *seed, const char *arch, attn_gguf_dtype mat,
+                       const seed_tensor *st, size_t nt, const attn_gguf_kv *extra, size_t nextra) {
+    attn_gguf_kv kv[24];
+    size_t k = 0;
+    char keys[10][64];
+#define KEY(i, s) (snprintf(keys[i], sizeof keys[i], "%s.%s", arch, s), keys[i])
+    kv[k++] = attn_gguf_kv_str("general.architecture", arch);
+    kv[k++] = attn_gguf_kv_u32(KEY(0, "block_count"), 1);
+    kv[k++] = attn_gguf_kv_u32(KEY(1, "context_length"), 8);
+    kv[k++] = attn_gguf_kv_u32(KEY(2, "embedding_length"), 32);
+    kv[k++] = attn_gguf_kv_u32(KEY(3, "feed_forward_length"), 32);
+    kv[k++] = attn_gguf_kv_u32(KEY(4, "attention.head_count"), 2);
+    if (strcmp(arch, "gpt2") && strcmp(arch, "bert")) {
+        kv[k++] = attn_gguf_kv_u32(KEY(5, "attention.head_count_kv"), 1);
+        kv[k++] = attn_gguf_kv_f32(KEY(6, "attention.layer_norm_rms_epsilon"), 1e-6f);
+        kv[k++] = attn_gguf_kv_f32(KEY(7, "rope.freq_base"), 10000.0f);
+        kv[k++] = attn_gguf_kv_u32(KEY(8, "rope.dimension_count"), 16);
+    } else {
+        kv[k++] = attn_gguf_kv_f32(KEY(5, "attention.layer_norm_epsilon"), 1e-5f);
+    }
+#undef KEY
+    for (size_t i = 0; i < nextra; i++) kv[k++] = extra[i];
+    kv[k++] = attn_gguf_kv_u32("tokenizer.ggml.eos_token_id", 4);
+    attn_gguf_tensor_desc t[24];
+    void *bufs[24];
+    for (size_t i = 0; i < nt; i++) {
+        const int64_t n = st[i].ne0 * (st[i].n_dims == 2 ? st[i].ne1 : 1);
+        float *f = malloc((size_t)n * sizeof(float));
+        if (!f) die(seed);
+        for (int64_t j = 0; j < n; j++)
+            f[j] = st[i].n_dims == 1 ? 1.0f + 0.01f * (float)(j % 7) : 0.05f * sinf((float)(j * 7 + (int64_t)i));
+        const attn_gguf_dtype ty = st[i].n_dims == 2 ? mat : ATTN_GGUF_DTYPE_F32;
+        uint64_t nb;
+        int64_t ne[4] = {st[i].ne0, st[i].ne1, 1, 1};
+        if (!attn_gguf_nbytes(ty, st[i].n_dims, ne, &nb)) die(seed);
+        bufs[i] = malloc((size_t)nb);
+        if (!bufs[i] || attn_quant_quantize((attn_qtype)ty, n, f, bufs[i])) die(seed);
+        free(f);
+        t[i] = (attn_gguf_tensor_desc){st[i].name, ty, st[i].n_dims, {st[i].ne0, st[i].ne1}, bufs[i]};
+    }
+    gguf_seed(seed, kv, k, t, nt);
+    for (size_t i = 0; i < nt; i++) free(bufs[i]);
+}
+
+static void gguf_model_seeds(void) {
+    static const seed_tensor llama[] = {
+        {"token_embd.weight", 2, 32, 5},       {"blk.0.attn_norm.weight", 1, 32, 0},
+        {"blk.0.attn_q.weight", 2, 32, 32},    {"blk.0.attn_k.weight", 2, 32, 16},
+        {"blk.0.attn_v.weight", 2, 32, 16},    {"blk.0.attn_output.weight", 2, 32, 32},
+        {"blk.0.ffn_norm.weight", 1, 32, 0},   {"blk.0.ffn_gate.weight", 2, 32, 32},
+        {"blk.0.ffn_up.weight", 2, 32, 32},    {"blk.0.ffn_down.weight", 2, 32, 32},
+        {"output_norm.weight", 1, 32, 0},
+    };
+    model_seed("model-llama-q8_0", "llama", ATTN_GGUF_DTYPE_Q8_0, llama, 11, NULL, 0);
+    static const seed_tensor qwen3[] = {
+        {"token_embd.weight", 2, 32, 5},       {"blk.0.attn_norm.weight", 1, 32, 0},
+        {"blk.0.attn_q.weight", 2, 32, 32},    {"blk.0.attn_k.weight", 2, 32, 16},
+        {"blk.0.attn_v.weight", 2, 32, 16},    {"blk.0.attn_q_norm.weight", 1, 16, 0},
+        {"blk.0.attn_k_norm.weight", 1, 16, 0}, {"blk.0.attn_output.weight", 2, 32, 32},
+        {"blk.0.ffn_norm.weight", 1, 32, 0},   {"blk.0.ffn_gate.weight", 2, 32, 32},
+        {"blk.0.ffn_up.weight", 2, 32, 32},    {"blk.0.ffn_down.weight", 2, 32, 32},
+        {"output_norm.weight", 1, 32, 0},      {"output.weight", 2, 32, 5},
+    };
+    const attn_gguf_kv lin[] = {attn_gguf_kv_str("qwen3.rope.scaling.type", "linear"),
+                                attn_gguf_kv_f32("qwen3.rope.scaling.factor", 2.0f)};
+    model_seed("model-qwen3-f16", "qwen3", ATTN_GGUF_DTYPE_F16, qwen3, 14, lin, 2);
+    static const seed_tensor gpt2[] = {
+        {"token_embd.weight", 2, 32, 5},       {"position_embd.weight", 2, 32, 8},
+        {"blk.0.attn_norm.weight", 1, 32, 0},  {"blk.0.attn_norm.bias", 1, 32, 0},
+        {"blk.0.attn_qkv.weight", 2, 32, 96},  {"blk.0.attn_qkv.bias", 1, 96, 0},
+        {"blk.0.attn_output.weight", 2, 32, 32}, {"blk.0.attn_output.bias", 1, 32, 0},
+        {"blk.0.ffn_norm.weight", 1, 32, 0},   {"blk.0.ffn_norm.bias", 1, 32, 0},
+        {"blk.0.ffn_up.weight", 2, 32, 32},    {"blk.0.ffn_up.bias", 1, 32, 0},
+        {"blk.0.ffn_down.weight", 2, 32, 32},  {"blk.0.ffn_down.bias", 1, 32, 0},
+        {"output_norm.weight", 1, 32, 0},      {"output_norm.bias", 1, 32, 0},
+    };
+    model_seed("model-gpt2-f32", "gpt2", ATTN_GGUF_DTYPE_F32, gpt2, 16, NULL, 0);
+    static const seed_tensor bert[] = {
+        {"token_embd.weight", 2, 32, 5},       {"position_embd.weight", 2, 32, 8},
+        {"token_types.weight", 2, 32, 2},      {"token_embd_norm.weight", 1, 32, 0},
+        {"token_embd_norm.bias", 1, 32, 0},    {"blk.0.attn_q.weight", 2, 32, 32},
+        {"blk.0.attn_q.bias", 1, 32, 0},       {"blk.0.attn_k.weight", 2, 32, 32},
+        {"blk.0.attn_k.bias", 1, 32, 0},       {"blk.0.attn_v.weight", 2, 32, 32},
+        {"blk.0.attn_v.bias", 1, 32, 0},       {"blk.0.attn_output.weight", 2, 32, 32},
+        {"blk.0.attn_output.bias", 1, 32, 0},  {"blk.0.attn_output_norm.weight", 1, 32, 0},
+        {"blk.0.attn_output_norm.bias", 1, 32, 0}, {"blk.0.ffn_up.weight", 2, 32, 32},
+        {"blk.0.ffn_up.bias", 1, 32, 0},       {"blk.0.ffn_down.weight", 2, 32, 32},
+        {"blk.0.ffn_down.bias", 1, 32, 0},     {"blk.0.layer_output_norm.weight", 1, 32, 0},
+        {"blk.0.layer_output_norm.bias", 1, 32, 0},
+    };
+    model_seed("model-bert-q8_0", "bert", ATTN_GGUF_DTYPE_Q8_0, bert, 21, NULL, 0);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: make-seeds DIR (fuzz/corpus)\n");
@@ -562,5 +853,7 @@ int main(int argc, char **argv) {
     ckpt_seeds();
     cli_seeds();
     data_seeds();
+    gguf_seeds();
+    gguf_model_seeds();
     return 0;
 }

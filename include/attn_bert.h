@@ -49,6 +49,7 @@
 #define ATTN_BERT_H
 
 #include "attn_core.h"
+#include "attn_gguf.h"
 #include "attn_kernels.h"
 #include "attn_models.h"
 #include "attn_nn.h"
@@ -213,6 +214,20 @@ void attn_bert_unpack_weights(attn_bert_model *m);
  * the expected shape. Only model.safetensors is read (a pytorch_model.bin-only directory is
  * ATTN_STATUS_UNSUPPORTED, saying so). Gradients start at 0. */
 attn_status attn_bert_load_dir(const char *dir, attn_bert_model **out);
+
+/* A GGUF file with general.architecture "bert" (convert_hf_to_gguf.py's BertModel):
+ * bert.block_count, .embedding_length, .feed_forward_length, .context_length (max_position_embeddings),
+ * .attention.head_count, .attention.layer_norm_epsilon; vocab_size and type_vocab_size from the
+ * token_embd / token_types tables; hidden_act gelu; tensors token_embd, position_embd,
+ * token_types, token_embd_norm, blk.N.attn_q / attn_k / attn_v / attn_output,
+ * attn_output_norm, ffn_up, ffn_down, layer_output_norm (.weight and .bias), no pooler or MLM
+ * head. Every tensor is converted to float32 into the parameter buffer (F32, F16, BF16 and the
+ * quantized types of attn_quant.h: the dequantized model; 4 bytes per weight in memory).
+ * Errors as attn_gpt_load_gguf's: one line naming the file and the key or tensor. */
+attn_status attn_bert_load_gguf(const char *path, attn_bert_model **out);
+attn_status attn_bert_from_gguf(const attn_gguf *g, attn_bert_model **out);
+/* A directory (attn_bert_load_dir) or a GGUF file (attn_bert_load_gguf). */
+attn_status attn_bert_load(const char *path, attn_bert_model **out);
 
 /* Write DIR/model.safetensors (F32, the names BertModel.save_pretrained writes, or with the MLM
  * head BertForMaskedLM's: "bert."-prefixed encoder, "cls.predictions.*", tied decoder weight not

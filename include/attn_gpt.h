@@ -186,9 +186,11 @@
 #define ATTN_GPT_H
 
 #include "attn_core.h"
+#include "attn_gguf.h"
 #include "attn_kernels.h"
 #include "attn_models.h"
 #include "attn_nn.h"
+#include "attn_quant.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -358,6 +360,18 @@ typedef struct {
     float *rope_cos, *rope_sin;   /* (n_positions, D/2) rotary tables (Llama family), or NULL */
     struct attn_gpt_packed *packed; /* attn_gpt_pack_weights' copy of the weights in the GEMM's
                                        panel layout, or NULL */
+    /* A model read from a GGUF file (attn_gpt_load_gguf) keeps the file mapped and computes on
+     * its tensors where they lie: params is NULL; the views point into the mapping (float32
+     * data), into converted float32 copies (F16, BF16, and any 1-D tensor), or are quantized
+     * linear maps (attn_nn_linear.qw). Such a model is for inference only: no gradients, no
+     * attn_gpt_save_dir. Quantized token embeddings stay quantized too: */
+    const void *wte_q;            /* (V, C) the token embeddings of type wte_qtype (w.wte NULL),
+                                     a row dequantized per lookup; or NULL */
+    attn_qtype wte_qtype;
+    const void *lm_head_q;        /* (V, C) the output head of type lm_head_qtype (w.lm_head
+                                     NULL; the same rows as wte_q when tied), or NULL */
+    attn_qtype lm_head_qtype;
+    struct attn_gpt_file *file;   /* the GGUF file and the model's converted tensors, or NULL */
 } attn_gpt_model;
 
 /* Allocate a model (parameters and zeroed gradients) initialized from seed as GPT-2 / nanoGPT
@@ -391,9 +405,44 @@ attn_status attn_gpt_pack_weights(attn_gpt_model *m);
 /* Drop the packed copy (no-op when there is none). attn_gpt_model_free does it too. */
 void attn_gpt_unpack_weights(attn_gpt_model *m);
 
-/* Model directories, as described above. */
+/* Model directories, as described above. save_dir refuses a model read from a GGUF file. */
 attn_status attn_gpt_load_dir(const char *dir, attn_gpt_model **out);
 attn_status attn_gpt_save_dir(const attn_gpt_model *m, const char *dir);
+
+/* ---- GGUF files (llama.cpp's format; docs/gguf.md) ----------------------------------------------
+ * general.architecture "llama", "qwen2", "qwen3" (the Llama family) or "gpt2", with
+ *   ARCH.block_count, .embedding_length, .feed_forward_length, .context_length (n_positions),
+ *   .attention.head_count                          required integers;
+ *   .attention.head_count_kv (= head_count), .attention.key_length (= value_length; head_dim,
+ *   default embedding_length / head_count), .rope.dimension_count (must equal head_dim),
+ *   .rope.freq_base (10000), .rope.scaling.type none | linear with .rope.scaling.factor (or the
+ *   older .rope.scale_linear), .vocab_size (default: token_embd's rows)   optional;
+ *   .attention.layer_norm_rms_epsilon (Llama family) / .attention.layer_norm_epsilon (gpt2)
+ *                                                  required;
+ *   tokenizer.ggml.bos_token_id, eos_token_id, eot_token_id (a second end-of-text id).
+ * Tensors under llama.cpp's names: token_embd, (gpt2: position_embd,) blk.N.attn_norm,
+ * attn_q / attn_k / attn_v / attn_output (gpt2: attn_qkv, attn_output), attn_q_norm / attn_k_norm
+ * (qwen3), ffn_norm, ffn_gate / ffn_up / ffn_down (gpt2: ffn_up, ffn_down), output_norm, output
+ * (absent: tied to token_embd); .bias where the architecture has them (qwen2's q/k/v; llama and
+ * qwen3 with attention biases when blk.0.attn_q.bias exists, llama's MLP biases with
+ * blk.0.ffn_gate.bias; every gpt2 bias); rope_freqs (per-frequency divisors) optional. Each
+ * with the shape the hyperparameters give (GGUF's (out, in) matrices; gpt2's Conv1D weights
+ * transposed as convert_hf_to_gguf.py writes them). A missing key or tensor, a wrong shape or
+ * type, a tensor the model does not have, an inconsistent head count is a one-line error naming
+ * the file and the key or tensor. The llama architecture's q/k rows, permuted by the converter for
+ * llama.cpp's rotation of adjacent pairs, are used as they are with interleaved rotary pairs
+ * (ATTN_ROPE_INTERLEAVED): the same attention as transformers' on the original weights.
+ * F32 tensors are used in place in the mapping, F16 / BF16 converted to float32, quantized
+ * matrices (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) kept quantized (attn_quant.h's
+ * products; embeddings dequantized a row per lookup). The model is for inference (forward,
+ * decode, capture): gradients and save_dir are refused. */
+attn_status attn_gpt_load_gguf(const char *path, attn_gpt_model **out);
+/* The same from an open file (mapped or in memory). On success the model owns g
+ * (attn_gpt_model_free closes it); on failure g is still the caller's. */
+attn_status attn_gpt_from_gguf(attn_gguf *g, attn_gpt_model **out);
+/* path names a file (attn_gpt_load_gguf) rather than a directory (attn_gpt_load_dir). */
+bool attn_gpt_is_gguf_path(const char *path);
+attn_status attn_gpt_load(const char *path, attn_gpt_model **out);
 
 /* ==== capture (hidden states, attention probabilities) ======================================= */
 

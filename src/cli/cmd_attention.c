@@ -9,6 +9,7 @@
 #include "cmd_attention.h"
 
 #include "cli.h"
+#include "gen_opts.h"
 
 #include "attn_bert.h"
 #include "attn_gen.h"
@@ -25,7 +26,7 @@
 #include <string.h>
 
 static const char attention_usage[] =
-    "usage: attn attention --model DIR (TEXT | --ids IDS) [--target TEXT | --target-ids IDS]\n"
+    "usage: attn attention --model DIR|FILE.gguf (TEXT | --ids IDS) [--target TEXT | --target-ids IDS]\n"
     "                      [--beam K] [--length-penalty A] [--generate N]\n"
     "                      [--out FILE.safetensors] [--html FILE.html] [--png FILE.png]\n"
     "                      [--kind KIND] [--layer L] [--head H|mean|all] [--query I|TOKEN]\n"
@@ -37,7 +38,7 @@ static const char attention_usage[] =
     "'attn train' (maps encoder.self.L, decoder.self.L, decoder.cross.L), a decoder (GPT-2,\n"
     "the Llama family: one map per query head, the title says which key/value head each\n"
     "grouped-query head reads) or a BERT\n"
-    "directory (maps self.L).\n"
+    "directory (maps self.L); or a decoder's GGUF file (gpt2, llama, qwen2, qwen3).\n"
     "\n"
     "input:\n"
     "  TEXT               the input text (translator: the source; the tokenizer's ids + </s>)\n"
@@ -123,6 +124,13 @@ static attn_status parse_ids(const char *what, const char *s, int32_t **ids, int
 }
 
 static attn_status detect_family(const char *dir, family *f) {
+    if (attn_gpt_is_gguf_path(dir)) { /* a GGUF file: bert or a decoder */
+        char arch[64];
+        attn_status s = cli_gguf_arch(dir, arch, sizeof arch);
+        if (s) return s;
+        *f = strcmp(arch, "bert") ? FAMILY_GPT : FAMILY_BERT;
+        return ATTN_STATUS_OK;
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     json_error_t err;
@@ -277,7 +285,7 @@ static attn_status run_gpt(const opts *o, attn_viz **out) {
     attn_tok *tok = NULL;
     int32_t *ids = NULL;
     int n = 0;
-    attn_status s = attn_gpt_load_dir(o->dir, &m);
+    attn_status s = attn_gpt_load(o->dir, &m); /* a directory or a GGUF file */
     if (!s) s = single_input(o, &tok, &ids, &n);
     if (!s && o->generate > 0) {
         /* generate, then capture over the prompt and exactly the tokens generated */
@@ -318,7 +326,7 @@ static attn_status run_bert(const opts *o, attn_viz **out) {
     attn_tok *tok = NULL;
     int32_t *ids = NULL;
     int n = 0;
-    attn_status s = attn_bert_load_dir(o->dir, &m);
+    attn_status s = attn_bert_load(o->dir, &m); /* a directory or a GGUF file */
     if (!s) s = single_input(o, &tok, &ids, &n);
     if (!s) s = attn_viz_capture_bert(m, tok, ids, NULL, n, out);
     free(ids);

@@ -19,12 +19,13 @@
 #include <unistd.h>
 
 static const char chat_usage_head[] =
-    "usage: attn chat --model DIR [--system TEXT] [--template NAME] [--vars JSON]\n"
+    "usage: attn chat --model DIR|FILE.gguf [--system TEXT] [--template NAME] [--vars JSON]\n"
     "                 [--context N] [--jsonl] [--no-stream] [--quiet] [sampling options]\n"
     "\n"
     "Talks with a chat model (the Llama family: SmolLM2, Llama 2/3, TinyLlama, Mistral, Qwen2,\n"
     "Qwen3; or GPT-2 with a chat template) from a Hugging Face directory: config.json, the weights,\n"
-    "tokenizer.json, and tokenizer_config.json with its chat_template (or chat_template.jinja).\n"
+    "tokenizer.json, and tokenizer_config.json with its chat_template (or chat_template.jinja);\n"
+    "or a GGUF file with its tokenizer.* metadata and tokenizer.chat_template.\n"
     "Each turn is rendered with the model's own template, exactly as transformers'\n"
     "apply_chat_template(add_generation_prompt=True) renders it, and the reply streams as it is\n"
     "generated. The key/value cache is kept across turns: a turn runs only its new tokens.\n"
@@ -315,9 +316,9 @@ int cmd_chat(int argc, char **argv) {
     if (!jsonl && !isatty(STDIN_FILENO)) jsonl = true;
 
     int rc = CLI_EXIT_OK;
-    attn_status s = attn_gpt_load_dir(ch.dir, &ch.m);
+    attn_status s = attn_gpt_load(ch.dir, &ch.m); /* a directory or a GGUF file */
     if (!s) s = attn_tok_load(ch.dir, &ch.tok);
-    if (!s) s = attn_chat_template_load_dir(ch.dir, which, &ch.tpl);
+    if (!s) s = cli_chat_template_load(ch.dir, which, ch.tok, &ch.tpl);
     if (!s)
         s = cli_gen_resolve(&ch.go, ch.dir, ch.m, ch.tok, 512, &ch.gp, ch.stop_ids, &ch.n_stop,
                             &ch.max_tokens);

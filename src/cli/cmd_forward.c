@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "cmd_forward_bert.h"
+#include "gen_opts.h"
 
 #include "attn_gpt.h"
 #include "attn_io.h"
@@ -21,12 +22,13 @@
 #include <string.h>
 
 static const char forward_usage[] =
-    "usage: attn forward --model DIR --ids ID,ID,... [--out FILE.npy] [--hidden-out FILE.npy]\n"
-    "                    [--compare-hidden REF.npy]\n"
+    "usage: attn forward --model DIR|FILE.gguf --ids ID,ID,... [--out FILE.npy]\n"
+    "                    [--hidden-out FILE.npy] [--compare-hidden REF.npy]\n"
     "\n"
     "Runs the model in DIR (config.json + model.safetensors, as Hugging Face's save_pretrained\n"
-    "writes them; the kind comes from config.json's \"model_type\": gpt2 or bert) on one sequence "
-    "of\n"
+    "writes them; the kind comes from config.json's \"model_type\": gpt2 or bert), or the decoder\n"
+    "in a GGUF file (general.architecture gpt2, llama, qwen2, qwen3; quantized weights kept\n"
+    "quantized: docs/gguf.md), on one sequence of\n"
     "token ids and writes the output as a float32 C-order NumPy file: for a decoder (gpt2) the\n"
     "logits (T, vocab_size), for an encoder (bert) the last hidden states (T, hidden_size).\n"
     "Without --out it prints the shape, (gpt2:) the argmax token of each position, and a few\n"
@@ -164,7 +166,7 @@ static int run_gpt2(const fwd_opts *o) {
     int32_t *ids = NULL;
     float *logits = NULL, *hidden = NULL;
     int rc = CLI_EXIT_OK, T = 0;
-    attn_status s = attn_gpt_load_dir(o->model, &m);
+    attn_status s = attn_gpt_load(o->model, &m); /* a directory or a GGUF file */
     if (s) return cli_fail(s);
     const attn_gpt_config *c = &m->cfg;
     rc = parse_ids(o->ids, &ids, &T);
@@ -218,8 +220,8 @@ static int run_gpt2(const fwd_opts *o) {
         }
     }
     if (!o->out && !o->compare) {
-        printf("model %s: gpt2, %d layers, n_embd %d, %d heads, vocab %d\n", o->model, c->n_layer,
-               C, c->n_head, V);
+        printf("model %s: %s, %d layers, n_embd %d, %d heads, vocab %d\n", o->model,
+               attn_gpt_arch_name(c->arch), c->n_layer, C, c->n_head, V);
         printf("logits: (%d, %d) float32\n", T, V);
         for (int t = 0; t < T; t++) {
             const float *row = logits + (size_t)t * V;
@@ -273,6 +275,14 @@ int cmd_forward(int argc, char **argv) {
     if (!o.model) return cli_usage_error("forward: --model DIR is required");
     if (!o.ids) return cli_usage_error("forward: --ids LIST is required");
 
+    if (attn_gpt_is_gguf_path(o.model)) { /* a GGUF file: its general.architecture */
+        char arch[64];
+        attn_status s = cli_gguf_arch(o.model, arch, sizeof arch);
+        if (s) return cli_fail(s);
+        if (!strcmp(arch, "bert"))
+            return cmd_forward_bert(o.model, o.ids, o.out, o.hidden_out, o.compare);
+        return run_gpt2(&o);
+    }
     char path[4096];
     int k = snprintf(path, sizeof path, "%s/config.json", o.model);
     if (k < 0 || (size_t)k >= sizeof path)

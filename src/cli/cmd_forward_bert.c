@@ -105,7 +105,7 @@ int cmd_forward_bert(const char *model, const char *ids_arg, const char *out,
     int rc = parse_ids(ids_arg, &ids, &T);
     if (rc >= 0) return rc;
     rc = CLI_EXIT_OK;
-    attn_status s = attn_bert_load_dir(model, &m);
+    attn_status s = attn_bert_load(model, &m); /* a directory or a GGUF file */
     if (s) {
         rc = cli_fail(s);
         goto done;

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 static const char generate_usage_head[] =
-    "usage: attn generate --model DIR --prompt TEXT [--max-tokens N] [--temperature T]\n"
+    "usage: attn generate --model DIR|FILE.gguf --prompt TEXT [--max-tokens N] [--temperature T]\n"
     "                     [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]\n"
     "                     [--seed S] [--greedy | --sample] [--stop TEXT]... [--no-stream]\n"
     "                     [--no-echo] [--ignore-eos] [--quiet]\n"
@@ -26,7 +26,8 @@ static const char generate_usage_head[] =
     "Continues TEXT with a decoder model: GPT-2 or the Llama family (Llama 2/3, TinyLlama, SmolLM2,\n"
     "Mistral, Qwen2, Qwen3) — a directory written by 'attn train --arch gpt|llama' or by\n"
     "transformers' save_pretrained (config.json, model.safetensors or its shards, and\n"
-    "tokenizer.json or vocab.json + merges.txt; generation_config.json when present). The prompt\n"
+    "tokenizer.json or vocab.json + merges.txt; generation_config.json when present), or a GGUF\n"
+    "file (llama.cpp's: the model, its tokenizer and chat template in one file). The prompt\n"
     "runs in one pass, then each new token reuses the key/value cache. Text is printed as it is\n"
     "generated (never half a UTF-8 character); the prompt is echoed first. For a chat model's\n"
     "conversation format use 'attn chat'.\n"
@@ -86,7 +87,7 @@ int cmd_generate(int argc, char **argv) {
     int32_t *ids = NULL;
     size_t n_ids = 0;
     int rc = CLI_EXIT_OK;
-    attn_status s = attn_gpt_load_dir(dir, &m);
+    attn_status s = attn_gpt_load(dir, &m); /* a directory or a GGUF file */
     if (!s) s = attn_tok_load(dir, &tok);
     if (!s) s = attn_tok_encode_alloc(tok, prompt, strlen(prompt), &ids, &n_ids);
     if (s) {

@@ -104,6 +104,55 @@ static void add_id(int32_t *ids, int *n, int32_t id) {
     ids[(*n)++] = id;
 }
 
+attn_status cli_gguf_arch(const char *path, char *buf, size_t cap) {
+    buf[0] = '\0';
+    if (!attn_gpt_is_gguf_path(path)) return ATTN_STATUS_OK;
+    attn_gguf *g;
+    attn_status s = attn_gguf_open(path, &g);
+    if (s) return s;
+    const char *a;
+    s = attn_gguf_get_str(g, "general.architecture", &a, NULL);
+    if (!s) snprintf(buf, cap, "%s", a);
+    attn_gguf_close(g);
+    return s;
+}
+
+attn_status cli_chat_template_load(const char *path, const char *which, const attn_tok *tok,
+                                   attn_chat_template **out) {
+    if (!attn_gpt_is_gguf_path(path)) return attn_chat_template_load_dir(path, which, out);
+    *out = NULL;
+    attn_gguf *g;
+    attn_status s = attn_gguf_open(path, &g);
+    if (s) return s;
+    char key[256];
+    snprintf(key, sizeof key, "tokenizer.chat_template%s%s", which ? "." : "", which ? which : "");
+    const char *src;
+    uint64_t len;
+    s = attn_gguf_get_str(g, key, &src, &len);
+    if (s == ATTN_STATUS_NOT_FOUND)
+        s = attn_set_error(ATTN_STATUS_NOT_FOUND, "%s: no chat template (no key '%s')", path,
+                           key);
+    if (!s) s = attn_chat_template_parse(src, (size_t)len, path, out);
+    static const struct {
+        const char *var;
+        attn_tok_special which;
+    } SPECIAL[] = {{"bos_token", ATTN_TOK_BOS}, {"eos_token", ATTN_TOK_EOS},
+                   {"unk_token", ATTN_TOK_UNK}, {"pad_token", ATTN_TOK_PAD},
+                   {"sep_token", ATTN_TOK_SEP}, {"cls_token", ATTN_TOK_CLS},
+                   {"mask_token", ATTN_TOK_MASK}};
+    for (size_t i = 0; i < sizeof SPECIAL / sizeof SPECIAL[0] && !s; i++) {
+        const int32_t id = attn_tok_special_id(tok, SPECIAL[i].which);
+        const char *t = id >= 0 ? attn_tok_id_to_token(tok, id) : NULL;
+        if (t) s = attn_chat_template_set_token(*out, SPECIAL[i].var, t);
+    }
+    if (s) {
+        attn_chat_template_free(*out);
+        *out = NULL;
+    }
+    attn_gguf_close(g);
+    return s;
+}
+
 attn_status cli_gen_resolve(cli_gen_opts *o, const char *dir, const attn_gpt_model *m,
                             const attn_tok *tok, int def_max_tokens, attn_gen_params *gp,
                             int32_t *stop_ids, int *n_stop, int *max_tokens) {

@@ -4,6 +4,7 @@
 #ifndef ATTN_CLI_GEN_OPTS_H
 #define ATTN_CLI_GEN_OPTS_H
 
+#include "attn_chat.h"
 #include "attn_gen.h"
 #include "attn_gpt.h"
 #include "attn_tok.h"
@@ -40,6 +41,16 @@ int cli_gen_opt(cli_gen_opts *o, const char *cmd, const char *a, const char *v, 
 attn_status cli_gen_resolve(cli_gen_opts *o, const char *dir, const attn_gpt_model *m,
                             const attn_tok *tok, int def_max_tokens, attn_gen_params *gp,
                             int32_t *stop_ids, int *n_stop, int *max_tokens);
+
+/* The chat template of --model PATH: a directory's (attn_chat_template_load_dir), or a GGUF
+ * file's tokenizer.chat_template (which: tokenizer.chat_template.WHICH) with the special-token
+ * variables (bos_token, eos_token, unk_token, pad_token, sep_token, cls_token, mask_token) set
+ * from the file's ids through tok, the tokenizer read from the same file. */
+/* A GGUF file's general.architecture into buf ("" when path is a directory). */
+attn_status cli_gguf_arch(const char *path, char *buf, size_t cap);
+
+attn_status cli_chat_template_load(const char *path, const char *which, const attn_tok *tok,
+                                   attn_chat_template **out);
 
 /* The generation callback that pushes each token into a stream and, when print, writes the new
  * text to stdout at once; it stops generation at a stop string, at *interrupt (may be NULL), or

@@ -28,6 +28,13 @@ static inline uint64_t attn_ld64(const unsigned char *p) {
 static inline void attn_st64(unsigned char *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
+static inline void attn_st32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline void attn_st16(unsigned char *p, uint16_t v) {
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+}
 
 static inline float attn_bits_f32(uint32_t u) {
     float f;
@@ -78,6 +85,10 @@ attn_status attn_atomic_write(attn_atomic *a, const void *buf, size_t n);
 attn_status attn_atomic_commit(attn_atomic *a);
 /* Close and remove the temporary file, release a. Safe to call twice. */
 void attn_atomic_abort(attn_atomic *a);
+
+/* s[0..n) for a message, in buf (cap bytes): control bytes and DEL as \xNN, cut with "..." to
+ * fit, so one odd name can neither garble nor flood a one-line message (reader.c). */
+const char *attn_io_shown(char *buf, size_t cap, const char *s, size_t n);
 
 /* ---- .npy on a reader (npy.c); takes ownership of r (always closed) ---- */
 attn_status attn_npy_load_f32_reader(attn_reader r, float **data, int *ndim,

@@ -297,3 +297,25 @@ attn_status attn_atomic_commit(attn_atomic *a) {
     attn_atomic_abort(a);
     return s;
 }
+
+/* ---- names in messages ---- */
+
+const char *attn_io_shown(char *buf, size_t cap, const char *s, size_t n) {
+    size_t k = 0;
+    if (cap < 8) {
+        if (cap) buf[0] = '\0';
+        return buf;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool esc = c < 0x20 || c == 0x7f;
+        if (k + (esc ? 4 : 1) + 4 > cap) {
+            memcpy(buf + k, "...", 4);
+            return buf;
+        }
+        if (esc) k += (size_t)snprintf(buf + k, cap - k, "\\x%02x", c);
+        else buf[k++] = (char)c;
+    }
+    buf[k] = '\0';
+    return buf;
+}

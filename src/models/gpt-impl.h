@@ -4,6 +4,7 @@
 
 #include "attn_gpt.h"
 #include "attn_nn.h"
+#include "models-impl.h"
 
 /* Dropout sites: 0 the embeddings, 1 + 2l block l's attention branch, 2 + 2l its MLP branch. */
 #define GPT_SITE_EMB 0u
@@ -13,6 +14,18 @@
 /* Allocate a model for cfg (checked first) with its layout and tensor table; parameters are NOT
  * initialized; gradients only when grads. */
 attn_status gpt_model_alloc(const attn_gpt_config *cfg, bool grads, attn_gpt_model **out);
+
+/* The tensor table of cfg (names, shapes, buffer offsets) without any buffer; *table freed with
+ * attn_free. */
+attn_status gpt_model_table(const attn_gpt_config *cfg, attn_param_info **table, int *n);
+/* A model for cfg whose tensors are src[i] for table entry i (models-impl.h's mdl_src): no
+ * parameter buffer, no gradients. */
+attn_status gpt_model_alloc_src(const attn_gpt_config *cfg, const mdl_src *src,
+                                attn_gpt_model **out);
+/* The output head of m's weights w (m->w: quantized when lm_head_q) or of views w. */
+attn_nn_linear gpt_head(const attn_gpt_model *m, const attn_gpt_weights *w);
+/* Frees a GGUF model's file state (gpt_gguf.c); NULL is a no-op. */
+void gpt_file_free(struct attn_gpt_file *f);
 
 /* The attention score scale of block `layer` (scale_attn_weights, inverse layer index). */
 float gpt_attn_scale(const attn_gpt_config *c, int layer);

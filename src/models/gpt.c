@@ -160,6 +160,7 @@ const attn_gpt_tensor *attn_gpt_find_tensor(const attn_gpt_model *m, const char 
 void attn_gpt_model_free(attn_gpt_model *m) {
     if (!m) return;
     attn_gpt_unpack_weights(m);
+    gpt_file_free(m->file);
     attn_free(m->params);
     attn_free(m->grads);
     attn_free(m->tensors);
@@ -174,6 +175,10 @@ void attn_gpt_model_free(attn_gpt_model *m) {
 attn_status attn_gpt_alloc_grads(attn_gpt_model *m) {
     if (!m) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt: NULL model");
     if (m->grads) return ATTN_STATUS_OK;
+    if (!m->params)
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "gpt: the model was read from a GGUF file (its weights stay in the file, "
+                         "some quantized): it is for inference only, no gradients");
     m->grads = attn_alloc(m->num_params * sizeof(float));
     if (m->grads) {
         attn_advise_huge_pages(m->grads, m->num_params * sizeof(float));
@@ -218,7 +223,10 @@ float gpt_attn_scale(const attn_gpt_config *c, int layer) {
     return (float)s;
 }
 
-attn_status gpt_model_alloc(const attn_gpt_config *cfg, bool grads, attn_gpt_model **out) {
+/* gpt_model_alloc, or with src: the views over src (gpt_model_alloc_src) and no parameter
+ * buffer. */
+static attn_status model_alloc(const attn_gpt_config *cfg, bool grads, const mdl_src *src,
+                               attn_gpt_model **out) {
     if (!out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt: NULL output");
     *out = NULL;
     ATTN_TRY(attn_gpt_config_check(cfg)); /* TOO_LARGE happens here, before any allocation */
@@ -227,14 +235,15 @@ attn_status gpt_model_alloc(const attn_gpt_config *cfg, bool grads, attn_gpt_mod
     m->cfg = *cfg;
     m->num_params = attn_gpt_num_params(cfg);
     const int L = cfg->n_layer;
-    m->params = attn_alloc(m->num_params * sizeof(float));
+    if (!src) m->params = attn_alloc(m->num_params * sizeof(float));
     if (m->params) attn_advise_huge_pages(m->params, m->num_params * sizeof(float));
     m->w.h = attn_calloc((size_t)L * sizeof(attn_gpt_block));
     m->attn_cfg = attn_calloc((size_t)L * sizeof *m->attn_cfg);
     mdl_layout lay = mdl_layout_begin(m->params, true);
-    if (m->params && m->w.h) layout(cfg, &lay, &m->w);
+    lay.src = src;
+    if ((m->params || src) && m->w.h) layout(cfg, &lay, &m->w);
     m->tensors = lay.t, m->n_tensors = lay.n;
-    if (!m->params || !m->w.h || !m->attn_cfg || lay.oom) {
+    if ((!m->params && !src) || !m->w.h || !m->attn_cfg || lay.oom) {
         attn_gpt_model_free(m);
         return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt: out of memory for %zu parameters",
                          attn_gpt_num_params(cfg));
@@ -274,6 +283,40 @@ attn_status gpt_model_alloc(const attn_gpt_config *cfg, bool grads, attn_gpt_mod
     return ATTN_STATUS_OK;
 }
 
+attn_status gpt_model_alloc(const attn_gpt_config *cfg, bool grads, attn_gpt_model **out) {
+    return model_alloc(cfg, grads, NULL, out);
+}
+
+attn_status gpt_model_table(const attn_gpt_config *cfg, attn_param_info **table, int *n) {
+    *table = NULL, *n = 0;
+    ATTN_TRY(attn_gpt_config_check(cfg));
+    attn_gpt_weights w;
+    memset(&w, 0, sizeof w);
+    w.h = attn_calloc((size_t)cfg->n_layer * sizeof(attn_gpt_block));
+    mdl_layout lay = mdl_layout_begin(NULL, true);
+    if (w.h) layout(cfg, &lay, &w);
+    attn_free(w.h);
+    if (!w.h || lay.oom) {
+        attn_free(lay.t);
+        return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt: out of memory for the tensor table");
+    }
+    *table = lay.t, *n = lay.n;
+    return ATTN_STATUS_OK;
+}
+
+attn_status gpt_model_alloc_src(const attn_gpt_config *cfg, const mdl_src *src,
+                                attn_gpt_model **out) {
+    return model_alloc(cfg, false, src, out);
+}
+
+attn_nn_linear gpt_head(const attn_gpt_model *m, const attn_gpt_weights *w) {
+    if (w == &m->w && m->lm_head_q)
+        return attn_nn_linear_make_quant(m->lm_head_qtype, m->lm_head_q, NULL, m->cfg.n_embd,
+                                         m->cfg.vocab_size);
+    return attn_nn_linear_make(w->lm_head, NULL, m->cfg.n_embd, m->cfg.vocab_size,
+                               ATTN_NN_OUT_IN);
+}
+
 attn_status attn_gpt_model_init(const attn_gpt_config *cfg, uint64_t seed, attn_gpt_model **out) {
     ATTN_TRY(gpt_model_alloc(cfg, true, out));
     attn_gpt_init_params(*out, seed);
@@ -300,17 +343,25 @@ attn_status gpt_check_ids(const char *what, const attn_gpt_config *c, int B, int
     return ATTN_STATUS_OK;
 }
 
-/* out (rows of B sequences, T positions each; row b·T + t) = wte[ids] + wpe[pos0 + t]. */
+/* out (rows of B sequences, T positions each; row b·T + t) = wte[ids] + wpe[pos0 + t]. A
+ * quantized table's rows are dequantized (attn_quant_dequantize: any bytes are valid blocks). */
 void gpt_embed(const attn_gpt_model *m, int B, int T, int pos0, const int32_t *ids, float *out) {
     const int C = m->cfg.n_embd;
     const long M = (long)B * T;
+    size_t rb = 0;
+    if (m->wte_q) (void)attn_quant_row_bytes(m->wte_qtype, C, &rb); /* checked at load */
 #pragma omp parallel for schedule(static) if (M * C >= 65536)
     for (long r = 0; r < M; r++) {
         const int t = (int)(r % T);
-        const float *e = m->w.wte + (size_t)ids[r] * C;
         float *o = out + (size_t)r * C;
+        const float *e = o;
+        if (m->wte_q)
+            (void)attn_quant_dequantize(m->wte_qtype, C,
+                                        (const uint8_t *)m->wte_q + (size_t)ids[r] * rb, o);
+        else
+            e = m->w.wte + (size_t)ids[r] * C;
         if (!m->w.wpe) {
-            memcpy(o, e, (size_t)C * sizeof(float));
+            if (e != o) memcpy(o, e, (size_t)C * sizeof(float));
             continue;
         }
         const float *p = m->w.wpe + (size_t)(pos0 + t) * C;
@@ -469,8 +520,7 @@ static attn_nn_rows rows(const attn_gpt_state *st) {
 
 /* The output head: logits = y · lm_headᵀ, an (V, C) nn.Linear without bias. */
 static attn_nn_linear head(const attn_gpt_model *m, const attn_gpt_weights *w) {
-    return attn_nn_linear_make(w->lm_head, NULL, m->cfg.n_embd, m->cfg.vocab_size,
-                               ATTN_NN_OUT_IN);
+    return gpt_head(m, w);
 }
 
 attn_status attn_gpt_forward(const attn_gpt_model *m, attn_gpt_state *st, int B, int T,

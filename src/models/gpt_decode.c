@@ -168,10 +168,11 @@ attn_status attn_gpt_pack_weights(attn_gpt_model *m) {
             P->qkv.w = NULL; /* not adjacent (never with attn's layout): left unpacked */
         if (llama && !attn_nn_linear_fuse(&W->mlp.gate, &W->mlp.up, NULL, &P->up))
             P->up.w = NULL;
+        /* quantized maps (a GGUF model's) are used as they are: only float ones are packed */
         if (P->qkv.w) s = pack_map(&P->qkv, &P->p_qkv);
-        if (!s) s = pack_map(&P->o, &P->p_o);
+        if (!s && P->o.w) s = pack_map(&P->o, &P->p_o);
         if (!s && P->up.w) s = pack_map(&P->up, &P->p_up);
-        if (!s) s = pack_map(&P->down, &P->p_down);
+        if (!s && P->down.w) s = pack_map(&P->down, &P->p_down);
     }
     if (s) attn_gpt_unpack_weights(m);
     return s;
@@ -181,12 +182,12 @@ void gpt_use_packed(const attn_gpt_model *m, int l, int M, attn_nn_sublayer S[2]
     if (!m->packed || M <= GPT_STREAM_ROWS) return;
     const gpt_packed_layer *P = &m->packed->layer[l];
     if (P->qkv.w) S[0].attn.qkv = P->qkv; /* Llama: the fused map replaces q, k, v */
-    S[0].attn.o = P->o;
+    if (P->o.w) S[0].attn.o = P->o;
     if (P->up.w && S[1].ffn.kind == ATTN_FFN_GATED)
         S[1].ffn.pair_packed = &P->p_up;
     else if (P->up.w)
         S[1].ffn.up = P->up;
-    S[1].ffn.down = P->down;
+    if (P->down.w) S[1].ffn.down = P->down;
 }
 
 /* Copy rows [t0, t0 + tq) of each sequence's (tq rows in rows_src, C) into the capture's
@@ -267,7 +268,7 @@ attn_status attn_gpt_decode(const attn_gpt_model *m, attn_gpt_kv *kv, int B, int
     ATTN_TRY(gpt_check_ids("gpt decode", c, B, n_new, ids));
     const int C = c->n_embd, V = c->vocab_size, L = c->n_layer, H = c->n_head;
     const attn_nn_run run = attn_nn_default_run();
-    const attn_nn_linear head = attn_nn_linear_make(m->w.lm_head, NULL, C, V, ATTN_NN_OUT_IN);
+    const attn_nn_linear head = gpt_head(m, &m->w);
     if (kv->cap.attn_probs && !kv->probs) {
         kv->probs = attn_alloc((size_t)B * H * kv->chunk * kv->max_T * sizeof(float));
         if (!kv->probs) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt decode: out of memory");

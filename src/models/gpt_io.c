@@ -108,6 +108,10 @@ attn_status attn_gpt_load_dir(const char *dir, attn_gpt_model **out) {
 attn_status attn_gpt_save_dir(const attn_gpt_model *m, const char *dir) {
     if (!m || !dir || !*dir)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt save: NULL argument");
+    if (!m->params)
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "gpt save: the model was read from a GGUF file (its weights stay there, "
+                         "some quantized): it cannot be saved as a directory");
     ATTN_TRY(mdl_make_dir(dir, "gpt save"));
     char path[4096];
     /* Weights first, then the config: a reader that finds a config beside an old weight file

@@ -7,6 +7,7 @@
 #include "attn_io.h"
 #include "attn_models.h"
 #include "attn_nn.h"
+#include "attn_quant.h"
 
 #include "../core/core-impl.h"
 
@@ -17,12 +18,24 @@
 /* A family lays out its tensors by calling mdl_take in buffer order, once over the parameter
  * buffer while recording the table (t != NULL) and again over any other buffer of the same
  * layout (the gradients, a replica's gradients) to build its named views. */
+/* Where one tensor of a layout lives when it is not in the parameter buffer (a model whose
+ * tensors stay in a mapped file, src/models/gpt_gguf.c). */
+typedef struct {
+    float *f;          /* float32 data (in place or converted), or NULL when q holds it */
+    const void *q;     /* quantized rows (out, in) of type qtype (attn_quant.h), or NULL */
+    attn_qtype qtype;
+    bool transposed;   /* a linear's weight stored (out, in) where the table says (in, out)
+                          (GPT-2's Conv1D weights in a GGUF file) */
+} mdl_src;
+
 typedef struct {
     attn_param_info *t; /* the table being recorded (grown as needed), or NULL */
     int n, cap;
     bool oom;           /* recording ran out of memory */
     float *base;        /* the buffer the views point into (may be NULL: counting only) */
     size_t cursor;      /* floats used so far */
+    const mdl_src *src; /* [tensors] when set: tensor i's views are src[i]'s, not base's */
+    int idx;            /* tensors taken so far */
 } mdl_layout;
 
 /* Starts a layout over base; record: build the table too (free it with attn_free(L.t)). */

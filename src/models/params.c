@@ -23,7 +23,8 @@ mdl_layout mdl_layout_begin(float *base, bool record) {
 float *mdl_take(mdl_layout *L, int ndim, int64_t d0, int64_t d1, attn_init_kind init, double scale,
                 bool decay, const char *fmt, ...) {
     const size_t numel = (size_t)d0 * (size_t)(ndim == 2 ? d1 : 1);
-    float *p = L->base ? L->base + L->cursor : NULL;
+    float *p = L->src ? L->src[L->idx].f : L->base ? L->base + L->cursor : NULL;
+    L->idx++;
     if (L->t || L->oom) {
         if (L->n == L->cap && !L->oom) {
             attn_param_info *t = attn_calloc((size_t)L->cap * 2 * sizeof *t);
@@ -70,8 +71,11 @@ attn_nn_linear mdl_take_linear(mdl_layout *L, int in, int out, attn_nn_layout la
                                attn_init_kind init, double scale, const char *wname,
                                const char *bname) {
     const int64_t d0 = layout == ATTN_NN_OUT_IN ? out : in, d1 = layout == ATTN_NN_OUT_IN ? in : out;
+    const mdl_src *s = L->src ? &L->src[L->idx] : NULL;
     float *w = mdl_take(L, 2, d0, d1, init, scale, true, "%s", wname);
     float *b = bias ? mdl_take(L, 1, out, 0, ATTN_INIT_ZEROS, 0.0f, false, "%s", bname) : NULL;
+    if (s && s->q) return attn_nn_linear_make_quant(s->qtype, s->q, b, in, out);
+    if (s && s->transposed) layout = layout == ATTN_NN_OUT_IN ? ATTN_NN_IN_OUT : ATTN_NN_OUT_IN;
     return attn_nn_linear_make(w, b, in, out, layout);
 }
 

@@ -37,6 +37,7 @@ size_t attn_nn_ffn_work_floats(const attn_nn_ffn *f, int M) {
 
 /* The gate|up pair as one (2F, C) map when the two are adjacent OUT_IN weights. */
 static bool fused_pair(const attn_nn_linear *gate, const attn_nn_linear *up, attn_nn_linear *out) {
+    /* quantized (or missing) weights are never fused: attn_nn_linear_fuse needs float ones */
     return gate->out == up->out && attn_nn_linear_fuse(gate, up, NULL, out);
 }
 

@@ -340,7 +340,13 @@ struct attn_tok {
     tok_trunc_cfg trunc;
     tok_pad_cfg pad;
     void *byte_re;         /* pcre2_code * of GPT-2's pattern when a ByteLevel uses the regex */
+    bool has_special_ids;  /* attn_tok_special_id answers from special_ids (a GGUF's ids) */
+    int32_t special_ids[7]; /* by attn_tok_special, -1 when absent */
 };
+
+/* tokenizer.c: a tokenizer from a tokenizer.json root; model (taken over, even on failure) replaces
+ * root's "model" when not NULL (the GGUF loader builds it from the file's arrays). */
+attn_status tok_from_json_model(json_t *root, tok_model *model, const char *name, attn_tok **out);
 
 /* tokenizer.c: run the pipeline up to the model: pieces (pre-tokenized words) and added-token
  * ids, in order. cb gets either a piece (id < 0) or an added token's id (s NULL). The trainer
@@ -406,6 +412,11 @@ attn_status tok_wordpiece_from_json(json_t *model, const char *name, tok_model *
 attn_status tok_wordlevel_from_json(json_t *model, const char *name, tok_model **out);
 /* A WordLevel model over a finished vocabulary (taken over, even on failure). */
 attn_status tok_wordlevel_from_parts(tok_vocab *vocab, const char *unk_token, tok_model **out);
+/* A WordPiece model over a finished vocabulary (taken over, even on failure): unk_token,
+ * continuing_subword_prefix "##", max_input_chars_per_word max_chars; name (the file) for
+ * messages. */
+attn_status tok_wordpiece_from_parts(tok_vocab *vocab, const char *unk_token, size_t max_chars,
+                                     const char *name, tok_model **out);
 
 /* ---- splitting pre-tokenizers (split.c) ---- */
 

@@ -698,16 +698,31 @@ void attn_tok_free(attn_tok *t) {
 }
 
 static attn_status parse_root(json_t *root, const char *name, attn_tok **out) {
-    if (!json_is_object(root))
+    return tok_from_json_model(root, NULL, name, out);
+}
+
+attn_status tok_from_json_model(json_t *root, tok_model *built, const char *name, attn_tok **out) {
+    if (!json_is_object(root)) {
+        if (built) built->destroy(built);
         return attn_fail(ATTN_STATUS_FORMAT, "%s: expected a JSON object at the top level", name);
+    }
     json_t *model = json_object_get(root, "model");
-    if (!model) return attn_fail(ATTN_STATUS_FORMAT, "%s: model: missing", name);
     const char *type = NULL;
-    attn_status st = get_type(model, name, "model", &type);
-    if (st) return st;
+    attn_status st = ATTN_STATUS_OK;
+    if (!built) {
+        if (!model) return attn_fail(ATTN_STATUS_FORMAT, "%s: model: missing", name);
+        st = get_type(model, name, "model", &type);
+        if (st) return st;
+    }
     attn_tok *t = calloc(1, sizeof *t);
-    if (!t) return oom(name);
-    if (!strcmp(type, "BPE")) {
+    if (!t) {
+        if (built) built->destroy(built);
+        return oom(name);
+    }
+    for (int k = 0; k < 7; k++) t->special_ids[k] = -1;
+    if (built) {
+        t->model = built;
+    } else if (!strcmp(type, "BPE")) {
         st = tok_bpe_from_json(model, name, &t->model);
     } else if (!strcmp(type, "WordPiece")) {
         st = tok_wordpiece_from_json(model, name, &t->model);
@@ -818,6 +833,14 @@ attn_status attn_tok_load(const char *path, attn_tok **out) {
     }
     attn_reader r;
     attn_status st = attn_reader_open_file(path, &r);
+    unsigned char magic[4];
+    if (!st && !full && r.size >= 4 && !r.read(r.ctx, 0, magic, 4) && !memcmp(magic, "GGUF", 4)) {
+        attn_reader_close(&r); /* a GGUF file: its tokenizer metadata */
+        attn_gguf *g;
+        if (!(st = attn_gguf_open(path, &g))) st = attn_tok_from_gguf(g, out, NULL);
+        attn_gguf_close(g);
+        return st;
+    }
     if (!st) st = attn_tok_load_reader(r, out);
     free(full);
     return st;
@@ -1633,6 +1656,7 @@ bool attn_tok_is_special(const attn_tok *t, int32_t id) {
 const char *attn_tok_model_type(const attn_tok *t) { return t ? t->model->type : ""; }
 
 int32_t attn_tok_special_id(const attn_tok *t, attn_tok_special which) {
+    if (t->has_special_ids) return (unsigned)which <= ATTN_TOK_SEP ? t->special_ids[which] : -1;
     /* the conventional names, in order of preference: SentencePiece's, GPT-2's, BERT's */
     static const char *const names[7][3] = {{"<pad>", "[PAD]", NULL},
                                             {"<unk>", "[UNK]", NULL},

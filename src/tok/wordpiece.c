@@ -290,3 +290,27 @@ attn_status tok_wordlevel_from_parts(tok_vocab *vocab, const char *unk_token, to
     *out = &m->base;
     return ATTN_STATUS_OK;
 }
+
+attn_status tok_wordpiece_from_parts(tok_vocab *vocab, const char *unk_token, size_t max_chars,
+                                     const char *name, tok_model **out) {
+    wp_model *m = NULL;
+    attn_status s = wp_alloc("WordPiece", name, &m);
+    if (s) {
+        tok_vocab_free(vocab);
+        return s;
+    }
+    m->base.vocab = *vocab;
+    memset(vocab, 0, sizeof *vocab);
+    m->unk_len = strlen(unk_token);
+    m->unk = dup_n(unk_token, m->unk_len);
+    m->prefix_len = 2;
+    m->prefix = dup_n("##", 2);
+    m->max_chars = max_chars;
+    if (!m->unk || !m->prefix) {
+        wp_destroy(&m->base);
+        return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "tokenizer: out of memory");
+    }
+    m->unk_id = tok_vocab_find(&m->base.vocab, m->unk, m->unk_len);
+    *out = &m->base;
+    return ATTN_STATUS_OK;
+}
