@@ -457,7 +457,14 @@ static attn_status hf_params(job *j, const char *dir, const attn_gpt_config *c,
         ATTN_TRY(kv_set(j, attn_gguf_kv_f32(KEY("rope.freq_base"), c->rope_theta)));
         ATTN_TRY(kv_set(j, attn_gguf_kv_f32(KEY("attention.layer_norm_rms_epsilon"),
                                             c->layer_norm_epsilon)));
-        if (c->head_dim > 0) {
+        /* only when config.json gives head_dim (convert_hf_to_gguf.py's rule) */
+        char cpath[4200];
+        snprintf(cpath, sizeof cpath, "%s/config.json", dir);
+        json_t *root = NULL;
+        ATTN_TRY(config_json_load(cpath, 0, &root));
+        const bool has_hd = json_is_integer(json_object_get(root, "head_dim"));
+        json_decref(root);
+        if (has_hd && c->head_dim > 0) {
             ATTN_TRY(kv_set(j, attn_gguf_kv_u32(KEY("attention.key_length"),
                                                 (uint32_t)c->head_dim)));
             ATTN_TRY(kv_set(j, attn_gguf_kv_u32(KEY("attention.value_length"),
@@ -730,6 +737,30 @@ static attn_status hf_tokenizer(job *j, const char *dir, const attn_gpt_config *
                     if (add[1] < 0) order_add[n_add++] = 1;
                     add[1] = seos && !strcmp(last, seos);
                 }
+                /* the pair template "A [sep] [eos] B" between the same first / last: add_sep */
+                const json_t *pair = json_object_get(pr, "pair");
+                size_t a0 = 0, a1 = json_array_size(pair);
+#define SPID(k) json_string_value(json_object_get(json_object_get(json_array_get(pair, k), \
+                                                                  "SpecialToken"), "id"))
+#define SEQID(k) json_string_value(json_object_get(json_object_get(json_array_get(pair, k), \
+                                                                   "Sequence"), "id"))
+                if (a1 && first && SPID(0) && !strcmp(SPID(0), first)) a0 = 1;
+                if (a1 > a0 && last && SPID(a1 - 1) && !strcmp(SPID(a1 - 1), last)) a1--;
+                if (a1 > a0 + 2 && SEQID(a0) && !strcmp(SEQID(a0), "A") && SEQID(a1 - 1) &&
+                    !strcmp(SEQID(a1 - 1), "B")) {
+                    const char *ssep = tc_token(tc, "sep");
+                    bool add_sep = false;
+                    for (size_t k = a0 + 1; k < a1 - 1 && k < a0 + 3; k++) {
+                        const char *e = SPID(k);
+                        const bool is = e && ((ssep && !strcmp(e, ssep)) ||
+                                              (seos && !strcmp(e, seos)));
+                        if (is && (k == a0 + 2 || !last)) add_sep = true;
+                    }
+                    if (add[3] < 0) order_add[n_add++] = 3;
+                    add[3] = add_sep;
+                }
+#undef SPID
+#undef SEQID
             }
         }
     }
