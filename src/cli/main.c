@@ -6,6 +6,7 @@
 #include "cmd_embed.h"
 #include "cmd_forward.h"
 #include "cmd_generate.h"
+#include "cmd_quantize.h"
 #include "cmd_tokenizer.h"
 #include "cmd_train.h"
 #include "cmd_translate.h"
@@ -75,6 +76,9 @@ static const char usage_text[] =
     "  tokenizer decode --tokenizer DIR|FILE [--keep-special] [IDS...]\n"
     "        BPE with byte fallback, saved as a Hugging Face tokenizer.json (see\n"
     "        'attn tokenizer --help')\n"
+    "  quantize IN OUT.gguf --type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q5_k_m|q6_k|...\n"
+    "        write a decoder (a Hugging Face directory or a GGUF file) as a GGUF file that\n"
+    "        llama.cpp loads, with llama-quantize's per-tensor types (see 'attn quantize --help')\n"
     "  info  version, CPU features, kernel backend and threads\n"
     "  help  this text\n"
     "\n"
@@ -180,6 +184,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "generate")) return cmd_generate(sub_argc, sub_argv);
     if (!strcmp(cmd, "chat")) return cmd_chat(sub_argc, sub_argv);
     if (!strcmp(cmd, "tokenizer")) return cmd_tokenizer(sub_argc, sub_argv);
+    if (!strcmp(cmd, "quantize")) return cmd_quantize(sub_argc, sub_argv);
     if (!strcmp(cmd, "info")) return sub_argc == 1 ? cmd_info() : cli_usage_error("info takes no arguments");
     if (!strcmp(cmd, "help")) {
         fputs(usage_text, stdout);

@@ -1,0 +1,290 @@
+/* test_quantize.c — attn quantize (include/attn_gguf_quantize.h) on the tiny random Hugging Face
+ * decoders of tools/ref_quantize.py (llama with 8 layers of rows 256/512, llama with rows of 96,
+ * qwen2, gpt2), in several types:
+ *   - tools/check_quantize.py reads each file with the gguf package's GGUFReader: metadata as
+ *     convert_hf_to_gguf.py writes it (tokenizer from AutoTokenizer + llama.cpp's SpecialVocab),
+ *     tensor names, shapes, llama-quantize's type per tensor, bytes identical to
+ *     gguf.quants.quantize of the (permuted / transposed) float weights for the types gguf
+ *     implements, k-quants within a relative RMS error;
+ *   - attn loads its own file back: logits of 2 × 12 tokens against the float model loaded from
+ *     the directory, within a bound per type (relative to max|logit|);
+ *   - GGUF -> GGUF requantization (checked against gguf.quants on the input's dequantized
+ *     values);
+ *   - llama-quant.cpp's choices on their own (attn_gguf_quantize_pick);
+ *   - bad input: unknown type, unreadable input, no tokenizer, usage errors: one line. */
+#include "attn_gguf.h"
+#include "attn_gguf_quantize.h"
+#include "attn_gpt.h"
+#include "tu.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define OK(x)                                                                                      \
+    do {                                                                                           \
+        attn_status s_ = (x);                                                                      \
+        if (s_) fail_msg("%s: %s", #x, attn_last_error());                                         \
+    } while (0)
+
+static const char *model_dir(const char *m) {
+    static char b[4][4200];
+    static int k;
+    char *p = b[k++ & 3];
+    snprintf(p, sizeof b[0], "%s/%s", tu_ref_path("quantize"), m);
+    return p;
+}
+
+static const char *attn_bin(void) {
+    static char b[4200];
+    const char *bd = getenv("ATTN_BUILD");
+    snprintf(b, sizeof b, "%s/attn", bd ? bd : "build");
+    return b;
+}
+
+static void need_refs(void) {
+    char p[4300];
+    snprintf(p, sizeof p, "%s/config.json", model_dir("gpt2"));
+    if (access(p, R_OK) != 0) tu_skip("no %s (tools/ref_quantize.py)", p);
+    if (access(attn_bin(), X_OK) != 0) tu_skip("no %s (make)", attn_bin());
+    if (access(".venv/bin/python", X_OK) != 0) tu_skip("no .venv/bin/python");
+}
+
+/* Runs cmd, returns its exit status; its output (stdout + stderr) in out. */
+static int run(const char *cmd, char *out, size_t cap) {
+    char full[40000];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    if (!p) fail_msg("popen %s", cmd);
+    size_t n = 0;
+    while (n + 1 < cap) {
+        size_t r = fread(out + n, 1, cap - n - 1, p);
+        if (!r) break;
+        n += r;
+    }
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* max |a - b| / max |b| over n */
+static double rel_err(const float *a, const float *b, size_t n) {
+    double e = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        e = fmax(e, fabs((double)a[i] - b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return e / m;
+}
+
+static double logits_err(const char *dir, const char *gguf) {
+    attn_gpt_model *mf, *mq;
+    OK(attn_gpt_load_dir(dir, &mf));
+    OK(attn_gpt_load_gguf(gguf, &mq));
+    const int B = 2, T = 12, V = mf->cfg.vocab_size;
+    assert_int_equal(mq->cfg.vocab_size, V);
+    int32_t ids[24];
+    for (int i = 0; i < B * T; i++) ids[i] = (int32_t)((i * 37 + 11) % (V - 4));
+    float *a = malloc((size_t)B * T * V * sizeof(float)), *b = malloc((size_t)B * T * V * sizeof(float));
+    attn_gpt_state *s1, *s2;
+    OK(attn_gpt_state_init(mf, B, T, &s1));
+    OK(attn_gpt_state_init(mq, B, T, &s2));
+    OK(attn_gpt_forward(mf, s1, B, T, ids, a));
+    OK(attn_gpt_forward(mq, s2, B, T, ids, b));
+    const double e = rel_err(b, a, (size_t)B * T * V);
+    attn_gpt_state_free(s1);
+    attn_gpt_state_free(s2);
+    attn_gpt_model_free(mf);
+    attn_gpt_model_free(mq);
+    free(a);
+    free(b);
+    return e;
+}
+
+/* attn quantize DIR -> file, GGUFReader's check, logits within bound */
+static void one(const char *model, const char *type, bool pure, double bound) {
+    char out[4300], cmd[32000], buf[8192];
+    snprintf(out, sizeof out, "%s", tu_tmp(model));
+    strcat(out, "-");
+    strcat(out, type);
+    strcat(out, ".gguf");
+    snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' --type %s%s --quiet", attn_bin(),
+             model_dir(model), out, type, pure ? " --pure" : "");
+    int rc = run(cmd, buf, sizeof buf);
+    if (rc) fail_msg("%s: %d: %s", cmd, rc, buf);
+    snprintf(cmd, sizeof cmd, ".venv/bin/python tools/check_quantize.py '%s' '%s' %s%s", out,
+             model_dir(model), type, pure ? " --pure" : "");
+    rc = run(cmd, buf, sizeof buf);
+    const char *line = strstr(buf, "check_quantize: ");
+    printf("  %s %s%s: %s", model, type, pure ? " (pure)" : "", line ? line + 16 : buf);
+    if (rc) fail_msg("%s failed", cmd);
+    const double e = logits_err(model_dir(model), out);
+    printf("    logits within %.3g of max|logit| of the float model (bound %g)\n", e, bound);
+    assert_true(e <= bound);
+    unlink(out);
+}
+
+static void test_llama_types(void **state) {
+    (void)state;
+    need_refs();
+    one("llama8", "f32", false, 1e-5);
+    one("llama8", "f16", false, 1e-3);
+    one("llama8", "bf16", false, 1e-2);
+    one("llama8", "q8_0", false, 2.5e-2);
+    one("llama8", "q4_0", false, 0.3);
+    one("llama8", "q5_1", false, 0.15);
+    one("llama8", "q4_k_s", false, 0.25);
+    one("llama8", "q4_k_m", false, 0.25);
+    one("llama8", "q5_k_m", false, 0.15);
+    one("llama8", "q6_k", false, 0.08);
+    one("llama8", "q4_k_m", true, 0.3);
+}
+
+static void test_fallback_qwen2_gpt2(void **state) {
+    (void)state;
+    need_refs();
+    one("llama96", "q4_k_m", false, 0.03); /* rows of 96: Q5_0, head Q8_0 */
+    one("llama96", "q4_1", false, 0.03);
+    one("qwen2", "q8_0", false, 1e-2);
+    one("qwen2", "q4_k_m", false, 0.03);
+    one("gpt2", "f16", false, 1e-3);
+    one("gpt2", "q5_0", false, 0.04);
+    one("gpt2", "q5_k_m", false, 0.04);
+}
+
+static void test_requantize(void **state) {
+    (void)state;
+    need_refs();
+    char a[4300], b[4300], cmd[32000], buf[8192];
+    snprintf(a, sizeof a, "%s", tu_tmp("rq-q8_0.gguf"));
+    snprintf(b, sizeof b, "%s", tu_tmp("rq-q4_k_m.gguf"));
+    snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' --type q8_0 --quiet", attn_bin(),
+             model_dir("llama8"), a);
+    assert_int_equal(run(cmd, buf, sizeof buf), 0);
+    const char *types[] = {"q4_0", "q4_k_m", "f16"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' --type %s --quiet", attn_bin(), a, b,
+                 types[i]);
+        int rc = run(cmd, buf, sizeof buf);
+        if (rc) fail_msg("%s: %s", cmd, buf);
+        snprintf(cmd, sizeof cmd,
+                 ".venv/bin/python tools/check_quantize.py '%s' '%s' %s --from '%s'", b,
+                 model_dir("llama8"), types[i], a);
+        rc = run(cmd, buf, sizeof buf);
+        const char *line = strstr(buf, "check_quantize: ");
+        printf("  requantize Q8_0 -> %s: %s", types[i], line ? line + 16 : buf);
+        if (rc) fail_msg("%s failed", cmd);
+        const double e = logits_err(model_dir("llama8"), b);
+        printf("    logits within %.3g of max|logit| of the float model\n", e);
+        assert_true(e <= 0.3);
+    }
+    unlink(a);
+    unlink(b);
+}
+
+static void test_pick_rules(void **state) {
+    (void)state;
+    attn_gguf_quantize_params p = attn_gguf_quantize_default_params();
+    int iv = 0, id = 0;
+    const int64_t r256[2] = {256, 64}, r96[2] = {96, 64}, r48[2] = {48, 64}, v1[1] = {256};
+#define PICK(name, ne, nd, tied) \
+    attn_gguf_quantize_pick(&p, name, nd, ne, ATTN_GGUF_DTYPE_F32, 8, 8, tied, &iv, &id)
+    OK(attn_gguf_ftype_parse("Q4_K_M", &p.ftype));
+    assert_int_equal(PICK("output.weight", r256, 2, false), ATTN_GGUF_DTYPE_Q6_K);
+    assert_int_equal(PICK("token_embd.weight", r256, 2, false), ATTN_GGUF_DTYPE_Q4_K);
+    assert_int_equal(PICK("token_embd.weight", r256, 2, true), ATTN_GGUF_DTYPE_Q6_K);
+    assert_int_equal(PICK("output.weight", r96, 2, false), ATTN_GGUF_DTYPE_Q8_0);
+    assert_int_equal(PICK("output.weight", r48, 2, false), ATTN_GGUF_DTYPE_F16);
+    assert_int_equal(PICK("blk.0.attn_norm.weight", v1, 1, false), ATTN_GGUF_DTYPE_F32);
+    assert_int_equal(PICK("blk.0.attn_q.bias", v1, 1, false), ATTN_GGUF_DTYPE_F32);
+    assert_int_equal(PICK("blk.0.attn_q.weight", r96, 2, false), ATTN_GGUF_DTYPE_Q5_0);
+    /* attn_v of 8 layers: Q6_K on 0, 3, 6, 7 */
+    const int want[8] = {1, 0, 0, 1, 0, 0, 1, 1};
+    for (int l = 0; l < 8; l++) {
+        char n[64];
+        snprintf(n, sizeof n, "blk.%d.attn_v.weight", l);
+        assert_int_equal(PICK(n, r256, 2, false), want[l] ? ATTN_GGUF_DTYPE_Q6_K : ATTN_GGUF_DTYPE_Q4_K);
+        snprintf(n, sizeof n, "blk.%d.ffn_down.weight", l);
+        assert_int_equal(PICK(n, r256, 2, false), want[l] ? ATTN_GGUF_DTYPE_Q6_K : ATTN_GGUF_DTYPE_Q4_K);
+    }
+    assert_int_equal(iv, 8);
+    assert_int_equal(id, 8);
+    OK(attn_gguf_ftype_parse("q4_0", &p.ftype));
+    assert_int_equal(PICK("output.weight", r256, 2, false), ATTN_GGUF_DTYPE_Q6_K);
+    assert_int_equal(PICK("blk.1.ffn_up.weight", r48, 2, false), ATTN_GGUF_DTYPE_F16);
+    OK(attn_gguf_ftype_parse("q8_0", &p.ftype));
+    assert_int_equal(PICK("output.weight", r256, 2, false), ATTN_GGUF_DTYPE_Q8_0);
+    OK(attn_gguf_ftype_parse("f16", &p.ftype));
+    assert_int_equal(PICK("output.weight", r48, 2, false), ATTN_GGUF_DTYPE_F16);
+    assert_int_equal(PICK("position_embd.weight", r256, 2, false), ATTN_GGUF_DTYPE_F32);
+    p.pure = true;
+    OK(attn_gguf_ftype_parse("q4_k_m", &p.ftype));
+    assert_int_equal(PICK("output.weight", r256, 2, false), ATTN_GGUF_DTYPE_Q4_K);
+    assert_int_equal(PICK("output.weight", r96, 2, false), ATTN_GGUF_DTYPE_Q5_0);
+#undef PICK
+    attn_gguf_ftype ft;
+    tu_expect_fail(attn_gguf_ftype_parse("q3_k_m", &ft), ATTN_STATUS_INVALID_ARGUMENT, "q3_k_m",
+                   "q4_k_m");
+}
+
+/* exit status want and one line on stderr containing s */
+static void bad(const char *args, int want, const char *s) {
+    char cmd[32000], buf[8192];
+    snprintf(cmd, sizeof cmd, "'%s' quantize %s", attn_bin(), args);
+    const int rc = run(cmd, buf, sizeof buf);
+    const char *nl = strchr(buf, '\n');
+    printf("  attn quantize %s -> %d: %s", args, rc, buf);
+    assert_int_equal(rc, want);
+    assert_true(nl && nl[1] == '\0');
+    assert_non_null(strstr(buf, "attn: error: "));
+    assert_non_null(strstr(buf, s));
+}
+
+static void test_bad_input(void **state) {
+    (void)state;
+    need_refs();
+    char args[16000];
+    const char *o = tu_tmp("bad-out.gguf");
+    snprintf(args, sizeof args, "'%s' '%s' --type q3_k_m", model_dir("gpt2"), o);
+    bad(args, 2, "unknown type 'q3_k_m'");
+    snprintf(args, sizeof args, "'%s' '%s'", model_dir("gpt2"), o);
+    bad(args, 2, "--type is required");
+    snprintf(args, sizeof args, "'%s' --type q8_0", model_dir("gpt2"));
+    bad(args, 2, "needs an input");
+    snprintf(args, sizeof args, "/nonexistent/model '%s' --type q8_0", o);
+    bad(args, 1, "/nonexistent/model");
+    /* not a GGUF file */
+    const char *junk = tu_tmp("junk.gguf");
+    FILE *f = fopen(junk, "wb");
+    fputs("not a gguf file at all, just text", f);
+    fclose(f);
+    snprintf(args, sizeof args, "'%s' '%s' --type q8_0", junk, o);
+    bad(args, 1, "junk.gguf");
+    /* a directory without tokenizer.json */
+    char d[4300], cmd[32000], buf[4096];
+    snprintf(d, sizeof d, "%s", tu_tmp("notok"));
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && cp '%s/config.json' '%s/model.safetensors' '%s/'",
+             d, d, model_dir("gpt2"), model_dir("gpt2"), d);
+    assert_int_equal(run(cmd, buf, sizeof buf), 0);
+    snprintf(args, sizeof args, "'%s' '%s' --type q8_0", d, o);
+    bad(args, 1, "no tokenizer.json");
+    /* an unwritable output */
+    snprintf(args, sizeof args, "'%s' /nonexistent/dir/out.gguf --type q8_0 --quiet",
+             model_dir("gpt2"));
+    bad(args, 1, "/nonexistent/dir");
+    assert_int_equal(access(o, F_OK), -1); /* nothing written on failure */
+    unlink(junk);
+}
+
+int main(void) {
+    if (tu_mkdtemp(tu_dir, sizeof tu_dir, "quantize")) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pick_rules),
+        cmocka_unit_test(test_llama_types),
+        cmocka_unit_test(test_fallback_qwen2_gpt2),
+        cmocka_unit_test(test_requantize),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
