@@ -379,11 +379,14 @@ static void test_smollm2_file(void **state) {
     printf("  %s: llama, %d layers, C %d, %d/%d heads, V %d, rope_theta %g; loaded in %.3f s\n",
            SMOLLM2, c->n_layer, c->n_embd, c->n_head, c->n_kv_head, c->vocab_size,
            (double)c->rope_theta, t_load);
-    const int P = atoi(attn_st_metadata(REF, "prompts")), V = c->vocab_size;
+    /* Under valgrind (memcheck: every instruction ~50x slower) one prompt and 4 greedy tokens
+     * run the same code paths; the full check is the plain run's. */
+    const int P_all = atoi(attn_st_metadata(REF, "prompts")), V = c->vocab_size;
+    const int P = tu_valgrind() && P_all > 1 ? 1 : P_all;
     json_error_t jerr;
     json_t *texts = json_loads(attn_st_metadata(REF, "texts"), 0, &jerr);
     json_t *tf_gguf = json_loads(attn_st_metadata(REF, "tf_gguf_ids"), 0, &jerr);
-    assert_true(texts && tf_gguf && (int)json_array_size(texts) == P);
+    assert_true(texts && tf_gguf && (int)json_array_size(texts) == P_all);
     int ids_same = 0, tf_same = 0, greedy_same = 0;
     double worst = 0;
     for (int p = 0; p < P; p++) {
@@ -419,6 +422,7 @@ static void test_smollm2_file(void **state) {
         worst = fmax(worst, err / scale);
         /* greedy 32 */
         int32_t *want = ref_i32(name, "greedy", &ng);
+        if (tu_valgrind() && ng > 4) ng = 4;
         float *gap = ref_f32(name, "greedy_gap", NULL);
         int32_t got[32];
         greedy(m, want_ids, (int)n_ref, (int)ng, got);
