@@ -40,7 +40,12 @@
  *                    flags.
  *   normalizer       null, or one of / a {"type": "Sequence", "normalizers": [...]} of:
  *                      {"type": "Prepend", "prepend": S}        S before non-empty text
- *                      {"type": "Replace", "pattern": {"String": A}, "content": B}
+ *                      {"type": "Replace", "pattern": {"String": A}|{"Regex": R}, "content": B}
+ *                       (R: Oniguruma syntax run by PCRE2, as Split's; every match replaced)
+ *                      {"type": "Precompiled", "precompiled_charsmap": base64}  (SentencePiece's
+ *                       compiled normalization rules — NFKC and more — as tokenizers applies
+ *                       them: per grapheme cluster, see src/tok/precompiled.c; the NLLB, T5,
+ *                       XLM-R, Marian-converted files)
  *                      {"type": "BertNormalizer", "clean_text": b, "handle_chinese_chars": b,
  *                       "strip_accents": null|b, "lowercase": b}  (BERT's, in tokenizers' order:
  *                       NUL, U+FFFD and control/format/private-use characters dropped and
@@ -109,9 +114,13 @@
  *                     with no full match is unk_token)
  *                    {"type": "WordLevel", "vocab": {...}, "unk_token": S}  (a piece is its own
  *                     id or unk_token's)
+ *                    {"type": "Unigram", "unk_id": null|N, "vocab": [[piece, score], ...],
+ *                     "byte_fallback": b}  (SentencePiece's unigram model as tokenizers runs it:
+ *                     Viterbi over the pieces, f64 scores, an unknown character scored
+ *                     min_score - 10, runs of unknowns fused into one unk_id token; see
+ *                     src/tok/unigram.c)
  *                    When a piece needs unk_token and it is not in vocab, encoding fails with
- *                    ATTN_STATUS_INVALID_ARGUMENT, as tokenizers raises. Other model types
- *                    (Unigram): ATTN_STATUS_UNSUPPORTED.
+ *                    ATTN_STATUS_INVALID_ARGUMENT, as tokenizers raises.
  *
  * The trainer (attn_tok_train_bpe) writes the SentencePiece-style configuration: normalizer
  * Sequence[Prepend "▁", Replace " " → "▁"] (the Prepend normalizer, rather than Metaspace's own
@@ -299,7 +308,7 @@ int32_t attn_tok_token_to_id(const attn_tok *tok, const char *token);
  * "Strings" above, so the C string is the whole token). */
 const char *attn_tok_id_to_token(const attn_tok *tok, int32_t id);
 bool attn_tok_is_special(const attn_tok *tok, int32_t id);
-/* "BPE", "WordPiece", "WordLevel" */
+/* "BPE", "WordPiece", "WordLevel", "Unigram" */
 const char *attn_tok_model_type(const attn_tok *tok);
 
 /* Ids of the conventional special tokens, -1 when absent: pad "<pad>" or "[PAD]", unk "<unk>" or
