@@ -81,6 +81,104 @@ int read_model_type(const std::string &b) {
     return 1;
 }
 
+// SentencePiece's normalizer trusts its precompiled charsmap: a corrupt double-array trie makes
+// its lookups read outside the blob. So every charsmap (normalizer_spec and denormalizer_spec,
+// field 2 of each) is checked first, the way those lookups will walk it: from every node
+// reachable from the root, all 256 children indices must lie inside the units, and every leaf's
+// value must point into the strings, which must end with a NUL byte. An empty charsmap (identity
+// normalization) is fine. Returns an empty string when valid, else what is wrong.
+std::string check_charsmap(const unsigned char *b, size_t n) {
+    if (n == 0) return "";
+    if (n < 4) return "shorter than its 4-byte header";
+    uint32_t T = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+    if (T == 0 || T % 4 || T >= n - 4 + 1 || (size_t)T > n - 4) return "trie size outside the blob";
+    size_t nu = T / 4, nl = n - 4 - T;
+    const unsigned char *u8 = b + 4, *norm = b + 4 + T;
+    if (nl == 0 || norm[nl - 1] != 0) return "normalized strings not NUL-terminated";
+    auto unit = [&](size_t i) {
+        const unsigned char *q = u8 + 4 * i;
+        return (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+    };
+    auto offset = [](uint32_t u) { return (size_t)(u >> 10) << ((u & 0x200u) >> 6); };
+    std::vector<unsigned char> seen(nu, 0);
+    std::vector<size_t> stack;
+    size_t root = 0 ^ offset(unit(0));
+    if ((root | 0xff) >= nu) return "trie root outside the units";
+    stack.push_back(root);
+    seen[root] = 1;
+    while (!stack.empty()) {
+        size_t p = stack.back();
+        stack.pop_back();
+        for (unsigned c = 0; c < 256; c++) {
+            size_t child = p ^ c;
+            uint32_t u = unit(child);
+            if ((u & 0x800000ffu) != c) continue;
+            size_t next = child ^ offset(u);
+            if ((next | 0xff) >= nu) return "trie node outside the units";
+            if ((u >> 8) & 1) {
+                if ((unit(next) & 0x7fffffffu) >= nl) return "trie value outside the strings";
+            }
+            if (!seen[next]) {
+                seen[next] = 1;
+                stack.push_back(next);
+            }
+        }
+    }
+    return "";
+}
+
+// Every precompiled_charsmap of the serialized ModelProto b, checked; "" when all are valid (or
+// the protobuf does not parse: SentencePiece's own parser reports that).
+std::string check_model(const std::string &bytes) {
+    const unsigned char *p = reinterpret_cast<const unsigned char *>(bytes.data());
+    size_t n = bytes.size(), i = 0;
+    auto varint = [&](size_t &j, size_t end, uint64_t &v) {
+        v = 0;
+        for (int sh = 0; j < end && sh < 64; sh += 7) {
+            unsigned char c = p[j++];
+            v |= (uint64_t)(c & 0x7f) << sh;
+            if (!(c & 0x80)) return true;
+        }
+        return false;
+    };
+    auto skip = [&](size_t &j, size_t end, uint64_t key) {
+        uint64_t v;
+        switch (key & 7) {
+        case 0: return varint(j, end, v);
+        case 1: if (end - j < 8) return false; j += 8; return true;
+        case 5: if (end - j < 4) return false; j += 4; return true;
+        case 2: if (!varint(j, end, v) || v > end - j) return false; j += v; return true;
+        default: return false;
+        }
+    };
+    while (i < n) {
+        uint64_t key, len;
+        if (!varint(i, n, key)) return "";
+        if (key == ((3 << 3) | 2) || key == ((5 << 3) | 2)) {
+            if (!varint(i, n, len) || len > n - i) return "";
+            size_t j = i, end = i + len;
+            while (j < end) {
+                uint64_t k2, l2;
+                if (!varint(j, end, k2)) return "";
+                if (k2 == ((2 << 3) | 2)) {
+                    if (!varint(j, end, l2) || l2 > end - j) return "";
+                    std::string e = check_charsmap(p + j, (size_t)l2);
+                    if (!e.empty())
+                        return std::string(key >> 3 == 3 ? "normalizer_spec" : "denormalizer_spec") +
+                               ".precompiled_charsmap is corrupt: " + e;
+                    j += l2;
+                } else if (!skip(j, end, k2)) {
+                    return "";
+                }
+            }
+            i = end;
+        } else if (!skip(i, n, key)) {
+            return "";
+        }
+    }
+    return "";
+}
+
 }  // namespace
 
 extern "C" int tok_spm_load(const void *data, size_t n, tok_spm **out, char *err, size_t errn) {
@@ -88,6 +186,11 @@ extern "C" int tok_spm_load(const void *data, size_t n, tok_spm **out, char *err
     try {
         tok_spm *s = new tok_spm;
         std::string bytes(static_cast<const char *>(data), n);
+        std::string bad = check_model(bytes);
+        if (!bad.empty()) {
+            delete s;
+            return fail(err, errn, "not a usable SentencePiece model", bad);
+        }
         auto st = s->sp.LoadFromSerializedProto(bytes);
         if (!st.ok()) {
             delete s;
