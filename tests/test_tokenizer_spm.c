@@ -36,8 +36,8 @@ static json_t *cases(void) {
 
 static const char *spm_dir(const char *sub) {
     static char p[1024];
-    snprintf(p, sizeof p, "%.600s/spm/%.300s", getenv("ATTN_REF_DIR") ? getenv("ATTN_REF_DIR") : ".", sub);
-    return p;
+    snprintf(p, sizeof p, "spm/%.300s", sub);
+    return tu_ref_path(p); /* $ATTN_REF_DIR, else build/ref, as every test's references */
 }
 
 static json_t *text_of(int i) { return json_array_get(json_object_get(cases(), "texts"), (size_t)i); }
