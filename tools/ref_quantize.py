@@ -63,7 +63,10 @@ def tokenizer(d, family):
         tok.post_processor = processors.ByteLevel(trim_offsets=False)
     tok.add_tokens(["user_word"])  # an added token that is not special
     tok.save(os.path.join(d, "tokenizer.json"))
-    cfg = {"tokenizer_class": "PreTrainedTokenizerFast"}
+    # model_max_length as transformers writes it when a tokenizer has no limit (1e30 as an
+    # integer, beyond 64 bits): attn must read such a file
+    cfg = {"tokenizer_class": "PreTrainedTokenizerFast",
+           "model_max_length": 1000000000000000019884624838656}
     if family == "llama3":
         cfg.update(bos_token="<|begin_of_text|>", eos_token="<|end_of_text|>",
                    chat_template=CHAT)

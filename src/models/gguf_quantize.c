@@ -587,7 +587,7 @@ static attn_status hf_tokenizer(job *j, const char *dir, const attn_gpt_config *
                       "Qwen2's regex + ByteLevel: llama-bpe, qwen2)",
                       path);
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    if (!s && access(path, R_OK) == 0) s = config_json_load(path, 0, &tc);
+    if (!s && access(path, R_OK) == 0) s = config_json_load(path, JSON_DECODE_INT_AS_REAL, &tc);
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (!s) s = config_json_load(path, 0, &cfg);
     const int V = c->vocab_size;
