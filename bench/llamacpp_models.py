@@ -49,7 +49,9 @@ def main():
         cfg.setdefault("n_ctx", cfg["n_positions"])
         with open(cfg_path, "w") as fh:
             json.dump(cfg, fh, indent=2)
-        tok = GPT2TokenizerFast(tokenizer_file=tok_json)
+        # model_max_length as the real gpt2's tokenizer_config.json (else transformers writes
+        # its 1e30 placeholder)
+        tok = GPT2TokenizerFast(tokenizer_file=tok_json, model_max_length=1024)
         tok.save_pretrained(tmp)
         shutil.rmtree(d, ignore_errors=True)
         os.replace(tmp, d)
