@@ -29,7 +29,7 @@ cd "$ROOT" || exit 1
 D=bench/llama.cpp-build
 THREADS=${ATTN_BENCH_THREADS:-2}
 REPS=${ATTN_BENCH_REPS:-5}
-export ATTN_BENCH_THREADS=$THREADS ATTN_BENCH_REPS=$REPS
+export ATTN_BENCH_THREADS="$THREADS" ATTN_BENCH_REPS="$REPS"
 sh bench/llamacpp_setup.sh || exit 1
 [ -x "$BUILD/bench/bench_gguf" ] || nice -n 19 make -j2 "$BUILD/bench/bench_gguf" BUILD="$BUILD" ||
   { echo "error: cannot build $BUILD/bench/bench_gguf"; exit 1; }
@@ -48,6 +48,7 @@ written=""
 if "$QZ" quantize --help > /dev/null 2>&1; then
   for spec in "$D/models/gpt2-124m-random q8_0 gpt2-124m-random.attn-Q8_0" \
               "models/SmolLM2-135M-Instruct q4_1 SmolLM2-135M-Instruct.attn-Q4_1"; do
+    # shellcheck disable=SC2086
     set -- $spec
     f="$D/models/$3.gguf"
     if [ ! -f "$f" ]; then
@@ -83,6 +84,7 @@ for f in $files; do
 done
 echo "== raw lines (llama-bench -o jsonl, bench_gguf)"
 for n in $names; do cat "$out/$n.lcpp.jsonl" "$out/$n.attn.jsonl" | grep '^{'; done
-echo "== attn against llama.cpp ($(cat "$D/VERSION" 2>/dev/null | sed 's/^/llama-cpp-python /'), threads $THREADS, $REPS repetitions)"
+echo "== attn against llama.cpp (llama-cpp-python $(cat "$D/VERSION" 2>/dev/null), threads $THREADS, $REPS repetitions)"
+# shellcheck disable=SC2086
 python3 bench/compare_llamacpp.py "$out" $names || exit 1
 [ -n "${LLAMACPP_KEEP:-}" ] || rm -rf "$out"
