@@ -70,7 +70,7 @@ def main():
               f"{meta.get('backends')}, cpu {meta.get('cpu_info')}, threads {meta.get('n_threads')}, "
               f"n_batch {meta.get('n_batch')}, n_ubatch {meta.get('n_ubatch')}, "
               f"flash_attn {meta.get('flash_attn')}, KV cache {meta.get('type_k')}/{meta.get('type_v')}, "
-              f"repack {meta.get('repack')}, mmap {meta.get('use_mmap')}")
+              f"repack {meta.get('repack')}, load_mode {meta.get('load_mode', meta.get('use_mmap'))}")
     print()
     print("| file | test | llama.cpp t/s | attn t/s | attn / llama.cpp |")
     print("|---|---|---|---|---|")
