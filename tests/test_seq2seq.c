@@ -46,21 +46,24 @@ static const attn_st_tensor *ref_t(const char *key) {
     return t;
 }
 
-static float *ref_f32(const char *key, size_t *n) {
+static float *st_f32(attn_st_file *f, const char *key, size_t *n) {
     float *d = NULL;
     const attn_st_tensor *t;
-    if (attn_st_load_f32(REF, key, &d, &t)) fail_msg("%s", attn_last_error());
+    if (attn_st_load_f32(f, key, &d, &t)) fail_msg("%s", attn_last_error());
     if (n) *n = t->numel;
     return d;
 }
 
-static int32_t *ref_i32(const char *key, size_t *n) {
+static int32_t *st_i32(attn_st_file *f, const char *key, size_t *n) {
     int32_t *d = NULL;
     const attn_st_tensor *t;
-    if (attn_st_load_i32(REF, key, &d, &t)) fail_msg("%s", attn_last_error());
+    if (attn_st_load_i32(f, key, &d, &t)) fail_msg("%s", attn_last_error());
     if (n) *n = t->numel;
     return d;
 }
+
+static float *ref_f32(const char *key, size_t *n) { return st_f32(REF, key, n); }
+static int32_t *ref_i32(const char *key, size_t *n) { return st_i32(REF, key, n); }
 
 static const char *model_dir(const char *name) {
     static char dir[4200];
@@ -109,6 +112,38 @@ static void check_forward(const char *name, const attn_encdec_model *m) {
     free(enc), free(logits), free(src), free(src_len), free(tgt), free(renc), free(rlog);
 }
 
+/* attn_hf_generate's results (ids (B, max_out), len) against transformers' sequences seq (B, L):
+ * start, the tokens, padding to the widest. A difference is printed and counted as a failure;
+ * returns how many sentences are identical. */
+static int same_sequences(const char *name, int g, const attn_hf_generate_options *o, int B,
+                          const int32_t *seq, int L, const int32_t *ids, const int32_t *len,
+                          int max_out) {
+    int same = 0;
+    for (int b = 0; b < B; b++) {
+        bool eq = 1 + len[b] <= L && seq[(size_t)b * L] == o->decoder_start_token_id;
+        for (int t = 1; t < L && eq; t++) {
+            const int32_t want = seq[(size_t)b * L + t];
+            const int32_t got = t - 1 < len[b] ? ids[(size_t)b * max_out + t - 1]
+                                               : o->pad_token_id >= 0 ? o->pad_token_id
+                                                                      : o->eos_token_id;
+            eq = got == want;
+        }
+        same += eq;
+        if (!eq) {
+            printf("    %s case %d sentence %d differs:\n      transformers:", name, g, b);
+            for (int t = 0; t < L; t++) printf(" %d", seq[(size_t)b * L + t]);
+            printf("\n      attn:         %d", o->decoder_start_token_id);
+            for (int t = 0; t < len[b]; t++) printf(" %d", ids[(size_t)b * max_out + t]);
+            printf("\n");
+            tu_failures++;
+        }
+    }
+    printf("  %-44s %d/%d sequences identical (beams %d, lengths", name, same, B, o->num_beams);
+    for (int b = 0; b < B; b++) printf(" %d", len[b]);
+    printf(")%s\n", same == B ? "" : " FAIL");
+    return same;
+}
+
 /* Every generate case of the model: sequences identical, scores close. */
 static void check_generate(const char *name, const char *dir, const attn_encdec_model *m,
                            int n_gens) {
@@ -145,31 +180,7 @@ static void check_generate(const char *name, const char *dir, const attn_encdec_
             if (!isnan(lp[0])) o.length_penalty = lp[0];
         }
         OK(attn_hf_generate(s, &o, B, Ts, src, src_len, max_out, ids, len, score));
-        /* transformers' sequences: start, the tokens, padding to the widest */
-        int same = 0;
-        for (int b = 0; b < B; b++) {
-            bool eq = 1 + len[b] <= L && seq[(size_t)b * L] == o.decoder_start_token_id;
-            for (int t = 1; t < L && eq; t++) {
-                const int32_t want = seq[(size_t)b * L + t];
-                const int32_t got = t - 1 < len[b] ? ids[(size_t)b * max_out + t - 1]
-                                                   : o.pad_token_id >= 0 ? o.pad_token_id
-                                                                         : o.eos_token_id;
-                eq = got == want;
-            }
-            same += eq;
-            if (!eq) {
-                printf("    %s case %d sentence %d differs:\n      transformers:", name, g, b);
-                for (int t = 0; t < L; t++) printf(" %d", seq[(size_t)b * L + t]);
-                printf("\n      attn:         %d", o.decoder_start_token_id);
-                for (int t = 0; t < len[b]; t++) printf(" %d", ids[(size_t)b * max_out + t]);
-                printf("\n");
-                tu_failures++;
-            }
-        }
-        printf("  %-44s %d/%d sequences identical (beams %d, lengths", name, same, B,
-               o.num_beams);
-        for (int b = 0; b < B; b++) printf(" %d", len[b]);
-        printf(")%s\n", same == B ? "" : " FAIL");
+        same_sequences(name, g, &o, B, seq, L, ids, len, max_out);
         if (o.num_beams > 1) {
             snprintf(key, sizeof key, "%s.gen.%d.scores", name, g);
             float *rs = ref_f32(key, NULL);
@@ -297,10 +308,221 @@ static void test_bad_dirs(void **state) {
     tu_rm_tree(dir);
 }
 
+/* ---- attn's own models exported (attn_encdec_save_hf_dir) ------------------------------------ */
+
+/* A random attn model of configuration c, every tensor perturbed (biases and norms too) so every
+ * path carries signal, and </s> (id 3) made likelier so sentences end at various lengths. */
+static attn_encdec_model *random_model(const attn_encdec_config *c, uint64_t seed) {
+    attn_encdec_model *m;
+    OK(attn_encdec_model_init(c, seed, &m));
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const attn_encdec_tensor *t = &m->tensors[i];
+        const float amp = t->ndim == 1 ? 0.2f : 0.15f;
+        for (size_t k = 0; k < t->numel; k++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            m->params[t->offset + k] += amp * ((float)(x >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
+        }
+    }
+    const int C = c->d_model;
+    if (c->logits_bias) m->w.out_b[3] += 2.5f;
+    else
+        for (int i = 0; i < C; i++) m->w.out_w[3 * C + i] *= 6.0f;
+    return m;
+}
+
+/* Logits (B, Tt, V) of m on the batch (src, src_len, tgt). */
+static float *logits_of(const attn_encdec_model *m, int B, int Ts, int Tt, const int32_t *src,
+                        const int32_t *src_len, const int32_t *tgt) {
+    attn_encdec_state *st;
+    OK(attn_encdec_state_init(m, B, Ts, Tt, &st));
+    int32_t tl[64];
+    for (int b = 0; b < B; b++) tl[b] = Tt;
+    float *lg = malloc((size_t)B * Tt * m->cfg.tgt_vocab * sizeof *lg);
+    OK(attn_encdec_forward(m, st, B, Ts, Tt, src, src_len, tgt, tl, lg));
+    attn_encdec_state_free(st);
+    return lg;
+}
+
+/* transformers on the export (tools/check_seq2seq_hf.py): the logits of m within TOL_LOGITS of
+ * max|logit|, every generate case's sequences those of attn_hf_generate on m with the export's
+ * generation_config.json, beam scores within TOL_SCORE. */
+static void check_export_in_transformers(const char *name, const char *dir,
+                                         const attn_encdec_model *m) {
+    const char *b = getenv("ATTN_BUILD");
+    char py[4096], cmd[12000], out[4200], what[200];
+    snprintf(py, sizeof py, "%s/../.venv/bin/python", b && *b ? b : "build");
+    if (access(py, X_OK) != 0) tu_skip("no %s (sh tools/install_deps.sh)", py);
+    if (access("tools/check_seq2seq_hf.py", R_OK) != 0)
+        tu_skip("tools/check_seq2seq_hf.py not found (run from the repository root)");
+    snprintf(out, sizeof out, "%s/hf.safetensors", dir);
+    snprintf(cmd, sizeof cmd, "'%s' tools/check_seq2seq_hf.py '%s' '%s'", py, dir, out);
+    if (tu_sh_indented(cmd, "  ") != 0) fail_msg("%s failed", cmd);
+    attn_st_file *f;
+    if (attn_st_open(out, &f)) fail_msg("%s", attn_last_error());
+    const attn_st_tensor *ts = attn_st_find(f, "src"), *tt = attn_st_find(f, "tgt");
+    assert_non_null(ts);
+    assert_non_null(tt);
+    const int B = (int)ts->shape[0], Ts = (int)ts->shape[1], Tt = (int)tt->shape[1];
+    int32_t *src = st_i32(f, "src", NULL), *src_len = st_i32(f, "src_len", NULL);
+    int32_t *tgt = st_i32(f, "tgt", NULL);
+    float *ref = st_f32(f, "logits", NULL);
+    float *lg = logits_of(m, B, Ts, Tt, src, src_len, tgt);
+    snprintf(what, sizeof what, "%s: transformers' logits on the export vs attn's", name);
+    tu_close(what, lg, ref, (size_t)B * Tt * m->cfg.tgt_vocab, TOL_LOGITS, 0);
+    const int n_gens = atoi(attn_st_metadata(f, "gens"));
+    attn_translate_session *s;
+    OK(attn_translate_session_init(m, B, 4, Ts, m->cfg.max_len, &s));
+    const int max_out = m->cfg.max_len + 1;
+    int32_t *ids = malloc((size_t)B * max_out * sizeof *ids), len[64];
+    float score[64];
+    for (int g = 0; g < n_gens; g++) {
+        char key[64];
+        snprintf(key, sizeof key, "gen.%d.opts", g);
+        int32_t *opts = st_i32(f, key, NULL);
+        attn_hf_generate_options o;
+        OK(attn_hf_generate_config_load(dir, &o));
+        if (opts[0]) o.num_beams = opts[0], o.max_length = opts[1];
+        OK(attn_hf_generate(s, &o, B, Ts, src, src_len, max_out, ids, len, score));
+        snprintf(key, sizeof key, "gen.%d.seq", g);
+        const int L = (int)attn_st_find(f, key)->shape[1];
+        int32_t *seq = st_i32(f, key, NULL);
+        same_sequences(name, g, &o, B, seq, L, ids, len, max_out);
+        if (o.num_beams > 1) {
+            snprintf(key, sizeof key, "gen.%d.scores", g);
+            float *rs = st_f32(f, key, NULL);
+            snprintf(what, sizeof what, "%s: case %d sequences_scores", name, g);
+            tu_close(what, score, rs, (size_t)B, TOL_SCORE, 1e-6);
+            free(rs);
+        }
+        free(seq), free(opts);
+    }
+    attn_translate_session_free(s);
+    attn_st_close(f);
+    free(ids), free(src), free(src_len), free(tgt), free(ref), free(lg);
+}
+
+static attn_encdec_config small_config(int V, int C, int H, int F, int nE, int nD) {
+    attn_encdec_config c = attn_encdec_default_config();
+    c.src_vocab = c.tgt_vocab = V;
+    c.d_model = C, c.n_head = H, c.d_ff = F, c.n_enc_layers = nE, c.n_dec_layers = nD;
+    c.max_len = 24;
+    c.dropout = 0.1f;
+    return c;
+}
+
+static void test_export_hf(void **state) {
+    (void)state;
+    char root[512];
+    assert_int_equal(tu_mkdtemp(root, sizeof root, "seq2seq-export"), 0);
+    struct {
+        const char *name;
+        attn_encdec_arch arch;
+        attn_encdec_config c;
+    } cases[4];
+    /* attn train's default: post-LN, attn's interleaved sinusoids, separate untied embeddings,
+     * a logits bias -> Marian with the C axis reordered */
+    cases[0].name = "post-LN, sinusoidal, separate -> Marian";
+    cases[0].arch = ATTN_ENCDEC_ARCH_MARIAN;
+    cases[0].c = small_config(41, 24, 3, 40, 2, 2);
+    /* Marian's own table, shared and tied, SiLU, unscaled, no logits bias */
+    cases[1].name = "post-LN, halves, shared, no bias -> Marian";
+    cases[1].arch = ATTN_ENCDEC_ARCH_MARIAN;
+    cases[1].c = small_config(37, 16, 2, 24, 1, 3);
+    cases[1].c.positions = ATTN_ENCDEC_SINUSOIDAL_HALVES;
+    cases[1].c.share_embeddings = cases[1].c.tie_output = true;
+    cases[1].c.activation = ATTN_ENCDEC_SILU;
+    cases[1].c.scale_embedding = false;
+    cases[1].c.logits_bias = false;
+    /* the demo's kind (pre-LN, shared and tied) with fairseq's positions, no bias -> M2M100 */
+    cases[2].name = "pre-LN, fairseq, shared, tied -> M2M100";
+    cases[2].arch = ATTN_ENCDEC_ARCH_M2M100;
+    cases[2].c = small_config(45, 32, 4, 48, 2, 2);
+    cases[2].c.pre_ln = true;
+    cases[2].c.positions = ATTN_ENCDEC_SINUSOIDAL_FAIRSEQ;
+    cases[2].c.share_embeddings = cases[2].c.tie_output = true;
+    cases[2].c.logits_bias = false;
+    cases[3].name = "pre-LN, fairseq, untied, gelu -> M2M100";
+    cases[3].arch = ATTN_ENCDEC_ARCH_M2M100;
+    cases[3].c = small_config(39, 20, 4, 28, 3, 1);
+    cases[3].c.pre_ln = true;
+    cases[3].c.positions = ATTN_ENCDEC_SINUSOIDAL_FAIRSEQ;
+    cases[3].c.share_embeddings = true;
+    cases[3].c.activation = ATTN_ENCDEC_GELU;
+    cases[3].c.logits_bias = false;
+    for (int k = 0; k < 4; k++) {
+        attn_encdec_model *m = random_model(&cases[k].c, 100 + (uint64_t)k);
+        char dir[700];
+        snprintf(dir, sizeof dir, "%s/export%d", root, k);
+        attn_encdec_hf_export o = attn_encdec_hf_export_default(cases[k].arch);
+        OK(attn_encdec_save_hf_dir(m, dir, &o));
+        printf("  %s\n", cases[k].name);
+        /* attn reads the export back as the same model */
+        attn_encdec_model *m2;
+        OK(attn_encdec_load_dir(dir, &m2));
+        assert_int_equal(m2->cfg.arch, cases[k].arch);
+        const int32_t src[2 * 5] = {5, 6, 7, 8, 3, 9, 10, 3, 0, 0}, src_len[2] = {5, 3};
+        const int32_t tgt[2 * 4] = {2, 11, 12, 13, 2, 14, 15, 16};
+        float *a = logits_of(m, 2, 5, 4, src, src_len, tgt);
+        float *b2 = logits_of(m2, 2, 5, 4, src, src_len, tgt);
+        char what[200];
+        snprintf(what, sizeof what, "%s: attn on its export vs attn", cases[k].name);
+        tu_close(what, b2, a, (size_t)2 * 4 * m->cfg.tgt_vocab, 1e-5, 0);
+        free(a), free(b2);
+        attn_encdec_model_free(m2);
+        check_export_in_transformers(cases[k].name, dir, m);
+        attn_encdec_model_free(m);
+    }
+    /* what the architectures cannot be: one-line errors naming the field */
+    attn_encdec_config demo = small_config(41, 16, 2, 24, 1, 1);
+    demo.pre_ln = true, demo.share_embeddings = demo.tie_output = true; /* the demo's kind */
+    struct {
+        attn_encdec_arch arch;
+        const char *s1, *s2;
+    } bad[] = {
+        {ATTN_ENCDEC_ARCH_MARIAN, "pre_ln", "post-LN only"},
+        {ATTN_ENCDEC_ARCH_M2M100, "positions", "sinusoidal_fairseq"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        attn_encdec_model *m = random_model(&demo, 7);
+        attn_encdec_hf_export o = attn_encdec_hf_export_default(bad[i].arch);
+        tu_expect_fail3(attn_encdec_save_hf_dir(m, root, &o), ATTN_STATUS_UNSUPPORTED, "export",
+                        bad[i].s1, bad[i].s2);
+        attn_encdec_model_free(m);
+    }
+    attn_encdec_config c = demo;
+    c.positions = ATTN_ENCDEC_SINUSOIDAL_FAIRSEQ; /* the logits bias is left */
+    attn_encdec_model *m = random_model(&c, 8);
+    attn_encdec_hf_export o = attn_encdec_hf_export_default(ATTN_ENCDEC_ARCH_M2M100);
+    tu_expect_fail3(attn_encdec_save_hf_dir(m, root, &o), ATTN_STATUS_UNSUPPORTED, "logits_bias",
+                    "no bias", NULL);
+    memset(m->w.out_b, 0, (size_t)c.tgt_vocab * sizeof(float)); /* an all-zero bias is none */
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/zero-bias", root);
+    OK(attn_encdec_save_hf_dir(m, dir, &o));
+    attn_encdec_model_free(m);
+    c = demo, c.pre_ln = false, c.positions = ATTN_ENCDEC_LEARNED;
+    m = random_model(&c, 9);
+    o = attn_encdec_hf_export_default(ATTN_ENCDEC_ARCH_MARIAN);
+    tu_expect_fail3(attn_encdec_save_hf_dir(m, root, &o), ATTN_STATUS_UNSUPPORTED, "positions",
+                    "learned", NULL);
+    attn_encdec_model_free(m);
+    c = demo, c.pre_ln = false, c.layer_norm_eps = 1e-6f;
+    m = random_model(&c, 10);
+    tu_expect_fail3(attn_encdec_save_hf_dir(m, root, &o), ATTN_STATUS_UNSUPPORTED,
+                    "layer_norm_eps", "1e-06", NULL);
+    o.eos_id = 99;
+    tu_expect_fail3(attn_encdec_save_hf_dir(m, root, &o), ATTN_STATUS_INVALID_ARGUMENT, "eos_id",
+                    "99", NULL);
+    attn_encdec_model_free(m);
+    tu_rm_tree(root);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_models),
         cmocka_unit_test(test_bad_dirs),
+        cmocka_unit_test(test_export_hf),
     };
     int rc = cmocka_run_group_tests_name("seq2seq", tests, NULL, NULL);
     if (REF) attn_st_close(REF);
