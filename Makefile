@@ -7,6 +7,11 @@
 # Variables: CC=gcc|clang, WERROR=1 (warnings are errors), SAN=1 (sanitizers, into build-san/).
 
 CC      ?= cc
+# The one C++ file (src/tok/spm_shim.cc, around libsentencepiece) is built by the C compiler's
+# C++ sibling: clang++ with clang, g++ otherwise.
+ifeq ($(origin CXX),default)
+CXX     := $(if $(findstring clang,$(CC)),clang++,g++)
+endif
 SAN     ?= 0
 WERROR  ?= 0
 ifeq ($(SAN),1)
@@ -25,7 +30,9 @@ WARN    += -Werror
 endif
 CPPFLAGS := -Iinclude -I/usr/include/freetype2 -I/usr/include/libpng16 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 CFLAGS   := -std=c11 $(OPT) $(WARN) -fPIC -fopenmp
-LDLIBS   := -ljansson -lutf8proc -lpcre2-8 -lpng16 -lfreetype -lm
+# -fno-sanitize=vptr: the C driver links, without UBSan's C++ runtime.
+CXXFLAGS := -std=c++17 $(OPT) $(WARN) -fPIC -fno-sanitize=vptr
+LDLIBS   := -ljansson -lutf8proc -lpcre2-8 -lpng16 -lfreetype -lsentencepiece -lstdc++ -lm
 LDFLAGS  := -fopenmp $(SANLD)
 
 ISA_avx2   := -mavx2 -mfma -mf16c -DATTN_ISA=2 -ffp-contract=fast
@@ -34,12 +41,13 @@ ISA_avx512 := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma -mf16c -DA
 # Library sources, layer by layer: core -> kernels, io -> nn -> viz -> cli.
 LIB_SRCS  := $(wildcard src/core/*.c src/io/*.c src/nn/*.c src/viz/*.c src/eval/*.c src/tok/*.c src/models/*.c src/train/*.c src/data/*.c src/infer/*.c src/embed/*.c src/chat/*.c) \
              $(filter-out %_simd.c,$(wildcard src/kernels/*.c))
+CXX_SRCS  := $(wildcard src/tok/*.cc)
 SIMD_SRCS := $(wildcard src/kernels/*_simd.c)
 CLI_SRCS  := $(wildcard src/cli/*.c)
 TEST_SRCS := $(wildcard tests/test_*.c)
 BENCH_SRCS:= $(wildcard bench/bench_*.c)
 
-LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) \
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CXX_SRCS:%.cc=$(BUILD)/obj/%.o) \
              $(SIMD_SRCS:%.c=$(BUILD)/obj/%_avx2.o) $(SIMD_SRCS:%.c=$(BUILD)/obj/%_avx512.o)
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 TESTS     := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
@@ -56,6 +64,10 @@ lib: $(BUILD)/libattn.a $(BUILD)/libattn.so
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cc $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
 $(BUILD)/obj/%_avx2.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)

@@ -40,7 +40,12 @@
  *                    flags.
  *   normalizer       null, or one of / a {"type": "Sequence", "normalizers": [...]} of:
  *                      {"type": "Prepend", "prepend": S}        S before non-empty text
- *                      {"type": "Replace", "pattern": {"String": A}, "content": B}
+ *                      {"type": "Replace", "pattern": {"String": A}|{"Regex": R}, "content": B}
+ *                       (R: Oniguruma syntax run by PCRE2, as Split's; every match replaced)
+ *                      {"type": "Precompiled", "precompiled_charsmap": base64}  (SentencePiece's
+ *                       compiled normalization rules — NFKC and more — as tokenizers applies
+ *                       them: per grapheme cluster, see src/tok/precompiled.c; the NLLB, T5,
+ *                       XLM-R, Marian-converted files)
  *                      {"type": "BertNormalizer", "clean_text": b, "handle_chinese_chars": b,
  *                       "strip_accents": null|b, "lowercase": b}  (BERT's, in tokenizers' order:
  *                       NUL, U+FFFD and control/format/private-use characters dropped and
@@ -109,9 +114,13 @@
  *                     with no full match is unk_token)
  *                    {"type": "WordLevel", "vocab": {...}, "unk_token": S}  (a piece is its own
  *                     id or unk_token's)
+ *                    {"type": "Unigram", "unk_id": null|N, "vocab": [[piece, score], ...],
+ *                     "byte_fallback": b}  (SentencePiece's unigram model as tokenizers runs it:
+ *                     Viterbi over the pieces, f64 scores, an unknown character scored
+ *                     min_score - 10, runs of unknowns fused into one unk_id token; see
+ *                     src/tok/unigram.c)
  *                    When a piece needs unk_token and it is not in vocab, encoding fails with
- *                    ATTN_STATUS_INVALID_ARGUMENT, as tokenizers raises. Other model types
- *                    (Unigram): ATTN_STATUS_UNSUPPORTED.
+ *                    ATTN_STATUS_INVALID_ARGUMENT, as tokenizers raises.
  *
  * The trainer (attn_tok_train_bpe) writes the SentencePiece-style configuration: normalizer
  * Sequence[Prepend "▁", Replace " " → "▁"] (the Prepend normalizer, rather than Metaspace's own
@@ -299,7 +308,7 @@ int32_t attn_tok_token_to_id(const attn_tok *tok, const char *token);
  * "Strings" above, so the C string is the whole token). */
 const char *attn_tok_id_to_token(const attn_tok *tok, int32_t id);
 bool attn_tok_is_special(const attn_tok *tok, int32_t id);
-/* "BPE", "WordPiece", "WordLevel" */
+/* "BPE", "WordPiece", "WordLevel", "Unigram" */
 const char *attn_tok_model_type(const attn_tok *tok);
 
 /* Ids of the conventional special tokens, -1 when absent: pad "<pad>" or "[PAD]", unk "<unk>" or
@@ -316,6 +325,97 @@ typedef enum {
     ATTN_TOK_SEP
 } attn_tok_special;
 int32_t attn_tok_special_id(const attn_tok *tok, attn_tok_special which);
+
+/* ---- translation tokenizers: Marian (opus-mt) and NLLB-200 / M2M100-style ------------------
+ *
+ * What transformers' MarianTokenizer and NllbTokenizerFast do, as one object the translation
+ * models use (tested id for id and string for string against transformers 4.49, sentencepiece
+ * 0.2.0 and tokenizers 0.21.4: tests/test_tokenizer_spm.c):
+ *
+ *   attn_mt_tok *tok;
+ *   if (attn_mt_tok_load("models/opus-mt-en-zh", &tok)) { puts(attn_last_error()); return 1; }
+ *   int32_t *src; size_t n;
+ *   attn_mt_tok_encode_source(tok, NULL, "Knowledge is power.", 19, &src, &n);  // ... </s>
+ *   // generate; for NLLB the first forced token is attn_mt_tok_lang_id(tok, "zho_Hans", &id)
+ *   char *text; size_t len;
+ *   attn_mt_tok_decode(tok, out_ids, out_n, 0, &text, &len);                // specials dropped
+ *   attn_free(src); attn_free(text); attn_mt_tok_free(tok);
+ *
+ * A directory is read as:
+ *   Marian   source.spm and target.spm (SentencePiece models, read by Debian's libsentencepiece),
+ *            vocab.json ({piece: id}: the model's ids, remapped from the .spm's own), with
+ *            "separate_vocabs": true in tokenizer_config.json also target_vocab.json (the
+ *            target side's ids). tokenizer_config.json is optional; read from it:
+ *            separate_vocabs, unk_token / eos_token / pad_token (defaults "<unk>", "</s>",
+ *            "<pad>"; each must be in vocab.json), clean_up_tokenization_spaces (default false).
+ *            Encoding (source or target): the special tokens' strings in the text are split out
+ *            and become their ids in vocab.json (also on the target side: transformers' added
+ *            tokens); in each other chunk a leading language code ">>xx<<" (Python's
+ *            re.match(">>.+<<"): greedy, within the first line) becomes the id of that string,
+ *            every other ">>.+<<" match in the chunk is removed, and the rest goes through the
+ *            side's SentencePiece model (its normalizer included); each piece becomes its id in
+ *            the side's vocabulary (vocab.json, or target_vocab.json when separate), "<unk>"'s
+ *            id when absent; "</s>" is appended (no BOS, no language token). Decoding (target
+ *            side): ids name tokens of the target vocabulary; the three special tokens are
+ *            dropped (unless ATTN_TOK_DECODE_KEEP_SPECIAL: then each is written followed by a
+ *            space), the other pieces go through target.spm's DecodePieces, "▁" becomes " ",
+ *            Unicode whitespace is stripped at both ends.
+ *   NLLB     tokenizer.json (NLLB's: Unigram or BPE, Precompiled normalizer, Metaspace, the
+ *            language codes as special added tokens) and tokenizer_config.json: src_lang
+ *            (default "eng_Latn"), tgt_lang, legacy_behaviour (default false),
+ *            clean_up_tokenization_spaces. Source: [src_lang] text </s>, or with
+ *            legacy_behaviour text </s> [src_lang]; target likewise with tgt_lang. Decoding is
+ *            tokenizer.json's decoder, special tokens (language codes included) dropped unless
+ *            ATTN_TOK_DECODE_KEEP_SPECIAL.
+ * Which one: a directory with source.spm is Marian, else one with tokenizer.json is NLLB.
+ * Errors (one line each): a missing or unreadable file (IO), a truncated or foreign .spm, a
+ * vocab.json that is not {string: non-negative id} or lacks a special token or gives one id
+ * twice (FORMAT), an unknown language code (INVALID_ARGUMENT, naming it), text that is not UTF-8
+ * (INVALID_ARGUMENT). A tokenizer is read-only after loading: any number of threads may use it. */
+typedef struct attn_mt_tok attn_mt_tok;
+
+typedef enum { ATTN_MT_TOK_MARIAN = 1, ATTN_MT_TOK_NLLB = 2 } attn_mt_tok_kind;
+
+attn_status attn_mt_tok_load(const char *dir, attn_mt_tok **out);
+/* Marian from memory (what the fuzz target drives): the files' bytes; target_vocab may be NULL
+ * (then target_vocab_len 0) unless config says separate_vocabs; config may be NULL. */
+attn_status attn_mt_tok_load_marian_mem(const void *source_spm, size_t source_spm_len,
+                                        const void *target_spm, size_t target_spm_len,
+                                        const char *vocab, size_t vocab_len,
+                                        const char *target_vocab, size_t target_vocab_len,
+                                        const char *config, size_t config_len,
+                                        attn_mt_tok **out);
+void attn_mt_tok_free(attn_mt_tok *t);
+attn_mt_tok_kind attn_mt_tok_kind_of(const attn_mt_tok *t);
+
+/* Source text to ids, as tokenizer(text).input_ids. src_lang: NLLB's language code (NULL: the
+ * configured src_lang); Marian: must be NULL (a ">>xx<<" at the start of the text is Marian's
+ * target-language token). *ids is allocated (attn_free; non-NULL even when *n is 0). */
+attn_status attn_mt_tok_encode_source(const attn_mt_tok *t, const char *src_lang,
+                                      const char *text, size_t len, int32_t **ids, size_t *n);
+/* Target text to ids (the labels), as tokenizer(text_target=text).input_ids. tgt_lang: NLLB's
+ * language code (NULL: the configured tgt_lang; an error when there is none); Marian: NULL. */
+attn_status attn_mt_tok_encode_target(const attn_mt_tok *t, const char *tgt_lang,
+                                      const char *text, size_t len, int32_t **ids, size_t *n);
+/* Target ids to text, as tokenizer.decode(ids, skip_special_tokens=True) (flags
+ * ATTN_TOK_DECODE_KEEP_SPECIAL: skip_special_tokens=False). An id outside the target vocabulary
+ * is INVALID_ARGUMENT (Marian: an id inside it that no entry names decodes as "<unk>", as
+ * transformers does). *text is NUL-terminated, allocated (attn_free). */
+attn_status attn_mt_tok_decode(const attn_mt_tok *t, const int32_t *ids, size_t n,
+                               unsigned flags, char **text, size_t *len);
+/* The id of a language token: NLLB's codes ("zho_Hans": the forced first generated token,
+ * generate's forced_bos_token_id), or Marian's ">>cmn_Hans<<" entries of vocab.json. Unknown:
+ * INVALID_ARGUMENT naming the code. */
+attn_status attn_mt_tok_lang_id(const attn_mt_tok *t, const char *lang, int32_t *id);
+/* Ids of ATTN_TOK_PAD, ATTN_TOK_UNK, ATTN_TOK_EOS and (NLLB) ATTN_TOK_BOS; -1 when absent.
+ * Marian's decoder start token is pad. */
+int32_t attn_mt_tok_special_id(const attn_mt_tok *t, attn_tok_special which);
+/* Number of ids of a side's vocabulary (max id + 1): Marian's vocab.json or (target, when
+ * separate) target_vocab.json; NLLB: tokenizer.json's, both sides. Compare with config.json's
+ * vocab_size (and decoder_vocab_size). */
+int32_t attn_mt_tok_vocab_size(const attn_mt_tok *t, bool target);
+/* The token of id on a side; NULL when none. Lives as long as t. */
+const char *attn_mt_tok_id_to_token(const attn_mt_tok *t, int32_t id, bool target);
 
 /* ---- training ------------------------------------------------------------------------------ */
 

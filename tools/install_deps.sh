@@ -2,6 +2,8 @@
 # Install what building and testing attn needs on a Debian machine, then the project venv (.venv)
 # with the PyTorch reference. Idempotent: fast when everything is present.
 #   Debian: gcc clang make libjansson-dev libutf8proc-dev libpcre2-dev libomp-dev libcmocka-dev
+#           libsentencepiece-dev (SentencePiece's C++ library: Marian's .spm models, through the
+#           library's one C++ file src/tok/spm_shim.cc; g++ / clang++ build it)
 #           libpng-dev libfreetype-dev fonts-noto-cjk (PNG heatmaps with CJK labels), chromium (the
 #           HTML viewer's headless test), valgrind (memcheck in CI), libclang-rt-dev (libFuzzer for
 #           make fuzz), python3-venv
@@ -11,10 +13,12 @@
 #   .venv:  /usr/bin/python3 venv with system site packages (sees Debian's torch and numpy),
 #           plus sacrebleu 2.6.0 (the BLEU reference), tokenizers 0.21.4, transformers 4.49.0 and
 #           sentence-transformers 2.7.0 from PyPI (tokenizer, GPT-2 and BERT references), gguf
-#           0.17.1 and accelerate 1.0.1 (transformers' GGUF loading)
+#           0.17.1 and accelerate 1.0.1 (transformers' GGUF loading), sentencepiece 0.2.0 and
+#           protobuf 4.25.3 (SentencePiece's trainer and MarianTokenizer / the NLLB, T5 and XLM-R
+#           converters: tools/ref_tokenizer_spm.py)
 set -e
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PKGS="gcc clang make libjansson-dev libutf8proc-dev libpcre2-dev libomp-dev libcmocka-dev libpng-dev libfreetype-dev fonts-noto-cjk chromium valgrind libclang-rt-dev python3-venv python3-torch python3-numpy python3-jinja2"
+PKGS="gcc g++ clang make libjansson-dev libsentencepiece-dev libutf8proc-dev libpcre2-dev libomp-dev libcmocka-dev libpng-dev libfreetype-dev fonts-noto-cjk chromium valgrind libclang-rt-dev python3-venv python3-torch python3-numpy python3-jinja2"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
@@ -68,6 +72,16 @@ assert version("gguf") == "0.17.1", version("gguf")
 PYEOF
   echo "installing gguf into $ROOT/.venv"
   "$ROOT/.venv/bin/pip" install -q gguf==0.17.1; }
+# SentencePiece (its trainer makes the test models; transformers' MarianTokenizer runs on it) and
+# protobuf (transformers' slow-to-fast converters read .model files with it), pinned:
+# tools/ref_tokenizer_spm.py.
+"$ROOT/.venv/bin/python" - <<'PYEOF' 2>/dev/null || {
+import sentencepiece, google.protobuf
+assert sentencepiece.__version__ == "0.2.0", sentencepiece.__version__
+assert google.protobuf.__version__ == "4.25.3", google.protobuf.__version__
+PYEOF
+  echo "installing sentencepiece and protobuf into $ROOT/.venv"
+  "$ROOT/.venv/bin/pip" install -q sentencepiece==0.2.0 protobuf==4.25.3; }
 if "$ROOT/.venv/bin/python" -c "import accelerate" 2>/dev/null; then
   echo "removing accelerate from $ROOT/.venv (it breaks transformers' pipelines on torch 1.13)"
   "$ROOT/.venv/bin/pip" uninstall -y -q accelerate

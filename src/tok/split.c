@@ -316,6 +316,43 @@ static attn_status compile(const char *pat, size_t n, const char *name, const ch
     return compile_as(pat, n, false, name, what, out);
 }
 
+attn_status tok_regex_compile(const char *pat, size_t n, const char *name, const char *what,
+                              void **out) {
+    return compile(pat, n, name, what, out);
+}
+
+void tok_regex_free(void *re) { pcre2_code_free((pcre2_code *)re); }
+
+bool tok_regex_replace(const void *re, void **md, const char *s, size_t n, const char *c,
+                       size_t cn, tok_buf *out) {
+    if (!*md) {
+        *md = pcre2_match_data_create_from_pattern((const pcre2_code *)re, NULL);
+        if (!*md) return false;
+    }
+    size_t at = 0, copied = 0;
+    while (at <= n) {
+        int r = pcre2_match((const pcre2_code *)re, (PCRE2_SPTR)s, n, at, PCRE2_NO_UTF_CHECK,
+                            (pcre2_match_data *)*md, NULL);
+        if (r < 0) break;
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer((pcre2_match_data *)*md);
+        size_t a = ov[0], b = ov[1];
+        if (a < copied || b < a) break;
+        tok_buf_put(out, s + copied, a - copied);
+        tok_buf_put(out, c, cn);
+        copied = b;
+        if (b > a) {
+            at = b;
+        } else { /* empty match: go on after the next character */
+            if (b >= n) break;
+            size_t l = 1;
+            while (b + l < n && ((unsigned char)s[b + l] & 0xc0) == 0x80) l++;
+            at = b + l;
+        }
+    }
+    tok_buf_put(out, s + copied, n - copied);
+    return !out->oom;
+}
+
 static attn_status compile_whitespace(const char *name, void **out) {
     tok_buf b = {0};
     tok_buf_printf(&b, "[%s]+|[^%s%s]+", RUST_WORD_ITEMS, RUST_WORD_ITEMS, WS_ITEMS);

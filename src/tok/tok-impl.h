@@ -164,7 +164,9 @@ typedef enum {
     TOK_NORM_NFC,           /* {"type": "NFC"} */
     TOK_NORM_NFKC,          /* {"type": "NFKC"} */
     TOK_NORM_STRIP_ACCENTS, /* {"type": "StripAccents"} */
-    TOK_NORM_STRIP          /* {"type": "Strip", "strip_left", "strip_right"} */
+    TOK_NORM_STRIP,         /* {"type": "Strip", "strip_left", "strip_right"} */
+    TOK_NORM_PRECOMPILED    /* {"type": "Precompiled", "precompiled_charsmap": base64}
+                               (precompiled.c) */
 } tok_norm_kind;
 
 typedef struct {
@@ -174,6 +176,9 @@ typedef struct {
     bool clean, chinese, lower; /* BertNormalizer */
     int strip_accents;          /* BertNormalizer: -1 null (= lowercase), 0 false, 1 true */
     bool left, right;           /* Strip */
+    bool regex;                 /* Replace: a = a {"Regex": ...} pattern, compiled into re */
+    void *re;                   /* Replace (Regex): pcre2_code * (tok_regex_compile) */
+    void *pc;                   /* Precompiled: the parsed charsmap; a = the base64 text */
 } tok_norm;
 
 typedef enum { TOK_PREPEND_ALWAYS, TOK_PREPEND_FIRST, TOK_PREPEND_NEVER } tok_prepend_scheme;
@@ -398,6 +403,17 @@ size_t tok_uni_lower(uint32_t cp, uint32_t out[3]);
 /* Apply one normalizer step to s[0..n), appending the result to out (false: out of memory). */
 bool tok_norm_apply(const tok_norm *nm, const char *s, size_t n, tok_buf *out);
 
+/* ---- the Precompiled normalizer (precompiled.c) ---- */
+
+attn_status tok_precompiled_parse(const char *b64, size_t n, const char *name, const char *path,
+                                  void **out);
+bool tok_precompiled_apply(const void *pc, const char *s, size_t n, tok_buf *out);
+void tok_precompiled_free(void *pc);
+
+/* ---- the Unigram model (unigram.c) ---- */
+
+attn_status tok_unigram_from_json(json_t *model, const char *name, tok_model **out);
+
 /* ---- WordPiece and WordLevel models (wordpiece.c) ---- */
 
 /* {token: id} into an empty vocabulary; path names the object for messages ("model.vocab"). */
@@ -426,6 +442,16 @@ bool tok_onig_to_pcre2(const char *pat, size_t n, tok_buf *out, char *err, size_
  * tokens test it: 1 yes, 0 no, -1 out of memory. t->word_re must be compiled (tok_split_prepare
  * does when a token needs it). *md as in tok_split_apply. */
 int tok_word_char(const attn_tok *t, void **md, const char *s, size_t n); /* 1, 0, -1: no memory */
+/* Compile an Oniguruma pattern (a tokenizer.json {"Regex": ...}) into a pcre2_code *; what names
+ * the field for messages. */
+attn_status tok_regex_compile(const char *pat, size_t n, const char *name, const char *what,
+                              void **out);
+void tok_regex_free(void *re);
+/* Replace every match of re (a pcre2_code *) in s[0..n) with c[0..cn), appending to out: what
+ * tokenizers' Replace normalizer does with a Regex pattern (an empty match inserts c and the
+ * search goes on after the next character). *md as in tok_split_apply. False: out of memory. */
+bool tok_regex_replace(const void *re, void **md, const char *s, size_t n, const char *c,
+                       size_t cn, tok_buf *out);
 /* JIT-compile a pcre2_code * (skipped under valgrind and when ATTN_NO_JIT is set). */
 void tok_regex_jit(void *re);
 

@@ -81,10 +81,21 @@ static attn_status get_char(json_t *obj, const char *key, const char *name, cons
     return ATTN_STATUS_OK;
 }
 
-/* {"String": S} (a Regex pattern is refused: no regex engine is wired in yet). */
+/* {"String": S}, or with regex non-NULL also {"Regex": R} (*regex set). */
 static attn_status get_pattern(json_t *obj, const char *name, const char *path, const char **s,
-                               size_t *n) {
+                               size_t *n, bool *regex) {
     json_t *p = json_object_get(obj, "pattern");
+    if (regex && json_is_object(p) && json_is_string(json_object_get(p, "Regex")) &&
+        !json_object_get(p, "String")) {
+        *regex = true;
+        *s = json_string_value(json_object_get(p, "Regex"));
+        *n = json_string_length(json_object_get(p, "Regex"));
+        if (*n == 0)
+            return attn_fail(ATTN_STATUS_UNSUPPORTED, "%s: %s.pattern: empty pattern", name, path);
+        char field[300];
+        snprintf(field, sizeof field, "%s.pattern.Regex", path);
+        return tok_no_nul(*s, *n, name, field);
+    }
     if (json_is_object(p) && json_object_get(p, "Regex"))
         return attn_fail(ATTN_STATUS_UNSUPPORTED,
                          "%s: %s.pattern: Regex patterns are not supported (only String)", name,
@@ -256,7 +267,7 @@ static attn_status parse_normalizer(attn_tok *t, json_t *obj, const char *name,
         if ((st = get_str(obj, "prepend", name, path, &a, &alen))) return st;
     } else if (!strcmp(type, "Replace")) {
         proto.kind = TOK_NORM_REPLACE;
-        if ((st = get_pattern(obj, name, path, &a, &alen)) ||
+        if ((st = get_pattern(obj, name, path, &a, &alen, &proto.regex)) ||
             (st = get_str(obj, "content", name, path, &b, &blen)))
             return st;
     } else if (!strcmp(type, "BertNormalizer")) {
@@ -271,6 +282,14 @@ static attn_status parse_normalizer(attn_tok *t, json_t *obj, const char *name,
             return attn_fail(ATTN_STATUS_FORMAT,
                              "%s: %s.strip_accents: expected true, false or null", name, path);
         proto.strip_accents = (!sa || json_is_null(sa)) ? -1 : json_is_true(sa) ? 1 : 0;
+    } else if (!strcmp(type, "Precompiled")) {
+        proto.kind = TOK_NORM_PRECOMPILED;
+        json_t *cm = json_object_get(obj, "precompiled_charsmap");
+        if (!json_is_string(cm))
+            return attn_fail(ATTN_STATUS_FORMAT, "%s: %s.precompiled_charsmap: %s", name, path,
+                             cm ? "expected a base64 string" : "missing");
+        a = json_string_value(cm), alen = json_string_length(cm);
+        if ((st = tok_precompiled_parse(a, alen, name, path, &proto.pc))) return st;
     } else if (!strcmp(type, "Strip")) {
         proto.kind = TOK_NORM_STRIP;
         if ((st = get_bool(obj, "strip_left", true, name, path, &proto.left)) ||
@@ -280,11 +299,20 @@ static attn_status parse_normalizer(attn_tok *t, json_t *obj, const char *name,
         return attn_fail(ATTN_STATUS_UNSUPPORTED,
                          "%s: %s: normalizer type \"%s\" is not supported (supported: Sequence, "
                          "Prepend, Replace, BertNormalizer, Lowercase, NFD, NFKD, NFC, NFKC, "
-                         "StripAccents, Strip)",
+                         "StripAccents, Strip, Precompiled)",
                          name, path, type);
     }
+    if (proto.regex) {
+        char what[300];
+        snprintf(what, sizeof what, "%s.pattern", path);
+        if ((st = tok_regex_compile(a, alen, name, what, &proto.re))) return st;
+    }
     tok_norm *nm = grow((void **)&t->norm, &t->n_norm, sizeof *nm);
-    if (!nm) return oom(name);
+    if (!nm) {
+        tok_precompiled_free(proto.pc);
+        if (proto.re) tok_regex_free(proto.re);
+        return oom(name);
+    }
     *nm = proto;
     if (!a) return ATTN_STATUS_OK;
     nm->a = dup_n(a, alen);
@@ -403,7 +431,7 @@ static attn_status parse_decoder(attn_tok *t, json_t *obj, const char *name, con
     size_t alen = 0, blen = 0;
     if (!strcmp(type, "Replace")) {
         d.kind = TOK_DEC_REPLACE;
-        if ((st = get_pattern(obj, name, path, &a, &alen)) ||
+        if ((st = get_pattern(obj, name, path, &a, &alen, NULL)) ||
             (st = get_str(obj, "content", name, path, &b, &blen)))
             return st;
     } else if (!strcmp(type, "ByteFallback")) {
@@ -564,6 +592,11 @@ static bool normalize(const attn_tok *t, const char *s, size_t n, tok_buf *a, to
         if (nm->kind == TOK_NORM_PREPEND) {
             if (cn) tok_buf_put(dst, nm->a, nm->alen);
             tok_buf_put(dst, cur, cn);
+        } else if (nm->kind == TOK_NORM_REPLACE && nm->regex) {
+            void *md = NULL;
+            bool ok = tok_regex_replace(nm->re, &md, cur, cn, nm->b, nm->blen, dst);
+            tok_byte_level_md_free(md);
+            if (!ok) return false;
         } else if (nm->kind == TOK_NORM_REPLACE) {
             replace_all(dst, cur, cn, nm->a, nm->alen, nm->b, nm->blen);
         } else if (!tok_norm_apply(nm, cur, cn, dst)) {
@@ -673,6 +706,8 @@ void attn_tok_free(attn_tok *t) {
     for (size_t i = 0; i < t->n_norm; i++) {
         free(t->norm[i].a);
         free(t->norm[i].b);
+        tok_precompiled_free(t->norm[i].pc);
+        if (t->norm[i].re) tok_regex_free(t->norm[i].re);
     }
     free(t->norm);
     tok_split_release(t);
@@ -713,10 +748,12 @@ static attn_status parse_root(json_t *root, const char *name, attn_tok **out) {
         st = tok_wordpiece_from_json(model, name, &t->model);
     } else if (!strcmp(type, "WordLevel")) {
         st = tok_wordlevel_from_json(model, name, &t->model);
+    } else if (!strcmp(type, "Unigram")) {
+        st = tok_unigram_from_json(model, name, &t->model);
     } else {
         st = attn_fail(ATTN_STATUS_UNSUPPORTED,
                        "%s: model.type: \"%s\" is not supported (supported: BPE, WordPiece, "
-                       "WordLevel)",
+                       "WordLevel, Unigram)",
                        name, type);
     }
     json_t *dec = json_object_get(root, "decoder");
@@ -831,8 +868,13 @@ static void save_norm(const tok_norm *n, tok_buf *b) {
         tok_buf_puts(b, "{\"type\": \"Prepend\", \"prepend\": ");
         tok_buf_json_str(b, n->a, n->alen);
         break;
+    case TOK_NORM_PRECOMPILED:
+        tok_buf_puts(b, "{\"type\": \"Precompiled\", \"precompiled_charsmap\": ");
+        tok_buf_json_str(b, n->a, n->alen);
+        break;
     case TOK_NORM_REPLACE:
-        tok_buf_puts(b, "{\"type\": \"Replace\", \"pattern\": {\"String\": ");
+        tok_buf_puts(b, n->regex ? "{\"type\": \"Replace\", \"pattern\": {\"Regex\": "
+                                 : "{\"type\": \"Replace\", \"pattern\": {\"String\": ");
         tok_buf_json_str(b, n->a, n->alen);
         tok_buf_puts(b, "}, \"content\": ");
         tok_buf_json_str(b, n->b, n->blen);

@@ -432,6 +432,7 @@ bool tok_norm_apply(const tok_norm *nm, const char *s, size_t n, tok_buf *out) {
         tok_buf_put(out, s + a, z - a);
         return !out->oom;
     }
+    case TOK_NORM_PRECOMPILED: return tok_precompiled_apply(nm->pc, s, n, out);
     case TOK_NORM_PREPEND:
     case TOK_NORM_REPLACE: break; /* done by the caller (tokenizer.c) */
     }
