@@ -308,6 +308,100 @@ static void test_bad_dirs(void **state) {
     tu_rm_tree(dir);
 }
 
+/* ---- attn translate on the directories, end to end --------------------------------------------
+ * `attn translate --model DIR --ids` (one source per line, its </s> included; out: the generated
+ * ids without the start and </s>) against transformers' generate: the directory's
+ * generation_config.json alone (case 2), and for Marian --beam 1 --max-tokens 19 (case 0:
+ * num_beams 1, max_length 20). */
+static int cli_case(const char *name, const char *dir, int g, const char *opts, const char *tmp) {
+    char key[256], in[700], out[700], err[700], args[3000], q[1200];
+    snprintf(key, sizeof key, "%s.src", name);
+    const attn_st_tensor *ts = ref_t(key);
+    const int B = (int)ts->shape[0], Ts = (int)ts->shape[1];
+    int32_t *src = ref_i32(key, NULL);
+    snprintf(key, sizeof key, "%s.src_len", name);
+    int32_t *src_len = ref_i32(key, NULL);
+    snprintf(key, sizeof key, "%s.gen.%d.seq", name, g);
+    const int L = (int)ref_t(key)->shape[1];
+    int32_t *seq = ref_i32(key, NULL);
+    snprintf(in, sizeof in, "%s/in.txt", tmp);
+    snprintf(out, sizeof out, "%s/out.txt", tmp);
+    snprintf(err, sizeof err, "%s/err.txt", tmp);
+    FILE *f = fopen(in, "w");
+    assert_non_null(f);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < src_len[b]; t++)
+            fprintf(f, "%d%c", src[(size_t)b * Ts + t], t + 1 < src_len[b] ? ' ' : '\n');
+    fclose(f);
+    snprintf(args, sizeof args, "translate --model %s --ids %s", tu_shq(dir, q, sizeof q), opts);
+    const int rc = tu_run_cli_files(args, in, out, err);
+    size_t n;
+    char *text = tu_read_all(out, &n);
+    assert_non_null(text);
+    if (rc != 0) {
+        char *e = tu_read_all(err, &n);
+        fail_msg("attn %s: exit %d: %s", args, rc, e ? e : "");
+    }
+    attn_hf_generate_options o;
+    OK(attn_hf_generate_config_load(dir, &o));
+    int same = 0;
+    char *save = NULL, *line = strtok_r(text, "\n", &save);
+    for (int b = 0; b < B; b++) {
+        /* transformers' tokens after the start, up to </s> or the padding */
+        char want[1024];
+        size_t k = 0;
+        want[0] = 0;
+        for (int t = 1; t < L; t++) {
+            const int32_t id = seq[(size_t)b * L + t];
+            if (id == o.eos_token_id) break;
+            k += (size_t)snprintf(want + k, sizeof want - k, k ? " %d" : "%d", id);
+        }
+        const char *got = line ? line : "(no line)";
+        if (strcmp(got, want) == 0) same++;
+        else printf("    %s: sentence %d: attn translate: %s\n      transformers:     %s\n", name, b,
+                    got, want);
+        line = line ? strtok_r(NULL, "\n", &save) : NULL;
+    }
+    printf("  attn translate --ids %-28s %-24s %d/%d identical to generate\n", name, opts, same,
+           B);
+    free(text), free(src), free(src_len), free(seq);
+    return B - same;
+}
+
+static void test_translate_cli(void **state) {
+    (void)state;
+    if (!ref_open()) tu_skip("no seq2seq.safetensors (tools/ref_seq2seq.py, run by tests/run.sh)");
+    if (access(tu_attn_bin(), X_OK) != 0) tu_skip("no %s (make)", tu_attn_bin());
+    char tmp[512];
+    assert_int_equal(tu_mkdtemp(tmp, sizeof tmp, "seq2seq-cli"), 0);
+    char list[1024];
+    snprintf(list, sizeof list, "%s", attn_st_metadata(REF, "models"));
+    int bad = 0, n = 0;
+    for (char *save = NULL, *name = strtok_r(list, ",", &save); name;
+         name = strtok_r(NULL, ",", &save), n++) {
+        const char *dir = model_dir(name);
+        bad += cli_case(name, dir, 2, "", tmp);
+        if (strncmp(name, "marian", 6) == 0) bad += cli_case(name, dir, 0, "--beam 1 --max-tokens 19", tmp);
+    }
+    assert_true(n >= 5);
+    /* one-line errors */
+    char args[3000], q[1200], in[700], out[700], err[700];
+    snprintf(in, sizeof in, "%s/in.txt", tmp);
+    snprintf(out, sizeof out, "%s/out.txt", tmp);
+    snprintf(err, sizeof err, "%s/err.txt", tmp);
+    tu_write_all(in, "1 2 x\n", 6);
+    snprintf(args, sizeof args, "translate --model %s --ids",
+             tu_shq(model_dir("m2m100_relu"), q, sizeof q));
+    assert_int_equal(tu_run_cli_files(args, in, out, err), 1);
+    tu_expect_error_file(err, "<input>:1");
+    snprintf(args, sizeof args, "translate --model %s --ids --tgt-lang zho_Hans",
+             tu_shq(model_dir("m2m100_relu"), q, sizeof q));
+    assert_int_equal(tu_run_cli_files(args, in, out, err), 1);
+    tu_expect_error_file(err, "tokenizer");
+    tu_rm_tree(tmp);
+    assert_int_equal(bad, 0);
+}
+
 /* ---- attn's own models exported (attn_encdec_save_hf_dir) ------------------------------------ */
 
 /* A random attn model of configuration c, every tensor perturbed (biases and norms too) so every
@@ -523,6 +617,7 @@ int main(void) {
         cmocka_unit_test(test_hf_models),
         cmocka_unit_test(test_bad_dirs),
         cmocka_unit_test(test_export_hf),
+        cmocka_unit_test(test_translate_cli),
     };
     int rc = cmocka_run_group_tests_name("seq2seq", tests, NULL, NULL);
     if (REF) attn_st_close(REF);
