@@ -44,8 +44,16 @@ def main():
     tr = ctranslate2.Translator(a.ct2_dir, device="cpu", inter_threads=1,
                                 intra_threads=a.threads)
     t0 = time.perf_counter()
+    with open(os.path.join(a.hf_dir, "generation_config.json")) as f:
+        gen = json.load(f)
+    # generate's conventions: </s> may come first (CTranslate2's min_decoding_length is 1 by
+    # default), a sequence reaching max_length ends with a forced </s> (max_length counts the
+    # start: max_length - 2 tokens before it), the bad words are never generated
     res = tr.translate_batch(batch, beam_size=a.beam, max_batch_size=32,
-                             max_decoding_length=cfg["max_position_embeddings"] - 1,
+                             min_decoding_length=0,
+                             max_decoding_length=gen["max_length"] - 2,
+                             suppress_sequences=[[tok.id_to_token(w[0])]
+                                                 for w in gen.get("bad_words_ids", [])],
                              length_penalty=1.0)
     dt = time.perf_counter() - t0
     with open(a.out, "w", encoding="utf-8") as f:

@@ -402,6 +402,57 @@ static void test_translate_cli(void **state) {
     assert_int_equal(bad, 0);
 }
 
+/* `attn translate` with text in and out on a Marian and an NLLB-style M2M100 directory
+ * (tools/ref_seq2seq_text.py: tiny random models, tokenizers from SentencePiece models trained
+ * there): each case's output lines equal transformers' tokenizer + generate + decode. */
+static void test_translate_text_cli(void **state) {
+    (void)state;
+    char d[4200], path[4400], in[4400], args[6000], q[4400], out[700], err[700], tmp[512];
+    snprintf(d, sizeof d, "%s", tu_ref_path("seq2seq_text"));
+    snprintf(in, sizeof in, "%s/in.txt", d);
+    if (access(in, R_OK) != 0)
+        tu_skip("no %s (tools/ref_seq2seq_text.py, run by tests/run.sh)", in);
+    if (access(tu_attn_bin(), X_OK) != 0) tu_skip("no %s (make)", tu_attn_bin());
+    assert_int_equal(tu_mkdtemp(tmp, sizeof tmp, "seq2seq-text"), 0);
+    snprintf(out, sizeof out, "%s/out.txt", tmp);
+    snprintf(err, sizeof err, "%s/err.txt", tmp);
+    int k = 0, bad = 0;
+    for (;; k++) {
+        snprintf(path, sizeof path, "%s/case%d.dir", d, k);
+        size_t n;
+        char *dir = tu_read_all(path, &n);
+        if (!dir) break;
+        snprintf(path, sizeof path, "%s/case%d.args", d, k);
+        char *opts = tu_read_all(path, &n);
+        snprintf(path, sizeof path, "%s/case%d.out", d, k);
+        char *want = tu_read_all(path, &n);
+        assert_non_null(opts);
+        assert_non_null(want);
+        snprintf(path, sizeof path, "%s/%s", d, dir);
+        snprintf(args, sizeof args, "translate --model %s %s", tu_shq(path, q, sizeof q), opts);
+        const int rc = tu_run_cli_files(args, in, out, err);
+        char *got = tu_read_all(out, &n);
+        if (rc != 0) {
+            char *e = tu_read_all(err, &n);
+            fail_msg("attn %s: exit %d: %s", args, rc, e ? e : "");
+        }
+        const bool same = got && strcmp(got, want) == 0;
+        printf("  attn translate %-6s %-48s %s\n", dir, opts,
+               same ? "identical to transformers" : "DIFFERS");
+        if (!same) printf("    attn:\n%s    transformers:\n%s", got ? got : "", want), bad++;
+        free(dir), free(opts), free(want), free(got);
+    }
+    assert_true(k >= 4);
+    /* an unknown language code: one line naming it */
+    snprintf(path, sizeof path, "%s/nllb", d);
+    snprintf(args, sizeof args, "translate --model %s --tgt-lang xyz_Abcd",
+             tu_shq(path, q, sizeof q));
+    assert_int_equal(tu_run_cli_files(args, in, out, err), 1);
+    tu_expect_error_file(err, "xyz_Abcd");
+    tu_rm_tree(tmp);
+    assert_int_equal(bad, 0);
+}
+
 /* ---- attn's own models exported (attn_encdec_save_hf_dir) ------------------------------------ */
 
 /* A random attn model of configuration c, every tensor perturbed (biases and norms too) so every
@@ -618,6 +669,7 @@ int main(void) {
         cmocka_unit_test(test_bad_dirs),
         cmocka_unit_test(test_export_hf),
         cmocka_unit_test(test_translate_cli),
+        cmocka_unit_test(test_translate_text_cli),
     };
     int rc = cmocka_run_group_tests_name("seq2seq", tests, NULL, NULL);
     if (REF) attn_st_close(REF);

@@ -32,7 +32,7 @@ typedef struct {
 static bool nllb_class(const char *dir) {
     char path[4200];
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    json_t *j = json_load_file(path, 0, NULL);
+    json_t *j = json_load_file(path, JSON_DECODE_INT_AS_REAL, NULL); /* model_max_length 1e30 */
     const char *c = j ? json_string_value(json_object_get(j, "tokenizer_class")) : NULL;
     const bool yes = c && (strncmp(c, "Nllb", 4) == 0 || strncmp(c, "M2M100", 6) == 0);
     json_decref(j);
@@ -78,7 +78,11 @@ static attn_status setup(hf_ctx *c, const char *dir) {
     }
     if (a->tgt_lang) {
         int32_t id;
-        if ((s = attn_mt_tok_lang_id(c->mt, a->tgt_lang, &id))) return s;
+        char wrapped[300]; /* Marian's token of cmn_Hans is ">>cmn_Hans<<" */
+        const char *lang = a->tgt_lang;
+        if (!nllb && strncmp(lang, ">>", 2) != 0 && strlen(lang) < sizeof wrapped - 5)
+            snprintf(wrapped, sizeof wrapped, ">>%s<<", lang), lang = wrapped;
+        if ((s = attn_mt_tok_lang_id(c->mt, lang, &id))) return s;
         if (nllb) c->o.forced_bos_token_id = id;
         else c->lang_prefix = id;
     }
