@@ -16,3 +16,8 @@ fi
 if ! "$ROOT/.venv-bench/bin/python" -c "import sentence_transformers" 2>/dev/null; then
   "$ROOT/.venv-bench/bin/pip" install -q "sentence-transformers==6.2.0"
 fi
+# CTranslate2 (pinned) for bench/ct2_export.sh: ct2-transformers-converter on attn's exported
+# translators (attn export --format hf-marian|hf-m2m100), the issue-17 peer
+if ! "$ROOT/.venv-bench/bin/python" -c "import ctranslate2" 2>/dev/null; then
+  "$ROOT/.venv-bench/bin/pip" install -q "ctranslate2==4.8.5"
+fi

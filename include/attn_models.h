@@ -302,6 +302,38 @@ attn_status attn_encdec_save_dir(const attn_encdec_model *m, const char *dir);
  * logits bias. Dropouts are read as 0 (inference; attn's dropout sites are not transformers'). */
 attn_status attn_encdec_hf_config_load(const char *path, attn_encdec_config *cfg);
 
+/* Export as a Hugging Face translation directory of the architecture that is the same model:
+ *   ATTN_ENCDEC_ARCH_MARIAN   MarianMTModel: needs post-LN, positions "sinusoidal" or
+ *                             "sinusoidal_halves" (attn's interleaved sin/cos columns are Marian's
+ *                             sin half / cos half up to an order of the model's C dimensions: the
+ *                             export stores every tensor with its C axis in that order, which
+ *                             changes no output), any activation, shared or separate embeddings
+ *                             of equal size, tied or untied output; no logits bias is written as
+ *                             a zero final_logits_bias.
+ *   ATTN_ENCDEC_ARCH_M2M100   M2M100ForConditionalGeneration: needs pre-LN (final norms),
+ *                             positions "sinusoidal_fairseq", shared embeddings, and no logits
+ *                             bias (or one that is all zero).
+ * Both need layer_norm_eps 1e-5 (transformers' LayerNorm) and sinusoidal positions (learned
+ * tables are refused). A configuration the architecture cannot express is a one-line error naming
+ * the field and what the architecture has. Writes DIR/model.safetensors (transformers' names,
+ * F32; the sinusoids are not stored, as transformers does not), DIR/config.json (transformers'
+ * fields, dropout as cfg.dropout) and DIR/generation_config.json (decoder start, </s>, padding,
+ * forced </s> at the length limit, bad words <pad> and <s> — the tokens attn_translate never
+ * generates — max_length = max_len, num_beams); DIR is created if absent. attn_encdec_load_dir
+ * reads the directory back as the same model. */
+typedef struct {
+    attn_encdec_arch arch;      /* MARIAN or M2M100 */
+    int32_t bos_id;             /* the tokenizer's <s> (-1: none) */
+    int32_t eos_id;             /* </s>: required */
+    int32_t decoder_start_id;   /* the decoder's first input (attn's own models: <s>) */
+    int num_beams;              /* generation_config.json's num_beams (>= 1) */
+} attn_encdec_hf_export;
+/* arch, with attn's tokenizer trainer's ids (<s> 2, </s> 3, start <s>) and 4 beams (attn
+ * translate's default). */
+attn_encdec_hf_export attn_encdec_hf_export_default(attn_encdec_arch arch);
+attn_status attn_encdec_save_hf_dir(const attn_encdec_model *m, const char *dir,
+                                    const attn_encdec_hf_export *o);
+
 /* Load a model directory written by attn_encdec_save_dir (or by a trainer using the same names),
  * or a Hugging Face MarianMTModel / M2M100ForConditionalGeneration directory (config.json's
  * "model_type" "marian" / "m2m_100": attn_encdec_hf_config_load, the weights through that

@@ -46,21 +46,24 @@ static const attn_st_tensor *ref_t(const char *key) {
     return t;
 }
 
-static float *ref_f32(const char *key, size_t *n) {
+static float *st_f32(attn_st_file *f, const char *key, size_t *n) {
     float *d = NULL;
     const attn_st_tensor *t;
-    if (attn_st_load_f32(REF, key, &d, &t)) fail_msg("%s", attn_last_error());
+    if (attn_st_load_f32(f, key, &d, &t)) fail_msg("%s", attn_last_error());
     if (n) *n = t->numel;
     return d;
 }
 
-static int32_t *ref_i32(const char *key, size_t *n) {
+static int32_t *st_i32(attn_st_file *f, const char *key, size_t *n) {
     int32_t *d = NULL;
     const attn_st_tensor *t;
-    if (attn_st_load_i32(REF, key, &d, &t)) fail_msg("%s", attn_last_error());
+    if (attn_st_load_i32(f, key, &d, &t)) fail_msg("%s", attn_last_error());
     if (n) *n = t->numel;
     return d;
 }
+
+static float *ref_f32(const char *key, size_t *n) { return st_f32(REF, key, n); }
+static int32_t *ref_i32(const char *key, size_t *n) { return st_i32(REF, key, n); }
 
 static const char *model_dir(const char *name) {
     static char dir[4200];
@@ -109,6 +112,38 @@ static void check_forward(const char *name, const attn_encdec_model *m) {
     free(enc), free(logits), free(src), free(src_len), free(tgt), free(renc), free(rlog);
 }
 
+/* attn_hf_generate's results (ids (B, max_out), len) against transformers' sequences seq (B, L):
+ * start, the tokens, padding to the widest. A difference is printed and counted as a failure;
+ * returns how many sentences are identical. */
+static int same_sequences(const char *name, int g, const attn_hf_generate_options *o, int B,
+                          const int32_t *seq, int L, const int32_t *ids, const int32_t *len,
+                          int max_out) {
+    int same = 0;
+    for (int b = 0; b < B; b++) {
+        bool eq = 1 + len[b] <= L && seq[(size_t)b * L] == o->decoder_start_token_id;
+        for (int t = 1; t < L && eq; t++) {
+            const int32_t want = seq[(size_t)b * L + t];
+            const int32_t got = t - 1 < len[b] ? ids[(size_t)b * max_out + t - 1]
+                                               : o->pad_token_id >= 0 ? o->pad_token_id
+                                                                      : o->eos_token_id;
+            eq = got == want;
+        }
+        same += eq;
+        if (!eq) {
+            printf("    %s case %d sentence %d differs:\n      transformers:", name, g, b);
+            for (int t = 0; t < L; t++) printf(" %d", seq[(size_t)b * L + t]);
+            printf("\n      attn:         %d", o->decoder_start_token_id);
+            for (int t = 0; t < len[b]; t++) printf(" %d", ids[(size_t)b * max_out + t]);
+            printf("\n");
+            tu_failures++;
+        }
+    }
+    printf("  %-44s %d/%d sequences identical (beams %d, lengths", name, same, B, o->num_beams);
+    for (int b = 0; b < B; b++) printf(" %d", len[b]);
+    printf(")%s\n", same == B ? "" : " FAIL");
+    return same;
+}
+
 /* Every generate case of the model: sequences identical, scores close. */
 static void check_generate(const char *name, const char *dir, const attn_encdec_model *m,
                            int n_gens) {
@@ -145,31 +180,7 @@ static void check_generate(const char *name, const char *dir, const attn_encdec_
             if (!isnan(lp[0])) o.length_penalty = lp[0];
         }
         OK(attn_hf_generate(s, &o, B, Ts, src, src_len, max_out, ids, len, score));
-        /* transformers' sequences: start, the tokens, padding to the widest */
-        int same = 0;
-        for (int b = 0; b < B; b++) {
-            bool eq = 1 + len[b] <= L && seq[(size_t)b * L] == o.decoder_start_token_id;
-            for (int t = 1; t < L && eq; t++) {
-                const int32_t want = seq[(size_t)b * L + t];
-                const int32_t got = t - 1 < len[b] ? ids[(size_t)b * max_out + t - 1]
-                                                   : o.pad_token_id >= 0 ? o.pad_token_id
-                                                                         : o.eos_token_id;
-                eq = got == want;
-            }
-            same += eq;
-            if (!eq) {
-                printf("    %s case %d sentence %d differs:\n      transformers:", name, g, b);
-                for (int t = 0; t < L; t++) printf(" %d", seq[(size_t)b * L + t]);
-                printf("\n      attn:         %d", o.decoder_start_token_id);
-                for (int t = 0; t < len[b]; t++) printf(" %d", ids[(size_t)b * max_out + t]);
-                printf("\n");
-                tu_failures++;
-            }
-        }
-        printf("  %-44s %d/%d sequences identical (beams %d, lengths", name, same, B,
-               o.num_beams);
-        for (int b = 0; b < B; b++) printf(" %d", len[b]);
-        printf(")%s\n", same == B ? "" : " FAIL");
+        same_sequences(name, g, &o, B, seq, L, ids, len, max_out);
         if (o.num_beams > 1) {
             snprintf(key, sizeof key, "%s.gen.%d.scores", name, g);
             float *rs = ref_f32(key, NULL);
@@ -297,10 +308,368 @@ static void test_bad_dirs(void **state) {
     tu_rm_tree(dir);
 }
 
+/* ---- attn translate on the directories, end to end --------------------------------------------
+ * `attn translate --model DIR --ids` (one source per line, its </s> included; out: the generated
+ * ids without the start and </s>) against transformers' generate: the directory's
+ * generation_config.json alone (case 2), and for Marian --beam 1 --max-tokens 19 (case 0:
+ * num_beams 1, max_length 20). */
+static int cli_case(const char *name, const char *dir, int g, const char *opts, const char *tmp) {
+    char key[256], in[700], out[700], err[700], args[3000], q[1200];
+    snprintf(key, sizeof key, "%s.src", name);
+    const attn_st_tensor *ts = ref_t(key);
+    const int B = (int)ts->shape[0], Ts = (int)ts->shape[1];
+    int32_t *src = ref_i32(key, NULL);
+    snprintf(key, sizeof key, "%s.src_len", name);
+    int32_t *src_len = ref_i32(key, NULL);
+    snprintf(key, sizeof key, "%s.gen.%d.seq", name, g);
+    const int L = (int)ref_t(key)->shape[1];
+    int32_t *seq = ref_i32(key, NULL);
+    snprintf(in, sizeof in, "%s/in.txt", tmp);
+    snprintf(out, sizeof out, "%s/out.txt", tmp);
+    snprintf(err, sizeof err, "%s/err.txt", tmp);
+    FILE *f = fopen(in, "w");
+    assert_non_null(f);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < src_len[b]; t++)
+            fprintf(f, "%d%c", src[(size_t)b * Ts + t], t + 1 < src_len[b] ? ' ' : '\n');
+    fclose(f);
+    snprintf(args, sizeof args, "translate --model %s --ids %s", tu_shq(dir, q, sizeof q), opts);
+    const int rc = tu_run_cli_files(args, in, out, err);
+    size_t n;
+    char *text = tu_read_all(out, &n);
+    assert_non_null(text);
+    if (rc != 0) {
+        char *e = tu_read_all(err, &n);
+        fail_msg("attn %s: exit %d: %s", args, rc, e ? e : "");
+    }
+    attn_hf_generate_options o;
+    OK(attn_hf_generate_config_load(dir, &o));
+    int same = 0;
+    char *save = NULL, *line = strtok_r(text, "\n", &save);
+    for (int b = 0; b < B; b++) {
+        /* transformers' tokens after the start, up to </s> or the padding */
+        char want[1024];
+        size_t k = 0;
+        want[0] = 0;
+        for (int t = 1; t < L; t++) {
+            const int32_t id = seq[(size_t)b * L + t];
+            if (id == o.eos_token_id) break;
+            k += (size_t)snprintf(want + k, sizeof want - k, k ? " %d" : "%d", id);
+        }
+        const char *got = line ? line : "(no line)";
+        if (strcmp(got, want) == 0) same++;
+        else printf("    %s: sentence %d: attn translate: %s\n      transformers:     %s\n", name, b,
+                    got, want);
+        line = line ? strtok_r(NULL, "\n", &save) : NULL;
+    }
+    printf("  attn translate --ids %-28s %-24s %d/%d identical to generate\n", name, opts, same,
+           B);
+    free(text), free(src), free(src_len), free(seq);
+    return B - same;
+}
+
+static void test_translate_cli(void **state) {
+    (void)state;
+    if (!ref_open()) tu_skip("no seq2seq.safetensors (tools/ref_seq2seq.py, run by tests/run.sh)");
+    if (access(tu_attn_bin(), X_OK) != 0) tu_skip("no %s (make)", tu_attn_bin());
+    char tmp[512];
+    assert_int_equal(tu_mkdtemp(tmp, sizeof tmp, "seq2seq-cli"), 0);
+    char list[1024];
+    snprintf(list, sizeof list, "%s", attn_st_metadata(REF, "models"));
+    int bad = 0, n = 0;
+    for (char *save = NULL, *name = strtok_r(list, ",", &save); name;
+         name = strtok_r(NULL, ",", &save), n++) {
+        const char *dir = model_dir(name);
+        bad += cli_case(name, dir, 2, "", tmp);
+        if (strncmp(name, "marian", 6) == 0) bad += cli_case(name, dir, 0, "--beam 1 --max-tokens 19", tmp);
+    }
+    assert_true(n >= 5);
+    /* one-line errors */
+    char args[3000], q[1200], in[700], out[700], err[700];
+    snprintf(in, sizeof in, "%s/in.txt", tmp);
+    snprintf(out, sizeof out, "%s/out.txt", tmp);
+    snprintf(err, sizeof err, "%s/err.txt", tmp);
+    tu_write_all(in, "1 2 x\n", 6);
+    snprintf(args, sizeof args, "translate --model %s --ids",
+             tu_shq(model_dir("m2m100_relu"), q, sizeof q));
+    assert_int_equal(tu_run_cli_files(args, in, out, err), 1);
+    tu_expect_error_file(err, "<input>:1");
+    snprintf(args, sizeof args, "translate --model %s --ids --tgt-lang zho_Hans",
+             tu_shq(model_dir("m2m100_relu"), q, sizeof q));
+    assert_int_equal(tu_run_cli_files(args, in, out, err), 1);
+    tu_expect_error_file(err, "tokenizer");
+    tu_rm_tree(tmp);
+    assert_int_equal(bad, 0);
+}
+
+/* `attn translate` with text in and out on a Marian and an NLLB-style M2M100 directory
+ * (tools/ref_seq2seq_text.py: tiny random models, tokenizers from SentencePiece models trained
+ * there): each case's output lines equal transformers' tokenizer + generate + decode. */
+static void test_translate_text_cli(void **state) {
+    (void)state;
+    char d[4200], path[4400], in[4400], args[6000], q[4400], out[700], err[700], tmp[512];
+    snprintf(d, sizeof d, "%s", tu_ref_path("seq2seq_text"));
+    snprintf(in, sizeof in, "%s/in.txt", d);
+    if (access(in, R_OK) != 0)
+        tu_skip("no %s (tools/ref_seq2seq_text.py, run by tests/run.sh)", in);
+    if (access(tu_attn_bin(), X_OK) != 0) tu_skip("no %s (make)", tu_attn_bin());
+    assert_int_equal(tu_mkdtemp(tmp, sizeof tmp, "seq2seq-text"), 0);
+    snprintf(out, sizeof out, "%s/out.txt", tmp);
+    snprintf(err, sizeof err, "%s/err.txt", tmp);
+    int k = 0, bad = 0;
+    for (;; k++) {
+        snprintf(path, sizeof path, "%s/case%d.dir", d, k);
+        size_t n;
+        char *dir = tu_read_all(path, &n);
+        if (!dir) break;
+        snprintf(path, sizeof path, "%s/case%d.args", d, k);
+        char *opts = tu_read_all(path, &n);
+        snprintf(path, sizeof path, "%s/case%d.out", d, k);
+        char *want = tu_read_all(path, &n);
+        assert_non_null(opts);
+        assert_non_null(want);
+        snprintf(path, sizeof path, "%s/%s", d, dir);
+        snprintf(args, sizeof args, "translate --model %s %s", tu_shq(path, q, sizeof q), opts);
+        const int rc = tu_run_cli_files(args, in, out, err);
+        char *got = tu_read_all(out, &n);
+        if (rc != 0) {
+            char *e = tu_read_all(err, &n);
+            fail_msg("attn %s: exit %d: %s", args, rc, e ? e : "");
+        }
+        const bool same = got && strcmp(got, want) == 0;
+        printf("  attn translate %-6s %-48s %s\n", dir, opts,
+               same ? "identical to transformers" : "DIFFERS");
+        if (!same) printf("    attn:\n%s    transformers:\n%s", got ? got : "", want), bad++;
+        free(dir), free(opts), free(want), free(got);
+    }
+    assert_true(k >= 4);
+    /* an unknown language code: one line naming it */
+    snprintf(path, sizeof path, "%s/nllb", d);
+    snprintf(args, sizeof args, "translate --model %s --tgt-lang xyz_Abcd",
+             tu_shq(path, q, sizeof q));
+    assert_int_equal(tu_run_cli_files(args, in, out, err), 1);
+    tu_expect_error_file(err, "xyz_Abcd");
+    tu_rm_tree(tmp);
+    assert_int_equal(bad, 0);
+}
+
+/* ---- attn's own models exported (attn_encdec_save_hf_dir) ------------------------------------ */
+
+/* A random attn model of configuration c, every tensor perturbed (biases and norms too) so every
+ * path carries signal, and </s> (id 3) made likelier so sentences end at various lengths. */
+static attn_encdec_model *random_model(const attn_encdec_config *c, uint64_t seed) {
+    attn_encdec_model *m;
+    OK(attn_encdec_model_init(c, seed, &m));
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const attn_encdec_tensor *t = &m->tensors[i];
+        const float amp = t->ndim == 1 ? 0.2f : 0.15f;
+        for (size_t k = 0; k < t->numel; k++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            m->params[t->offset + k] += amp * ((float)(x >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
+        }
+    }
+    const int C = c->d_model;
+    if (c->logits_bias) m->w.out_b[3] += 2.5f;
+    else
+        for (int i = 0; i < C; i++) m->w.out_w[3 * C + i] *= 6.0f;
+    return m;
+}
+
+/* Logits (B, Tt, V) of m on the batch (src, src_len, tgt). */
+static float *logits_of(const attn_encdec_model *m, int B, int Ts, int Tt, const int32_t *src,
+                        const int32_t *src_len, const int32_t *tgt) {
+    attn_encdec_state *st;
+    OK(attn_encdec_state_init(m, B, Ts, Tt, &st));
+    int32_t tl[64];
+    for (int b = 0; b < B; b++) tl[b] = Tt;
+    float *lg = malloc((size_t)B * Tt * m->cfg.tgt_vocab * sizeof *lg);
+    OK(attn_encdec_forward(m, st, B, Ts, Tt, src, src_len, tgt, tl, lg));
+    attn_encdec_state_free(st);
+    return lg;
+}
+
+/* transformers on the export (tools/check_seq2seq_hf.py): the logits of m within TOL_LOGITS of
+ * max|logit|, every generate case's sequences those of attn_hf_generate on m with the export's
+ * generation_config.json, beam scores within TOL_SCORE. */
+static void check_export_in_transformers(const char *name, const char *dir,
+                                         const attn_encdec_model *m) {
+    const char *b = getenv("ATTN_BUILD");
+    char py[4096], cmd[12000], out[4200], what[200];
+    snprintf(py, sizeof py, "%s/../.venv/bin/python", b && *b ? b : "build");
+    if (access(py, X_OK) != 0) tu_skip("no %s (sh tools/install_deps.sh)", py);
+    if (access("tools/check_seq2seq_hf.py", R_OK) != 0)
+        tu_skip("tools/check_seq2seq_hf.py not found (run from the repository root)");
+    snprintf(out, sizeof out, "%s/hf.safetensors", dir);
+    snprintf(cmd, sizeof cmd, "'%s' tools/check_seq2seq_hf.py '%s' '%s'", py, dir, out);
+    if (tu_sh_indented(cmd, "  ") != 0) fail_msg("%s failed", cmd);
+    attn_st_file *f;
+    if (attn_st_open(out, &f)) fail_msg("%s", attn_last_error());
+    const attn_st_tensor *ts = attn_st_find(f, "src"), *tt = attn_st_find(f, "tgt");
+    assert_non_null(ts);
+    assert_non_null(tt);
+    const int B = (int)ts->shape[0], Ts = (int)ts->shape[1], Tt = (int)tt->shape[1];
+    int32_t *src = st_i32(f, "src", NULL), *src_len = st_i32(f, "src_len", NULL);
+    int32_t *tgt = st_i32(f, "tgt", NULL);
+    float *ref = st_f32(f, "logits", NULL);
+    float *lg = logits_of(m, B, Ts, Tt, src, src_len, tgt);
+    snprintf(what, sizeof what, "%s: transformers' logits on the export vs attn's", name);
+    tu_close(what, lg, ref, (size_t)B * Tt * m->cfg.tgt_vocab, TOL_LOGITS, 0);
+    const int n_gens = atoi(attn_st_metadata(f, "gens"));
+    attn_translate_session *s;
+    OK(attn_translate_session_init(m, B, 4, Ts, m->cfg.max_len, &s));
+    const int max_out = m->cfg.max_len + 1;
+    int32_t *ids = malloc((size_t)B * max_out * sizeof *ids), len[64];
+    float score[64];
+    for (int g = 0; g < n_gens; g++) {
+        char key[64];
+        snprintf(key, sizeof key, "gen.%d.opts", g);
+        int32_t *opts = st_i32(f, key, NULL);
+        attn_hf_generate_options o;
+        OK(attn_hf_generate_config_load(dir, &o));
+        if (opts[0]) o.num_beams = opts[0], o.max_length = opts[1];
+        OK(attn_hf_generate(s, &o, B, Ts, src, src_len, max_out, ids, len, score));
+        snprintf(key, sizeof key, "gen.%d.seq", g);
+        const int L = (int)attn_st_find(f, key)->shape[1];
+        int32_t *seq = st_i32(f, key, NULL);
+        same_sequences(name, g, &o, B, seq, L, ids, len, max_out);
+        if (o.num_beams > 1) {
+            snprintf(key, sizeof key, "gen.%d.scores", g);
+            float *rs = st_f32(f, key, NULL);
+            snprintf(what, sizeof what, "%s: case %d sequences_scores", name, g);
+            tu_close(what, score, rs, (size_t)B, TOL_SCORE, 1e-6);
+            free(rs);
+        }
+        free(seq), free(opts);
+    }
+    attn_translate_session_free(s);
+    attn_st_close(f);
+    free(ids), free(src), free(src_len), free(tgt), free(ref), free(lg);
+}
+
+static attn_encdec_config small_config(int V, int C, int H, int F, int nE, int nD) {
+    attn_encdec_config c = attn_encdec_default_config();
+    c.src_vocab = c.tgt_vocab = V;
+    c.d_model = C, c.n_head = H, c.d_ff = F, c.n_enc_layers = nE, c.n_dec_layers = nD;
+    c.max_len = 24;
+    c.dropout = 0.1f;
+    return c;
+}
+
+static void test_export_hf(void **state) {
+    (void)state;
+    char root[512];
+    assert_int_equal(tu_mkdtemp(root, sizeof root, "seq2seq-export"), 0);
+    struct {
+        const char *name;
+        attn_encdec_arch arch;
+        attn_encdec_config c;
+    } cases[4];
+    /* attn train's default: post-LN, attn's interleaved sinusoids, separate untied embeddings,
+     * a logits bias -> Marian with the C axis reordered */
+    cases[0].name = "post-LN, sinusoidal, separate -> Marian";
+    cases[0].arch = ATTN_ENCDEC_ARCH_MARIAN;
+    cases[0].c = small_config(41, 24, 3, 40, 2, 2);
+    /* Marian's own table, shared and tied, SiLU, unscaled, no logits bias */
+    cases[1].name = "post-LN, halves, shared, no bias -> Marian";
+    cases[1].arch = ATTN_ENCDEC_ARCH_MARIAN;
+    cases[1].c = small_config(37, 16, 2, 24, 1, 3);
+    cases[1].c.positions = ATTN_ENCDEC_SINUSOIDAL_HALVES;
+    cases[1].c.share_embeddings = cases[1].c.tie_output = true;
+    cases[1].c.activation = ATTN_ENCDEC_SILU;
+    cases[1].c.scale_embedding = false;
+    cases[1].c.logits_bias = false;
+    /* the demo's kind (pre-LN, shared and tied) with fairseq's positions, no bias -> M2M100 */
+    cases[2].name = "pre-LN, fairseq, shared, tied -> M2M100";
+    cases[2].arch = ATTN_ENCDEC_ARCH_M2M100;
+    cases[2].c = small_config(45, 32, 4, 48, 2, 2);
+    cases[2].c.pre_ln = true;
+    cases[2].c.positions = ATTN_ENCDEC_SINUSOIDAL_FAIRSEQ;
+    cases[2].c.share_embeddings = cases[2].c.tie_output = true;
+    cases[2].c.logits_bias = false;
+    cases[3].name = "pre-LN, fairseq, untied, gelu -> M2M100";
+    cases[3].arch = ATTN_ENCDEC_ARCH_M2M100;
+    cases[3].c = small_config(39, 20, 4, 28, 3, 1);
+    cases[3].c.pre_ln = true;
+    cases[3].c.positions = ATTN_ENCDEC_SINUSOIDAL_FAIRSEQ;
+    cases[3].c.share_embeddings = true;
+    cases[3].c.activation = ATTN_ENCDEC_GELU;
+    cases[3].c.logits_bias = false;
+    for (int k = 0; k < 4; k++) {
+        attn_encdec_model *m = random_model(&cases[k].c, 100 + (uint64_t)k);
+        char dir[700];
+        snprintf(dir, sizeof dir, "%s/export%d", root, k);
+        attn_encdec_hf_export o = attn_encdec_hf_export_default(cases[k].arch);
+        OK(attn_encdec_save_hf_dir(m, dir, &o));
+        printf("  %s\n", cases[k].name);
+        /* attn reads the export back as the same model */
+        attn_encdec_model *m2;
+        OK(attn_encdec_load_dir(dir, &m2));
+        assert_int_equal(m2->cfg.arch, cases[k].arch);
+        const int32_t src[2 * 5] = {5, 6, 7, 8, 3, 9, 10, 3, 0, 0}, src_len[2] = {5, 3};
+        const int32_t tgt[2 * 4] = {2, 11, 12, 13, 2, 14, 15, 16};
+        float *a = logits_of(m, 2, 5, 4, src, src_len, tgt);
+        float *b2 = logits_of(m2, 2, 5, 4, src, src_len, tgt);
+        char what[200];
+        snprintf(what, sizeof what, "%s: attn on its export vs attn", cases[k].name);
+        tu_close(what, b2, a, (size_t)2 * 4 * m->cfg.tgt_vocab, 1e-5, 0);
+        free(a), free(b2);
+        attn_encdec_model_free(m2);
+        check_export_in_transformers(cases[k].name, dir, m);
+        attn_encdec_model_free(m);
+    }
+    /* what the architectures cannot be: one-line errors naming the field */
+    attn_encdec_config demo = small_config(41, 16, 2, 24, 1, 1);
+    demo.pre_ln = true, demo.share_embeddings = demo.tie_output = true; /* the demo's kind */
+    struct {
+        attn_encdec_arch arch;
+        const char *s1, *s2;
+    } bad[] = {
+        {ATTN_ENCDEC_ARCH_MARIAN, "pre_ln", "post-LN only"},
+        {ATTN_ENCDEC_ARCH_M2M100, "positions", "sinusoidal_fairseq"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        attn_encdec_model *m = random_model(&demo, 7);
+        attn_encdec_hf_export o = attn_encdec_hf_export_default(bad[i].arch);
+        tu_expect_fail3(attn_encdec_save_hf_dir(m, root, &o), ATTN_STATUS_UNSUPPORTED, "export",
+                        bad[i].s1, bad[i].s2);
+        attn_encdec_model_free(m);
+    }
+    attn_encdec_config c = demo;
+    c.positions = ATTN_ENCDEC_SINUSOIDAL_FAIRSEQ; /* the logits bias is left */
+    attn_encdec_model *m = random_model(&c, 8);
+    attn_encdec_hf_export o = attn_encdec_hf_export_default(ATTN_ENCDEC_ARCH_M2M100);
+    tu_expect_fail3(attn_encdec_save_hf_dir(m, root, &o), ATTN_STATUS_UNSUPPORTED, "logits_bias",
+                    "no bias", NULL);
+    memset(m->w.out_b, 0, (size_t)c.tgt_vocab * sizeof(float)); /* an all-zero bias is none */
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/zero-bias", root);
+    OK(attn_encdec_save_hf_dir(m, dir, &o));
+    attn_encdec_model_free(m);
+    c = demo, c.pre_ln = false, c.positions = ATTN_ENCDEC_LEARNED;
+    m = random_model(&c, 9);
+    o = attn_encdec_hf_export_default(ATTN_ENCDEC_ARCH_MARIAN);
+    tu_expect_fail3(attn_encdec_save_hf_dir(m, root, &o), ATTN_STATUS_UNSUPPORTED, "positions",
+                    "learned", NULL);
+    attn_encdec_model_free(m);
+    c = demo, c.pre_ln = false, c.layer_norm_eps = 1e-6f;
+    m = random_model(&c, 10);
+    tu_expect_fail3(attn_encdec_save_hf_dir(m, root, &o), ATTN_STATUS_UNSUPPORTED,
+                    "layer_norm_eps", "1e-06", NULL);
+    o.eos_id = 99;
+    tu_expect_fail3(attn_encdec_save_hf_dir(m, root, &o), ATTN_STATUS_INVALID_ARGUMENT, "eos_id",
+                    "99", NULL);
+    attn_encdec_model_free(m);
+    tu_rm_tree(root);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_models),
         cmocka_unit_test(test_bad_dirs),
+        cmocka_unit_test(test_export_hf),
+        cmocka_unit_test(test_translate_cli),
+        cmocka_unit_test(test_translate_text_cli),
     };
     int rc = cmocka_run_group_tests_name("seq2seq", tests, NULL, NULL);
     if (REF) attn_st_close(REF);

@@ -7,6 +7,7 @@
  * and written back in input order, so the output is still one line per input line and streams
  * window by window. */
 #include "cmd_translate.h"
+#include "cmd_translate_hf.h"
 
 #include "cli.h"
 
@@ -38,7 +39,24 @@ static const char translate_usage[] =
     "  --heuristic-stop    end a beam search once K beams finished and none of the live ones\n"
     "                      beats them at its current length (faster with A > 0; the default\n"
     "                      stops only when no live beam can win at any length)\n"
-    "  --scores            prefix each line with its score and a tab\n";
+    "  --scores            prefix each line with its score and a tab\n"
+    "  --max-tokens N      the same as --max-len N\n"
+    "\n"
+    "Hugging Face translation directories (MarianMTModel / opus-mt, M2M100ForConditionalGeneration\n"
+    "/ NLLB-200, and 'attn export' output) decode as transformers' generate does, with the\n"
+    "directory's generation_config.json as defaults. Text goes through the directory's tokenizer\n"
+    "(Marian: source.spm, target.spm, vocab.json; NLLB: tokenizer.json with an NLLB\n"
+    "tokenizer_config.json; otherwise a plain tokenizer.json, </s> appended). Options there:\n"
+    "  --beam K            num_beams (default: generation_config.json's)\n"
+    "  --max-tokens N      max_new_tokens (default: generation_config.json's max_length)\n"
+    "  --src-lang L        NLLB / M2M100: the source language code (e.g. eng_Latn; default the\n"
+    "                      tokenizer's src_lang)\n"
+    "  --tgt-lang L        NLLB / M2M100: the forced first token (e.g. zho_Hans); Marian: its\n"
+    "                      >>L<< token put before the source (multi-target models)\n"
+    "  --ids               input lines are source ids (space- or comma-separated, </s> included),\n"
+    "                      output lines ids (without the decoder start and </s>)\n"
+    "  --batch N, --scores as above (the score: transformers' sequences_scores for beams, the\n"
+    "                      sum of log-probabilities for greedy)\n";
 
 typedef struct {
     attn_encdec_model *m;
@@ -104,8 +122,7 @@ static void clear_window(item *w, int n) {
 }
 
 static attn_status setup(ctx *c, const char *dir) {
-    attn_status s = attn_encdec_load_dir(dir, &c->m);
-    if (s) return s;
+    attn_status s;
     if ((s = attn_tok_load(dir, &c->tok))) return s;
     const int32_t bos = attn_tok_special_id(c->tok, ATTN_TOK_BOS);
     const int32_t eos = attn_tok_special_id(c->tok, ATTN_TOK_EOS);
@@ -151,6 +168,9 @@ int cmd_translate(int argc, char **argv) {
     c.batch = 32;
     const char *dir = NULL;
     int first_text = argc;
+    translate_hf_args hf;
+    memset(&hf, 0, sizeof hf);
+    bool beam_set = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -162,12 +182,18 @@ int cmd_translate(int argc, char **argv) {
         } else if (!strcmp(a, "--beam")) {
             if (!cli_parse_int(v, 1, 256, &c.o.beam_size))
                 return cli_usage_error("--beam needs a number from 1 to 256");
+            beam_set = true;
             i++;
         } else if (!strcmp(a, "--length-penalty")) {
             if (!parse_float(v, -10.0f, 10.0f, &c.o.length_penalty))
                 return cli_usage_error("--length-penalty needs a number from -10 to 10");
             i++;
-        } else if (!strcmp(a, "--max-len")) {
+        } else if (!strcmp(a, "--ids")) {
+            hf.ids = true;
+        } else if (!strcmp(a, "--src-lang") || !strcmp(a, "--tgt-lang")) {
+            if (!v || !*v) return cli_usage_error("%s needs a language code", a);
+            *(a[2] == 's' ? &hf.src_lang : &hf.tgt_lang) = v, i++;
+        } else if (!strcmp(a, "--max-len") || !strcmp(a, "--max-tokens")) {
             if (!cli_parse_int(v, 1, 1 << 20, &c.o.max_len))
                 return cli_usage_error("--max-len needs a positive number");
             i++;
@@ -194,7 +220,21 @@ int cmd_translate(int argc, char **argv) {
         }
     }
     if (!dir) return cli_usage_error("translate needs --model DIR");
-    attn_status s = setup(&c, dir);
+    attn_status s = attn_encdec_load_dir(dir, &c.m);
+    if (!s && c.m->cfg.arch != ATTN_ENCDEC_ARCH_ATTN) {
+        hf.dir = dir, hf.beam = beam_set ? c.o.beam_size : 0, hf.max_tokens = c.o.max_len;
+        hf.batch = c.batch, hf.scores = c.scores;
+        s = translate_hf(&hf, c.m, first_text < argc ? argv + first_text : NULL,
+                         first_text < argc ? argc - first_text : 0);
+        attn_encdec_model_free(c.m);
+        return s ? cli_fail(s) : CLI_EXIT_OK;
+    }
+    if (!s && (hf.ids || hf.src_lang || hf.tgt_lang))
+        s = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                           "%s: --ids, --src-lang and --tgt-lang are for Hugging Face translation "
+                           "directories (Marian, M2M100 / NLLB); this is attn's own model",
+                           dir);
+    if (!s) s = setup(&c, dir);
     const int wcap = c.batch * 16;
     item *w = calloc((size_t)wcap, sizeof *w);
     if (!s && !w) s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");

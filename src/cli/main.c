@@ -10,6 +10,7 @@
 #include "cmd_tokenizer.h"
 #include "cmd_train.h"
 #include "cmd_translate.h"
+#include "cmd_export.h"
 
 #include "attn_kernels.h"
 
@@ -67,6 +68,9 @@ static const char usage_text[] =
     "        the most probable tokens at each [MASK] (a BertForMaskedLM directory)\n"
     "  translate --model DIR [--beam K] [--length-penalty A] [--batch N] [TEXT...]\n"
     "        translate TEXT, or each line of standard input (greedy with --beam 1)\n"
+    "  export --format hf-marian|hf-m2m100 MODEL OUT [--beams K]\n"
+    "        save a translator as the Hugging Face directory (MarianMTModel or M2M100) that is\n"
+    "        the same model, for transformers and CTranslate2 (see 'attn export --help')\n"
     "  bleu HYPOTHESES REFERENCES... [--tokenize zh|13a|none] [--lowercase] [--json]\n"
     "        corpus BLEU identical to sacreBLEU 2.x (4-grams, closest-reference brevity\n"
     "        penalty, 'exp' smoothing); one sentence per line; several REFERENCES files are\n"
@@ -180,6 +184,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "similarity")) return cmd_similarity(sub_argc, sub_argv);
     if (!strcmp(cmd, "fill-mask")) return cmd_fill_mask(sub_argc, sub_argv);
     if (!strcmp(cmd, "translate")) return cmd_translate(sub_argc, sub_argv);
+    if (!strcmp(cmd, "export")) return cmd_export(sub_argc, sub_argv);
     if (!strcmp(cmd, "forward")) return cmd_forward(sub_argc, sub_argv);
     if (!strcmp(cmd, "generate")) return cmd_generate(sub_argc, sub_argv);
     if (!strcmp(cmd, "chat")) return cmd_chat(sub_argc, sub_argv);

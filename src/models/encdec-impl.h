@@ -76,4 +76,8 @@ attn_status encdec_config_load_any(const char *path, attn_encdec_config *cfg);
  * must outlive the map. */
 mdl_name_map encdec_hf_name_map(const attn_encdec_config *c);
 
+/* The parameter table of configuration c (names, shapes, offsets; what attn_encdec_model_init
+ * would record) without allocating the parameters. Free *t with attn_free. */
+attn_status encdec_table(const attn_encdec_config *c, attn_param_info **t, int *n);
+
 #endif

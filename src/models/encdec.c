@@ -165,6 +165,25 @@ static void pos_table_fill(const attn_encdec_config *c, float *P) {
     }
 }
 
+attn_status encdec_table(const attn_encdec_config *c, attn_param_info **t, int *n) {
+    *t = NULL, *n = 0;
+    ATTN_TRY(attn_encdec_config_check(c));
+    attn_encdec_weights w;
+    memset(&w, 0, sizeof w);
+    w.enc = attn_calloc((size_t)c->n_enc_layers * sizeof *w.enc);
+    w.dec = attn_calloc((size_t)c->n_dec_layers * sizeof *w.dec);
+    mdl_layout L = mdl_layout_begin(NULL, true);
+    if (w.enc && w.dec) layout(c, &L, &w);
+    const bool oom = !w.enc || !w.dec || L.oom;
+    attn_free(w.enc), attn_free(w.dec);
+    if (oom) {
+        attn_free(L.t);
+        return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "encdec: out of memory for a tensor table");
+    }
+    *t = L.t, *n = L.n;
+    return ATTN_STATUS_OK;
+}
+
 void encdec_layout_grads(const attn_encdec_model *m, float *grads, attn_encdec_weights *g) {
     mdl_layout L = mdl_layout_begin(grads, false);
     layout(&m->cfg, &L, g);
@@ -862,8 +881,8 @@ attn_status attn_encdec_save_dir(const attn_encdec_model *m, const char *dir) {
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec save: NULL argument");
     if (m->cfg.arch != ATTN_ENCDEC_ARCH_ATTN)
         return attn_fail(ATTN_STATUS_UNSUPPORTED,
-                         "encdec save: writing Marian / M2M100 directories is not implemented "
-                         "(the model was loaded from one; its directory is already the model)");
+                         "encdec save: a Marian / M2M100 model is saved in its own format by "
+                         "attn_encdec_save_hf_dir (attn export), not in attn's");
     ATTN_TRY(mdl_make_dir(dir, "encdec save"));
     char path[4096];
     /* Weights first, then the config: a reader that finds a config beside an old weight file
