@@ -7,7 +7,7 @@
 # bench/setup.sh).
 #   sh bench/ct2_export.sh [BUILD] [MODEL]     MODEL: an attn train directory whose config
 #                                              exports as M2M100 (default models/demo-en-zh,
-#                                              trained with configs/demo-en-zh.json)
+#                                              trained with configs/demo-en-zh-m2m100.json)
 #   N=1000 sh bench/ct2_export.sh              sentences of MODEL/test.src (default 200)
 # A Marian export converts too, but CTranslate2's Marian conventions are not attn's model: it
 # starts the decoder from a zero embedding and drops the last vocabulary row (Marian's <pad>),

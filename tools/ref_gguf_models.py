@@ -145,6 +145,8 @@ def write_gguf(gguf, path, arch, cfg, tensors, qtype):
         if D != cfg.hidden_size // cfg.num_attention_heads:
             w.add_key_length(D)
             w.add_value_length(D)
+        if getattr(cfg, "model_type", "") == "mistral" and cfg.sliding_window:
+            w.add_sliding_window(cfg.sliding_window)  # llama.attention.sliding_window
         rs = getattr(cfg, "rope_scaling", None) or rp
         if rs and rs.get("rope_type", rs.get("type")) == "linear":
             w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
@@ -273,7 +275,7 @@ def run(models, outdir, name, seed):
 
 def models():
     from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-                              Qwen2Config, Qwen2ForCausalLM)
+                              MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
     common = dict(max_position_embeddings=64, vocab_size=97, rms_norm_eps=1e-6)
 
     def llama(**kw):
@@ -297,6 +299,11 @@ def models():
               rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                             "high_freq_factor": 4.0, "original_max_position_embeddings": 16})
     out.append(("llama_llama3_f32", "llama", LlamaForCausalLM, llama(**l3), "f32", None))
+    # Mistral (the llama architecture) with a sliding window shorter than the sequences: the
+    # file carries llama.attention.sliding_window
+    mis = dict(common, **dict(gqa, sliding_window=5))
+    out.append(("mistral_window_q8_0", "llama", MistralForCausalLM, MistralConfig(**mis), "q8_0",
+                None))
     for q in ("f32", "q8_0"):
         out.append((f"qwen2_{q}", "qwen2", Qwen2ForCausalLM, Qwen2Config(**qwen), q, None))
     out.append(("gpt2_f32", "gpt2", GPT2LMHeadModel, GPT2Config(**gpt2), "f32", None))

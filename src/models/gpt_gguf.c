@@ -216,7 +216,24 @@ static attn_status read_config(const attn_gguf *g, attn_gpt_config *c, bool *int
     c->activation = ATTN_ACT_SILU;
     c->attention_bias = a != ATTN_GPT_ARCH_QWEN2 && has_tensor(g, "blk.0.attn_q.bias");
     c->mlp_bias = a == ATTN_GPT_ARCH_LLAMA && has_tensor(g, "blk.0.ffn_gate.bias");
-    c->sliding_window = 0, c->use_sliding_window = false;
+    /* a sliding window (Mistral's, when a converter writes ARCH.attention.sliding_window): every
+     * layer sees its last W keys, as the directory's sliding_window does; none at or beyond
+     * the context */
+    int window = 0;
+    ATTN_TRY(meta_int(g, arch, "attention.sliding_window", false, 0, BIG, false, 0, &window));
+    /* (qwen2 / qwen3: transformers uses their sliding_window only with use_sliding_window, which
+     * GGUF does not carry and their released models leave false: the key is not read) */
+    c->sliding_window =
+        a == ATTN_GPT_ARCH_LLAMA && window > 0 && window < c->n_positions ? window : 0;
+    c->use_sliding_window = c->sliding_window > 0;
+    if (c->sliding_window) { /* the llama architecture with a window: Mistral's composition */
+        if (c->attention_bias || c->mlp_bias)
+            return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                             "%s: a sliding window with q/k/v or MLP biases is not a model attn "
+                             "runs (Mistral has neither)",
+                             name);
+        c->arch = ATTN_GPT_ARCH_MISTRAL;
+    }
     return ATTN_STATUS_OK;
 }
 
