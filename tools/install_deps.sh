@@ -13,7 +13,7 @@
 #   .venv:  /usr/bin/python3 venv with system site packages (sees Debian's torch and numpy),
 #           plus sacrebleu 2.6.0 (the BLEU reference), tokenizers 0.21.4, transformers 4.49.0 and
 #           sentence-transformers 2.7.0 from PyPI (tokenizer, GPT-2 and BERT references), gguf
-#           0.17.1 and accelerate 1.0.1 (transformers' GGUF loading), sentencepiece 0.2.0 and
+#           0.17.1 (transformers' GGUF loading; accelerate is removed: see below), sentencepiece 0.2.0 and
 #           protobuf 4.25.3 (SentencePiece's trainer and MarianTokenizer / the NLLB, T5 and XLM-R
 #           converters: tools/ref_tokenizer_spm.py)
 set -e
