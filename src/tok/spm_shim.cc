@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -184,16 +185,16 @@ std::string check_model(const std::string &bytes) {
 extern "C" int tok_spm_load(const void *data, size_t n, tok_spm **out, char *err, size_t errn) {
     *out = nullptr;
     try {
-        tok_spm *s = new tok_spm;
+        /* owned until handed out: an exception from the library (or read_model_type) below
+         * must not leak the half-loaded model */
+        std::unique_ptr<tok_spm> s(new tok_spm);
         std::string bytes(static_cast<const char *>(data), n);
         std::string bad = check_model(bytes);
         if (!bad.empty()) {
-            delete s;
             return fail(err, errn, "not a usable SentencePiece model", bad);
         }
         auto st = s->sp.LoadFromSerializedProto(bytes);
         if (!st.ok()) {
-            delete s;
             std::string m = st.ToString();
             if (m.find("ParseFromArray") != std::string::npos)
                 m = "the protobuf does not parse (a truncated file, or another kind of file)";
@@ -201,11 +202,10 @@ extern "C" int tok_spm_load(const void *data, size_t n, tok_spm **out, char *err
             return fail(err, errn, "not a SentencePiece model", m);
         }
         if (s->sp.GetPieceSize() <= 0) {
-            delete s;
             return fail(err, errn, "not a SentencePiece model", "no pieces");
         }
         s->model_type = read_model_type(bytes) - 1;
-        *out = s;
+        *out = s.release();
         return 0;
     } catch (const std::bad_alloc &) {
         return fail(err, errn, "SentencePiece model", "out of memory");
