@@ -245,12 +245,18 @@ static void do_decode(const attn_tok *t, const uint8_t *s, size_t n, unsigned fl
                      (uint32_t)s[4 * i + 2] << 16 | (uint32_t)s[4 * i + 3] << 24;
         /* mostly small ids, so decoding gets exercised, and now and then anything */
         ids[i] = (u >> 31) ? (int32_t)u : (int32_t)(u % (uint32_t)(V + 3));
-        if (ids[i] < 0 || ids[i] >= V) in_range = false;
+        /* in range: an id the vocabulary holds (a vocabulary may leave ids unassigned below its
+         * size, e.g. added tokens past a gap; decoding those is a clean error too) */
+        if (ids[i] < 0 || ids[i] >= V || !attn_tok_id_to_token(t, ids[i])) in_range = false;
     }
     char *text;
     size_t len;
     attn_status st = attn_tok_decode_alloc(t, ids, k, flags, &text, &len);
-    if (!st != in_range) abort();
+    if (!st != in_range) {
+        fprintf(stderr, "fuzz_tokenize: decode of %zu ids (in range: %d) gave status %d: %s\n", k,
+                (int)in_range, (int)st, st ? attn_last_error() : "");
+        abort();
+    }
     if (st) {
         fuzz_check_message(attn_last_error());
     } else {
