@@ -8,6 +8,7 @@
 
 #include "../core/core-impl.h"
 #include "config-impl.h"
+#include "gpt-impl.h"
 
 #include <ctype.h>
 #include <jansson.h>
@@ -286,55 +287,6 @@ static attn_status from_gguf(job *j, const attn_gguf *g) {
 
 /* ---- from a Hugging Face directory: tensors ------------------------------------------------- */
 
-/* llama.cpp's name of a table entry (Hugging Face name); *conv1d: GPT-2's (in, out) weights. */
-static bool hf_to_gguf_name(const char *hf, char *out, size_t cap, bool *conv1d) {
-    static const char *const MAP[][2] = {
-        {"input_layernorm", "attn_norm"},    {"self_attn.q_proj", "attn_q"},
-        {"self_attn.k_proj", "attn_k"},      {"self_attn.v_proj", "attn_v"},
-        {"self_attn.o_proj", "attn_output"}, {"self_attn.q_norm", "attn_q_norm"},
-        {"self_attn.k_norm", "attn_k_norm"}, {"post_attention_layernorm", "ffn_norm"},
-        {"mlp.gate_proj", "ffn_gate"},       {"mlp.up_proj", "ffn_up"},
-        {"mlp.down_proj", "ffn_down"},       {"ln_1", "attn_norm"},
-        {"attn.c_attn", "attn_qkv"},         {"attn.c_proj", "attn_output"},
-        {"ln_2", "ffn_norm"},                {"mlp.c_fc", "ffn_up"},
-        {"mlp.c_proj", "ffn_down"},
-    };
-    static const char *const TOP[][2] = {
-        {"model.embed_tokens", "token_embd"}, {"model.norm", "output_norm"},
-        {"lm_head", "output"},                {"transformer.wte", "token_embd"},
-        {"transformer.wpe", "position_embd"}, {"transformer.ln_f", "output_norm"},
-    };
-    *conv1d = false;
-    const char *dot = strrchr(hf, '.');
-    if (!dot) return false;
-    const size_t stem = (size_t)(dot - hf);
-    for (size_t i = 0; i < sizeof TOP / sizeof TOP[0]; i++)
-        if (strlen(TOP[i][0]) == stem && !strncmp(hf, TOP[i][0], stem)) {
-            snprintf(out, cap, "%s%s", TOP[i][1], dot);
-            return true;
-        }
-    const char *p = hf;
-    if (!strncmp(p, "model.layers.", 13))
-        p += 13;
-    else if (!strncmp(p, "transformer.h.", 14))
-        p += 14;
-    else
-        return false;
-    char *end;
-    const long l = strtol(p, &end, 10);
-    if (end == p || *end != '.') return false;
-    p = end + 1;
-    const size_t n = (size_t)(dot - p);
-    for (size_t i = 0; i < sizeof MAP / sizeof MAP[0]; i++)
-        if (strlen(MAP[i][0]) == n && !strncmp(p, MAP[i][0], n)) {
-            snprintf(out, cap, "blk.%ld.%s%s", l, MAP[i][1], dot);
-            *conv1d = !strncmp(hf, "transformer.", 12) && !strcmp(dot, ".weight") &&
-                      (!strncmp(p, "attn.c_", 7) || !strncmp(p, "mlp.c_", 6));
-            return true;
-        }
-    return false;
-}
-
 /* convert_hf_to_gguf.py's LlamaModel.permute of rows (R, C) with n_head heads. */
 static void permute_rows(const float *w, int64_t R, int64_t C, int n_head, float *out) {
     const int64_t per = R / n_head, half = per / 2;
@@ -373,7 +325,7 @@ static attn_status hf_tensors(job *j, const attn_gpt_model *m) {
         const attn_gpt_tensor *e = &m->tensors[i];
         char gname[160];
         bool conv1d;
-        if (!hf_to_gguf_name(e->name, gname, sizeof gname, &conv1d))
+        if (!gpt_gguf_tensor_name(e->name, gname, sizeof gname, &conv1d))
             return attn_fail(ATTN_STATUS_UNSUPPORTED, "quantize: no GGUF name for tensor '%s'",
                              e->name);
         const float *w = m->params + e->offset;

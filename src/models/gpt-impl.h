@@ -87,4 +87,9 @@ attn_status gpt_llama_config_parse(json_t *root, const char *name, attn_gpt_arch
 /* The config.json object transformers' class of c->arch loads (NULL: out of memory). */
 json_t *gpt_llama_config_json(const attn_gpt_config *c);
 
+/* llama.cpp's GGUF name (out, cap bytes) of the model-table entry hf (Hugging Face names: the Llama
+ * family, GPT-2), or false when it has none; *conv1d: GPT-2's Conv1D weights, (in, out) in the
+ * table and (out, in) in GGUF. The one name map of the GGUF loader and writer (gpt_gguf.c). */
+bool gpt_gguf_tensor_name(const char *hf, char *out, size_t cap, bool *conv1d);
+
 #endif

@@ -241,7 +241,7 @@ static attn_status read_config(const attn_gguf *g, attn_gpt_config *c, bool *int
 
 /* llama.cpp's name of the table entry hf (attn's Hugging Face names), or false when the entry has
  * none. *conv1d: GPT-2's Conv1D weights, stored (in, out) in the table and (out, in) in GGUF. */
-static bool gguf_name(const char *hf, char *out, size_t cap, bool *conv1d) {
+bool gpt_gguf_tensor_name(const char *hf, char *out, size_t cap, bool *conv1d) {
     static const char *const MAP[][2] = {
         /* the Llama family */
         {"input_layernorm", "attn_norm"},   {"self_attn.q_proj", "attn_q"},
@@ -286,8 +286,8 @@ static bool gguf_name(const char *hf, char *out, size_t cap, bool *conv1d) {
     for (size_t i = 0; i < sizeof MAP / sizeof MAP[0]; i++)
         if (strlen(MAP[i][0]) == n && !strncmp(p, MAP[i][0], n)) {
             snprintf(out, cap, "blk.%.*s.%s%s", nl, l0, MAP[i][1], dot);
-            *conv1d = !strncmp(hf, "transformer.", 12) && (!strncmp(p, "attn.c_", 7) ||
-                                                           !strncmp(p, "mlp.c_", 6));
+            *conv1d = !strncmp(hf, "transformer.", 12) && !strcmp(dot, ".weight") &&
+                      (!strncmp(p, "attn.c_", 7) || !strncmp(p, "mlp.c_", 6));
             return true;
         }
     return false;
@@ -428,7 +428,7 @@ attn_status attn_gpt_from_gguf(attn_gguf *g, attn_gpt_model **out) {
     for (int i = 0; i < n && !s; i++) {
         char gname[160];
         bool conv1d;
-        if (!gguf_name(tab[i].name, gname, sizeof gname, &conv1d)) {
+        if (!gpt_gguf_tensor_name(tab[i].name, gname, sizeof gname, &conv1d)) {
             s = attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt gguf: no GGUF name for '%s'",
                           tab[i].name);
             break;
