@@ -16,6 +16,7 @@
 # CI machines may lack AVX-512, this one does). Outside CI every skip is only listed.
 # Exit status: non-zero on any failed test or reference generator, and under CI on a software skip.
 #   sh tests/run.sh [BUILD]              (default build)
+#   ATTN_REF_FROM=DIR sh tests/run.sh B  copy the references from DIR instead of generating them
 #   sh tests/run.sh --skips LOG...       only the skip list and the CI rule, over cmocka output
 #                                        files named PROG.log (.ci/valgrind.sh uses it)
 
@@ -91,7 +92,16 @@ PY="$ROOT/.venv/bin/python"
 [ -x "$PY" ] || { echo "error: $PY missing: run 'sh tools/install_deps.sh'"; exit 1; }
 
 fail=0
-for gen in tools/ref_*.py; do
+# ATTN_REF_FROM=DIR (CI's sanitizer run, after `make test` made them): copy those references
+# instead of generating them again; they come from the same tools/ref_*.py on the same checkout.
+if [ -n "${ATTN_REF_FROM:-}" ] && [ -d "$ATTN_REF_FROM" ] && [ -n "$(ls -A "$ATTN_REF_FROM")" ]; then
+  echo "== references: copied from $ATTN_REF_FROM"
+  cp -r "$ATTN_REF_FROM/." "$ATTN_REF_DIR/"
+  REF_GENS= REFNEW_GENS=
+else
+  REF_GENS=$(ls tools/ref_*.py 2>/dev/null) REFNEW_GENS=$(ls tools/refnew_*.py 2>/dev/null)
+fi
+for gen in $REF_GENS; do
   [ -e "$gen" ] || continue
   echo "== reference: $gen"
   if ! "$PY" "$gen" "$ATTN_REF_DIR"; then echo "error: $gen failed"; fail=1; fi
@@ -100,7 +110,7 @@ done
 # .venv-bench venv (sh bench/setup.sh; tools/install_deps.sh makes it). Without it their tests
 # skip (as a software skip: an error under CI).
 PYNEW="$ROOT/.venv-bench/bin/python"
-for gen in tools/refnew_*.py; do
+for gen in $REFNEW_GENS; do
   [ -e "$gen" ] || continue
   if [ ! -x "$PYNEW" ]; then echo "== reference: $gen skipped: no $PYNEW (sh bench/setup.sh)"; continue; fi
   echo "== reference: $gen (newest transformers)"
