@@ -20,21 +20,24 @@
  *          stddev_ts, n − 1 in the denominator).
  *
  * The model is attn_gpt_load_gguf's (what `attn generate --model FILE.gguf` runs): F32 matrices
- * used in the mapping, F16/BF16 converted to float32 at load, quantized matrices kept quantized;
+ * used in the mapping, F16/BF16 and quantized matrices kept as stored (Q8_0, Q4_0 and Q4_1 ones
+ * repacked into attn_quant_pack's x8 layout at load, their pages in the mapping released);
  * ATTN_BENCH_THREADS (2) threads; ATTN_BENCH_PACK=1 also packs the float matrices for the GEMM
  * (attn_gpt_pack_weights: faster prompts, a second copy of those weights in memory; off by
  * default, as the CLI runs). Weight bytes per generated token: every tensor the model reads
  * once per token — all matrices, the output head (the tied embedding table when there is no
  * output.weight), norms, biases — plus one row of each table only looked up (token_embd when
  * untied, position_embd), at the bytes each side keeps them in: the file's for llama.cpp,
- * float32 for what attn converts (F16, BF16, 1-D tensors). Peak RSS: getrusage here; the run
+ * float32 for what attn converts (1-D tensors, the position table). Peak RSS: getrusage here; the run
  * script measures both sides with /usr/bin/time as well.
  *
  *   build/bench/bench_gguf FILE.gguf
  * prints note lines and JSON lines {"bench":"gguf","file":...,"case":"pp512"|"tg128",
  * "metric":"tokens/s","value":mean,"sd":...,"samples":[...]} and one {"case":"info",...} line
  * with the byte counts. Environment: ATTN_BENCH_THREADS, ATTN_BENCH_REPS, ATTN_BENCH_PP (512),
- * ATTN_BENCH_TG (128), ATTN_BENCH_PACK. */
+ * ATTN_BENCH_TG (128), ATTN_BENCH_PACK, ATTN_BENCH_QUANT_ACT (q8: activations of products on
+ * quantized weights rounded to int8 per 32, llama.cpp's arithmetic, as `attn generate` runs
+ * GGUF files; f32: float32 activations, the exact product with the dequantized weights). */
 #include "attn_core.h"
 #include "attn_gguf.h"
 #include "attn_gpt.h"
@@ -74,7 +77,7 @@ static void mean_sd(const double *x, int n, double *mean, double *sd) {
 }
 
 /* Weight bytes read per generated token, as the file stores them (llama.cpp) and as attn keeps
- * them (float32 for F16, BF16 and 1-D tensors). */
+ * them (float32 for 1-D tensors and the position table; matrices as stored). */
 static int weight_bytes(const char *path, double *file_b, double *attn_b, double *file_total,
                         bool *add_bos, int64_t *bos) {
     attn_gguf *g;
@@ -84,10 +87,10 @@ static int weight_bytes(const char *path, double *file_b, double *attn_b, double
     for (size_t i = 0; i < attn_gguf_tensor_count(g); i++) {
         const attn_gguf_tensor *t = attn_gguf_tensor_at(g, i);
         double fb = (double)t->nbytes;
-        double ab = (t->type == ATTN_GGUF_DTYPE_F16 || t->type == ATTN_GGUF_DTYPE_BF16 ||
-                     (t->n_dims <= 1 && t->type != ATTN_GGUF_DTYPE_F32))
-                        ? 4.0 * (double)t->n_elements
-                        : fb;
+        /* converted: 1-D tensors and the position table (attn_gpt_load_gguf) */
+        const bool conv = t->type != ATTN_GGUF_DTYPE_F32 &&
+                          (t->n_dims <= 1 || strcmp(t->name, "position_embd.weight") == 0);
+        double ab = conv ? 4.0 * (double)t->n_elements : fb;
         *file_total += fb;
         const bool lookup = strcmp(t->name, "position_embd.weight") == 0 ||
                             (!tied && strcmp(t->name, "token_embd.weight") == 0);
@@ -146,15 +149,18 @@ int main(int argc, char **argv) {
     if (attn_gpt_load_gguf(path, &m)) return fail(path);
     const double t_load = now() - t0;
     const bool pack = env_int("ATTN_BENCH_PACK", 0) != 0;
+    const char *qa = getenv("ATTN_BENCH_QUANT_ACT");
+    const attn_quant_act qact = qa && !strcmp(qa, "f32") ? ATTN_QUANT_ACT_F32 : ATTN_QUANT_ACT_Q8;
     if (pack && attn_gpt_pack_weights(m)) return fail("pack");
     const int V = m->cfg.vocab_size;
     if (n_pp > m->cfg.n_positions || n_tg > m->cfg.n_positions) {
         fprintf(stderr, "bench_gguf: %s: %d positions only\n", path, m->cfg.n_positions);
         return 1;
     }
-    printf("note: %s: %d layers, width %d, vocabulary %d, loaded in %.2f s%s; %d threads\n", path,
-           m->cfg.n_layer, m->cfg.n_embd, V, t_load, pack ? ", float matrices packed" : "",
-           threads);
+    printf("note: %s: %d layers, width %d, vocabulary %d, loaded in %.2f s%s; %d threads; "
+           "quantized products with %s activations\n",
+           path, m->cfg.n_layer, m->cfg.n_embd, V, t_load, pack ? ", float matrices packed" : "",
+           threads, qact == ATTN_QUANT_ACT_Q8 ? "int8" : "float32");
 
     int32_t *ids = malloc((size_t)(n_pp > n_tg ? n_pp : n_tg) * sizeof *ids);
     float *logits = malloc((size_t)V * sizeof *logits);
@@ -171,6 +177,7 @@ int main(int argc, char **argv) {
     /* pp: warm-up run, then the repetitions, each from an empty cache */
     attn_gpt_kv *kv;
     if (attn_gpt_kv_init(m, 1, n_pp, &kv)) return fail("kv cache");
+    attn_gpt_kv_set_quant_act(kv, qact);
     for (int k = -1; k < reps; k++) {
         attn_gpt_kv_reset(kv);
         ids[0] = FIRST_ID();
@@ -187,6 +194,7 @@ int main(int argc, char **argv) {
 
     /* tg: warm-up of one token, then the repetitions of n_tg single-token passes */
     if (attn_gpt_kv_init(m, 1, n_tg, &kv)) return fail("kv cache");
+    attn_gpt_kv_set_quant_act(kv, qact);
     int32_t tok = FIRST_ID();
     if (attn_gpt_decode(m, kv, 1, 1, &tok, logits, false)) return fail("warm-up token");
     for (int k = 0; k < reps; k++) {

@@ -86,6 +86,10 @@ typedef struct {
                           multiplied by it when negative */
     float min_p;       /* in [0, 1]; 0 = off. MinPLogitsWarper, after top-p: tokens with a
                           probability below min_p × the top token's are removed */
+    attn_quant_act quant_act; /* products on quantized weights (GGUF files): ATTN_QUANT_ACT_F32
+                          (the default: exact to the dequantized weights, what transformers
+                          computes) or ATTN_QUANT_ACT_Q8 (llama.cpp's arithmetic: faster,
+                          ~1e-3 relative error per product); see attn_gpt_kv_set_quant_act */
 } attn_gen_params;
 
 /* transformers' GenerationConfig defaults for sampling: temperature 1, top_k 50, top_p 1, not

@@ -222,6 +222,10 @@ attn_status attn_gguf_open_memory(const void *buf, size_t n, const char *name, a
 attn_status attn_gguf_open_reader(attn_reader r, attn_gguf **out);
 void attn_gguf_close(attn_gguf *g);
 
+/* A hint that t's data will not be read again soon (a loader that copied it): where the file
+ * is mapped (attn_gguf_open), the whole pages inside its data leave memory (they are read from
+ * the file again if the data is used). Nothing otherwise; the pointer stays valid either way. */
+void attn_gguf_release_data(const attn_gguf *g, const attn_gguf_tensor *t);
 const char *attn_gguf_name(const attn_gguf *g); /* the path or name given at open */
 uint32_t attn_gguf_version(const attn_gguf *g);
 uint32_t attn_gguf_alignment(const attn_gguf *g);

@@ -371,6 +371,7 @@ typedef struct {
     const void *lm_head_q;        /* (V, C) the output head of type lm_head_qtype (w.lm_head
                                      NULL; the same rows as wte_q when tied), or NULL */
     attn_qtype lm_head_qtype;
+    const attn_quant_packed *lm_head_qp; /* lm_head_q in the x8 layout (attn_quant_pack), or NULL */
     struct attn_gpt_file *file;   /* the GGUF file and the model's converted tensors, or NULL */
 } attn_gpt_model;
 
@@ -575,6 +576,14 @@ int attn_gpt_kv_len(const attn_gpt_kv *kv);
 /* Capacity: batch size and positions. */
 int attn_gpt_kv_batch(const attn_gpt_kv *kv);
 int attn_gpt_kv_max_len(const attn_gpt_kv *kv);
+/* Products on quantized weights (GGUF Q8_0, Q4_K, ...) in the following decodes: with
+ * ATTN_QUANT_ACT_F32 (the default) the activations stay float32 — the product with the
+ * dequantized weights, what transformers computes on a GGUF file; with ATTN_QUANT_ACT_Q8 the
+ * activations of decoding-sized products (at most 8 rows) are rounded to int8 per 32 for integer
+ * dot products — llama.cpp's arithmetic, faster, ~1e-3 relative error per product (attn_quant.h).
+ * Float weights are not affected. */
+void attn_gpt_kv_set_quant_act(attn_gpt_kv *kv, attn_quant_act act);
+attn_quant_act attn_gpt_kv_quant_act(const attn_gpt_kv *kv);
 /* Capture for the following decodes (NULL clears); T = n_new, Tk = length after the call. */
 void attn_gpt_kv_set_capture(attn_gpt_kv *kv, const attn_gpt_capture *cap);
 

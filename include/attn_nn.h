@@ -137,6 +137,9 @@ typedef struct {
      * default): the float32 weight w. */
     attn_qtype qtype;
     const void *qw; /* (out, in) quantized, or NULL */
+    /* qw repacked for the SIMD products (attn_quant_pack: the same matrix in the x8 layout), or
+     * NULL; forwards use it when set. qw stays valid (attn_nn_linear_rows falls back to it). */
+    const attn_quant_packed *qpacked;
 } attn_nn_linear;
 
 attn_nn_linear attn_nn_linear_make(float *w, float *b, int in, int out, attn_nn_layout layout);

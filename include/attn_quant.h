@@ -97,6 +97,26 @@
  *     outlier per 32 worst 6.1e-3, mean 1.3e-3. Through a whole block (gated FFN, attention,
  *     M = 1) ~1e-2 of max|y|.
  *     On the ref backend, and for M > 8, and for F32/F16/BF16 weights, it is the same as F32.
+ *
+ * ---- packed weights (attn_quant_pack): the x8 layout ------------------------------------------
+ * Q8_0, Q4_0 and Q4_1 matrices can be repacked once (at load) into a layout that decodes eight
+ * rows of W at a time: the integer products then give eight outputs per vector, with the eight
+ * rows' scales converted by one instruction and no horizontal sums (the row layout needs one
+ * per output and its scalar scale work per block). The same bytes per row as the GGUF layout:
+ *   rows 0 .. N8 − 1, N8 = N − N mod 8, in panels of 8 rows; panel p, group g (elements 32g ..
+ *   32g + 31) is S bytes at (p · K/32 + g) · S:
+ *     half d[8]                   row 8p + r's block scale (the block's d)
+ *     half m[8]                   Q4_1 only: the blocks' m
+ *     codes                       Q8_0: 8 chunks c of 32 bytes; Q4_0 / Q4_1: 4 chunks. Byte
+ *                                 4r + e of chunk c is byte 4c + e of row 8p + r's qs: for Q8_0
+ *                                 element 4c + e, for Q4 the nibbles of elements 4c + e (low) and
+ *                                 16 + 4c + e (high)
+ *     S = 272 (Q8_0), 144 (Q4_0), 160 (Q4_1): 8 blocks' bytes;
+ *   then rows N8 .. N − 1 in the row layout above.
+ * attn_quant_gemm_packed computes what attn_quant_gemm computes on the original rows: for
+ * ATTN_QUANT_ACT_Q8 with M <= 8 the same integer products and scales per block (the sums over
+ * blocks in another order: float32 rounding apart, the same result), otherwise the same blocked
+ * GEMM on bit-identical dequantized values.
  */
 #ifndef ATTN_QUANT_H
 #define ATTN_QUANT_H
@@ -167,6 +187,28 @@ uint16_t attn_quant_f32_to_f16(float f);
 attn_status attn_quant_gemm(int M, int N, int K, const float *x, int ldx, attn_qtype t,
                             const void *w, float beta, float *y, int ldy, const float *bias,
                             attn_act act, attn_quant_act qact);
+
+/* W (N, K) of type t in the x8 layout (above): owned data of `bytes` bytes. */
+typedef struct {
+    attn_qtype type; /* ATTN_QTYPE_Q8_0, _Q4_0 or _Q4_1 */
+    int N, K;        /* W's shape */
+    size_t bytes;
+    void *data;      /* panels (N8/8, K/32, S bytes), then N − N8 rows of the row layout */
+} attn_quant_packed;
+
+/* Whether attn_quant_pack takes type t. */
+bool attn_quant_pack_supported(attn_qtype t);
+/* out = W (N, K) of type t (rows at w, the row layout) in the x8 layout. INVALID_ARGUMENT for
+ * another type or a K that is not a multiple of 32; TOO_LARGE / OUT_OF_MEMORY before writing
+ * out. Free with attn_quant_packed_free. */
+attn_status attn_quant_pack(attn_qtype t, int N, int K, const void *w, attn_quant_packed *out);
+void attn_quant_packed_free(attn_quant_packed *p);
+/* Row n (0 <= n < N) of a packed W back in the row layout: row (attn_quant_row_bytes bytes). */
+attn_status attn_quant_packed_row(const attn_quant_packed *p, int n, void *row);
+/* attn_quant_gemm with W = P's matrix (N = P->N, K = P->K). */
+attn_status attn_quant_gemm_packed(int M, const float *x, int ldx, const attn_quant_packed *P,
+                                   float beta, float *y, int ldy, const float *bias,
+                                   attn_act act, attn_quant_act qact);
 
 /* out (n_ids, C) = rows ids (n_ids) of table (V, C) of type t, dequantized: an embedding lookup
  * on quantized weights. An id outside [0, V) is ATTN_STATUS_INVALID_ARGUMENT. */

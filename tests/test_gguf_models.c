@@ -4,8 +4,8 @@
  * convert_hf_to_gguf.py lays them out (the llama architecture's q/k rows permuted, GPT-2's Conv1D
  * weights transposed), in F32, F16, Q8_0, Q4_0 and Q4_1; the references are transformers' model on
  * exactly the weights each file holds (dequantized by gguf.quants). Per file:
- *   - where the tensors are: quantized matrices kept quantized (linear maps on qw, the embedding
- *     table as wte_q), no parameter buffer;
+ *   - where the tensors are: F16 and quantized matrices kept as stored (linear maps on qw, Q8_0 /
+ *     Q4_0 / Q4_1 ones repacked as qpacked, the embedding table as wte_q), no parameter buffer;
  *   - logits of a batch (forward) and of KV-cache decoding (5 positions, then one per call)
  *     against the float64 model: within 1e-4 of max|logit| (measured: see the output);
  *   - greedy decoding of 32 tokens identical to transformers' KV-cache greedy loop;
@@ -103,6 +103,11 @@ static void check_model(const char *name, bool quantized) {
         assert_null(q->w);
         assert_non_null(m->wte_q);
         assert_null(m->w.wte);
+        /* Q8_0, Q4_0 and Q4_1 matrices repacked (attn_quant_pack), no other type */
+        if (attn_quant_pack_supported(q->qtype))
+            assert_non_null(q->qpacked);
+        else
+            assert_null(q->qpacked);
     } else {
         assert_null(q->qw);
         assert_non_null(q->w);
@@ -182,7 +187,7 @@ static void run_file(const char *file, const char *gen) {
     snprintf(buf, sizeof buf, "%s", models);
     int n = 0;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        check_model(tok, strstr(tok, "_q") != NULL);
+        check_model(tok, strstr(tok, "_f32") == NULL); /* F16 and quantized: kept as stored */
         n++;
     }
     printf("  %d GGUF models as transformers\n", n);

@@ -622,6 +622,98 @@ static void threads_identical(attn_backend be) {
 }
 PER_BACKEND(threads_identical)
 
+/* The x8 layout (attn_quant_pack): rows come back byte for byte; products equal the row
+ * layout's — bit for bit on the ref backend and on the blocked path (M > 8, and F32 activations
+ * at any M: the same dequantized values through the same GEMM), within 1e-5 of max|y| for Q8
+ * activations at M <= 8 (the same integer products and scales per block, summed over the blocks
+ * in another float order); 1 and 2 threads give the same bits; N with and without a tail of rows
+ * past the last panel of 8. */
+static void packed_vs_rows(attn_backend be) {
+    use_backend(be);
+    tu_rng rng = {0x8888777766665555ull};
+    static const attn_qtype types[] = {ATTN_QTYPE_Q8_0, ATTN_QTYPE_Q4_0, ATTN_QTYPE_Q4_1};
+    static const int Ns[] = {8, 37, 133}, Ms[] = {1, 2, 3, 5, 8, 9, 33};
+    const int K = 320;
+    float *x = xalloc((size_t)33 * K * sizeof(float));
+    tu_fill(&rng, x, (size_t)33 * K, -1.0f, 1.0f);
+    for (size_t ti = 0; ti < 3; ti++)
+        for (size_t ni = 0; ni < 3; ni++) {
+            const attn_qtype t = types[ti];
+            const int N = Ns[ni];
+            void *w = random_weights(t, N, K, &rng);
+            attn_quant_packed P;
+            assert_int_equal(attn_quant_pack(t, N, K, w, &P), ATTN_STATUS_OK);
+            size_t rb;
+            assert_int_equal(attn_quant_row_bytes(t, K, &rb), ATTN_STATUS_OK);
+            assert_int_equal(P.bytes, (size_t)N * rb);
+            uint8_t *row = xalloc(rb);
+            for (int n = 0; n < N; n++) {
+                assert_int_equal(attn_quant_packed_row(&P, n, row), ATTN_STATUS_OK);
+                if (memcmp(row, (const uint8_t *)w + (size_t)n * rb, rb))
+                    fail_msg("%s N=%d: packed row %d differs", attn_quant_type_name(t), N, n);
+            }
+            attn_free(row);
+            float bias[133];
+            tu_fill(&rng, bias, (size_t)N, -0.5f, 0.5f);
+            float *want = xalloc((size_t)33 * N * sizeof(float));
+            float *got = xalloc((size_t)33 * N * sizeof(float));
+            float *got2 = xalloc((size_t)33 * N * sizeof(float));
+            for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)
+                for (int q8 = 0; q8 < 2; q8++) {
+                    const int M = Ms[mi];
+                    const attn_quant_act qa = q8 ? ATTN_QUANT_ACT_Q8 : ATTN_QUANT_ACT_F32;
+                    const attn_act act = (attn_act)((mi + ni) % 5);
+                    const float beta = mi % 2 ? 0.5f : 0.0f;
+                    const float *bp = mi % 3 ? bias : NULL;
+                    for (int i = 0; i < M * N; i++)
+                        want[i] = got[i] = got2[i] = (float)(i % 5) * 0.5f;
+                    assert_int_equal(attn_quant_gemm(M, N, K, x, K, t, w, beta, want, N, bp, act, qa),
+                                     ATTN_STATUS_OK);
+                    attn_set_num_threads(1);
+                    assert_int_equal(
+                        attn_quant_gemm_packed(M, x, K, &P, beta, got, N, bp, act, qa),
+                        ATTN_STATUS_OK);
+                    attn_set_num_threads(2);
+                    assert_int_equal(
+                        attn_quant_gemm_packed(M, x, K, &P, beta, got2, N, bp, act, qa),
+                        ATTN_STATUS_OK);
+                    attn_set_num_threads(0);
+                    char what[96];
+                    snprintf(what, sizeof what, "%s %s N=%d M=%d %s packed vs rows",
+                             attn_backend_name(be), attn_quant_type_name(t), N, M,
+                             q8 ? "q8act" : "f32act");
+                    if (memcmp(got, got2, (size_t)M * N * sizeof(float))) {
+                        printf("  %s: 1 and 2 threads differ FAIL\n", what);
+                        tu_failures++;
+                    }
+                    const bool q8_small = q8 && M <= 8 && be != ATTN_BACKEND_REF;
+                    const bool small_f32 = !q8 && M <= 8 && be != ATTN_BACKEND_REF;
+                    if (q8_small || small_f32)
+                        tu_close(what, got, want, (size_t)M * N, 1e-5, 1e-6);
+                    else if (memcmp(got, want, (size_t)M * N * sizeof(float))) {
+                        printf("  %s: not bit-identical FAIL\n", what);
+                        tu_failures++;
+                    }
+                }
+            attn_free(want);
+            attn_free(got);
+            attn_free(got2);
+            attn_quant_packed_free(&P);
+            attn_free(w);
+        }
+    attn_free(x);
+    /* what is not packed */
+    attn_quant_packed P;
+    assert_int_equal(attn_quant_pack(ATTN_QTYPE_Q4_K, 8, 256, x, &P), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(attn_quant_pack(ATTN_QTYPE_F16, 8, 32, x, &P), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(attn_quant_pack(ATTN_QTYPE_Q8_0, 8, 48, x, &P), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(attn_quant_gemm_packed(1, x, 32, &P, 0.0f, x, 8, NULL, ATTN_ACT_NONE,
+                                            ATTN_QUANT_ACT_Q8),
+                     ATTN_STATUS_INVALID_ARGUMENT);
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+PER_BACKEND(packed_vs_rows)
+
 /* ldy > N: the padding columns are never written; beta == 0 never reads y (NaN there). K = 0
  * gives act(beta·y + bias). */
 static void strides_and_edges(attn_backend be) {
@@ -886,6 +978,9 @@ int main(void) {
         cmocka_unit_test(test_strides_and_edges_ref),
         cmocka_unit_test(test_strides_and_edges_avx2),
         cmocka_unit_test(test_strides_and_edges_avx512),
+        cmocka_unit_test(test_packed_vs_rows_ref),
+        cmocka_unit_test(test_packed_vs_rows_avx2),
+        cmocka_unit_test(test_packed_vs_rows_avx512),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_nn_linear),

@@ -25,6 +25,11 @@ const char cli_gen_usage[] =
     "  --sample             sample even when generation_config.json says do_sample: false\n"
     "  --stop TEXT          end the text before the first TEXT (repeatable, up to 16)\n"
     "  --ignore-eos         do not stop at the end-of-text token(s)\n"
+    "  --quant-act f32|q8   products on quantized weights (GGUF Q8_0, Q4_K, ...) while generating:\n"
+    "                       f32 (default) keeps the activations float32, exact to the dequantized\n"
+    "                       weights (transformers' numbers on a GGUF file); q8 rounds them to int8\n"
+    "                       per 32 for integer dot products as llama.cpp does: faster, ~1e-3\n"
+    "                       relative error per product, and the text may differ (llama.cpp's)\n"
     "Defaults: the model directory's generation_config.json (do_sample, temperature, top_k, top_p,\n"
     "min_p, repetition_penalty, eos_token_id) when it has one — a model without do_sample: true\n"
     "decodes greedily, as transformers does — else sampling at temperature 1 with top-k 50.\n";
@@ -50,7 +55,7 @@ int cli_gen_opt(cli_gen_opts *o, const char *cmd, const char *a, const char *v, 
     }
     static const char *const with_value[] = {"--max-tokens", "--temperature", "--top-k",
                                              "--top-p", "--min-p", "--repetition-penalty",
-                                             "--seed", "--stop"};
+                                             "--seed", "--stop", "--quant-act"};
     bool known = false;
     for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) known |= !strcmp(a, with_value[k]);
     if (!known) return -1;
@@ -61,6 +66,13 @@ int cli_gen_opt(cli_gen_opts *o, const char *cmd, const char *a, const char *v, 
         if (!cli_parse_int(v, 1, 1 << 24, &o->max_tokens))
             return cli_usage_error("%s: --max-tokens needs an integer from 1 to %d, got '%s'", cmd,
                                    1 << 24, v);
+    } else if (!strcmp(a, "--quant-act")) {
+        if (!strcmp(v, "q8"))
+            o->gp.quant_act = ATTN_QUANT_ACT_Q8;
+        else if (!strcmp(v, "f32"))
+            o->gp.quant_act = ATTN_QUANT_ACT_F32;
+        else
+            return cli_usage_error("%s: --quant-act needs q8 or f32, got '%s'", cmd, v);
     } else if (!strcmp(a, "--temperature")) {
         if (!cli_parse_double(v, 0, 1e6, &d))
             return cli_usage_error("%s: --temperature needs a number >= 0, got '%s'", cmd, v);
@@ -166,6 +178,7 @@ attn_status cli_gen_resolve(cli_gen_opts *o, const char *dir, const attn_gpt_mod
     if (o->has_top_p) p.top_p = o->gp.top_p;
     if (o->has_min_p) p.min_p = o->gp.min_p;
     if (o->has_rep) p.repetition_penalty = o->gp.repetition_penalty;
+    p.quant_act = o->gp.quant_act;
     /* A sampling flag asks for sampling, unless --greedy was given too. */
     if (!o->has_greedy && (o->has_temperature || o->has_top_k || o->has_top_p || o->has_min_p))
         p.greedy = false;

@@ -34,6 +34,9 @@ attn_status attn_gen_check_params(const attn_gen_params *p) {
     if (p->top_k < 0)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen: top_k must be >= 0, got %d",
                          p->top_k);
+    if (p->quant_act != ATTN_QUANT_ACT_F32 && p->quant_act != ATTN_QUANT_ACT_Q8)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen: unknown quant_act %d",
+                         (int)p->quant_act);
     if (!(p->top_p >= 0.0f && p->top_p <= 1.0f))
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen: top_p must be in [0, 1], got %g",
                          (double)p->top_p);
@@ -460,6 +463,7 @@ attn_status attn_gen_session_generate(attn_gen_session *sess, const attn_gen_par
     if (!sess || !p || !ids || (n_stop_ids > 0 && !stop_ids) || n_stop_ids < 0)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen: NULL session, params or ids");
     ATTN_TRY(attn_gen_check_params(p));
+    attn_gpt_kv_set_quant_act(sess->kv, p->quant_act);
     const attn_gpt_model *m = sess->m;
     const int V = m->cfg.vocab_size, P = m->cfg.n_positions;
     if (n_ids < 1) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen: the prompt is empty");

@@ -935,6 +935,16 @@ const void *attn_gguf_tensor_data(const attn_gguf *g, const attn_gguf_tensor *t)
     return g->mem + t->offset;
 }
 
+void attn_gguf_release_data(const attn_gguf *g, const attn_gguf_tensor *t) {
+    if (!g || !t || !g->map || !t->nbytes) return;
+    const long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) return;
+    const uintptr_t a = (uintptr_t)(g->mem + t->offset), e = a + (uintptr_t)t->nbytes;
+    const uintptr_t a0 = (a + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    const uintptr_t e0 = e & ~((uintptr_t)page - 1);
+    if (e0 > a0) (void)madvise((void *)a0, e0 - a0, MADV_DONTNEED);
+}
+
 attn_status attn_gguf_read_tensor(const attn_gguf *g, const attn_gguf_tensor *t, void *dst) {
     if (!g || !t || (!dst && t->nbytes))
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gguf_read_tensor: NULL argument");

@@ -92,4 +92,30 @@ ATTN_QUANT_GEMM_DECLARE(ref)
 ATTN_QUANT_GEMM_DECLARE(avx2)
 ATTN_QUANT_GEMM_DECLARE(avx512)
 
+/* ---- the x8 layout (attn_quant.h: attn_quant_pack) ---- */
+/* Bytes of one panel group (8 blocks) and the offset of its codes; 0 for a type not packed. */
+static inline size_t qx8_group_bytes(attn_qtype t) {
+    return t == ATTN_QTYPE_Q8_0 ? 272 : t == ATTN_QTYPE_Q4_0 ? 144 : t == ATTN_QTYPE_Q4_1 ? 160 : 0;
+}
+static inline size_t qx8_codes_off(attn_qtype t) { return t == ATTN_QTYPE_Q4_1 ? 32 : 16; }
+/* Row n (< N8) group g's block, in the row layout, into blk (attn_quant_block_bytes bytes). */
+static inline void qx8_block(const attn_quant_packed *P, int n, int g, uint8_t *blk) {
+    const attn_qtype t = P->type;
+    const size_t S = qx8_group_bytes(t);
+    const uint8_t *pg = (const uint8_t *)P->data + ((size_t)(n / 8) * (size_t)(P->K / 32) + (size_t)g) * S;
+    const int r = n % 8, chunks = t == ATTN_QTYPE_Q8_0 ? 8 : 4;
+    const uint8_t *codes = pg + qx8_codes_off(t);
+    memcpy(blk, pg + 2 * r, 2); /* d */
+    size_t qs = 2;
+    if (t == ATTN_QTYPE_Q4_1) memcpy(blk + 2, pg + 16 + 2 * r, 2), qs = 4;
+    for (int c = 0; c < chunks; c++) memcpy(blk + qs + 4 * c, codes + 32 * c + 4 * r, 4);
+}
+/* attn_quant_gemm_packed, arguments validated; false when out of memory (nothing written). */
+#define ATTN_QUANT_GEMM_X8_DECLARE(sfx)                                                          \
+    bool attn_quant_gemm_x8_##sfx(int M, const float *x, int ldx, const attn_quant_packed *P,    \
+                                  float beta, float *y, int ldy, const float *bias,              \
+                                  attn_act act, attn_quant_act qact);
+ATTN_QUANT_GEMM_X8_DECLARE(avx2)
+ATTN_QUANT_GEMM_X8_DECLARE(avx512)
+
 #endif

@@ -661,6 +661,119 @@ attn_status attn_quant_gemm(int M, int N, int K, const float *x, int ldx, attn_q
     return ATTN_STATUS_OK;
 }
 
+/* ---- the x8 layout ---------------------------------------------------------------------------- */
+
+bool attn_quant_pack_supported(attn_qtype t) { return qx8_group_bytes(t) != 0; }
+
+attn_status attn_quant_pack(attn_qtype t, int N, int K, const void *w, attn_quant_packed *out) {
+    REQUIRE(out, "quant pack: NULL argument");
+    memset(out, 0, sizeof *out);
+    REQUIRE(attn_quant_pack_supported(t), "quant pack: %s weights are not packed (q8_0, q4_0 and "
+            "q4_1 are)", attn_quant_type_name(t));
+    REQUIRE(N >= 0 && K >= 0 && K % 32 == 0, "quant pack: need N >= 0 and K a multiple of 32 "
+            "(N=%d K=%d)", N, K);
+    size_t rb;
+    ATTN_TRY(attn_quant_row_bytes(t, K, &rb));
+    if ((size_t)N > 0 && rb > ATTN_MAX_BUFFER_BYTES / (size_t)N)
+        return attn_fail(ATTN_STATUS_TOO_LARGE, "quant pack: W (%d, %d) is too large", N, K);
+    REQUIRE(w || N == 0 || K == 0, "quant pack: NULL weights");
+    const size_t bytes = (size_t)N * rb, S = qx8_group_bytes(t), bb = attn_quant_block_bytes(t);
+    uint8_t *d = attn_alloc(bytes ? bytes : 1);
+    if (!d) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "quant pack: out of memory for %zu bytes",
+                             bytes);
+    const int N8 = N - N % 8, G = K / 32, chunks = t == ATTN_QTYPE_Q8_0 ? 8 : 4;
+    const size_t qs = t == ATTN_QTYPE_Q4_1 ? 4 : 2, co = qx8_codes_off(t);
+    const uint8_t *src = w;
+    for (int p = 0; p < N8 / 8; p++)
+        for (int g = 0; g < G; g++) {
+            uint8_t *pg = d + ((size_t)p * (size_t)G + (size_t)g) * S;
+            for (int r = 0; r < 8; r++) {
+                const uint8_t *blk = src + (size_t)(8 * p + r) * rb + (size_t)g * bb;
+                memcpy(pg + 2 * r, blk, 2);
+                if (t == ATTN_QTYPE_Q4_1) memcpy(pg + 16 + 2 * r, blk + 2, 2);
+                for (int c = 0; c < chunks; c++) memcpy(pg + co + 32 * c + 4 * r, blk + qs + 4 * c, 4);
+            }
+        }
+    if (N > N8) memcpy(d + (size_t)N8 * rb, src + (size_t)N8 * rb, (size_t)(N - N8) * rb);
+    out->type = t, out->N = N, out->K = K, out->bytes = bytes, out->data = d;
+    return ATTN_STATUS_OK;
+}
+
+void attn_quant_packed_free(attn_quant_packed *p) {
+    if (!p) return;
+    attn_free(p->data);
+    memset(p, 0, sizeof *p);
+}
+
+static attn_status check_packed(const char *what, const attn_quant_packed *P, size_t *rb) {
+    REQUIRE(P && P->data && attn_quant_pack_supported(P->type) && P->N >= 0 && P->K >= 0 &&
+                P->K % 32 == 0,
+            "%s: not a packed matrix", what);
+    ATTN_TRY(attn_quant_row_bytes(P->type, P->K, rb));
+    REQUIRE(P->bytes == (size_t)P->N * *rb, "%s: packed matrix of %zu bytes, not %d rows of %zu",
+            what, P->bytes, P->N, *rb);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_quant_packed_row(const attn_quant_packed *P, int n, void *row) {
+    size_t rb;
+    ATTN_TRY(check_packed("quant packed row", P, &rb));
+    REQUIRE(row && n >= 0 && n < P->N, "quant packed row: row %d of %d", n, P->N);
+    const int N8 = P->N - P->N % 8;
+    uint8_t *o = row;
+    if (n >= N8) {
+        memcpy(o, (const uint8_t *)P->data + (size_t)n * rb, rb);
+        return ATTN_STATUS_OK;
+    }
+    const size_t bb = attn_quant_block_bytes(P->type);
+    for (int g = 0; g < P->K / 32; g++) qx8_block(P, n, g, o + (size_t)g * bb);
+    return ATTN_STATUS_OK;
+}
+
+/* The ref backend on packed weights: each row back in the row layout, then attn_quant_gemm_ref
+ * on it as one output column. */
+static attn_status gemm_packed_ref(int M, const float *x, int ldx, const attn_quant_packed *P,
+                                   size_t rb, float beta, float *y, int ldy, const float *bias,
+                                   attn_act act, attn_quant_act qact) {
+    uint8_t *row = attn_alloc(rb ? rb : 1);
+    if (!row) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "quant gemm: out of memory");
+    for (int n = 0; n < P->N; n++) {
+        (void)attn_quant_packed_row(P, n, row);
+        attn_quant_gemm_ref(M, 1, P->K, x, ldx, P->type, row, rb, beta, y + n, ldy,
+                            bias ? bias + n : NULL, act, qact);
+    }
+    attn_free(row);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_quant_gemm_packed(int M, const float *x, int ldx, const attn_quant_packed *P,
+                                   float beta, float *y, int ldy, const float *bias,
+                                   attn_act act, attn_quant_act qact) {
+    size_t rb;
+    ATTN_TRY(check_packed("quant gemm", P, &rb));
+    const int N = P->N, K = P->K;
+    REQUIRE(M >= 0, "quant gemm: M must be >= 0 (M=%d)", M);
+    REQUIRE(act >= ATTN_ACT_NONE && act <= ATTN_ACT_SILU, "quant gemm: unknown activation %d",
+            (int)act);
+    REQUIRE(qact == ATTN_QUANT_ACT_F32 || qact == ATTN_QUANT_ACT_Q8,
+            "quant gemm: unknown activation mode %d", (int)qact);
+    REQUIRE(ldx >= ATTN_MAX(1, K), "quant gemm: ldx=%d < K=%d", ldx, K);
+    REQUIRE(ldy >= ATTN_MAX(1, N), "quant gemm: ldy=%d < N=%d", ldy, N);
+    if (M == 0 || N == 0) return ATTN_STATUS_OK;
+    REQUIRE(y && (K == 0 || x), "quant gemm: NULL matrix");
+    const attn_backend be = attn_get_backend();
+    bool ok = true;
+    if (be == ATTN_BACKEND_AVX512)
+        ok = attn_quant_gemm_x8_avx512(M, x, ldx, P, beta, y, ldy, bias, act, qact);
+    else if (be == ATTN_BACKEND_AVX2)
+        ok = attn_quant_gemm_x8_avx2(M, x, ldx, P, beta, y, ldy, bias, act, qact);
+    else
+        return gemm_packed_ref(M, x, ldx, P, rb, beta, y, ldy, bias, act, qact);
+    return ok ? ATTN_STATUS_OK
+              : attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "quant gemm: out of memory for (%d, %d, %d)",
+                          M, N, K);
+}
+
 attn_status attn_quant_embedding_forward(int n_ids, int V, int C, const int32_t *ids,
                                          attn_qtype t, const void *table, float *out) {
     REQUIRE(n_ids >= 0 && V > 0 && C >= 0, "quant embedding: need n_ids >= 0, V > 0, C >= 0");

@@ -536,6 +536,10 @@ static ALWAYS_INLINE void row_flt(attn_qtype T, int Mc, const acts *a, int K, co
     for (int m = 0; m < Mc; m++) out[(size_t)m * ldo] = av_reduce_add(acc[m]) + accs[m];
 }
 
+/* Bytes ahead of the stream of a half-precision row (and the rows after it): the hardware
+ * prefetchers stop at 4 KiB pages. */
+#define HALF_PREFETCH 1024
+
 /* F16 / BF16 weights (no groups): converted AV_LEN at a time, float products; M = 1 with two
  * accumulators. */
 static ALWAYS_INLINE av_f half_vec(bool f16, const uint8_t *p) {
@@ -556,6 +560,7 @@ static ALWAYS_INLINE void row_half(bool f16, int Mc, const acts *a, int K, const
     int k = 0;
     if (Mc == 1)
         for (; k + 2 * AV_LEN <= K; k += 2 * AV_LEN) {
+            _mm_prefetch((const char *)row + 2 * k + HALF_PREFETCH, _MM_HINT_T0);
             acc[0] = av_fmadd(half_vec(f16, row + 2 * k), av_load(a->x + k), acc[0]);
             acc2 = av_fmadd(half_vec(f16, row + 2 * k + 2 * AV_LEN), av_load(a->x + k + AV_LEN),
                             acc2);
@@ -708,22 +713,20 @@ static bool cpu_vnni(void) {
 #endif
 }
 
-/* The small-M product; false when out of memory for the prepared activations. */
-static bool small_m(small_job *j, const float *x, int ldx) {
-    const int M = j->M, K = j->K;
-    const bool q8 = j->qact == ATTN_QUANT_ACT_Q8 && j->bb && attn_quant_block_elems(j->t) > 1;
-    const bool grouped = attn_quant_block_elems(j->t) > 1;
-    j->qact = q8 ? ATTN_QUANT_ACT_Q8 : ATTN_QUANT_ACT_F32;
+/* The activations of M rows of x (M, K) for the small-M kernels (q8: Q8 mode, grouped: a block
+ * type); *scratch is what to attn_free after. false when out of memory. */
+static bool acts_prepare(int M, int K, const float *x, int ldx, bool q8, bool grouped, acts *a,
+                         void **scratch) {
     /* s16lo, s16hi, s32, xd (M, G) floats each, then (Q8) xq (M, K) bytes; xd is left unset
      * in F32 mode. */
     const size_t ng = grouped ? (size_t)M * (size_t)(K / 32) : 0;
     const size_t nq = q8 ? (size_t)M * (size_t)K : 0;
-    void *scratch = NULL;
+    *scratch = NULL;
     if (ng) {
-        scratch = attn_alloc(4 * ng * sizeof(float) + nq);
-        if (!scratch) return false;
+        *scratch = attn_alloc(4 * ng * sizeof(float) + nq);
+        if (!*scratch) return false;
     }
-    float *lo = scratch, *hi = lo + ng, *s32 = hi + ng, *xd = s32 + ng;
+    float *lo = *scratch, *hi = lo + ng, *s32 = hi + ng, *xd = s32 + ng;
     int8_t *xq = (int8_t *)(void *)(xd + ng);
     for (int m = 0; m < M && grouped; m++) {
         const size_t r = (size_t)m * (K / 32);
@@ -733,15 +736,32 @@ static bool small_m(small_job *j, const float *x, int ldx) {
         else
             sums_f32(K, x + (size_t)m * ldx, lo + r, hi + r, s32 + r);
     }
-    j->a = (acts){x, ldx, xq, xd, lo, hi, s32};
-    j->vnni = q8 && cpu_vnni();
+    *a = (acts){x, ldx, xq, xd, lo, hi, s32};
+    return true;
+}
+
+/* Threads for a product of M·N·K multiply-adds over `units` units of work of at least `grain`
+ * each (1 inside a parallel region or below QUANT_PARALLEL_MIN). */
+static int team_for(int M, int N, int K, int units) {
     int nt = 1;
 #ifdef _OPENMP
-    if (!omp_in_parallel() && (double)M * j->N * K >= (double)QUANT_PARALLEL_MIN)
+    if (!omp_in_parallel() && (double)M * N * K >= (double)QUANT_PARALLEL_MIN)
         nt = omp_get_max_threads();
 #endif
-    if (nt > (j->N + 15) / 16) nt = (j->N + 15) / 16; /* at least 16 rows of W each */
-    if (nt < 1) nt = 1;
+    if (nt > units) nt = units;
+    return nt < 1 ? 1 : nt;
+}
+
+/* The small-M product; false when out of memory for the prepared activations. */
+static bool small_m(small_job *j, const float *x, int ldx) {
+    const int M = j->M, K = j->K;
+    const bool q8 = j->qact == ATTN_QUANT_ACT_Q8 && j->bb && attn_quant_block_elems(j->t) > 1;
+    const bool grouped = attn_quant_block_elems(j->t) > 1;
+    j->qact = q8 ? ATTN_QUANT_ACT_Q8 : ATTN_QUANT_ACT_F32;
+    void *scratch;
+    if (!acts_prepare(M, K, x, ldx, q8, grouped, &j->a, &scratch)) return false;
+    j->vnni = q8 && cpu_vnni();
+    const int nt = team_for(M, j->N, K, (j->N + 15) / 16); /* at least 16 rows of W each */
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
@@ -756,6 +776,257 @@ static bool small_m(small_job *j, const float *x, int ldx) {
     }
     attn_free(scratch);
     return true;
+}
+
+/* ---- the x8 layout (attn_quant_pack) --------------------------------------------------------- */
+
+#define X8_PREFETCH 1024 /* bytes ahead in a thread's stream of panels: past the 4 KiB pages where the
+                          * hardware prefetchers stop (measured: GPT-2 Q8_0 decoding ~117 -> ~132 t/s) */
+typedef struct {
+    int M, K;
+    bool q8; /* Q8 mode (x8_panel), else F32 (x8_panel_f32) */
+    const attn_quant_packed *P;
+    acts a;
+    float beta, *y;
+    int ldy;
+    const float *bias;
+    attn_act act;
+} x8_job;
+
+static ALWAYS_INLINE __m256i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+/* out (Mc rows of ldo; 8 each) = panel p of W times the Mc rows of x, Q8 mode: per group the eight
+ * rows' integer dot products in one vector (int16 partial sums for the nibble formats: at most
+ * 8 · 2 · 15 · 127 = 30480), then scaled by the eight rows' d (one F16C conversion) times the
+ * activations' scale, plus the offsets (Q4_1: m · Σx; Q4_0: −8 · d · Σx). */
+static ALWAYS_INLINE void x8_panel(attn_qtype T, int Mc, const x8_job *j, int p, float *out,
+                                   int ldo) {
+    const int K = j->K, G = K / 32;
+    const size_t S = qx8_group_bytes(T), co = qx8_codes_off(T);
+    const uint8_t *pg = (const uint8_t *)j->P->data + (size_t)p * (size_t)G * S;
+    const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    __m256 acc[SMALL_M];
+    for (int m = 0; m < Mc; m++) acc[m] = _mm256_setzero_ps();
+    for (int g = 0; g < G; g++, pg += S) {
+        for (size_t b = 0; b < S; b += 64)
+            _mm_prefetch((const char *)pg + X8_PREFETCH + b, _MM_HINT_T0);
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)pg));
+        const uint8_t *codes = pg + co;
+        const int8_t *xq = j->a.xq + 32 * (size_t)g;
+        __m256i isum[SMALL_M];
+        if (T == ATTN_QTYPE_Q8_0) {
+            for (int m = 0; m < Mc; m++) isum[m] = _mm256_setzero_si256();
+            for (int c = 0; c < 8; c++) {
+                const __m256i v = load256(codes + 32 * c), av = _mm256_sign_epi8(v, v);
+                for (int m = 0; m < Mc; m++) {
+                    const __m256i xv = _mm256_sign_epi8(bcast4(xq + (size_t)m * K + 4 * c), v);
+                    isum[m] = _mm256_add_epi32(
+                        isum[m], _mm256_madd_epi16(_mm256_maddubs_epi16(av, xv), ones));
+                }
+            }
+        } else {
+            __m256i s16[SMALL_M];
+            for (int m = 0; m < Mc; m++) s16[m] = _mm256_setzero_si256();
+            for (int c = 0; c < 4; c++) {
+                const __m256i v = load256(codes + 32 * c);
+                const __m256i lo = _mm256_and_si256(v, m4);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                for (int m = 0; m < Mc; m++) {
+                    const int8_t *xm = xq + (size_t)m * K;
+                    s16[m] = _mm256_add_epi16(
+                        s16[m], _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(xm + 4 * c)),
+                                                 _mm256_maddubs_epi16(hi, bcast4(xm + 16 + 4 * c))));
+                }
+            }
+            for (int m = 0; m < Mc; m++) isum[m] = _mm256_madd_epi16(s16[m], ones);
+        }
+        for (int m = 0; m < Mc; m++) {
+            const size_t r = (size_t)m * G + g;
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]),
+                                     _mm256_mul_ps(dv, _mm256_set1_ps(j->a.xd[r])), acc[m]);
+            if (T == ATTN_QTYPE_Q4_1)
+                acc[m] = _mm256_fmadd_ps(
+                    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(pg + 16))),
+                    _mm256_set1_ps(j->a.s32[r]), acc[m]);
+            else if (T == ATTN_QTYPE_Q4_0)
+                acc[m] = _mm256_fmadd_ps(dv, _mm256_set1_ps(-8.0f * j->a.s32[r]), acc[m]);
+        }
+    }
+    for (int m = 0; m < Mc; m++) _mm256_storeu_ps(out + (size_t)m * ldo, acc[m]);
+}
+
+/* The same in F32 mode: the codes of the eight rows as float lanes (a shift and a mask per element
+ * position: byte e of each row's 4-byte slot), products with x in float32 into CH partial sums
+ * per row of x (several chains: the FMA latency), the group's scales applied to their sum. */
+static ALWAYS_INLINE void x8_panel_f32(attn_qtype T, int Mc, const x8_job *j, int p, float *out,
+                                       int ldo) {
+    enum { CH = 8 };
+    const int K = j->K, G = K / 32, ch = Mc == 1 ? 8 : Mc == 2 ? 4 : Mc <= 4 ? 2 : 1;
+    const size_t S = qx8_group_bytes(T), co = qx8_codes_off(T);
+    const uint8_t *pg = (const uint8_t *)j->P->data + (size_t)p * (size_t)G * S;
+    const __m256i m4 = _mm256_set1_epi32(15);
+    __m256 acc[SMALL_M];
+    for (int m = 0; m < Mc; m++) acc[m] = _mm256_setzero_ps();
+    for (int g = 0; g < G; g++, pg += S) {
+        for (size_t b = 0; b < S; b += 64)
+            _mm_prefetch((const char *)pg + X8_PREFETCH + b, _MM_HINT_T0);
+        const uint8_t *codes = pg + co;
+        __m256 sm[SMALL_M][CH];
+        for (int m = 0; m < Mc; m++)
+            for (int c = 0; c < ch; c++) sm[m][c] = _mm256_setzero_ps();
+        const int chunks = T == ATTN_QTYPE_Q8_0 ? 8 : 4;
+        for (int c = 0; c < chunks; c++) {
+            const __m256i v = load256(codes + 32 * c);
+            for (int e = 0; e < 4; e++) {
+                if (T == ATTN_QTYPE_Q8_0) {
+                    const __m256 wf = _mm256_cvtepi32_ps(
+                        _mm256_srai_epi32(_mm256_slli_epi32(v, 24 - 8 * e), 24));
+                    const int k = 32 * g + 4 * c + e, slot = (4 * c + e) % ch;
+                    for (int m = 0; m < Mc; m++)
+                        sm[m][slot] = _mm256_fmadd_ps(
+                            wf, _mm256_broadcast_ss(j->a.x + (size_t)m * j->a.ldx + k), sm[m][slot]);
+                } else {
+                    const __m256 lo =
+                        _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v, 8 * e), m4));
+                    const __m256 hi =
+                        _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v, 8 * e + 4), m4));
+                    const int k = 32 * g + 4 * c + e, s0 = (2 * e) % ch, s1 = (2 * e + 1) % ch;
+                    for (int m = 0; m < Mc; m++) {
+                        const float *xm = j->a.x + (size_t)m * j->a.ldx;
+                        sm[m][s0] = _mm256_fmadd_ps(lo, _mm256_broadcast_ss(xm + k), sm[m][s0]);
+                        sm[m][s1] = _mm256_fmadd_ps(hi, _mm256_broadcast_ss(xm + k + 16), sm[m][s1]);
+                    }
+                }
+            }
+        }
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)pg));
+        for (int m = 0; m < Mc; m++) {
+            __m256 t = sm[m][0];
+            for (int c = 1; c < ch; c++) t = _mm256_add_ps(t, sm[m][c]);
+            const size_t r = (size_t)m * G + g;
+            acc[m] = _mm256_fmadd_ps(t, dv, acc[m]);
+            if (T == ATTN_QTYPE_Q4_1)
+                acc[m] = _mm256_fmadd_ps(
+                    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(pg + 16))),
+                    _mm256_set1_ps(j->a.s32[r]), acc[m]);
+            else if (T == ATTN_QTYPE_Q4_0)
+                acc[m] = _mm256_fmadd_ps(dv, _mm256_set1_ps(-8.0f * j->a.s32[r]), acc[m]);
+        }
+    }
+    for (int m = 0; m < Mc; m++) _mm256_storeu_ps(out + (size_t)m * ldo, acc[m]);
+}
+
+typedef void (*x8_fn)(const x8_job *, int, float *, int);
+#define X8_FN(T, Mc, name, kernel)                                                               \
+    __attribute__((noinline)) static void name(const x8_job *j, int p, float *out, int ldo) {     \
+        kernel(T, Mc, j, p, out, ldo);                                                           \
+    }
+#define X8_SET(T, tn, kernel)                                                                    \
+    X8_FN(T, 1, tn##_1, kernel) X8_FN(T, 2, tn##_2, kernel) X8_FN(T, 3, tn##_3, kernel)          \
+    X8_FN(T, 4, tn##_4, kernel) X8_FN(T, 5, tn##_5, kernel) X8_FN(T, 6, tn##_6, kernel)          \
+    X8_FN(T, 7, tn##_7, kernel) X8_FN(T, 8, tn##_8, kernel)                                      \
+    static const x8_fn tn##s[SMALL_M + 1] = {NULL,    tn##_1, tn##_2, tn##_3, tn##_4,            \
+                                             tn##_5, tn##_6, tn##_7, tn##_8};
+X8_SET(ATTN_QTYPE_Q8_0, x8_q8_0, x8_panel)
+X8_SET(ATTN_QTYPE_Q4_0, x8_q4_0, x8_panel)
+X8_SET(ATTN_QTYPE_Q4_1, x8_q4_1, x8_panel)
+X8_SET(ATTN_QTYPE_Q8_0, x8f_q8_0, x8_panel_f32)
+X8_SET(ATTN_QTYPE_Q4_0, x8f_q4_0, x8_panel_f32)
+X8_SET(ATTN_QTYPE_Q4_1, x8f_q4_1, x8_panel_f32)
+
+/* Panels [p0, p1) of y's columns: STRIP / 8 panels at a time, then the epilogue. */
+static void x8_range(const x8_job *j, int p0, int p1) {
+    const attn_qtype t = j->P->type;
+    const x8_fn fn = j->q8 ? (t == ATTN_QTYPE_Q8_0   ? x8_q8_0s[j->M]
+                              : t == ATTN_QTYPE_Q4_0 ? x8_q4_0s[j->M]
+                                                     : x8_q4_1s[j->M])
+                           : (t == ATTN_QTYPE_Q8_0   ? x8f_q8_0s[j->M]
+                              : t == ATTN_QTYPE_Q4_0 ? x8f_q4_0s[j->M]
+                                                     : x8f_q4_1s[j->M]);
+    float out[SMALL_M * STRIP];
+    for (int p = p0; p < p1; p += STRIP / 8) {
+        const int np = ATTN_MIN(STRIP / 8, p1 - p), n0 = 8 * p;
+        for (int i = 0; i < np; i++) fn(j, p + i, out + 8 * i, STRIP);
+        for (int m = 0; m < j->M; m++)
+            ATTN_FN(attn_gemm_store_row)(j->y + (size_t)m * j->ldy + n0, 8 * np, out + m * STRIP,
+                                         1.0f, j->beta, j->bias ? j->bias + n0 : NULL, j->act);
+    }
+}
+
+/* The blocked GEMM's rows from a packed W: each block back in the row layout, then decoded as
+ * dequant_rows does (bit for bit attn_quant_dequantize's values). */
+static void packed_rows(const void *ctx, int j0, int n, int k0, int kc, float *out) {
+    const attn_quant_packed *P = ctx;
+    const int N8 = P->N - P->N % 8;
+    size_t rb;
+    (void)attn_quant_row_bytes(P->type, P->K, &rb);
+    const size_t bb = attn_quant_block_bytes(P->type);
+    uint8_t blk[34];
+    for (int r = 0; r < n; r++) {
+        const int row = j0 + r;
+        float *o = out + (size_t)r * kc;
+        if (row >= N8) {
+            const qrows q = {P->type, (const uint8_t *)P->data + (size_t)N8 * rb, rb, bb};
+            dequant_rows(&q, row - N8, 1, k0, kc, o);
+            continue;
+        }
+        for (int k = 0; k < kc; k += 32) {
+            qx8_block(P, row, (k0 + k) / 32, blk);
+            switch (P->type) {
+            case ATTN_QTYPE_Q8_0: dequant_group(ATTN_QTYPE_Q8_0, group_of(ATTN_QTYPE_Q8_0, blk, 0), o + k); break;
+            case ATTN_QTYPE_Q4_0: dequant_group(ATTN_QTYPE_Q4_0, group_of(ATTN_QTYPE_Q4_0, blk, 0), o + k); break;
+            default: dequant_group(ATTN_QTYPE_Q4_1, group_of(ATTN_QTYPE_Q4_1, blk, 0), o + k); break;
+            }
+        }
+    }
+}
+
+bool ATTN_FN(attn_quant_gemm_x8)(int M, const float *x, int ldx, const attn_quant_packed *P,
+                                 float beta, float *y, int ldy, const float *bias, attn_act act,
+                                 attn_quant_act qact) {
+    const int N = P->N, K = P->K, N8 = N - N % 8;
+    size_t rb;
+    (void)attn_quant_row_bytes(P->type, K, &rb);
+    if (K == 0) { /* y = act(beta·y + bias) */
+        float zero[STRIP] = {0};
+        for (int m = 0; m < M; m++)
+            for (int n0 = 0; n0 < N; n0 += STRIP)
+                ATTN_FN(attn_gemm_store_row)(y + (size_t)m * ldy + n0, ATTN_MIN(STRIP, N - n0), zero,
+                                             1.0f, beta, bias ? bias + n0 : NULL, act);
+        return true;
+    }
+    if (M <= SMALL_M) {
+        const bool q8 = qact == ATTN_QUANT_ACT_Q8;
+        x8_job j = {M, K, q8, P, {NULL, 0, NULL, NULL, NULL, NULL, NULL}, beta, y, ldy, bias, act};
+        void *scratch;
+        if (!acts_prepare(M, K, x, ldx, q8, true, &j.a, &scratch)) return false;
+        /* the rows past the panels: the row kernels on their row layout */
+        small_job t = {M, N - N8, K, P->type, (const uint8_t *)P->data + (size_t)N8 * rb, rb,
+                       attn_quant_block_bytes(P->type), qact, false, j.a, beta,
+                       y + N8, ldy, bias ? bias + N8 : NULL, act};
+        const int np = N8 / 8, nt = team_for(M, N, K, (np + 1) / 2); /* >= 2 panels each */
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+        {
+            int th = 0, team = 1;
+#ifdef _OPENMP
+            th = omp_get_thread_num();
+            team = omp_get_num_threads();
+#endif
+            const int p0 = (int)((long)np * th / team), p1 = (int)((long)np * (th + 1) / team);
+            if (p0 < p1) x8_range(&j, p0, p1);
+            if (th == team - 1 && N > N8) small_range(&t, 0, N - N8);
+        }
+        attn_free(scratch);
+        return true;
+    }
+    const attn_gemm_rowsrc src = {packed_rows, P, 32};
+    return ATTN_FN(attn_gemm_rows)(M, N, K, x, ldx, &src, beta, y, ldy, bias, act);
 }
 
 /* ---- entry point ----------------------------------------------------------------------------- */

@@ -310,9 +310,12 @@ attn_status gpt_model_alloc_src(const attn_gpt_config *cfg, const mdl_src *src,
 }
 
 attn_nn_linear gpt_head(const attn_gpt_model *m, const attn_gpt_weights *w) {
-    if (w == &m->w && m->lm_head_q)
-        return attn_nn_linear_make_quant(m->lm_head_qtype, m->lm_head_q, NULL, m->cfg.n_embd,
-                                         m->cfg.vocab_size);
+    if (w == &m->w && m->lm_head_q) {
+        attn_nn_linear h = attn_nn_linear_make_quant(m->lm_head_qtype, m->lm_head_q, NULL,
+                                                     m->cfg.n_embd, m->cfg.vocab_size);
+        h.qpacked = m->lm_head_qp;
+        return h;
+    }
     return attn_nn_linear_make(w->lm_head, NULL, m->cfg.n_embd, m->cfg.vocab_size,
                                ATTN_NN_OUT_IN);
 }

@@ -36,6 +36,7 @@ struct attn_gpt_kv {
     float *last;  /* (B, C) ln_f of each sequence's last position */
     float *probs; /* (B, H, chunk, max_T) capture scratch, allocated on demand */
     attn_gpt_capture cap;
+    attn_quant_act quant_act; /* activations of products on quantized weights (default F32) */
 };
 
 void attn_gpt_kv_free(attn_gpt_kv *kv) {
@@ -113,6 +114,14 @@ attn_status attn_gpt_kv_truncate(attn_gpt_kv *kv, int len) {
 int attn_gpt_kv_len(const attn_gpt_kv *kv) { return kv ? kv->len : 0; }
 int attn_gpt_kv_batch(const attn_gpt_kv *kv) { return kv ? kv->B : 0; }
 int attn_gpt_kv_max_len(const attn_gpt_kv *kv) { return kv ? kv->max_T : 0; }
+
+void attn_gpt_kv_set_quant_act(attn_gpt_kv *kv, attn_quant_act act) {
+    if (kv) kv->quant_act = act == ATTN_QUANT_ACT_Q8 ? ATTN_QUANT_ACT_Q8 : ATTN_QUANT_ACT_F32;
+}
+
+attn_quant_act attn_gpt_kv_quant_act(const attn_gpt_kv *kv) {
+    return kv ? kv->quant_act : ATTN_QUANT_ACT_F32;
+}
 
 void attn_gpt_kv_set_capture(attn_gpt_kv *kv, const attn_gpt_capture *cap) {
     if (!kv) return;
@@ -208,7 +217,8 @@ static attn_status run_chunk(const attn_gpt_model *m, attn_gpt_kv *kv, int tq, c
     const attn_gpt_config *c = &m->cfg;
     const int B = kv->B, L = c->n_layer, H = c->n_head;
     const int M = B * tq, pos0 = kv->len, Tk = pos0 + tq;
-    const attn_nn_run run = attn_nn_default_run();
+    attn_nn_run run = attn_nn_default_run();
+    run.quant_act = kv->quant_act;
     attn_nn_seqs s = attn_nn_seqs_dense(B, tq, tq);
     s.pos0 = pos0;
     gpt_embed(m, B, tq, pos0, ids, kv->x);
@@ -267,7 +277,8 @@ attn_status attn_gpt_decode(const attn_gpt_model *m, attn_gpt_kv *kv, int B, int
     const attn_gpt_config *c = &m->cfg;
     ATTN_TRY(gpt_check_ids("gpt decode", c, B, n_new, ids));
     const int C = c->n_embd, V = c->vocab_size, L = c->n_layer, H = c->n_head;
-    const attn_nn_run run = attn_nn_default_run();
+    attn_nn_run run = attn_nn_default_run();
+    run.quant_act = kv->quant_act;
     const attn_nn_linear head = gpt_head(m, &m->w);
     if (kv->cap.attn_probs && !kv->probs) {
         kv->probs = attn_alloc((size_t)B * H * kv->chunk * kv->max_T * sizeof(float));

@@ -36,12 +36,16 @@
 struct attn_gpt_file {
     attn_gguf *g;  /* owned: closed with the model */
     float *conv;   /* the converted float32 tensors, one buffer */
+    attn_quant_packed *packs; /* [n_packs] per table entry: its matrix repacked, or zeroed */
+    int n_packs;
 };
 
 void gpt_file_free(struct attn_gpt_file *f) {
     if (!f) return;
     attn_gguf_close(f->g);
     attn_free(f->conv);
+    for (int i = 0; i < f->n_packs; i++) attn_quant_packed_free(&f->packs[i]);
+    attn_free(f->packs);
     attn_free(f);
 }
 
@@ -304,7 +308,10 @@ static bool quant_kept(attn_gguf_dtype t) {
     case ATTN_GGUF_DTYPE_Q5_1:
     case ATTN_GGUF_DTYPE_Q4_K:
     case ATTN_GGUF_DTYPE_Q5_K:
-    case ATTN_GGUF_DTYPE_Q6_K: return true;
+    case ATTN_GGUF_DTYPE_Q6_K:
+    case ATTN_GGUF_DTYPE_F16:  /* products on the half-precision values as stored: half the */
+    case ATTN_GGUF_DTYPE_BF16: /* bytes of float32 per token, and no float32 copy in memory */
+        return true;
     default: return false;
     }
 }
@@ -471,6 +478,28 @@ attn_status attn_gpt_from_gguf(attn_gguf *g, attn_gpt_model **out) {
             d->q = p->data, d->qtype = (attn_qtype)p->t->type;
             size_t rb;
             s = attn_quant_row_bytes(d->qtype, p->t->ne[0], &rb);
+            /* Matrices of the types with an x8 layout are repacked (the products decode eight
+             * rows at a time) and their pages in the mapping released: the copy replaces them
+             * in memory. Not an untied embedding table: it is only looked up, row by row. */
+            const bool table = !strcmp(tab[i].name, "model.embed_tokens.weight") ||
+                               !strcmp(tab[i].name, "transformer.wte.weight");
+            if (!s && attn_quant_pack_supported(d->qtype) && p->t->n_dims == 2 &&
+                (!table || cfg.tie_word_embeddings)) {
+                if (!file->packs) {
+                    file->packs = attn_calloc((size_t)n * sizeof *file->packs);
+                    if (!file->packs) {
+                        s = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "%s: out of memory", name);
+                        break;
+                    }
+                    file->n_packs = n;
+                }
+                s = attn_quant_pack(d->qtype, (int)p->t->ne[1], (int)p->t->ne[0], d->q,
+                                    &file->packs[i]);
+                if (!s) {
+                    d->qp = &file->packs[i];
+                    attn_gguf_release_data(g, p->t);
+                }
+            }
         } else if (p->in_place) {
             d->f = (float *)(uintptr_t)p->data; /* read only: inference never writes weights */
         } else {
@@ -491,10 +520,13 @@ attn_status attn_gpt_from_gguf(attn_gguf *g, attn_gpt_model **out) {
         const attn_gpt_tensor *th = attn_gpt_find_tensor(m, "lm_head.weight");
         if (te && src[te - m->tensors].q)
             m->wte_q = src[te - m->tensors].q, m->wte_qtype = src[te - m->tensors].qtype;
-        if (cfg.tie_word_embeddings)
+        if (cfg.tie_word_embeddings) {
             m->lm_head_q = m->wte_q, m->lm_head_qtype = m->wte_qtype;
-        else if (th && src[th - m->tensors].q)
+            if (te) m->lm_head_qp = src[te - m->tensors].qp;
+        } else if (th && src[th - m->tensors].q) {
             m->lm_head_q = src[th - m->tensors].q, m->lm_head_qtype = src[th - m->tensors].qtype;
+            m->lm_head_qp = src[th - m->tensors].qp;
+        }
         for (int l = 0; l < cfg.n_layer && interleaved; l++)
             m->attn_cfg[l].rope_mode = ATTN_ROPE_INTERLEAVED;
         if (freqs) s = apply_rope_freqs(m, g, freqs);
@@ -506,7 +538,11 @@ attn_status attn_gpt_from_gguf(attn_gguf *g, attn_gpt_model **out) {
     if (s) {
         if (m) m->file = NULL;
         attn_gpt_model_free(m);
-        if (file) attn_free(file->conv);
+        if (file) {
+            attn_free(file->conv);
+            for (int i = 0; i < file->n_packs; i++) attn_quant_packed_free(&file->packs[i]);
+            attn_free(file->packs);
+        }
         attn_free(file);
         return s;
     }

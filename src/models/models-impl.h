@@ -24,6 +24,7 @@ typedef struct {
     float *f;          /* float32 data (in place or converted), or NULL when q holds it */
     const void *q;     /* quantized rows (out, in) of type qtype (attn_quant.h), or NULL */
     attn_qtype qtype;
+    const attn_quant_packed *qp; /* q in the x8 layout (attn_quant_pack), or NULL */
     bool transposed;   /* a linear's weight stored (out, in) where the table says (in, out)
                           (GPT-2's Conv1D weights in a GGUF file) */
 } mdl_src;

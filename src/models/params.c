@@ -74,7 +74,11 @@ attn_nn_linear mdl_take_linear(mdl_layout *L, int in, int out, attn_nn_layout la
     const mdl_src *s = L->src ? &L->src[L->idx] : NULL;
     float *w = mdl_take(L, 2, d0, d1, init, scale, true, "%s", wname);
     float *b = bias ? mdl_take(L, 1, out, 0, ATTN_INIT_ZEROS, 0.0f, false, "%s", bname) : NULL;
-    if (s && s->q) return attn_nn_linear_make_quant(s->qtype, s->q, b, in, out);
+    if (s && s->q) {
+        attn_nn_linear q = attn_nn_linear_make_quant(s->qtype, s->q, b, in, out);
+        q.qpacked = s->qp;
+        return q;
+    }
     if (s && s->transposed) layout = layout == ATTN_NN_OUT_IN ? ATTN_NN_IN_OUT : ATTN_NN_OUT_IN;
     return attn_nn_linear_make(w, b, in, out, layout);
 }

@@ -42,6 +42,7 @@ attn_nn_linear attn_nn_linear_rows(const attn_nn_linear *L, int r0, int n) {
     attn_nn_linear r = *L;
     r.out = n;
     r.packed = NULL;
+    r.qpacked = NULL;
     if (L->b) r.b = L->b + r0;
     if (L->qw) {
         size_t rb = 0;
@@ -108,6 +109,9 @@ attn_status attn_nn_linear_forward(const attn_nn_run *run, const attn_nn_linear 
                                    attn_act act) {
     if (!L || !nn_has_weight(L) || (M > 0 && (!x || !y)))
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "linear: NULL argument");
+    if (L->qpacked)
+        return attn_quant_gemm_packed(M, x, ldx, L->qpacked, beta, y, ldy, L->b, act,
+                                      run ? run->quant_act : ATTN_QUANT_ACT_F32);
     if (L->qw)
         return attn_quant_gemm(M, L->out, L->in, x, ldx, L->qtype, L->qw, beta, y, ldy, L->b, act,
                                run ? run->quant_act : ATTN_QUANT_ACT_F32);
