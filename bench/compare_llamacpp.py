@@ -4,7 +4,9 @@ the same GGUF files, side by side.
   python3 bench/compare_llamacpp.py DIR NAME...
 
 DIR/NAME.lcpp.jsonl   llama-bench's lines (one per test: pp with n_gen 0, tg with n_prompt 0)
-DIR/NAME.attn.jsonl   bench_gguf's lines ("pp512", "tg128", "info")
+DIR/NAME.attn.jsonl   bench_gguf's lines ("pp512", "tg128", "info"), int8 activations
+DIR/NAME.attnf32.jsonl  the same with float32 activations (its tg line is printed)
+DIR/membw.jsonl       bench_membw's line: the machine's read bandwidth (the ceiling of tg)
 DIR/NAME.{lcpp,attn}.rss   peak resident set size in KB (/usr/bin/time -f %M)
 
 Prints, per file: pp and tg tokens/s of both as mean ± sd over the repetitions (llama-bench's
@@ -53,6 +55,10 @@ def main():
         app = next(r for r in at if r["case"].startswith("pp"))
         atg = next(r for r in at if r["case"].startswith("tg"))
         info = next(r for r in at if r["case"] == "info")
+        f32 = []
+        p32 = os.path.join(d, name + ".attnf32.jsonl")
+        if os.path.exists(p32):
+            f32 = [r for r in read_jsonl(p32) if r["case"].startswith("tg")]
         meta = meta or lpp
         rows.append({
             "file": name,
@@ -63,6 +69,7 @@ def main():
                     read_rss_mb(os.path.join(d, name + ".attn.rss"))),
             "bytes": (info["weight_bytes_file"], info["weight_bytes_attn"]),
             "packed": info.get("packed", False),
+            "tg_f32": (f32[0]["value"], f32[0]["sd"]) if f32 else None,
             "samples": (lpp["samples_ts"], app["samples"], ltg["samples_ts"], atg["samples"]),
         })
     if meta:
@@ -71,6 +78,11 @@ def main():
               f"n_batch {meta.get('n_batch')}, n_ubatch {meta.get('n_ubatch')}, "
               f"flash_attn {meta.get('flash_attn')}, KV cache {meta.get('type_k')}/{meta.get('type_v')}, "
               f"repack {meta.get('repack')}, load_mode {meta.get('load_mode', meta.get('use_mmap'))}")
+    bw = None
+    mp = os.path.join(d, "membw.jsonl")
+    if os.path.exists(mp):
+        bw = read_jsonl(mp)[0]["gbps"]
+        print(f"memory read bandwidth (bench_membw, same threads): {bw:.2f} GB/s")
     print()
     print("| file | test | llama.cpp t/s | attn t/s | attn / llama.cpp |")
     print("|---|---|---|---|---|")
@@ -79,17 +91,23 @@ def main():
             n, lm, ls, am, asd = r[key]
             print(f"| {r['file']} | {key}{n} | {fmt(lm, ls)} | {fmt(am, asd)} | "
                   f"**{am / lm:.2f}×** |")
+        if r["tg_f32"]:
+            n, lm = r["tg"][0], r["tg"][1]
+            am, asd = r["tg_f32"]
+            print(f"| {r['file']} | tg{n}, attn float32 activations | {fmt(lm, r['tg'][2])} | "
+                  f"{fmt(am, asd)} | {am / lm:.2f}× |")
     print()
     print("| file | peak RSS llama.cpp MB | peak RSS attn MB | attn / llama.cpp | "
           "weights/token llama.cpp MB | weights/token attn MB | tg bandwidth llama.cpp GB/s | "
-          "tg bandwidth attn GB/s |")
-    print("|---|---|---|---|---|---|---|---|")
+          "tg bandwidth attn GB/s | tg ceiling t/s (bandwidth / attn's bytes) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         lr, ar = r["rss"]
         lb, ab = r["bytes"]
         ltg, atg = r["tg"][1], r["tg"][3]
+        ceil = f"{bw * 1e9 / ab:.1f}" if bw else "?"
         print(f"| {r['file']} | {lr:.0f} | {ar:.0f} | {ar / lr:.2f} | {lb / 1e6:.1f} | "
-              f"{ab / 1e6:.1f} | {lb * ltg / 1e9:.2f} | {ab * atg / 1e9:.2f} |")
+              f"{ab / 1e6:.1f} | {lb * ltg / 1e9:.2f} | {ab * atg / 1e9:.2f} | {ceil} |")
     print()
     print("Every repetition's tokens/s (llama.cpp pp, attn pp, llama.cpp tg, attn tg):")
     for r in rows:

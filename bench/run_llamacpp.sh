@@ -12,7 +12,11 @@
 #                                                  F16 KV cache, mmap, CPU repacking; warm-up
 #                                                  runs excluded, as llama-bench does)
 #    then BUILD/bench/bench_gguf FILE (the same tests defined as llama-bench defines them; see
-#    its header), each under /usr/bin/time for its peak RSS.
+#    its header), each under /usr/bin/time for its peak RSS. bench_gguf runs the products on
+#    quantized weights with int8 activations, llama.cpp's arithmetic (the same precision on both
+#    sides), then once more with float32 activations (attn's exact mode, `attn generate`'s
+#    default; tg only). Last, bench_membw: the machine's read bandwidth at the same threads, the
+#    ceiling of any decoder's tokens/s (bandwidth / weight bytes per token).
 # 4. bench/compare_llamacpp.py prints the table: pp512 and tg128 of both (mean ± sd over the
 #    repetitions), attn / llama.cpp, peak RSS of both, and the weight bandwidth each generation
 #    figure implies (weight bytes per token × tokens/s).
@@ -31,8 +35,10 @@ THREADS=${ATTN_BENCH_THREADS:-2}
 REPS=${ATTN_BENCH_REPS:-5}
 export ATTN_BENCH_THREADS="$THREADS" ATTN_BENCH_REPS="$REPS"
 sh bench/llamacpp_setup.sh || exit 1
-[ -x "$BUILD/bench/bench_gguf" ] || nice -n 19 make -j2 "$BUILD/bench/bench_gguf" BUILD="$BUILD" ||
-  { echo "error: cannot build $BUILD/bench/bench_gguf"; exit 1; }
+for b in bench_gguf bench_membw; do
+  [ -x "$BUILD/bench/$b" ] || nice -n 19 make -j2 "$BUILD/bench/$b" BUILD="$BUILD" ||
+    { echo "error: cannot build $BUILD/bench/$b"; exit 1; }
+done
 [ -x /usr/bin/time ] || { echo "error: /usr/bin/time missing (apt-get install time)"; exit 1; }
 PY=.venv-bench/bin/python
 [ -x "$PY" ] || { echo "error: .venv-bench missing (sh bench/setup.sh)"; exit 1; }
@@ -81,7 +87,13 @@ for f in $files; do
   /usr/bin/time -f "%M" -o "$out/$n.attn.rss" "$BUILD/bench/bench_gguf" "$f" > "$out/$n.attn.jsonl" ||
     { echo "error: bench_gguf failed on $f"; exit 1; }
   grep '^note' "$out/$n.attn.jsonl"
+  echo "== $n: $BUILD/bench/bench_gguf with float32 activations (ATTN_BENCH_QUANT_ACT=f32: tg only)"
+  ATTN_BENCH_QUANT_ACT=f32 ATTN_BENCH_PP=16 "$BUILD/bench/bench_gguf" "$f" > "$out/$n.attnf32.jsonl" ||
+    { echo "error: bench_gguf (f32) failed on $f"; exit 1; }
 done
+echo "== the memory bandwidth ceiling: $BUILD/bench/bench_membw"
+"$BUILD/bench/bench_membw" > "$out/membw.jsonl" || { echo "error: bench_membw failed"; exit 1; }
+cat "$out/membw.jsonl"
 echo "== raw lines (llama-bench -o jsonl, bench_gguf)"
 for n in $names; do cat "$out/$n.lcpp.jsonl" "$out/$n.attn.jsonl" | grep '^{'; done
 echo "== attn against llama.cpp (llama-cpp-python $(cat "$D/VERSION" 2>/dev/null), threads $THREADS, $REPS repetitions)"

@@ -372,6 +372,8 @@ typedef struct {
                                      NULL; the same rows as wte_q when tied), or NULL */
     attn_qtype lm_head_qtype;
     const attn_quant_packed *lm_head_qp; /* lm_head_q in the x8 layout (attn_quant_pack), or NULL */
+    const attn_quant_packed *wte_qp;     /* wte_q in the x8 layout (when tied: the head's), or
+                                            NULL; lookups read it, not the mapping */
     struct attn_gpt_file *file;   /* the GGUF file and the model's converted tensors, or NULL */
 } attn_gpt_model;
 

@@ -205,6 +205,9 @@ attn_status attn_quant_pack(attn_qtype t, int N, int K, const void *w, attn_quan
 void attn_quant_packed_free(attn_quant_packed *p);
 /* Row n (0 <= n < N) of a packed W back in the row layout: row (attn_quant_row_bytes bytes). */
 attn_status attn_quant_packed_row(const attn_quant_packed *p, int n, void *row);
+/* out (K) = row n of a packed W dequantized (attn_quant_dequantize's values): an embedding
+ * lookup in a packed table. */
+attn_status attn_quant_packed_dequant_row(const attn_quant_packed *p, int n, float *out);
 /* attn_quant_gemm with W = P's matrix (N = P->N, K = P->K). */
 attn_status attn_quant_gemm_packed(int M, const float *x, int ldx, const attn_quant_packed *P,
                                    float beta, float *y, int ldy, const float *bias,

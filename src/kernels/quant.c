@@ -730,6 +730,21 @@ attn_status attn_quant_packed_row(const attn_quant_packed *P, int n, void *row) 
     return ATTN_STATUS_OK;
 }
 
+attn_status attn_quant_packed_dequant_row(const attn_quant_packed *P, int n, float *out) {
+    size_t rb;
+    ATTN_TRY(check_packed("quant packed row", P, &rb));
+    REQUIRE(out && n >= 0 && n < P->N, "quant packed row: row %d of %d", n, P->N);
+    const int N8 = P->N - P->N % 8;
+    if (n >= N8)
+        return attn_quant_dequantize(P->type, P->K, (const uint8_t *)P->data + (size_t)n * rb, out);
+    uint8_t blk[34];
+    for (int g = 0; g < P->K / 32; g++) {
+        qx8_block(P, n, g, blk);
+        attn_quant_block_dequant(P->type, blk, out + 32 * g);
+    }
+    return ATTN_STATUS_OK;
+}
+
 /* The ref backend on packed weights: each row back in the row layout, then attn_quant_gemm_ref
  * on it as one output column. */
 static attn_status gemm_packed_ref(int M, const float *x, int ldx, const attn_quant_packed *P,

@@ -957,17 +957,73 @@ static void x8_range(const x8_job *j, int p0, int p1) {
     }
 }
 
-/* The blocked GEMM's rows from a packed W: each block back in the row layout, then decoded as
- * dequant_rows does (bit for bit attn_quant_dequantize's values). */
+/* The 8x8 matrix of 32-bit words v (v[i] word j) transposed in place. */
+static ALWAYS_INLINE void transpose8x32(__m256i v[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+        v[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+    }
+}
+
+/* Eight whole rows of a panel group at once: out row r (stride kc) gets the group's 32 values of
+ * row 8p + r; the codes regrouped per row by a word transpose, then dequant_group. */
+static ALWAYS_INLINE void panel_group_rows(attn_qtype T, const uint8_t *pg, float *out, int kc) {
+    const uint8_t *codes = pg + qx8_codes_off(T);
+    __m256i v[8];
+    const int chunks = T == ATTN_QTYPE_Q8_0 ? 8 : 4;
+    for (int c = 0; c < 8; c++) v[c] = c < chunks ? load256(codes + 32 * c) : _mm256_setzero_si256();
+    transpose8x32(v);
+    for (int r = 0; r < 8; r++) {
+        qgroup g;
+        g.d[0] = g.d[1] = h2f(pg + 2 * r);
+        g.add = T == ATTN_QTYPE_Q4_1 ? h2f(pg + 16 + 2 * r) : 0.0f;
+        if (T == ATTN_QTYPE_Q8_0) {
+            g.q = v[r];
+        } else {
+            const __m128i t = _mm256_castsi256_si128(v[r]);
+            g.q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(15));
+        }
+        dequant_group(T, g, out + (size_t)r * kc);
+    }
+}
+
+/* The blocked GEMM's rows from a packed W: whole panels eight rows at a time (panel_group_rows),
+ * other rows block by block back in the row layout; bit for bit attn_quant_dequantize's values
+ * either way (dequant_group). */
 static void packed_rows(const void *ctx, int j0, int n, int k0, int kc, float *out) {
     const attn_quant_packed *P = ctx;
-    const int N8 = P->N - P->N % 8;
+    const int N8 = P->N - P->N % 8, G = P->K / 32;
     size_t rb;
     (void)attn_quant_row_bytes(P->type, P->K, &rb);
-    const size_t bb = attn_quant_block_bytes(P->type);
+    const size_t bb = attn_quant_block_bytes(P->type), S = qx8_group_bytes(P->type);
     uint8_t blk[34];
     for (int r = 0; r < n; r++) {
         const int row = j0 + r;
+        if (row % 8 == 0 && row + 8 <= N8 && r + 8 <= n) {
+            const uint8_t *pan = (const uint8_t *)P->data + (size_t)(row / 8) * (size_t)G * S;
+            for (int k = 0; k < kc; k += 32) {
+                const uint8_t *pg = pan + (size_t)((k0 + k) / 32) * S;
+                float *o = out + (size_t)r * kc + k;
+                switch (P->type) {
+                case ATTN_QTYPE_Q8_0: panel_group_rows(ATTN_QTYPE_Q8_0, pg, o, kc); break;
+                case ATTN_QTYPE_Q4_0: panel_group_rows(ATTN_QTYPE_Q4_0, pg, o, kc); break;
+                default: panel_group_rows(ATTN_QTYPE_Q4_1, pg, o, kc); break;
+                }
+            }
+            r += 7;
+            continue;
+        }
         float *o = out + (size_t)r * kc;
         if (row >= N8) {
             const qrows q = {P->type, (const uint8_t *)P->data + (size_t)N8 * rb, rb, bb};

@@ -358,7 +358,9 @@ void gpt_embed(const attn_gpt_model *m, int B, int T, int pos0, const int32_t *i
         const int t = (int)(r % T);
         float *o = out + (size_t)r * C;
         const float *e = o;
-        if (m->wte_q)
+        if (m->wte_qp) /* the packed copy: the mapping's pages stay out of memory */
+            (void)attn_quant_packed_dequant_row(m->wte_qp, ids[r], o);
+        else if (m->wte_q)
             (void)attn_quant_dequantize(m->wte_qtype, C,
                                         (const uint8_t *)m->wte_q + (size_t)ids[r] * rb, o);
         else

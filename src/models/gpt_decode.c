@@ -19,7 +19,7 @@
 #include <string.h>
 
 /* Positions per sequence processed in one pass: bounds the scratch for long prompts. */
-#define CHUNK 512
+#define CHUNK 256
 
 struct attn_gpt_kv {
     const attn_gpt_model *model;

@@ -522,7 +522,7 @@ attn_status attn_gpt_from_gguf(attn_gguf *g, attn_gpt_model **out) {
             m->wte_q = src[te - m->tensors].q, m->wte_qtype = src[te - m->tensors].qtype;
         if (cfg.tie_word_embeddings) {
             m->lm_head_q = m->wte_q, m->lm_head_qtype = m->wte_qtype;
-            if (te) m->lm_head_qp = src[te - m->tensors].qp;
+            if (te) m->lm_head_qp = m->wte_qp = src[te - m->tensors].qp;
         } else if (th && src[th - m->tensors].q) {
             m->lm_head_q = src[th - m->tensors].q, m->lm_head_qtype = src[th - m->tensors].qtype;
             m->lm_head_qp = src[th - m->tensors].qp;
