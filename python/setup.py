@@ -19,8 +19,8 @@ from setuptools import Extension, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-BUILD = os.environ.get("ATTN_BUILD", "build")
-BUILD_DIR = BUILD if os.path.isabs(BUILD) else os.path.join(ROOT, BUILD)
+BUILD_DIR = os.path.join(ROOT, os.environ.get("ATTN_BUILD", "build"))  # absolute stays absolute
+BUILD = os.path.relpath(BUILD_DIR, ROOT)  # the Makefile's BUILD (its targets are relative)
 
 if not os.path.exists(os.path.join(ROOT, "Makefile")) or not os.path.isdir(os.path.join(ROOT, "src")):
     sys.exit("attn: build the Python package from the attn repository (pip install ./python): "
