@@ -189,6 +189,13 @@ static Handle *get_handle(PyObject *o, int kind) {
     return h;
 }
 
+/* The only argument, a handle of that kind. */
+static Handle *handle_arg(PyObject *args, int kind) {
+    PyObject *ho;
+    if (!PyArg_ParseTuple(args, "O", &ho)) return NULL;
+    return get_handle(ho, kind);
+}
+
 /* Run STMT with the GIL released, holding h's mutex, denormals flushed as in the CLI. A handle
  * closed by another thread meanwhile leaves p NULL: STMT must not run then. */
 #define WORK(h, s, ...)                                                                          \
@@ -414,9 +421,7 @@ static PyObject *py_tok_decode(PyObject *self, PyObject *args) {
 
 static PyObject *py_tok_info(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *ho;
-    if (!PyArg_ParseTuple(args, "O", &ho)) return NULL;
-    Handle *h = get_handle(ho, H_TOK);
+    Handle *h = handle_arg(args, H_TOK);
     if (!h) return NULL;
     const attn_tok *t = h->p;
     const char *mt = attn_tok_model_type(t);
@@ -455,34 +460,10 @@ static PyObject *py_tok_token_to_id(PyObject *self, PyObject *args) {
 
 /* ==== BERT =================================================================================== */
 
-static PyObject *py_bert_open(PyObject *self, PyObject *args) {
-    (void)self;
-    const char *path;
-    if (!PyArg_ParseTuple(args, "s", &path)) return NULL;
-    bert_h *b = calloc(1, sizeof *b);
-    if (!b || !(b->path = strdup(path))) {
-        free(b);
-        return PyErr_NoMemory();
-    }
-    b->eo = attn_embed_default_options();
-    attn_status s;
-    Py_BEGIN_ALLOW_THREADS
-    s = attn_bert_load(path, &b->m); /* a directory or a GGUF file, as `attn forward` */
-    Py_END_ALLOW_THREADS
-    if (s) {
-        bert_free(b);
-        return raise_status(s);
-    }
-    PyObject *h = new_handle(H_BERT, b);
-    if (!h) bert_free(b);
-    return h;
-}
 
 static PyObject *py_bert_info(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *ho;
-    if (!PyArg_ParseTuple(args, "O", &ho)) return NULL;
-    Handle *h = get_handle(ho, H_BERT);
+    Handle *h = handle_arg(args, H_BERT);
     if (!h) return NULL;
     const attn_bert_config *c = &((bert_h *)h->p)->m->cfg;
     return Py_BuildValue("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:d}", "model_type", "bert",
@@ -652,6 +633,76 @@ static PyObject *py_bert_forward(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ==== opening models ========================================================================= */
+
+/* kind's state for path, loaded as the CLI command that reads it loads it (attn forward /
+ * attention for BERT and decoders, attn translate for translators); NULL with the error. */
+static void *model_load(int kind, const char *path, attn_status *st) {
+    attn_status s = ATTN_STATUS_OK;
+    void *p = NULL;
+    char *dup = strdup(path);
+    if (!dup) {
+        *st = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+        return NULL;
+    }
+    if (kind == H_BERT) {
+        bert_h *b = calloc(1, sizeof *b);
+        if (b) b->path = dup, b->eo = attn_embed_default_options(), s = attn_bert_load(path, &b->m);
+        if (b && s) bert_free(b), b = NULL;
+        p = b;
+    } else if (kind == H_GPT) {
+        gpt_h *g = calloc(1, sizeof *g);
+        if (g) g->path = dup, s = attn_gpt_load(path, &g->m); /* a directory or a GGUF file */
+        if (g && !s) s = attn_tok_load(path, &g->tok);
+        if (g && s) gpt_free(g), g = NULL;
+        p = g;
+    } else {
+        encdec_h *e = calloc(1, sizeof *e);
+        if (e) e->path = dup, s = attn_encdec_load_dir(path, &e->m);
+        if (e && !s && e->m->cfg.arch == ATTN_ENCDEC_ARCH_ATTN) s = attn_tok_load(path, &e->tok);
+        if (e && s) encdec_free(e), e = NULL;
+        p = e;
+    }
+    if (!p && !s) free(dup), s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+    *st = s;
+    return p;
+}
+
+static void model_free(int kind, void *p) {
+    if (kind == H_BERT) bert_free(p);
+    else if (kind == H_GPT) gpt_free(p);
+    else encdec_free(p);
+}
+
+static PyObject *open_model(PyObject *args, int kind) {
+    const char *path;
+    if (!PyArg_ParseTuple(args, "s", &path)) return NULL;
+    attn_status s;
+    void *p;
+    Py_BEGIN_ALLOW_THREADS
+    p = model_load(kind, path, &s);
+    Py_END_ALLOW_THREADS
+    if (!p) return raise_status(s);
+    PyObject *h = new_handle(kind, p);
+    if (!h) model_free(kind, p);
+    return h;
+}
+
+static PyObject *py_bert_open(PyObject *self, PyObject *args) {
+    (void)self;
+    return open_model(args, H_BERT);
+}
+
+static PyObject *py_gpt_open(PyObject *self, PyObject *args) {
+    (void)self;
+    return open_model(args, H_GPT);
+}
+
+static PyObject *py_encdec_open(PyObject *self, PyObject *args) {
+    (void)self;
+    return open_model(args, H_ENCDEC);
+}
+
 /* ==== attention maps (attn_viz) ============================================================= */
 
 static PyObject *strings_of(char **s, int n) {
@@ -714,34 +765,10 @@ static PyObject *py_bert_attention(PyObject *self, PyObject *args) {
 
 /* ==== decoders (GPT-2, the Llama family) ===================================================== */
 
-static PyObject *py_gpt_open(PyObject *self, PyObject *args) {
-    (void)self;
-    const char *path;
-    if (!PyArg_ParseTuple(args, "s", &path)) return NULL;
-    gpt_h *g = calloc(1, sizeof *g);
-    if (!g || !(g->path = strdup(path))) {
-        free(g);
-        return PyErr_NoMemory();
-    }
-    attn_status s;
-    Py_BEGIN_ALLOW_THREADS
-    s = attn_gpt_load(path, &g->m); /* a directory or a GGUF file */
-    if (!s) s = attn_tok_load(path, &g->tok);
-    Py_END_ALLOW_THREADS
-    if (s) {
-        gpt_free(g);
-        return raise_status(s);
-    }
-    PyObject *h = new_handle(H_GPT, g);
-    if (!h) gpt_free(g);
-    return h;
-}
 
 static PyObject *py_gpt_info(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *ho;
-    if (!PyArg_ParseTuple(args, "O", &ho)) return NULL;
-    Handle *h = get_handle(ho, H_GPT);
+    Handle *h = handle_arg(args, H_GPT);
     if (!h) return NULL;
     const attn_gpt_config *c = &((gpt_h *)h->p)->m->cfg;
     PyObject *eos = PyList_New(0);
@@ -1216,9 +1243,7 @@ fail:
 /* gen_next(job) -> the next piece of text (str), or None at the end; raises on failure. */
 static PyObject *py_gen_next(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *ho;
-    if (!PyArg_ParseTuple(args, "O", &ho)) return NULL;
-    Handle *h = get_handle(ho, H_GEN);
+    Handle *h = handle_arg(args, H_GEN);
     if (!h) return NULL;
     gen_job *j = h->p;
     char *piece = NULL;
@@ -1253,9 +1278,7 @@ static PyObject *py_gen_next(PyObject *self, PyObject *args) {
 
 static PyObject *py_gen_stats(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *ho;
-    if (!PyArg_ParseTuple(args, "O", &ho)) return NULL;
-    Handle *h = get_handle(ho, H_GEN);
+    Handle *h = handle_arg(args, H_GEN);
     if (!h) return NULL;
     gen_job *j = h->p;
     pthread_mutex_lock(&j->mu);
@@ -1273,9 +1296,7 @@ static PyObject *py_gen_stats(PyObject *self, PyObject *args) {
 
 static PyObject *py_gpt_chat_reset(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *ho;
-    if (!PyArg_ParseTuple(args, "O", &ho)) return NULL;
-    Handle *h = get_handle(ho, H_GPT);
+    Handle *h = handle_arg(args, H_GPT);
     if (!h) return NULL;
     attn_status s = ATTN_STATUS_OK;
     WORK(h, s, {
@@ -1288,34 +1309,10 @@ static PyObject *py_gpt_chat_reset(PyObject *self, PyObject *args) {
 
 /* ==== translators ============================================================================ */
 
-static PyObject *py_encdec_open(PyObject *self, PyObject *args) {
-    (void)self;
-    const char *path;
-    if (!PyArg_ParseTuple(args, "s", &path)) return NULL;
-    encdec_h *e = calloc(1, sizeof *e);
-    if (!e || !(e->path = strdup(path))) {
-        free(e);
-        return PyErr_NoMemory();
-    }
-    attn_status s;
-    Py_BEGIN_ALLOW_THREADS
-    s = attn_encdec_load_dir(path, &e->m);
-    if (!s && e->m->cfg.arch == ATTN_ENCDEC_ARCH_ATTN) s = attn_tok_load(path, &e->tok);
-    Py_END_ALLOW_THREADS
-    if (s) {
-        encdec_free(e);
-        return raise_status(s);
-    }
-    PyObject *h = new_handle(H_ENCDEC, e);
-    if (!h) encdec_free(e);
-    return h;
-}
 
 static PyObject *py_encdec_info(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *ho;
-    if (!PyArg_ParseTuple(args, "O", &ho)) return NULL;
-    Handle *h = get_handle(ho, H_ENCDEC);
+    Handle *h = handle_arg(args, H_ENCDEC);
     if (!h) return NULL;
     const attn_encdec_config *c = &((encdec_h *)h->p)->m->cfg;
     static const char *const arch[] = {"attn", "marian", "m2m_100"};
