@@ -137,6 +137,48 @@ for t in "$BUILD"/tests/test_*; do
     [ -z "$f" ] && failed=$((failed + 1)) && echo "error: $t exited with status $rc"
   fi
 done
+# The Python package (python/): its wheel is built (pip wheel, setuptools, no network), installed
+# into a fresh venv (Debian's python3 with system site packages: numpy, pytest), and its pytest
+# tests (python/tests: every call against this build's CLI) run from there. Counted with the
+# others; a pytest skip is listed like a tu-skip (software). Not for a sanitizer build (the
+# interpreter would need the sanitizer runtime loaded first): an environment skip there.
+echo "== python: wheel, fresh venv, pytest (python/tests)"
+pylog="$ATTN_REF_DIR/.last-pytest.log"
+case "$BUILD" in
+  *san*) echo "tu-skip-env: python_package: not with a sanitizer build ($BUILD)" > "$pylog"
+         echo "[  SKIPPED ] python_package" >> "$pylog"; cat "$pylog"
+         skipped=$((skipped + 1)); skips_of "$pylog" python >> "$skips" ;;
+  *)
+  pyvenv="$ROOT/$BUILD/python/venv"; wheels="$ROOT/$BUILD/python/wheel"
+  rm -rf "$pyvenv" "$wheels"
+  if ! ATTN_NO_MAKE=1 "$PY" -m pip wheel -q --no-build-isolation --no-deps ./python -w "$wheels" \
+       > "$pylog" 2>&1 \
+     || ! /usr/bin/python3 -m venv --system-site-packages "$pyvenv" >> "$pylog" 2>&1 \
+     || ! "$pyvenv/bin/pip" install -q --no-index --no-deps "$wheels"/attn-*.whl >> "$pylog" 2>&1; then
+    cat "$pylog"; echo "error: the Python package did not build or install"
+    fail=1; failed=$((failed + 1))
+  elif ! "$pyvenv/bin/python" -c "import pytest" 2>/dev/null; then
+    echo "tu-skip: python_package: pytest missing (sh tools/install_deps.sh: python3-pytest)" > "$pylog"
+    echo "[  SKIPPED ] python_package" >> "$pylog"; cat "$pylog"
+    skipped=$((skipped + 1)); skips_of "$pylog" python >> "$skips"
+  else
+    "$pyvenv/bin/python" -m pytest -q -rs -p no:cacheprovider python/tests \
+      > "$pylog" 2>&1
+    rc=$?
+    cat "$pylog"
+    sum=$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error)' "$pylog" | tail -n 1)
+    n_of() { echo "$sum" | grep -o "[0-9]* $1" | cut -d' ' -f1; }
+    p=$(n_of passed); f=$(n_of failed); e=$(n_of error); s=$(n_of skipped)
+    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0} + ${e:-0})); skipped=$((skipped + ${s:-0}))
+    # "SKIPPED [1] tests/test_attn.py:42: REASON" -> a software skip named by file:line
+    sed -n 's/^SKIPPED \[[0-9]*\] \([^ ]*\): \(.*\)$/tu-skip python \1 \2/p' "$pylog" >> "$skips"
+    if [ $rc -ne 0 ]; then
+      fail=1
+      [ -z "$f$e" ] && failed=$((failed + 1)) && echo "error: pytest exited with status $rc"
+    fi
+  fi ;;
+esac
+
 echo "$passed passed, $failed failed, $skipped skipped"
 report_skips "$skips" || fail=1
 [ $fail -eq 0 ] && [ $failed -eq 0 ]

@@ -10,6 +10,7 @@
 #           python3-torch (1.13, CPU) python3-numpy — the test reference, light next to PyPI's torch
 #           python3-jinja2 (3.1): transformers' apply_chat_template renders chat templates with it
 #           (tools/ref_chat.py)
+#           python3-pytest: the Python package's tests (python/tests, run by tests/run.sh)
 #   .venv:  /usr/bin/python3 venv with system site packages (sees Debian's torch and numpy),
 #           plus sacrebleu 2.6.0 (the BLEU reference), tokenizers 0.21.4, transformers 4.49.0 and
 #           sentence-transformers 2.7.0 from PyPI (tokenizer, GPT-2 and BERT references), gguf
@@ -18,7 +19,7 @@
 #           converters: tools/ref_tokenizer_spm.py)
 set -e
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PKGS="gcc g++ clang make libjansson-dev libsentencepiece-dev libutf8proc-dev libpcre2-dev libomp-dev libcmocka-dev libpng-dev libfreetype-dev fonts-noto-cjk chromium valgrind libclang-rt-dev python3-venv python3-torch python3-numpy python3-jinja2"
+PKGS="gcc g++ clang make libjansson-dev libsentencepiece-dev libutf8proc-dev libpcre2-dev libomp-dev libcmocka-dev libpng-dev libfreetype-dev fonts-noto-cjk chromium valgrind libclang-rt-dev python3-venv python3-torch python3-numpy python3-jinja2 python3-pytest"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -1,10 +1,42 @@
-/* cli_opts.c — checks of what the user gives: numbers for the option tables, input text (cli.h). */
+/* cli_opts.c — checks of what the user gives: numbers for the option tables, input text, and the
+ * one-line errors (cli.h). Kept apart from main.c so that another front end built on the
+ * commands (the Python package, python/) links them without the CLI's main. */
 #include "cli.h"
 
 #include "attn_tok.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
+
+int cli_usage_error(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "attn: error: %s (see 'attn --help')\n", msg);
+    /* also the thread's last error, for front ends that report it themselves */
+    attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "%s", msg);
+    return CLI_EXIT_USAGE;
+}
+
+int cli_fail(attn_status s) {
+    const char *m = attn_last_error();
+    fprintf(stderr, "attn: error: %s\n", m && *m ? m : attn_status_str(s));
+    return CLI_EXIT_FAIL;
+}
+
+bool cli_parse_int(const char *s, int lo, int hi, int *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return false;
+    *out = (int)v;
+    return true;
+}
 
 bool cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     if (!s || !*s) return false;

@@ -14,9 +14,7 @@
 
 #include "attn_kernels.h"
 
-#include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,32 +89,6 @@ static const char usage_text[] =
     "  --backend NAME   kernel path: auto (best for this CPU), ref (plain reference loops),\n"
     "                   avx2, avx512; also the environment variable ATTN_BACKEND\n"
     "  --version, --help\n";
-
-int cli_usage_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("attn: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs(" (see 'attn --help')\n", stderr);
-    va_end(ap);
-    return CLI_EXIT_USAGE;
-}
-
-int cli_fail(attn_status s) {
-    const char *m = attn_last_error();
-    fprintf(stderr, "attn: error: %s\n", m && *m ? m : attn_status_str(s));
-    return CLI_EXIT_FAIL;
-}
-
-bool cli_parse_int(const char *s, int lo, int hi, int *out) {
-    if (!s || !*s) return false;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) return false;
-    *out = (int)v;
-    return true;
-}
 
 static int cmd_info(void) {
     printf("attn %s\n", ATTN_VERSION);

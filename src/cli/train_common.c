@@ -33,10 +33,15 @@ void train_fmt_duration(double s, char *buf, size_t cap) {
 }
 
 static volatile sig_atomic_t g_stop = 0;
+static _Thread_local train_progress_hook_fn g_hook;
+static _Thread_local void *g_hook_ctx;
+static _Thread_local bool g_hook_stop;
 
 static void on_signal(int sig) { g_stop = sig; }
 
 void train_catch_signals(void) {
+    g_stop = 0; /* a process may train more than once (the Python package) */
+    g_hook_stop = false;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -46,6 +51,7 @@ void train_catch_signals(void) {
 
 const char *train_stop_reason(double t_start, double time_budget) {
     if (g_stop) return "interrupted";
+    if (g_hook_stop) return "stopped by the caller";
     if (time_budget && train_now_s() - t_start >= time_budget) return "time budget reached";
     return NULL;
 }
@@ -68,6 +74,15 @@ void train_progress(const char *where, double loss, double lr, double tok_s, dou
     printf("%s | loss %7.4f | lr %.2e | %8.0f tok/s | %s elapsed | ETA %s\n", where, loss, lr,
            tok_s, el, et);
     fflush(stdout);
+}
+
+void train_set_progress_hook(train_progress_hook_fn fn, void *ctx) {
+    g_hook = fn, g_hook_ctx = ctx, g_hook_stop = false;
+}
+
+void train_progress_notify(int64_t step, double loss, double lr, double tok_s, double elapsed,
+                           double eta) {
+    if (g_hook && !g_hook(g_hook_ctx, step, loss, lr, tok_s, elapsed, eta)) g_hook_stop = true;
 }
 
 /* ---- small helpers ---- */

@@ -38,6 +38,16 @@ double train_eta(double per_step, int64_t steps_left, double time_budget, double
  * WHERE is the caller's "step ..." head. */
 void train_progress(const char *where, double loss, double lr, double tok_s, double elapsed,
                     double eta);
+/* A front end other than the command line (the Python package, python/) follows training with a
+ * hook set on the thread that trains (NULL: none): each progress line also calls
+ * fn(ctx, step, ...) with its numbers, and a false return ends the run as an interrupt does
+ * (train_stop_reason: "stopped by the caller"; the checkpoint is saved). */
+typedef bool (*train_progress_hook_fn)(void *ctx, int64_t step, double loss, double lr,
+                                       double tok_s, double elapsed, double eta);
+void train_set_progress_hook(train_progress_hook_fn fn, void *ctx);
+/* Called by the loop after each progress line: the hook, when set. */
+void train_progress_notify(int64_t step, double loss, double lr, double tok_s, double elapsed,
+                           double eta);
 
 /* ---- small helpers ---- */
 

@@ -437,6 +437,7 @@ static void progress(train_loop *L, int64_t step, double loss, double lr, double
     else
         snprintf(where, sizeof where, "step %6lld", (long long)step);
     train_progress(where, loss, lr, tok_s, elapsed, eta);
+    train_progress_notify(step, loss, lr, tok_s, elapsed, eta);
 }
 
 int train_run(train_loop *L) {
