@@ -16,6 +16,7 @@
 #include "attn_explain.h"
 #include "attn_gpt.h"
 #include "attn_io.h"
+#include "attn_models.h"
 #include "attn_viz.h"
 
 #include <jansson.h>
@@ -261,6 +262,46 @@ static void test_llama(void **state) {
     test_decoder("llama", "Llama (GQA 6/2, rotary)");
 }
 
+/* attn's translator (models/demo-en-zh): cross-attention, its walk-through against the model's
+ * own fused kernel and weighted sums (no transformers twin: attn's own format). */
+static void test_translator(void **state) {
+    (void)state;
+    const char *dir = "models/demo-en-zh";
+    attn_encdec_model *m;
+    if (attn_encdec_load_dir(dir, &m) != ATTN_STATUS_OK)
+        tu_skip("%s missing (make demo trains it): %s", dir, attn_last_error());
+    const int32_t src[] = {5, 9, 13, 2}, tgt[] = {0, 7, 11, 6, 3};
+    const int Ts = 4, n_tgt = 5, Tt = 4;
+    attn_viz *v;
+    assert_int_equal(attn_viz_capture_encdec(m, NULL, src, Ts, tgt, n_tgt, &v), ATTN_STATUS_OK);
+    const attn_viz_kind kinds[] = {ATTN_VIZ_ENC_SELF, ATTN_VIZ_DEC_SELF, ATTN_VIZ_CROSS};
+    for (int k = 0; k < 3; k++) {
+        attn_explain_layer l;
+        assert_int_equal(attn_explain_layer_encdec(m, src, Ts, tgt, n_tgt, kinds[k], 1, &l), 0);
+        const attn_viz_map *fm = attn_viz_find(v, kinds[k], 1);
+        for (int h = 0; h < l.H; h++) {
+            attn_explain_head e;
+            assert_int_equal(attn_explain_head_compute(&l, h, false, &e), ATTN_STATUS_OK);
+            assert_int_equal(e.Tq, k == 0 ? Ts : Tt);
+            assert_int_equal(e.Tk, k == 1 ? Tt : Ts);
+            char name[64];
+            snprintf(name, sizeof name, "%s head %d softmax", attn_viz_kind_name(kinds[k]), h);
+            tu_close(name, e.pass.weights, fm->p + (size_t)h * e.Tq * e.Tk,
+                     (size_t)e.Tq * e.Tk, 0, 1e-6);
+            snprintf(name, sizeof name, "%s head %d weighted sum", attn_viz_kind_name(kinds[k]), h);
+            tu_close(name, e.pass.output, e.ctx_model, (size_t)e.Tq * e.d_head, 1e-5, 0);
+            attn_explain_head_free(&e);
+        }
+        attn_explain_head e;
+        if (k == 2)
+            tu_expect_fail(attn_explain_head_compute(&l, 0, true, &e),
+                           ATTN_STATUS_INVALID_ARGUMENT, "cross-attention", NULL);
+        attn_explain_layer_free(&l);
+    }
+    attn_viz_free(v);
+    attn_encdec_model_free(m);
+}
+
 /* ---- the CLI -------------------------------------------------------------------------------- */
 
 /* Run attn with args; its stdout (and stderr) into out; the exit status. */
@@ -499,7 +540,8 @@ int main(void) {
     if (tu_mkdtemp(tu_dir, sizeof tu_dir, "explain-model")) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_minilm),   cmocka_unit_test(test_gpt2),
-        cmocka_unit_test(test_llama),    cmocka_unit_test(test_cli_find),
+        cmocka_unit_test(test_llama),    cmocka_unit_test(test_translator),
+        cmocka_unit_test(test_cli_find),
         cmocka_unit_test(test_cli_llama), cmocka_unit_test(test_png_font),
         cmocka_unit_test(test_html_chromium),
     };

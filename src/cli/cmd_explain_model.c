@@ -351,10 +351,11 @@ static void print_hits(const attn_explain_hit *hits, int n, char **ql, char **kl
         const attn_explain_hit *e = &hits[i];
         printf("  %2d. layer %2d head %2d  %5.1f%% -> %-12s", i + 1, e->layer, e->head,
                100.0 * e->weight, kl[e->key]);
-        if (e->keys[1] >= 0) {
+        if (e->keys[1] >= 0 && e->weights[1] > 0) {
             printf("  (then");
             for (int t = 1; t < 3; t++)
-                if (e->keys[t] >= 0) printf(" %s %.1f%%", kl[e->keys[t]], 100.0 * e->weights[t]);
+                if (e->keys[t] >= 0 && e->weights[t] > 0)
+                    printf(" %s %.1f%%", kl[e->keys[t]], 100.0 * e->weights[t]);
             printf(")");
         }
         putchar('\n');
@@ -372,6 +373,7 @@ static attn_status print_per_key(const attn_viz *v, attn_viz_kind kind, int q, c
         int n = 0;
         attn_status s = attn_explain_find_key(v, kind, q, j, h, 2, &n);
         if (s) return s;
+        if (n == 0 || h[0].weight <= 0) continue; /* masked (a decoder's later tokens) */
         printf("  %3d %-14.14s", j, kl[j]);
         for (int k = 0; k < n; k++)
             printf("  layer %2d head %2d %5.1f%%", h[k].layer, h[k].head, 100.0 * h[k].weight);
