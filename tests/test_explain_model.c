@@ -119,7 +119,8 @@ static void check_layer(const char *model, ref *r, const attn_explain_layer *l, 
     double fused_err = 0;
     const bool quiet = getenv("ATTN_TEST_QUIET") != NULL;
     if (!quiet) setenv("ATTN_TEST_QUIET", "1", 1); /* one summary line per model, failures in full */
-    for (int h = 0; h < H; h++) {
+    /* under valgrind: the first and the last head (every code path, the last key/value group) */
+    for (int h = 0; h < H; h = tu_valgrind() && h < H - 1 ? H - 1 : h + 1) {
         attn_explain_head e;
         assert_int_equal(attn_explain_head_compute(l, h, h == 0, &e), ATTN_STATUS_OK);
         const int g = h / (H / Hk);
@@ -175,9 +176,10 @@ static void check_layer(const char *model, ref *r, const attn_explain_layer *l, 
         attn_explain_head_free(&e);
     }
     if (!quiet) unsetenv("ATTN_TEST_QUIET");
-    printf("  %s layer %d, %d heads (%d key/value), T=%d: max relative error vs transformers "
+    printf("  %s layer %d, %d heads (%d key/value), T=%d%s: max relative error vs transformers "
            "%.2e (tolerance 1e-5); walk-through softmax vs the fused kernel's: max |diff| %.2e\n",
-           model, r->layer, H, Hk, T, worst, fused_err);
+           model, r->layer, H, Hk, T, tu_valgrind() ? " (valgrind: heads 0 and last)" : "",
+           worst, fused_err);
     assert_true(fused_err <= 1e-6);
     float *all[] = {x, wq, wk, wv, wo, qp, kp, q, k, v, sc, pr, ctx, share};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) attn_free(all[i]);
@@ -484,6 +486,9 @@ static void test_png_font(void **state) {
 static void test_html_chromium(void **state) {
     (void)state;
     if (!tu_chromium()) tu_skip("chromium not installed (sh tools/install_deps.sh; or ATTN_CHROMIUM)");
+    if (tu_valgrind())
+        tu_skip_env("under valgrind: the page runs in Chromium (not traced); test_minilm checks the "
+                    "same walk-through in this process");
     ref r;
     if (!open_ref("bert", &r)) tu_skip("models/all-MiniLM-L6-v2 missing (sh tools/get_minilm.sh)");
     attn_bert_model *m;
