@@ -87,7 +87,7 @@ $(BUILD)/libattn.so: $(LIB_OBJS)
 $(BUILD)/attn: $(CLI_OBJS) $(BUILD)/libattn.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(LIBLINK) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/tu.h tests/tu_tok.h $(BUILD)/libattn.a
+$(BUILD)/tests/%: tests/%.c tests/tu.h tests/tu_tok.h tests/tu_page.h $(BUILD)/libattn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -o $@ $< $(LIBLINK) $(LDFLAGS) -lcmocka $(LDLIBS)
 

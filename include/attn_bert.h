@@ -283,6 +283,11 @@ typedef struct {
     float *const *probs;
 } attn_bert_capture;
 void attn_bert_set_capture(attn_bert_state *st, const attn_bert_capture *cap);
+/* Capture layer `layer`'s attention internals (attn_nn.h: its input rows, q | k | v, the heads'
+ * weighted sums, the layer's weights) in the following forwards into cap (the caller's until
+ * attn_nn_attn_capture_free; NULL clears). The rows are the packed real tokens of the batch
+ * (batch 1 without padding: the T tokens). */
+void attn_bert_set_attn_capture(attn_bert_state *st, int layer, attn_nn_attn_capture *cap);
 
 /* pooled (B, C) = tanh(pooler.dense(h[b, 0])) for the last forward (HF's pooler_output).
  * ATTN_STATUS_INVALID_ARGUMENT when the model has no pooler or no forward ran. */

@@ -490,6 +490,10 @@ void attn_gpt_set_train(attn_gpt_state *st, bool training, uint64_t seed, uint64
 /* Capture for the following forwards (NULL clears); shapes as attn_gpt_capture, B and T of
  * each call. */
 void attn_gpt_set_capture(attn_gpt_state *st, const attn_gpt_capture *cap);
+/* Capture block `layer`'s attention internals (attn_nn.h: its input rows after ln_1, q | k | v
+ * after RoPE, the heads' weighted sums, the block's weights) in the following forwards into cap
+ * (the caller's until attn_nn_attn_capture_free; NULL clears). Forwards only, not decoding. */
+void attn_gpt_set_attn_capture(attn_gpt_state *st, int layer, attn_nn_attn_capture *cap);
 
 /* Forward pass: ids (B, T) in [0, V), 1 <= B, T within the state's capacity. logits_out (B, T, V)
  * or NULL; the logits also stay in the state (attn_gpt_logits) until attn_gpt_loss. An id out of

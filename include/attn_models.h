@@ -269,6 +269,20 @@ typedef struct {
 } attn_encdec_capture;
 void attn_encdec_set_capture(attn_encdec_state *st, const attn_encdec_capture *cap);
 
+/* Which attention sub-layer of a layer: the encoder's self-attention, the decoder's masked
+ * self-attention, the decoder's cross-attention. */
+typedef enum {
+    ATTN_ENCDEC_ATTN_ENC_SELF = 0,
+    ATTN_ENCDEC_ATTN_DEC_SELF,
+    ATTN_ENCDEC_ATTN_DEC_CROSS
+} attn_encdec_attn_site;
+/* Capture the internals of one attention sub-layer (site, layer) (attn_nn.h: its input rows after
+ * the norm, q | k | v, the heads' weighted sums, its weights; cross-attention also the encoder
+ * output it reads) in the following forwards and encodes into cap (the caller's until
+ * attn_nn_attn_capture_free; NULL clears). */
+void attn_encdec_set_attn_capture(attn_encdec_state *st, attn_encdec_attn_site site, int layer,
+                                  attn_nn_attn_capture *cap);
+
 /* The logits (B, Tt, Vt) of the last forward, or NULL. */
 const float *attn_encdec_logits(const attn_encdec_state *st);
 

@@ -450,6 +450,43 @@ attn_status attn_nn_sub_backward(const attn_nn_run *run, const attn_nn_sublayer 
                                  float *dsrc, float *work);
 size_t attn_nn_sub_work_floats(const attn_nn_sublayer *S, int M, int Mk);
 
+/* ==== capture of an attention sub-layer's internals ========================================= */
+
+/* What one attention sub-layer computed in a forward, for inspection (attn_explain.h: the
+ * article's steps on a real model). A model with such a capture set for a layer
+ * (attn_gpt_set_attn_capture, attn_bert_set_attn_capture, attn_encdec_set_attn_capture) calls
+ * attn_nn_attn_capture_take after that layer's attention sub-layer ran: it copies the rows the
+ * block read and what it computed from them into buffers the capture owns, and records which
+ * block ran (its configuration and views of the model's weights, valid while the model lives).
+ * Rows are the call's: Mq query rows, Mk key rows (self-attention: Mk = Mq), as the model lays
+ * them out (one sentence: its T tokens). Start from a zeroed struct; free with
+ * attn_nn_attn_capture_free (a later take replaces what an earlier one kept). */
+typedef struct {
+    bool taken;           /* a forward filled what follows */
+    int Mq, Mk;
+    attn_nn_attn_cfg cfg; /* the block's configuration (RoPE tables: the model's) */
+    attn_nn_attn w;       /* the block's weights (views into the model) */
+    attn_nn_norm norm;    /* the sub-layer's norm: before the block (pre_norm) or after it */
+    bool pre_norm;
+    float *x;    /* (Mq, C) the rows the queries are projected from: norm(stream) for a pre-norm
+                    sub-layer, the stream for a post-norm one (self-attention: the keys and
+                    values too) */
+    float *src;  /* (Mk, d_kv) cross-attention's key/value source (the encoder output); NULL for
+                    self-attention */
+    float *proj; /* (attn_nn_attn_proj_floats(&cfg, Mq, Mk)) attn_nn_attn_acts.proj: self-attention
+                    (Mq, (H + 2·H_kv)·D) q | k | v per row, after the q/k norms and RoPE;
+                    cross-attention q (Mq, H·D) then k | v (Mk, 2·H_kv·D) */
+    float *ctx;  /* (Mq, H·D) each head's weighted sum of values, before the output projection */
+} attn_nn_attn_capture;
+
+/* Copy into cap what the attention sub-layer S computed in the forward that just ran on x (Mq, C)
+ * (its input, as given to attn_nn_sub_forward), src (Mk, d_kv) (cross-attention, else NULL) with
+ * acts A. ATTN_STATUS_INVALID_ARGUMENT when S is not an attention sub-layer, OUT_OF_MEMORY. */
+attn_status attn_nn_attn_capture_take(attn_nn_attn_capture *cap, const attn_nn_sublayer *S, int Mq,
+                                      int Mk, const float *x, const float *src,
+                                      const attn_nn_sub_acts *A);
+void attn_nn_attn_capture_free(attn_nn_attn_capture *cap);
+
 /* ==== the classic multi-head attention layer (prefix attn_mha_) ===============================
  * The attention sub-layer above with nn.Linear weights in one block, kept as a small standalone
  * API (tests/test_mha.c checks it against PyTorch): self-attention (encoder: no mask; decoder:

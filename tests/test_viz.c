@@ -12,6 +12,7 @@
  *     tokens `attn translate` outputs), usage and input errors.
  * GPT-2 and BERT captures against transformers' output_attentions live in test_viz_models.c. */
 #include "tu.h"
+#include "tu_page.h"
 
 #include "attn_explain.h"
 #include "attn_infer.h"
@@ -472,89 +473,6 @@ static void test_explain_png(void **state) {
 
 /* ---- HTML in Chromium --------------------------------------------------------------------- */
 
-static const char *chromium(void) {
-    const char *e = getenv("ATTN_CHROMIUM");
-    if (e && *e) return e;
-    static const char *c[] = {"/usr/bin/chromium", "/usr/bin/chromium-browser",
-                              "/usr/bin/google-chrome", NULL};
-    for (int i = 0; c[i]; i++)
-        if (access(c[i], X_OK) == 0) return c[i];
-    return NULL;
-}
-
-/* Open path#test=spec headless; the hook's JSON (NULL when the page did not produce it), and
- * the number of console lines Chromium logged for the page. */
-static json_t *run_page(const char *path, const char *spec, int *console_lines) {
-    char cmd[8192], prof[1024], err[1100];
-    snprintf(prof, sizeof prof, "%s", tu_tmp("chromium-profile"));
-    snprintf(err, sizeof err, "%s", tu_tmp("chromium.err"));
-    snprintf(cmd, sizeof cmd,
-             "'%s' --headless --no-sandbox --disable-gpu --no-first-run --disable-extensions "
-             "--user-data-dir='%s' --enable-logging=stderr --v=0 --virtual-time-budget=10000 "
-             "--dump-dom 'file://%s#test=%s' 2>'%s'",
-             chromium(), prof, path, spec, err);
-    double t0 = tu_now();
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t cap = 1 << 20, n = 0;
-    char *out = malloc(cap);
-    assert_non_null(out);
-    /* the DOM includes the embedded data; keep only what fits, the hook's element is first
-     * after <main> */
-    for (size_t k; (k = fread(out + n, 1, cap - 1 - n, p)) > 0;) {
-        n += k;
-        if (n == cap - 1) {
-            char skip[65536];
-            while (fread(skip, 1, sizeof skip, p) > 0) {
-            }
-            break;
-        }
-    }
-    out[n] = '\0';
-    pclose(p);
-    printf("  chromium: %.1f s, %zu bytes of DOM read\n", tu_now() - t0, n);
-    *console_lines = 0;
-    size_t en;
-    char *log = tu_read_all(err, &en);
-    if (log) {
-        for (char *l = log; (l = strstr(l, "CONSOLE")); l++) {
-            char *eol = strchr(l, '\n');
-            printf("  console: %.*s\n", eol ? (int)(eol - l) : 200, l);
-            (*console_lines)++;
-        }
-        free(log);
-    }
-    json_t *j = NULL;
-    char *s = strstr(out, "<pre id=\"attn-test\">");
-    char *e = s ? strstr(s, "</pre>") : NULL;
-    if (s && e) {
-        s += strlen("<pre id=\"attn-test\">");
-        *e = '\0';
-        /* undo the serializer's escapes */
-        char *w = s;
-        for (char *r = s; *r;) {
-            if (!strncmp(r, "&amp;", 5))
-                *w++ = '&', r += 5;
-            else if (!strncmp(r, "&lt;", 4))
-                *w++ = '<', r += 4;
-            else if (!strncmp(r, "&gt;", 4))
-                *w++ = '>', r += 4;
-            else if (!strncmp(r, "&quot;", 6))
-                *w++ = '"', r += 6;
-            else
-                *w++ = *r++;
-        }
-        *w = '\0';
-        json_error_t je;
-        j = json_loads(s, 0, &je);
-        if (!j) printf("  hook output is not JSON: %.300s\n", s);
-    } else {
-        printf("  no test hook output in the DOM (%zu bytes): %.300s\n", n, out);
-    }
-    free(out);
-    return j;
-}
-
 /* Keys j of query i in head h with weight k/… : row i has (base + h) visible keys, each 1/cnt. */
 static void fill_pattern(float *p, int H, int Tq, int Tk, int base) {
     for (int h = 0; h < H; h++)
@@ -571,7 +489,7 @@ static long result_lines(json_t *j, size_t k) {
 
 static void test_html_chromium(void **state) {
     (void)state;
-    if (!chromium()) tu_skip("chromium not installed (sh tools/install_deps.sh; or ATTN_CHROMIUM)");
+    if (!tu_chromium()) tu_skip("chromium not installed (sh tools/install_deps.sh; or ATTN_CHROMIUM)");
     attn_viz *v;
     assert_int_equal(attn_viz_init(&v), ATTN_STATUS_OK);
     const char *src[] = {"Knowledge", "is",    "power", ".", "</script><!--<script>",
@@ -601,7 +519,7 @@ static void test_html_chromium(void **state) {
     assert_null(strstr(html, "<!--<script>")); /* escaped in the data */
     free(html);
     int console;
-    json_t *j = run_page(path,
+    json_t *j = tu_run_page(path,
                          "0,1,2,encoder.self;1,1,2,encoder.self;1,all,-1,encoder.self;"
                          "0,all,3,decoder.cross;1,2,4,decoder.cross",
                          &console);
@@ -625,7 +543,7 @@ static void test_html_chromium(void **state) {
 /* A 512-token page stays usable: it loads, draws a focused token and the model view. */
 static void test_html_long(void **state) {
     (void)state;
-    if (!chromium()) tu_skip("chromium not installed (sh tools/install_deps.sh; or ATTN_CHROMIUM)");
+    if (!tu_chromium()) tu_skip("chromium not installed (sh tools/install_deps.sh; or ATTN_CHROMIUM)");
     const int T = 512, H = 4, L = 2;
     attn_viz *v;
     assert_int_equal(attn_viz_init(&v), ATTN_STATUS_OK);
@@ -657,7 +575,7 @@ static void test_html_long(void **state) {
     printf("  512 tokens, %d layers x %d heads: page %.1f MB written in %.2f s\n", L, H,
            stt.st_size / 1e6, tu_now() - t0);
     int console;
-    json_t *j = run_page(path, "1,all,500;0,2,-1", &console);
+    json_t *j = tu_run_page(path, "1,all,500;0,2,-1", &console);
     assert_non_null(j);
     char *dump = json_dumps(j, JSON_COMPACT);
     printf("  hook: %.400s\n", dump);

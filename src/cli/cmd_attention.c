@@ -72,24 +72,14 @@ static const char attention_usage[] =
     "  --cell PX          pixels per cell (default: from the size)\n"
     "  --font FILE        TrueType/OpenType font for the labels\n";
 
-typedef enum { FAMILY_ENCDEC, FAMILY_GPT, FAMILY_BERT } family;
-
-typedef struct {
-    const char *dir, *from, *text, *ids, *target, *target_ids;
-    const char *out, *html, *png, *font, *query;
-    const char *kind_s;
-    int beam, layer, head, cell; /* head: >= 0, or HEAD_MEAN / HEAD_ALL */
-    float length_penalty;
-    bool beam_set, lp_set;
-    int generate; /* GPT-2: new tokens to generate first (0: none) */
-    attn_gen_params gen;
-} opts;
+typedef attention_opts opts;
+typedef attention_family family;
 
 enum { HEAD_MEAN = -1, HEAD_ALL = -2 };
 
 /* ---- small parsers ------------------------------------------------------------------------ */
 
-static attn_status parse_ids(const char *what, const char *s, int32_t **ids, int *n) {
+attn_status attention_parse_ids(const char *what, const char *s, int32_t **ids, int *n) {
     size_t cap = strlen(s) / 2 + 1, k = 0;
     int32_t *a = malloc(cap * sizeof *a);
     if (!a) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -123,7 +113,7 @@ static attn_status parse_ids(const char *what, const char *s, int32_t **ids, int
     return ATTN_STATUS_OK;
 }
 
-static attn_status detect_family(const char *dir, family *f) {
+attn_status attention_detect_family(const char *dir, attention_family *f) {
     if (attn_gpt_is_gguf_path(dir)) { /* a GGUF file: bert or a decoder */
         char arch[64];
         attn_status s = cli_gguf_arch(dir, arch, sizeof arch);
@@ -164,14 +154,13 @@ static attn_status encode_text(const attn_tok *tok, const char *text, int32_t **
 
 /* ---- encoder-decoder ---------------------------------------------------------------------- */
 
-static attn_status run_encdec(const opts *o, attn_viz **out) {
-    attn_encdec_model *m = NULL;
-    attn_tok *tok = NULL;
+attn_status attention_encdec_input(const attention_opts *o, const attn_encdec_model *m,
+                                   const attn_tok *tok, int32_t **src_out, int *Ts_out,
+                                   int32_t **tgt_out, int *n_tgt_out) {
     attn_translate_session *ts = NULL;
     int32_t *src = NULL, *tgt = NULL, *enc = NULL, *hyp = NULL;
     int Ts = 0, n_tgt = 0;
-    attn_status s = attn_encdec_load_dir(o->dir, &m);
-    if (!s) s = attn_tok_load(o->dir, &tok);
+    attn_status s = ATTN_STATUS_OK;
     int32_t bos = -1, eos = -1;
     if (!s) {
         bos = attn_tok_special_id(tok, ATTN_TOK_BOS), eos = attn_tok_special_id(tok, ATTN_TOK_EOS);
@@ -179,10 +168,10 @@ static attn_status run_encdec(const opts *o, attn_viz **out) {
             s = attn_set_error(ATTN_STATUS_FORMAT, "%s/tokenizer.json: no <s> or </s> token",
                                o->dir);
     }
-    const int L = m ? m->cfg.max_len : 0;
+    const int L = m->cfg.max_len;
     /* source */
     if (!s && o->ids) {
-        s = parse_ids("--ids", o->ids, &src, &Ts);
+        s = attention_parse_ids("--ids", o->ids, &src, &Ts);
     } else if (!s) {
         size_t n = 0;
         s = encode_text(tok, o->text, &enc, &n);
@@ -200,7 +189,7 @@ static attn_status run_encdec(const opts *o, attn_viz **out) {
     }
     /* target */
     if (!s && o->target_ids) {
-        s = parse_ids("--target-ids", o->target_ids, &tgt, &n_tgt);
+        s = attention_parse_ids("--target-ids", o->target_ids, &tgt, &n_tgt);
     } else if (!s && o->target) {
         size_t n = 0;
         s = encode_text(tok, o->target, &enc, &n);
@@ -242,9 +231,26 @@ static attn_status run_encdec(const opts *o, attn_viz **out) {
             attn_free(text);
         }
     }
-    if (!s) s = attn_viz_capture_encdec(m, tok, src, Ts, tgt, n_tgt, out);
     attn_translate_session_free(ts);
-    free(src), free(tgt), free(hyp);
+    free(hyp);
+    if (s) {
+        free(src), free(tgt);
+        return s;
+    }
+    *src_out = src, *Ts_out = Ts, *tgt_out = tgt, *n_tgt_out = n_tgt;
+    return ATTN_STATUS_OK;
+}
+
+static attn_status run_encdec(const opts *o, attn_viz **out) {
+    attn_encdec_model *m = NULL;
+    attn_tok *tok = NULL;
+    int32_t *src = NULL, *tgt = NULL;
+    int Ts = 0, n_tgt = 0;
+    attn_status s = attn_encdec_load_dir(o->dir, &m);
+    if (!s) s = attn_tok_load(o->dir, &tok);
+    if (!s) s = attention_encdec_input(o, m, tok, &src, &Ts, &tgt, &n_tgt);
+    if (!s) s = attn_viz_capture_encdec(m, tok, src, Ts, tgt, n_tgt, out);
+    free(src), free(tgt);
     attn_tok_free(tok);
     attn_encdec_model_free(m);
     return s;
@@ -255,14 +261,14 @@ static attn_status run_encdec(const opts *o, attn_viz **out) {
 /* The input ids: --ids as given, or TEXT through the directory's tokenizer (with its
  * post-processor: BERT's [CLS] ... [SEP]). The tokenizer (NULL when --ids and none loads) labels
  * the tokens. */
-static attn_status single_input(const opts *o, attn_tok **tok, int32_t **ids, int *n) {
+attn_status attention_single_input(const attention_opts *o, attn_tok **tok, int32_t **ids, int *n) {
     attn_status s = attn_tok_load(o->dir, tok);
     if (s && o->ids) { /* labels "#id" */
         *tok = NULL;
         s = ATTN_STATUS_OK;
     }
     if (s) return s;
-    if (o->ids) return parse_ids("--ids", o->ids, ids, n);
+    if (o->ids) return attention_parse_ids("--ids", o->ids, ids, n);
     int32_t *enc;
     size_t len;
     if ((s = encode_text(*tok, o->text, &enc, &len))) return s;
@@ -286,7 +292,7 @@ static attn_status run_gpt(const opts *o, attn_viz **out) {
     int32_t *ids = NULL;
     int n = 0;
     attn_status s = attn_gpt_load(o->dir, &m); /* a directory or a GGUF file */
-    if (!s) s = single_input(o, &tok, &ids, &n);
+    if (!s) s = attention_single_input(o, &tok, &ids, &n);
     if (!s && o->generate > 0) {
         /* generate, then capture over the prompt and exactly the tokens generated */
         int32_t *all = realloc(ids, ((size_t)n + (size_t)o->generate) * sizeof *all);
@@ -327,7 +333,7 @@ static attn_status run_bert(const opts *o, attn_viz **out) {
     int32_t *ids = NULL;
     int n = 0;
     attn_status s = attn_bert_load(o->dir, &m); /* a directory or a GGUF file */
-    if (!s) s = single_input(o, &tok, &ids, &n);
+    if (!s) s = attention_single_input(o, &tok, &ids, &n);
     if (!s) s = attn_viz_capture_bert(m, tok, ids, NULL, n, out);
     free(ids);
     attn_tok_free(tok);
@@ -548,7 +554,7 @@ int cmd_attention(int argc, char **argv) {
             kind = attn_viz_num_layers(v, ATTN_VIZ_CROSS) ? ATTN_VIZ_CROSS : v->maps[0].kind;
     } else {
         family f;
-        s = detect_family(o.dir, &f);
+        s = attention_detect_family(o.dir, &f);
         if (!s && f != FAMILY_ENCDEC && (o.target || o.target_ids))
             s = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
                                "%s: --target is for encoder-decoder models", o.dir);

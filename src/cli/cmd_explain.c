@@ -1,6 +1,7 @@
 /* cmd_explain.c — `attn explain`: the article's self-attention walk-through, for a person (text)
  * or a program (--json). */
 #include "cli.h"
+#include "cmd_explain_model.h"
 
 #include "attn_explain.h"
 #include "attn_io.h"
@@ -321,6 +322,8 @@ static int print_text(const ex_input *in, const attn_explain_result *r) {
 }
 
 int cmd_explain(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--model")) return cmd_explain_model(argc, argv);
     const char *path = NULL, *png = NULL;
     bool json = false;
     for (int i = 1; i < argc; i++) {
@@ -332,6 +335,9 @@ int cmd_explain(int argc, char **argv) {
         }
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             puts("usage: attn explain [FILE.safetensors] [--json] [--png OUT.png]\n"
+                 "       attn explain --model DIR|FILE.gguf TEXT [--layer L] [--head H] [--query T]\n"
+                 "                    [--find TOKEN] [--compare-masks] [--json] [--png F] [--html F]\n"
+                 "  (a real model: 'attn explain --model DIR --help')\n"
                  "  FILE: F32 tensors x (T, d_model), w_q, w_k, w_v (d_model, d_k); optional\n"
                  "  metadata \"tokens\": JSON array of T strings. Without FILE: \"Knowledge is "
                  "power\".\n"

@@ -297,6 +297,8 @@ struct attn_bert_state {
     float *G;                     /* (capM, C) d loss / d stream */
     float *work;                  /* a sub-layer backward's scratch */
     attn_bert_capture cap;
+    attn_nn_attn_capture *acap;   /* one layer's attention internals, or NULL */
+    int acap_layer;
     attn_arena arena;             /* every buffer above */
 };
 
@@ -421,6 +423,12 @@ void attn_bert_set_capture(attn_bert_state *st, const attn_bert_capture *cap) {
         st->cap = *cap;
     else
         memset(&st->cap, 0, sizeof st->cap);
+}
+
+void attn_bert_set_attn_capture(attn_bert_state *st, int layer, attn_nn_attn_capture *cap) {
+    if (!st) return;
+    st->acap = cap;
+    st->acap_layer = layer;
 }
 
 attn_status attn_bert_mask_to_lengths(int B, int T, const int32_t *mask, int32_t *lengths) {
@@ -577,6 +585,8 @@ attn_status attn_bert_forward(const attn_bert_model *m, attn_bert_state *st, int
         float *probs = st->cap.probs ? st->cap.probs[l] : NULL;
         ATTN_TRY(attn_nn_sub_forward(&st->run, &S[0], &s, M, rows(st), x, NULL, NULL, &A[0],
                                      probs, st->tmp));
+        if (st->acap && st->acap_layer == l)
+            ATTN_TRY(attn_nn_attn_capture_take(st->acap, &S[0], M, M, x, NULL, &A[0]));
         ATTN_TRY(attn_nn_sub_forward(&st->run, &S[1], &s, M, rows(st), A[0].ln, NULL, NULL,
                                      &A[1], NULL, st->tmp));
         x = A[1].ln;

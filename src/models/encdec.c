@@ -316,6 +316,9 @@ struct attn_encdec_state {
     float *g_enc;                   /* (B·Ts, C) d loss / d encoder output, summed over layers */
     float *work;                    /* a sub-layer backward's scratch */
     attn_encdec_capture cap;        /* caller's attention-capture buffers (all NULL: none) */
+    attn_nn_attn_capture *acap;     /* one attention sub-layer's internals, or NULL */
+    attn_encdec_attn_site acap_site;
+    int acap_layer;
     attn_arena arena;               /* everything above that was attn_alloc'ed */
 };
 
@@ -516,6 +519,19 @@ static attn_status embed_backward(attn_encdec_state *st, float *gtable, int V, f
     return attn_embedding_backward(B * T, V, C, ids, G, gtable);
 }
 
+void attn_encdec_set_attn_capture(attn_encdec_state *st, attn_encdec_attn_site site, int layer,
+                                  attn_nn_attn_capture *cap) {
+    if (!st) return;
+    st->acap = cap;
+    st->acap_site = site;
+    st->acap_layer = layer;
+}
+
+/* Whether the attention internals of (site, layer) are to be captured. */
+static bool acap_wanted(const attn_encdec_state *st, attn_encdec_attn_site site, int layer) {
+    return st->acap && st->acap_site == site && st->acap_layer == layer;
+}
+
 /* ---- forward, loss, backward ----------------------------------------------------------- */
 
 /* The input of encoder sub-layer (l, k) and the encoder's output (before the final LN). */
@@ -582,6 +598,9 @@ static attn_status run_encoder(const attn_encdec_model *m, attn_encdec_state *st
                                          enc_input(st, l, k), NULL, NULL, &st->enc_sub[2 * l + k],
                                          k == 0 && st->cap.enc_self ? st->cap.enc_self[l] : NULL,
                                          st->tmp));
+        if (acap_wanted(st, ATTN_ENCDEC_ATTN_ENC_SELF, l))
+            ATTN_TRY(attn_nn_attn_capture_take(st->acap, &S[0], Ms, Ms, enc_input(st, l, 0), NULL,
+                                               &st->enc_sub[2 * l]));
     }
     if (c->pre_ln)
         ATTN_TRY(attn_nn_norm_forward(&m->w.enc_ln, Ms, enc_input(st, c->n_enc_layers, 0),
@@ -667,6 +686,12 @@ attn_status attn_encdec_forward(const attn_encdec_model *m, attn_encdec_state *s
             ATTN_TRY(attn_nn_sub_forward(&st->run, &S[k], &s, Mt, rows(st, false),
                                          dec_input(st, l, k), k == 1 ? memory : NULL, NULL,
                                          &st->dec_sub[3 * l + k], probs, st->tmp));
+            const attn_encdec_attn_site site =
+                k == 0 ? ATTN_ENCDEC_ATTN_DEC_SELF : ATTN_ENCDEC_ATTN_DEC_CROSS;
+            if (k < 2 && acap_wanted(st, site, l))
+                ATTN_TRY(attn_nn_attn_capture_take(st->acap, &S[k], Mt, B * Ts,
+                                                   dec_input(st, l, k), k == 1 ? memory : NULL,
+                                                   &st->dec_sub[3 * l + k]));
         }
     }
     if (c->pre_ln)

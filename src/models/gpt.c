@@ -413,6 +413,8 @@ struct attn_gpt_state {
     float *g;                   /* (M, C) d loss / d stream */
     float *work;                /* backward scratch of a sub-layer (attn_nn_sub_work_floats) */
     attn_gpt_capture cap;
+    attn_nn_attn_capture *acap; /* one layer's attention internals, or NULL */
+    int acap_layer;
     attn_arena arena;           /* every buffer above */
 };
 
@@ -502,6 +504,12 @@ void attn_gpt_set_capture(attn_gpt_state *st, const attn_gpt_capture *cap) {
         memset(&st->cap, 0, sizeof st->cap);
 }
 
+void attn_gpt_set_attn_capture(attn_gpt_state *st, int layer, attn_nn_attn_capture *cap) {
+    if (!st) return;
+    st->acap = cap;
+    st->acap_layer = layer;
+}
+
 const float *attn_gpt_logits(const attn_gpt_state *st) {
     return st && st->has_fwd && !st->has_loss ? st->logits : NULL;
 }
@@ -564,6 +572,9 @@ attn_status attn_gpt_forward(const attn_gpt_model *m, attn_gpt_state *st, int B,
         float *probs = st->cap.attn_probs ? st->cap.attn_probs[l] : NULL;
         ATTN_TRY(attn_nn_sub_forward(&st->run, &S[0], &s, M, rows(st), st->x[l], NULL, NULL,
                                      &st->sub[2 * l], probs, st->tmp));
+        if (st->acap && st->acap_layer == l)
+            ATTN_TRY(attn_nn_attn_capture_take(st->acap, &S[0], M, M, st->x[l], NULL,
+                                               &st->sub[2 * l]));
         ATTN_TRY(attn_nn_sub_forward(&st->run, &S[1], &s, M, rows(st), st->sub[2 * l].res, NULL,
                                      NULL, &st->sub[2 * l + 1], NULL, st->tmp));
     }

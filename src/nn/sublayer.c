@@ -129,3 +129,47 @@ attn_status attn_nn_sub_backward(const attn_nn_run *run, const attn_nn_sublayer 
                                        G, true, s1));
     return ATTN_STATUS_OK;
 }
+
+void attn_nn_attn_capture_free(attn_nn_attn_capture *cap) {
+    if (!cap) return;
+    attn_free(cap->x);
+    attn_free(cap->src);
+    attn_free(cap->proj);
+    attn_free(cap->ctx);
+    memset(cap, 0, sizeof *cap);
+}
+
+/* A fresh copy of n floats of p. */
+static float *dup_floats(const float *p, size_t n) {
+    float *d = attn_alloc(n * sizeof(float));
+    if (d) memcpy(d, p, n * sizeof(float));
+    return d;
+}
+
+attn_status attn_nn_attn_capture_take(attn_nn_attn_capture *cap, const attn_nn_sublayer *S, int Mq,
+                                      int Mk, const float *x, const float *src,
+                                      const attn_nn_sub_acts *A) {
+    if (!cap || !S || !A || !x || S->kind != ATTN_SUB_ATTN || !S->acfg || Mq < 1 ||
+        (S->acfg->cross && (!src || Mk < 1)))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "attention capture: not an attention sub-layer's forward");
+    attn_nn_attn_capture_free(cap);
+    const attn_nn_attn_cfg *c = S->acfg;
+    if (!c->cross) Mk = Mq;
+    cap->Mq = Mq, cap->Mk = Mk;
+    cap->cfg = *c;
+    cap->w = S->attn;
+    cap->norm = S->norm;
+    cap->pre_norm = S->pre_norm;
+    const size_t C = (size_t)c->d_model, HD = (size_t)c->n_head * c->d_head;
+    cap->x = dup_floats(S->pre_norm ? A->ln : x, (size_t)Mq * C);
+    cap->proj = dup_floats(A->attn.proj, attn_nn_attn_proj_floats(c, Mq, Mk));
+    cap->ctx = dup_floats(A->attn.ctx, (size_t)Mq * HD);
+    if (c->cross) cap->src = dup_floats(src, (size_t)Mk * c->d_kv);
+    if (!cap->x || !cap->proj || !cap->ctx || (c->cross && !cap->src)) {
+        attn_nn_attn_capture_free(cap);
+        return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attention capture: out of memory");
+    }
+    cap->taken = true;
+    return ATTN_STATUS_OK;
+}

@@ -5,14 +5,14 @@
 
 #include "attn_kernels.h"
 #include "attn_viz.h"
-#include "../core/core-impl.h"
+#include "viz-impl.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void pass_free(attn_explain_pass *p) {
+void explain_pass_free(attn_explain_pass *p) {
     attn_free(p->q);
     attn_free(p->k);
     attn_free(p->v);
@@ -25,17 +25,37 @@ static void pass_free(attn_explain_pass *p) {
 
 void attn_explain_free(attn_explain_result *r) {
     if (!r) return;
-    pass_free(&r->encoder);
-    pass_free(&r->decoder);
+    explain_pass_free(&r->encoder);
+    explain_pass_free(&r->decoder);
+}
+
+attn_status explain_attend(int Tq, int Tk, int dk, float scale, bool causal, int window,
+                           attn_explain_pass *p) {
+    const size_t tt = (size_t)Tq * Tk * sizeof(float);
+    p->scores = attn_alloc(tt), p->scaled = attn_alloc(tt), p->weights = attn_alloc(tt);
+    p->output = attn_alloc((size_t)Tq * dk * sizeof(float));
+    if (!p->scores || !p->scaled || !p->weights || !p->output)
+        return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "explain: out of memory for %d x %d", Tq, Tk);
+    /* scores = q · kᵀ (Tq, Tk) */
+    ATTN_TRY(attn_gemm(false, true, Tq, Tk, dk, 1.0f, p->q, dk, p->k, dk, 0.0f, p->scores, Tk,
+                       NULL, ATTN_ACT_NONE));
+    for (int i = 0; i < Tq; i++)
+        for (int j = 0; j < Tk; j++) {
+            const bool hidden = causal && (j > i || (window > 0 && i - j >= window));
+            p->scaled[(size_t)i * Tk + j] =
+                hidden ? -INFINITY : p->scores[(size_t)i * Tk + j] * scale;
+        }
+    ATTN_TRY(attn_softmax_forward(Tq, Tk, p->scaled, p->weights));
+    /* output = weights · v (Tq, dk) */
+    return attn_gemm(false, false, Tq, dk, Tk, 1.0f, p->weights, Tk, p->v, dk, 0.0f, p->output,
+                     dk, NULL, ATTN_ACT_NONE);
 }
 
 static attn_status run_pass(int T, int dm, int dk, const float *x, const float *wq,
                             const float *wk, const float *wv, bool causal, attn_explain_pass *p) {
-    size_t tk = (size_t)T * dk * sizeof(float), tt = (size_t)T * T * sizeof(float);
+    size_t tk = (size_t)T * dk * sizeof(float);
     p->q = attn_alloc(tk), p->k = attn_alloc(tk), p->v = attn_alloc(tk);
-    p->output = attn_alloc(tk);
-    p->scores = attn_alloc(tt), p->scaled = attn_alloc(tt), p->weights = attn_alloc(tt);
-    if (!p->q || !p->k || !p->v || !p->output || !p->scores || !p->scaled || !p->weights)
+    if (!p->q || !p->k || !p->v)
         return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "explain: out of memory for T=%d", T);
     /* q = x · W_Q etc.: x (T, dm) · W (dm, dk) */
     ATTN_TRY(attn_gemm(false, false, T, dk, dm, 1.0f, x, dm, wq, dk, 0.0f, p->q, dk, NULL,
@@ -44,18 +64,7 @@ static attn_status run_pass(int T, int dm, int dk, const float *x, const float *
                        ATTN_ACT_NONE));
     ATTN_TRY(attn_gemm(false, false, T, dk, dm, 1.0f, x, dm, wv, dk, 0.0f, p->v, dk, NULL,
                        ATTN_ACT_NONE));
-    /* scores = q · kᵀ (T, T) */
-    ATTN_TRY(attn_gemm(false, true, T, T, dk, 1.0f, p->q, dk, p->k, dk, 0.0f, p->scores, T, NULL,
-                       ATTN_ACT_NONE));
-    const float inv = 1.0f / sqrtf((float)dk);
-    for (int i = 0; i < T; i++)
-        for (int j = 0; j < T; j++)
-            p->scaled[(size_t)i * T + j] =
-                causal && j > i ? -INFINITY : p->scores[(size_t)i * T + j] * inv;
-    ATTN_TRY(attn_softmax_forward(T, T, p->scaled, p->weights));
-    /* output = weights · v (T, dk) */
-    return attn_gemm(false, false, T, dk, T, 1.0f, p->weights, T, p->v, dk, 0.0f, p->output, dk,
-                     NULL, ATTN_ACT_NONE);
+    return explain_attend(T, T, dk, 1.0f / sqrtf((float)dk), causal, 0, p);
 }
 
 attn_status attn_explain_compute(int T, int d_model, int d_k, const float *x, const float *w_q,

@@ -14,13 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
+void viz_sb_put(viz_sbuf *b, const char *s, size_t n) {
     if (b->oom) return;
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 1 << 16;
@@ -43,10 +37,9 @@ static void sb_put(sbuf *b, const char *s, size_t n) {
     b->p[b->n] = '\0';
 }
 
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+void viz_sb_str(viz_sbuf *b, const char *s) { viz_sb_put(b, s, strlen(s)); }
 
-/* JSON text with "<" escaped. */
-static void sb_json(sbuf *b, json_t *j) {
+void viz_sb_json(viz_sbuf *b, json_t *j) {
     char *t = j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     json_decref(j);
     if (!t) {
@@ -55,11 +48,29 @@ static void sb_json(sbuf *b, json_t *j) {
     }
     const char *s = t;
     for (const char *lt; (lt = strchr(s, '<')); s = lt + 1) {
-        sb_put(b, s, (size_t)(lt - s));
-        sb_str(b, "\\u003c");
+        viz_sb_put(b, s, (size_t)(lt - s));
+        viz_sb_str(b, "\\u003c");
     }
-    sb_str(b, s);
+    viz_sb_str(b, s);
     free(t);
+}
+
+attn_status viz_sb_commit(viz_sbuf *b, const char *path) {
+    if (b->oom) {
+        free(b->p);
+        memset(b, 0, sizeof *b);
+        return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "%s: out of memory writing the page", path);
+    }
+    attn_atomic a;
+    attn_status s = attn_atomic_begin(path, &a);
+    if (!s) s = attn_atomic_write(&a, b->p, b->n);
+    if (!s)
+        s = attn_atomic_commit(&a);
+    else
+        attn_atomic_abort(&a);
+    free(b->p);
+    memset(b, 0, sizeof *b);
+    return s;
 }
 
 static json_t *strings(char **s, int n) {
@@ -68,7 +79,7 @@ static json_t *strings(char **s, int n) {
     return a;
 }
 
-static void sb_base64_probs(sbuf *b, const float *p, size_t n) {
+static void sb_base64_probs(viz_sbuf *b, const float *p, size_t n) {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char out[4 * 1024];
     size_t o = 0;
@@ -84,9 +95,9 @@ static void sb_base64_probs(sbuf *b, const float *p, size_t n) {
         out[o++] = tab[w >> 12 & 63];
         out[o++] = k > 1 ? tab[w >> 6 & 63] : '=';
         out[o++] = k > 2 ? tab[w & 63] : '=';
-        if (o + 4 > sizeof out) sb_put(b, out, o), o = 0;
+        if (o + 4 > sizeof out) viz_sb_put(b, out, o), o = 0;
     }
-    sb_put(b, out, o);
+    viz_sb_put(b, out, o);
 }
 
 attn_status attn_viz_write_html(const attn_viz *v, const char *path) {
@@ -94,44 +105,32 @@ attn_status attn_viz_write_html(const attn_viz *v, const char *path) {
     if (v->n_maps == 0)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: the capture holds no attention maps",
                          path);
-    sbuf b = {NULL, 0, 0, false};
-    for (int i = 0; viz_page_head[i]; i++) sb_str(&b, viz_page_head[i]);
-    sb_str(&b, "{\"format\":\"attn-attention\",\"title\":");
-    sb_json(&b, v->title ? json_string(v->title) : json_null());
-    sb_str(&b, ",\"tokens\":");
-    sb_json(&b, strings(v->tokens, v->n_tokens));
+    viz_sbuf b = {NULL, 0, 0, false};
+    for (int i = 0; viz_page_head[i]; i++) viz_sb_str(&b, viz_page_head[i]);
+    viz_sb_str(&b, "{\"format\":\"attn-attention\",\"title\":");
+    viz_sb_json(&b, v->title ? json_string(v->title) : json_null());
+    viz_sb_str(&b, ",\"tokens\":");
+    viz_sb_json(&b, strings(v->tokens, v->n_tokens));
     if (v->n_target) {
-        sb_str(&b, ",\"target\":");
-        sb_json(&b, strings(v->target, v->n_target));
+        viz_sb_str(&b, ",\"target\":");
+        viz_sb_json(&b, strings(v->target, v->n_target));
     }
     if (v->target_out) {
-        sb_str(&b, ",\"target_out\":");
-        sb_json(&b, strings(v->target_out, v->n_target));
+        viz_sb_str(&b, ",\"target_out\":");
+        viz_sb_json(&b, strings(v->target_out, v->n_target));
     }
-    sb_str(&b, ",\"maps\":[");
+    viz_sb_str(&b, ",\"maps\":[");
     for (int i = 0; i < v->n_maps; i++) {
         const attn_viz_map *m = &v->maps[i];
         char hdr[256];
         snprintf(hdr, sizeof hdr,
                  "%s{\"kind\":\"%s\",\"layer\":%d,\"H\":%d,\"Tq\":%d,\"Tk\":%d,\"b64\":\"",
                  i ? "," : "", attn_viz_kind_name(m->kind), m->layer, m->H, m->Tq, m->Tk);
-        sb_str(&b, hdr);
+        viz_sb_str(&b, hdr);
         sb_base64_probs(&b, m->p, (size_t)m->H * m->Tq * m->Tk);
-        sb_str(&b, "\"}");
+        viz_sb_str(&b, "\"}");
     }
-    sb_str(&b, "]}\n");
-    for (int i = 0; viz_page_tail[i]; i++) sb_str(&b, viz_page_tail[i]);
-    if (b.oom) {
-        free(b.p);
-        return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "%s: out of memory writing the page", path);
-    }
-    attn_atomic a;
-    attn_status s = attn_atomic_begin(path, &a);
-    if (!s) s = attn_atomic_write(&a, b.p, b.n);
-    if (!s)
-        s = attn_atomic_commit(&a);
-    else
-        attn_atomic_abort(&a);
-    free(b.p);
-    return s;
+    viz_sb_str(&b, "]}\n");
+    for (int i = 0; viz_page_tail[i]; i++) viz_sb_str(&b, viz_page_tail[i]);
+    return viz_sb_commit(&b, path);
 }

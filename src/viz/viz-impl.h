@@ -32,5 +32,37 @@ static inline int viz_side_len(const attn_viz *v, attn_viz_side s) {
  * data. */
 extern const char *const viz_page_head[]; /* NULL-terminated; before the data JSON */
 extern const char *const viz_page_tail[]; /* NULL-terminated; after it */
+/* The explain walk-through's page (explain_page_data.c, from tools/explain_page.html). */
+extern const char *const explain_page_head[];
+extern const char *const explain_page_tail[];
+
+/* ---- text buffers for pages (html.c) ---------------------------------------------------- */
+
+/* A growing NUL-terminated text; oom once an allocation failed (later appends do nothing). */
+typedef struct {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} viz_sbuf;
+
+void viz_sb_put(viz_sbuf *b, const char *s, size_t n);
+void viz_sb_str(viz_sbuf *b, const char *s);
+/* j as compact JSON with every "<" written as \u003c (safe inside a <script> element); takes
+ * the reference to j. */
+struct json_t;
+void viz_sb_json(viz_sbuf *b, struct json_t *j);
+/* Write the text to path atomically and free it. */
+attn_status viz_sb_commit(viz_sbuf *b, const char *path);
+
+/* ---- explain (explain.c) ---- */
+#include "attn_explain.h"
+
+/* The steps after q, k, v (p->q (Tq, dk), p->k, p->v (Tk, dk) already set): scores = q·kᵀ,
+ * scaled = scores·scale with −inf where hidden (causal: j > i, or i − j >= window when
+ * window > 0), weights = softmax of each row, output = weights·v; on the library's kernels. */
+attn_status explain_attend(int Tq, int Tk, int dk, float scale, bool causal, int window,
+                           attn_explain_pass *p);
+/* Frees a pass's buffers and zeroes it. */
+void explain_pass_free(attn_explain_pass *p);
 
 #endif
