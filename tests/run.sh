@@ -104,7 +104,9 @@ fi
 for gen in $REF_GENS; do
   [ -e "$gen" ] || continue
   echo "== reference: $gen"
+  t0=$(date +%s)
   if ! "$PY" "$gen" "$ATTN_REF_DIR"; then echo "error: $gen failed"; fail=1; fi
+  echo "   ($(( $(date +%s) - t0 )) s)"
 done
 # References that need the newest torch and transformers (Qwen3, transformers 5's files): the
 # .venv-bench venv (sh bench/setup.sh; tools/install_deps.sh makes it). Without it their tests
@@ -124,9 +126,11 @@ skips="$ATTN_REF_DIR/.skipped-tests"
 for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue
   echo "== $t"
+  t0=$(date +%s)
   "$t" >"$log" 2>&1
   rc=$?
   cat "$log"
+  echo "   ($(( $(date +%s) - t0 )) s)"
   p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
   f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
   s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
