@@ -129,8 +129,9 @@ static serve_model *pick_model(serve_engine *e, json_t *root, serve_kind kind, c
         }
         if (m->kind != kind && (int)kind >= 0) {
             serve_error(r, 400, "invalid_request_error",
-                        "The model '%s' is a %s model; %s needs a %s model", m->name,
-                        serve_kind_name(m->kind), route, serve_kind_name(kind));
+                        "The model '%s' is %s %s model; %s needs %s %s model", m->name,
+                        m->kind == SERVE_EMBED ? "an" : "a", serve_kind_name(m->kind), route,
+                        kind == SERVE_EMBED ? "an" : "a", serve_kind_name(kind));
             return NULL;
         }
         return m;
