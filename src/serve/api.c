@@ -141,10 +141,11 @@ static serve_model *pick_model(serve_engine *e, json_t *root, serve_kind kind, c
     for (int i = 0; i < e->n_models; i++)
         if ((int)kind < 0 || e->models[i]->kind == kind) found = e->models[i], n++;
     if (n == 1) return found;
-    serve_error(r, 400, "invalid_request_error",
-                n ? "'model' is required (%d %s models are served)"
-                  : "'model' is required (%d %s models are served: none)",
-                n, (int)kind < 0 ? "" : serve_kind_name(kind));
+    if (n)
+        serve_error(r, 400, "invalid_request_error", "'model' is required (%d %smodels are served)",
+                    n, (int)kind < 0 ? "" : kind == SERVE_EMBED ? "embedding " : kind == SERVE_GEN ? "generation " : "translation ");
+    else
+        serve_error(r, 404, "not_found_error", "no %s model is served", serve_kind_name(kind));
     return NULL;
 }
 
@@ -462,7 +463,7 @@ static bool gen_params(serve_engine *e, serve_model *m, json_t *root, serve_job 
     const unsigned long long k = atomic_fetch_add(&counter, 1);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    p.seed = (uint64_t)ts.tv_sec * 1000000007ULL ^ (uint64_t)ts.tv_nsec ^ (k << 40);
+    p.seed = e->cfg.fixed_seed ? 0 : (uint64_t)ts.tv_sec * 1000000007ULL ^ (uint64_t)ts.tv_nsec ^ (k << 40);
     if ((v = json_object_get(root, "seed")) && !json_is_null(v)) {
         if (!json_is_integer(v)) {
             serve_error(r, 400, "invalid_request_error", "'seed' must be an integer");

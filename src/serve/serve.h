@@ -57,6 +57,7 @@ typedef struct {
     int max_queue;          /* waiting requests per model (429 above) */
     double timeout;         /* seconds: a request's body upload and draining at shutdown */
     bool inline_work;       /* no worker threads: work runs in the calling thread (fuzzing) */
+    bool fixed_seed;        /* a request without "seed" samples with seed 0 (fuzzing) */
 } serve_config;
 
 serve_config serve_default_config(void);
