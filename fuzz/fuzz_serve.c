@@ -9,6 +9,8 @@
 
 #include "../src/serve/serve.h"
 
+#include "attn_core.h"
+
 #include <jansson.h>
 
 static serve_engine *eng;
@@ -22,6 +24,7 @@ static const char tpl_src[] =
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
+    attn_set_num_threads(1); /* as the other model targets: no OpenMP team to wait on */
     serve_config c = serve_default_config();
     c.inline_work = true;
     c.fixed_seed = true;
