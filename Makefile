@@ -33,6 +33,7 @@ CFLAGS   := -std=c11 $(OPT) $(WARN) -fPIC -fopenmp
 # -fno-sanitize=vptr: the C driver links, without UBSan's C++ runtime.
 CXXFLAGS := -std=c++17 $(OPT) $(WARN) -fPIC -fno-sanitize=vptr
 LDLIBS   := -ljansson -lutf8proc -lpcre2-8 -lpng16 -lfreetype -lsentencepiece -lstdc++ -lm
+CLI_LDLIBS := -lmicrohttpd -lpthread
 LDFLAGS  := -fopenmp $(SANLD)
 
 ISA_avx2   := -mavx2 -mfma -mf16c -DATTN_ISA=2 -ffp-contract=fast
@@ -43,7 +44,9 @@ LIB_SRCS  := $(wildcard src/core/*.c src/io/*.c src/nn/*.c src/viz/*.c src/eval/
              $(filter-out %_simd.c,$(wildcard src/kernels/*.c))
 CXX_SRCS  := $(wildcard src/tok/*.cc)
 SIMD_SRCS := $(wildcard src/kernels/*_simd.c)
-CLI_SRCS  := $(wildcard src/cli/*.c)
+# The CLI, and `attn serve`'s server (src/serve/: the CLI's, over libmicrohttpd, which only the
+# attn binary links: CLI_LDLIBS).
+CLI_SRCS  := $(wildcard src/cli/*.c src/serve/*.c)
 TEST_SRCS := $(wildcard tests/test_*.c)
 BENCH_SRCS:= $(wildcard bench/bench_*.c)
 
@@ -85,7 +88,7 @@ $(BUILD)/libattn.so: $(LIB_OBJS)
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/attn: $(CLI_OBJS) $(BUILD)/libattn.a
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(LIBLINK) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(LIBLINK) $(LDLIBS) $(CLI_LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/tu.h tests/tu_tok.h tests/tu_page.h $(BUILD)/libattn.a
 	@mkdir -p $(dir $@)

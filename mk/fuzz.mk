@@ -44,7 +44,13 @@ $(BUILD)/fuzz/replay-%: fuzz/fuzz_%.c fuzz/replay.c fuzz/fuzz.h $(BUILD)/libattn
 $(BUILD)/fuzz/replay-cli: fuzz/fuzz_cli.c fuzz/replay.c fuzz/fuzz.h $(FUZZ_CLI_OBJS) $(BUILD)/libattn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Ifuzz $(CFLAGS) -o $@ $< fuzz/replay.c $(FUZZ_CLI_OBJS) $(LIBLINK) \
-	  $(LDFLAGS) $(LDLIBS)
+	  $(LDFLAGS) $(LDLIBS) $(CLI_LDLIBS)
+
+# The serve target drives src/serve/ (CLI objects), like the cli one.
+$(BUILD)/fuzz/replay-serve: fuzz/fuzz_serve.c fuzz/replay.c fuzz/fuzz.h $(FUZZ_CLI_OBJS) $(BUILD)/libattn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ifuzz $(CFLAGS) -o $@ $< fuzz/replay.c $(FUZZ_CLI_OBJS) $(LIBLINK) \
+	  $(LDFLAGS) $(LDLIBS) $(CLI_LDLIBS)
 
 $(BUILD)/fuzz/make-seeds: fuzz/make_seeds.c fuzz/fuzz.h $(BUILD)/libattn.a
 	@mkdir -p $(dir $@)
@@ -67,7 +73,12 @@ $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(BUILD)/libattn.a
 $(BUILD)/fuzz/fuzz_cli: fuzz/fuzz_cli.c fuzz/fuzz.h $(FUZZ_CLI_OBJS) $(BUILD)/libattn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Ifuzz $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_CLI_OBJS) $(LIBLINK) \
-	  $(LDFLAGS) $(LDLIBS)
+	  $(LDFLAGS) $(LDLIBS) $(CLI_LDLIBS)
+
+$(BUILD)/fuzz/fuzz_serve: fuzz/fuzz_serve.c fuzz/fuzz.h $(FUZZ_CLI_OBJS) $(BUILD)/libattn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ifuzz $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_CLI_OBJS) $(LIBLINK) \
+	  $(LDFLAGS) $(LDLIBS) $(CLI_LDLIBS)
 
 fuzz-bins: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 

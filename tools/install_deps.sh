@@ -11,15 +11,17 @@
 #           python3-jinja2 (3.1): transformers' apply_chat_template renders chat templates with it
 #           (tools/ref_chat.py)
 #           python3-pytest: the Python package's tests (python/tests, run by tests/run.sh)
+#           libmicrohttpd-dev (attn serve's HTTP server), curl (tests/test_serve.c's client)
 #   .venv:  /usr/bin/python3 venv with system site packages (sees Debian's torch and numpy),
 #           plus sacrebleu 2.6.0 (the BLEU reference), tokenizers 0.21.4, transformers 4.49.0 and
 #           sentence-transformers 2.7.0 from PyPI (tokenizer, GPT-2 and BERT references), gguf
 #           0.17.1 (transformers' GGUF loading; accelerate is removed: see below), sentencepiece 0.2.0 and
 #           protobuf 4.25.3 (SentencePiece's trainer and MarianTokenizer / the NLLB, T5 and XLM-R
-#           converters: tools/ref_tokenizer_spm.py)
+#           converters: tools/ref_tokenizer_spm.py), openai 3.57.0 (the real client of attn serve
+#           in tests/test_serve.c and bench/serve_load.py)
 set -e
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PKGS="gcc g++ clang make libjansson-dev libsentencepiece-dev libutf8proc-dev libpcre2-dev libomp-dev libcmocka-dev libpng-dev libfreetype-dev fonts-noto-cjk chromium valgrind libclang-rt-dev python3-venv python3-torch python3-numpy python3-jinja2 python3-pytest"
+PKGS="gcc g++ clang make libjansson-dev libsentencepiece-dev libutf8proc-dev libpcre2-dev libomp-dev libcmocka-dev libpng-dev libfreetype-dev fonts-noto-cjk chromium valgrind libclang-rt-dev python3-venv python3-torch python3-numpy python3-jinja2 python3-pytest libmicrohttpd-dev curl"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
@@ -83,6 +85,13 @@ assert google.protobuf.__version__ == "4.25.3", google.protobuf.__version__
 PYEOF
   echo "installing sentencepiece and protobuf into $ROOT/.venv"
   "$ROOT/.venv/bin/pip" install -q sentencepiece==0.2.0 protobuf==4.25.3; }
+# The official OpenAI client, pinned: tests/test_serve.c talks to `attn serve` through it.
+"$ROOT/.venv/bin/python" - <<'PYEOF' 2>/dev/null || {
+import openai
+assert openai.__version__ == "3.57.0", openai.__version__
+PYEOF
+  echo "installing openai into $ROOT/.venv"
+  "$ROOT/.venv/bin/pip" install -q openai==3.57.0; }
 if "$ROOT/.venv/bin/python" -c "import accelerate" 2>/dev/null; then
   echo "removing accelerate from $ROOT/.venv (it breaks transformers' pipelines on torch 1.13)"
   "$ROOT/.venv/bin/pip" uninstall -y -q accelerate

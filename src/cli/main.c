@@ -7,6 +7,7 @@
 #include "cmd_forward.h"
 #include "cmd_generate.h"
 #include "cmd_quantize.h"
+#include "cmd_serve.h"
 #include "cmd_tokenizer.h"
 #include "cmd_train.h"
 #include "cmd_translate.h"
@@ -89,6 +90,11 @@ static const char usage_text[] =
     "  quantize IN OUT.gguf --type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q5_k_m|q6_k|...\n"
     "        write a decoder (a Hugging Face directory or a GGUF file) as a GGUF file that\n"
     "        llama.cpp loads, with llama-quantize's per-tensor types (see 'attn quantize --help')\n"
+    "  serve --model NAME=PATH [--model NAME=PATH ...] [--host 127.0.0.1] [--port 8080]\n"
+    "        [--api-key KEY] [--slots N] ...\n"
+    "        an HTTP server for all three families at once: OpenAI-compatible embeddings,\n"
+    "        completions and chat (streamed), LibreTranslate-style translation, tokenize,\n"
+    "        attention maps, /metrics (see 'attn serve --help')\n"
     "  info  version, CPU features, kernel backend and threads\n"
     "  help  this text\n"
     "\n"
@@ -170,6 +176,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "chat")) return cmd_chat(sub_argc, sub_argv);
     if (!strcmp(cmd, "tokenizer")) return cmd_tokenizer(sub_argc, sub_argv);
     if (!strcmp(cmd, "quantize")) return cmd_quantize(sub_argc, sub_argv);
+    if (!strcmp(cmd, "serve")) return cmd_serve(sub_argc, sub_argv);
     if (!strcmp(cmd, "info")) return sub_argc == 1 ? cmd_info() : cli_usage_error("info takes no arguments");
     if (!strcmp(cmd, "help")) {
         fputs(usage_text, stdout);

@@ -1,0 +1,679 @@
+/* engine.c — the models `attn serve` serves and their workers (serve.h): one thread per model.
+ *   embeddings   the texts of every waiting request, up to max_batch_tokens tokens, go through
+ *                one attn_embed_encode call (sorted into batches there); each text's embedding
+ *                does not depend on the others (attn_embed.h), so a batched request gets exactly
+ *                what it would get alone;
+ *   translation  the same with attn_translate_texts (attn_infer.h: results independent of the
+ *                batch);
+ *   generation   continuous batching: `slots` slots, each with its own KV cache, sampler and
+ *                streaming detokenizer. Each iteration of the scheduler admits waiting requests
+ *                into free slots, then advances every active slot by one token (a new slot runs
+ *                its prompt in one pass first), so a request joins and leaves between two
+ *                iterations and concurrent streams share the decoding time. Each slot is one
+ *                attn_gpt_decode of batch 1: attn_gpt_decode batches only sequences of one length
+ *                (docs/serve.md says what a batched step over ragged caches would take). The
+ *                token choices are attn_gen_session_generate's (the same decode calls, the same
+ *                sampler draws), so a request gives what `attn generate` / `attn chat` give. */
+#include "serve.h"
+
+#include "../cli/gen_opts.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+serve_config serve_default_config(void) {
+    serve_config c;
+    memset(&c, 0, sizeof c);
+    c.host = "127.0.0.1";
+    c.port = 8080;
+    c.max_body = (size_t)1 << 20;
+    c.max_depth = 32;
+    c.max_input_tokens = 8192;
+    c.max_tokens = 4096;
+    c.max_texts = 2048;
+    c.max_batch_tokens = 16384;
+    c.slots = 8;
+    c.ctx = 0;
+    c.max_queue = 256;
+    c.timeout = 30;
+    return c;
+}
+
+const char *serve_kind_name(serve_kind k) {
+    return k == SERVE_EMBED ? "embedding" : k == SERVE_GEN ? "generation" : "translation";
+}
+
+double serve_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- jobs ------------------------------------------------------------------------------------ */
+
+void serve_job_release(serve_job *j) {
+    if (!j) return;
+    pthread_mutex_lock(&j->mu);
+    const int left = --j->refs;
+    pthread_mutex_unlock(&j->mu);
+    if (left > 0) return;
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j->lens);
+    free(j->texts);
+    free(j->emb);
+    if (j->out) {
+        for (size_t i = 0; i < j->n; i++) attn_free(j->out[i]);
+        free(j->out);
+    }
+    free(j->ids);
+    free(j->text);
+    free(j->sse);
+    json_decref(j->json);
+    for (int i = 0; i < j->n_stops; i++) free((char *)j->stops[i]);
+    free(j);
+}
+
+static void finish_locked(serve_job *j, attn_status s, int http_status, const char *msg) {
+    if (j->done) return;
+    j->done = true;
+    j->status = s;
+    j->http_status = s ? (http_status ? http_status : 500) : 200;
+    if (s) snprintf(j->msg, sizeof j->msg, "%s", msg && *msg ? msg : attn_status_str(s));
+    pthread_cond_broadcast(&j->cv);
+}
+
+void serve_job_finish(serve_job *j, attn_status s, int http_status, const char *msg) {
+    pthread_mutex_lock(&j->mu);
+    finish_locked(j, s, http_status, msg);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* ---- embeddings and translation: batches of whole requests ----------------------------------- */
+
+/* Take the first waiting job and those after it that keep the batch within max_batch_tokens
+ * (the first always goes). Under m->mu. */
+static int take_batch(serve_model *m, serve_job **batch, int cap) {
+    int k = 0, tokens = 0;
+    while (k < cap && m->n_queue > 0) {
+        serve_job *j = m->queue[0];
+        if (k > 0 && tokens + j->n_tokens > m->eng->cfg.max_batch_tokens) break;
+        tokens += j->n_tokens;
+        batch[k++] = j;
+        memmove(m->queue, m->queue + 1, (size_t)(m->n_queue - 1) * sizeof *m->queue);
+        m->n_queue--;
+    }
+    return k;
+}
+
+static void run_text_batch(serve_model *m, serve_job **batch, int k) {
+    size_t n = 0;
+    for (int i = 0; i < k; i++)
+        if (!atomic_load(&batch[i]->cancelled)) n += batch[i]->n;
+    const char **texts = malloc((n ? n : 1) * sizeof *texts);
+    size_t *lens = malloc((n ? n : 1) * sizeof *lens);
+    float *emb = NULL;
+    char **out = NULL;
+    attn_status s = ATTN_STATUS_OK;
+    if (m->kind == SERVE_EMBED) emb = malloc((n ? n : 1) * (size_t)m->dim * sizeof *emb);
+    else out = calloc(n ? n : 1, sizeof *out);
+    if (!texts || !lens || (!emb && !out))
+        s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
+    size_t at = 0;
+    for (int i = 0; i < k && !s; i++) {
+        if (atomic_load(&batch[i]->cancelled)) continue;
+        memcpy(texts + at, batch[i]->texts, batch[i]->n * sizeof *texts);
+        memcpy(lens + at, batch[i]->lens, batch[i]->n * sizeof *lens);
+        at += batch[i]->n;
+    }
+    if (!s && n) {
+        if (m->kind == SERVE_EMBED) {
+            s = attn_embed_encode(m->embed, n, texts, lens, emb);
+        } else {
+            /* attn_translate_texts takes NUL-terminated texts: the request's JSON strings are. */
+            s = attn_translate_texts(m->ts, &m->to, m->mt_tok, texts, n, out, NULL, NULL);
+        }
+    }
+    atomic_fetch_add(&m->eng->met.batches, 1);
+    atomic_fetch_add(&m->eng->met.batch_items, (long long)n);
+    const char *msg = s ? attn_last_error() : NULL;
+    at = 0;
+    for (int i = 0; i < k; i++) {
+        serve_job *j = batch[i];
+        if (atomic_load(&j->cancelled)) {
+            serve_job_finish(j, ATTN_STATUS_INVALID_ARGUMENT, 499, "cancelled");
+        } else if (s) {
+            serve_job_finish(j, s, 500, msg);
+            at += j->n;
+        } else {
+            if (emb) {
+                j->emb = malloc((j->n ? j->n : 1) * (size_t)m->dim * sizeof *j->emb);
+                if (j->emb) memcpy(j->emb, emb + at * (size_t)m->dim, j->n * (size_t)m->dim * sizeof *emb);
+            } else {
+                j->out = calloc(j->n ? j->n : 1, sizeof *j->out);
+                if (j->out) memcpy(j->out, out + at, j->n * sizeof *out), memset(out + at, 0, j->n * sizeof *out);
+            }
+            at += j->n;
+            if (emb ? !j->emb : !j->out)
+                serve_job_finish(j, ATTN_STATUS_OUT_OF_MEMORY, 500, "serve: out of memory");
+            else
+                serve_job_finish(j, ATTN_STATUS_OK, 200, NULL);
+        }
+        serve_job_release(j);
+    }
+    if (out)
+        for (size_t i = 0; i < n; i++) attn_free(out[i]);
+    free(out);
+    free(emb);
+    free(texts);
+    free(lens);
+}
+
+/* ---- generation: slots ---------------------------------------------------------------------- */
+
+typedef struct {
+    serve_job *job;          /* NULL: free */
+    attn_gpt_kv *kv;         /* (made on first use) m->ctx positions */
+    float *logits;           /* (V) */
+    attn_gen_sampler *smp;
+    attn_gen_stream *ts;
+    const int32_t *stop_ids;
+    int n_stop;
+    int max_T;               /* positions this request may fill */
+    int i;                   /* tokens generated so far */
+    int32_t last;            /* the token to feed next */
+    bool prefilled;
+} slot;
+
+static void slot_end(serve_model *m, slot *sl, attn_status s, const char *finish) {
+    serve_job *j = sl->job;
+    const char *rest = "";
+    size_t n_rest = 0;
+    if (!s && sl->ts) s = attn_gen_stream_finish(sl->ts, &rest, &n_rest);
+    pthread_mutex_lock(&j->mu);
+    if (!s) {
+        serve_gen_emit(j, rest, n_rest, finish);
+        finish_locked(j, ATTN_STATUS_OK, 200, NULL);
+    } else if (atomic_load(&j->cancelled)) {
+        finish_locked(j, s, 499, "cancelled");
+    } else {
+        finish_locked(j, s, 500, attn_last_error());
+    }
+    pthread_mutex_unlock(&j->mu);
+    atomic_fetch_add(&m->eng->met.tokens_out, sl->i);
+    attn_gen_sampler_free(sl->smp);
+    attn_gen_stream_free(sl->ts);
+    sl->smp = NULL, sl->ts = NULL;
+    serve_job_release(j);
+    pthread_mutex_lock(&m->mu);
+    sl->job = NULL;
+    m->n_active--;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* Set a slot up for its job (the cache reset: every request starts from an empty cache). */
+static attn_status slot_begin(serve_model *m, slot *sl) {
+    serve_job *j = sl->job;
+    const int V = m->gpt->cfg.vocab_size;
+    if (!sl->kv) {
+        SERVE_TRY(attn_gpt_kv_init(m->gpt, 1, m->ctx, &sl->kv));
+        sl->logits = malloc((size_t)V * sizeof *sl->logits);
+        if (!sl->logits) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
+    }
+    attn_gpt_kv_reset(sl->kv);
+    sl->i = 0, sl->prefilled = false;
+    /* The positions fed: the prompt and every generated token but the last (attn_gen_gpt). */
+    const long long need = (long long)j->n_ids + j->max_new - 1;
+    sl->max_T = (int)(need < m->ctx ? need : m->ctx);
+    sl->stop_ids = j->chat ? m->chat_stop_ids : m->stop_ids;
+    sl->n_stop = j->chat ? m->n_chat_stop_ids : m->n_stop_ids;
+    SERVE_TRY(attn_gen_sampler_init(&j->gp, V, &sl->smp));
+    if (j->gp.repetition_penalty != 1.0f)
+        SERVE_TRY(attn_gen_sampler_observe(sl->smp, j->ids, (size_t)j->n_ids));
+    /* The stream's context: the whole prompt (attn generate) or its last 16 tokens (attn chat). */
+    const int ctxn = j->chat && j->n_ids > 16 ? 16 : j->n_ids;
+    SERVE_TRY(attn_gen_stream_init(m->gpt_tok, j->ids + j->n_ids - ctxn, (size_t)ctxn, &sl->ts));
+    return attn_gen_stream_set_stops(sl->ts, j->stops, (size_t)j->n_stops);
+}
+
+/* One token of one slot: the attn_gen_session_generate loop body. */
+static void slot_step(serve_model *m, slot *sl) {
+    serve_job *j = sl->job;
+    if (atomic_load(&j->cancelled)) {
+        atomic_fetch_add(&m->eng->met.cancelled, 1);
+        slot_end(m, sl, attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "cancelled"), NULL);
+        return;
+    }
+    attn_status s;
+    if (!sl->prefilled) {
+        s = attn_gpt_decode(m->gpt, sl->kv, 1, j->n_ids, j->ids, sl->logits, false);
+        sl->prefilled = true;
+        atomic_fetch_add(&m->eng->met.tokens_in, j->n_ids);
+    } else {
+        s = attn_gpt_decode(m->gpt, sl->kv, 1, 1, &sl->last, sl->logits, false);
+    }
+    int32_t tok = 0;
+    if (!s) s = attn_gen_sampler_next(sl->smp, sl->logits, (uint64_t)sl->i, &tok);
+    if (s) {
+        slot_end(m, sl, s, NULL);
+        return;
+    }
+    sl->i++;
+    if (j->gp.repetition_penalty != 1.0f) attn_gen_sampler_observe(sl->smp, &tok, 1);
+    const char *piece;
+    size_t n;
+    s = attn_gen_stream_push(sl->ts, tok, &piece, &n);
+    if (s) {
+        slot_end(m, sl, s, NULL);
+        return;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->n_gen = sl->i;
+    serve_gen_emit(j, piece, n, NULL);
+    pthread_mutex_unlock(&j->mu);
+    bool eos = false;
+    for (int k = 0; k < sl->n_stop; k++) eos |= sl->stop_ids[k] == tok;
+    if (eos || attn_gen_stream_stopped(sl->ts)) {
+        slot_end(m, sl, ATTN_STATUS_OK, "stop");
+        return;
+    }
+    if (sl->i == j->max_new || attn_gpt_kv_len(sl->kv) >= sl->max_T) {
+        slot_end(m, sl, ATTN_STATUS_OK, "length");
+        return;
+    }
+    sl->last = tok;
+}
+
+/* Admit waiting jobs into free slots. Under m->mu; the slots' setup runs unlocked by the caller
+ * (slot_begin), so this only moves jobs. Returns the slots to set up in `fresh`. */
+static int admit(serve_model *m, int *fresh) {
+    slot *sl = m->slots;
+    int k = 0;
+    for (int i = 0; i < m->eng->cfg.slots && m->n_queue > 0; i++) {
+        if (sl[i].job) continue;
+        sl[i].job = m->queue[0];
+        memmove(m->queue, m->queue + 1, (size_t)(m->n_queue - 1) * sizeof *m->queue);
+        m->n_queue--;
+        m->n_active++;
+        fresh[k++] = i;
+    }
+    return k;
+}
+
+/* One scheduler iteration over the active slots (the worker thread, or inline). */
+static void gen_iteration(serve_model *m, const int *fresh, int n_fresh) {
+    slot *sl = m->slots;
+    for (int k = 0; k < n_fresh; k++) {
+        attn_status s = slot_begin(m, &sl[fresh[k]]);
+        if (s) slot_end(m, &sl[fresh[k]], s, NULL);
+    }
+    int stepped = 0;
+    for (int i = 0; i < m->eng->cfg.slots; i++) {
+        if (!sl[i].job) continue; /* only the worker changes slots: reading without the lock */
+        slot_step(m, &sl[i]);
+        stepped++;
+    }
+    if (stepped) {
+        atomic_fetch_add(&m->eng->met.gen_steps, 1);
+        atomic_fetch_add(&m->eng->met.gen_step_slots, stepped);
+    }
+}
+
+/* ---- workers ------------------------------------------------------------------------------- */
+
+static void *worker(void *arg) {
+    serve_model *m = arg;
+    const int cap = m->eng->cfg.max_queue > 0 ? m->eng->cfg.max_queue : 1;
+    serve_job **batch = malloc((size_t)cap * sizeof *batch);
+    int *fresh = malloc((size_t)m->eng->cfg.slots * sizeof *fresh);
+    pthread_mutex_lock(&m->mu);
+    while (!m->stop) {
+        if (m->kind == SERVE_GEN) {
+            const int n_fresh = fresh ? admit(m, fresh) : 0;
+            if (m->n_active == 0) {
+                pthread_cond_wait(&m->cv, &m->mu);
+                continue;
+            }
+            pthread_mutex_unlock(&m->mu);
+            gen_iteration(m, fresh, n_fresh);
+            pthread_mutex_lock(&m->mu);
+        } else {
+            if (m->n_queue == 0 || !batch) {
+                pthread_cond_wait(&m->cv, &m->mu);
+                continue;
+            }
+            const int k = take_batch(m, batch, cap);
+            pthread_mutex_unlock(&m->mu);
+            run_text_batch(m, batch, k);
+            pthread_mutex_lock(&m->mu);
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+    free(batch);
+    free(fresh);
+    return NULL;
+}
+
+attn_status serve_submit(serve_engine *e, serve_job *j, int *http_status) {
+    serve_model *m = j->model;
+    *http_status = 200;
+    if (atomic_load(&e->draining)) {
+        *http_status = 503;
+        return attn_set_error(ATTN_STATUS_UNSUPPORTED, "the server is shutting down");
+    }
+    pthread_mutex_lock(&m->mu);
+    if (m->n_queue >= e->cfg.max_queue) {
+        pthread_mutex_unlock(&m->mu);
+        *http_status = 429;
+        return attn_set_error(ATTN_STATUS_TOO_LARGE,
+                              "too many waiting requests for model '%s' (%d): try again later",
+                              m->name, e->cfg.max_queue);
+    }
+    pthread_mutex_lock(&j->mu);
+    j->refs++;
+    pthread_mutex_unlock(&j->mu);
+    j->t_start = serve_now();
+    m->queue[m->n_queue++] = j;
+    pthread_cond_signal(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    if (!e->cfg.inline_work) return ATTN_STATUS_OK;
+    /* Inline: run until nothing waits or runs. */
+    serve_job **batch = malloc((size_t)e->cfg.max_queue * sizeof *batch);
+    int *fresh = malloc((size_t)e->cfg.slots * sizeof *fresh);
+    attn_status s = ATTN_STATUS_OK;
+    if (!batch || !fresh) s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
+    for (;;) {
+        pthread_mutex_lock(&m->mu);
+        if (s || (m->n_queue == 0 && m->n_active == 0)) {
+            pthread_mutex_unlock(&m->mu);
+            break;
+        }
+        if (m->kind == SERVE_GEN) {
+            const int n_fresh = admit(m, fresh);
+            pthread_mutex_unlock(&m->mu);
+            gen_iteration(m, fresh, n_fresh);
+        } else {
+            const int k = take_batch(m, batch, e->cfg.max_queue);
+            pthread_mutex_unlock(&m->mu);
+            run_text_batch(m, batch, k);
+        }
+    }
+    free(batch);
+    free(fresh);
+    return s;
+}
+
+/* ---- models --------------------------------------------------------------------------------- */
+
+attn_status serve_engine_init(const serve_config *cfg, serve_engine **out) {
+    *out = NULL;
+    serve_engine *e = calloc(1, sizeof *e);
+    if (!e) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
+    e->cfg = *cfg;
+    if (e->cfg.slots < 1) e->cfg.slots = 1;
+    if (e->cfg.max_queue < 1) e->cfg.max_queue = 1;
+    e->t_start = serve_now();
+    *out = e;
+    return ATTN_STATUS_OK;
+}
+
+serve_model *serve_engine_find(serve_engine *e, const char *name) {
+    for (int i = 0; i < e->n_models; i++)
+        if (!strcmp(e->models[i]->name, name)) return e->models[i];
+    return NULL;
+}
+
+/* Stop the worker and end every job it holds (503). */
+static void model_stop(serve_model *m) {
+    if (m->has_thread) {
+        pthread_mutex_lock(&m->mu);
+        m->stop = true;
+        pthread_cond_broadcast(&m->cv);
+        pthread_mutex_unlock(&m->mu);
+        pthread_join(m->thread, NULL);
+        m->has_thread = false;
+    }
+    for (int i = 0; i < m->n_queue; i++) {
+        serve_job_finish(m->queue[i], ATTN_STATUS_UNSUPPORTED, 503, "the server is shutting down");
+        serve_job_release(m->queue[i]);
+    }
+    m->n_queue = 0;
+    slot *sl = m->slots;
+    for (int i = 0; sl && i < m->eng->cfg.slots; i++) {
+        if (!sl[i].job) continue;
+        attn_gen_sampler_free(sl[i].smp);
+        attn_gen_stream_free(sl[i].ts);
+        sl[i].smp = NULL, sl[i].ts = NULL;
+        serve_job_finish(sl[i].job, ATTN_STATUS_UNSUPPORTED, 503, "the server is shutting down");
+        serve_job_release(sl[i].job);
+        sl[i].job = NULL;
+    }
+    m->n_active = 0;
+}
+
+void serve_engine_stop(serve_engine *e) {
+    for (int i = 0; e && i < e->n_models; i++) model_stop(e->models[i]);
+}
+
+static void model_free(serve_model *m) {
+    if (!m) return;
+    model_stop(m);
+    slot *sl = m->slots;
+    for (int i = 0; sl && i < m->eng->cfg.slots; i++) {
+        attn_gpt_kv_free(sl[i].kv);
+        free(sl[i].logits);
+    }
+    free(m->slots);
+    free(m->queue);
+    pthread_mutex_destroy(&m->mu);
+    pthread_cond_destroy(&m->cv);
+    attn_embed_free(m->embed);
+    attn_chat_template_free(m->tpl);
+    attn_tok_free(m->gpt_tok);
+    attn_gpt_model_free(m->gpt);
+    attn_translate_session_free(m->ts);
+    attn_tok_free(m->mt_tok);
+    attn_encdec_model_free(m->encdec);
+    free(m->name);
+    free(m->path);
+    free(m);
+}
+
+void serve_engine_free(serve_engine *e) {
+    if (!e) return;
+    for (int i = 0; i < e->n_models; i++) model_free(e->models[i]);
+    free(e->models);
+    free(e);
+}
+
+static attn_status model_new(serve_engine *e, const char *name, const char *path,
+                             serve_model **out) {
+    *out = NULL;
+    if (!*name || strlen(name) > 128)
+        return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "model name '%s': 1 to 128 bytes", name);
+    for (const char *c = name; *c; c++)
+        if ((unsigned char)*c <= ' ' || *c == '"' || *c == '\\' || (unsigned char)*c >= 0x7f)
+            return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                                  "model name '%s': printable ASCII without spaces, quotes or "
+                                  "backslashes",
+                                  name);
+    if (serve_engine_find(e, name))
+        return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "model name '%s' given twice", name);
+    serve_model *m = calloc(1, sizeof *m);
+    if (!m) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
+    m->eng = e;
+    m->name = strdup(name);
+    m->path = strdup(path);
+    m->queue = malloc((size_t)e->cfg.max_queue * sizeof *m->queue);
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_cond_init(&m->cv, NULL);
+    if (!m->name || !m->path || !m->queue) {
+        model_free(m);
+        return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
+    }
+    *out = m;
+    return ATTN_STATUS_OK;
+}
+
+/* Register m (its worker started) or free it on failure. */
+static attn_status model_add(serve_engine *e, serve_model *m, attn_status s) {
+    if (!s && m->kind == SERVE_GEN) {
+        m->slots = calloc((size_t)e->cfg.slots, sizeof(slot));
+        if (!m->slots) s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
+    }
+    serve_model **grown = NULL;
+    if (!s) {
+        grown = realloc(e->models, (size_t)(e->n_models + 1) * sizeof *grown);
+        if (!grown) s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
+        else e->models = grown;
+    }
+    if (!s && !e->cfg.inline_work) {
+        if (pthread_create(&m->thread, NULL, worker, m))
+            s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: cannot start a worker thread");
+        else
+            m->has_thread = true;
+    }
+    if (s) {
+        model_free(m);
+        return s;
+    }
+    e->models[e->n_models++] = m;
+    return ATTN_STATUS_OK;
+}
+
+static void add_stop(int32_t *ids, int *n, int32_t id) {
+    if (id < 0 || *n >= ATTN_GEN_MAX_STOP_IDS) return;
+    for (int i = 0; i < *n; i++)
+        if (ids[i] == id) return;
+    ids[(*n)++] = id;
+}
+
+/* Generation defaults and stop ids, as `attn generate` / `attn chat` resolve them with no flags. */
+static attn_status gen_setup(serve_model *m) {
+    cli_gen_opts go;
+    cli_gen_opts_init(&go);
+    int max_tokens;
+    SERVE_TRY(cli_gen_resolve(&go, m->path, m->gpt, m->gpt_tok, 16, &m->gp_default, m->stop_ids,
+                             &m->n_stop_ids, &max_tokens));
+    memcpy(m->chat_stop_ids, m->stop_ids, sizeof m->stop_ids);
+    m->n_chat_stop_ids = m->n_stop_ids;
+    if (m->tpl) { /* the template's end of turn, when it is a token (attn chat) */
+        const char *eos = attn_chat_template_token(m->tpl, "eos_token");
+        add_stop(m->chat_stop_ids, &m->n_chat_stop_ids, eos ? attn_tok_token_to_id(m->gpt_tok, eos) : -1);
+    }
+    const int P = m->gpt->cfg.n_positions;
+    int ctx = m->eng->cfg.ctx ? m->eng->cfg.ctx : P < 4096 ? P : 4096;
+    m->ctx = ctx < P ? ctx : P;
+    m->tok = m->gpt_tok;
+    m->kind = SERVE_GEN;
+    return ATTN_STATUS_OK;
+}
+
+attn_status serve_engine_add_gpt(serve_engine *e, const char *name, attn_gpt_model *gm,
+                                 attn_tok *tok, attn_chat_template *tpl) {
+    serve_model *m;
+    attn_status s = model_new(e, name, "", &m);
+    if (s) {
+        attn_gpt_model_free(gm), attn_tok_free(tok), attn_chat_template_free(tpl);
+        return s;
+    }
+    m->gpt = gm, m->gpt_tok = tok, m->tpl = tpl;
+    return model_add(e, m, gen_setup(m));
+}
+
+typedef enum { FAM_EMBED, FAM_GEN, FAM_ENCDEC } family;
+
+static attn_status detect_family(const char *path, family *f) {
+    if (attn_gpt_is_gguf_path(path)) {
+        char arch[64];
+        SERVE_TRY(cli_gguf_arch(path, arch, sizeof arch));
+        if (!strcmp(arch, "bert"))
+            return attn_set_error(ATTN_STATUS_UNSUPPORTED,
+                                  "%s: BERT GGUF files are not served (use the Hugging Face "
+                                  "directory)",
+                                  path);
+        *f = FAM_GEN;
+        return ATTN_STATUS_OK;
+    }
+    char file[4096];
+    snprintf(file, sizeof file, "%s/config.json", path);
+    json_error_t err;
+    json_t *root = json_load_file(file, 0, &err);
+    if (!root)
+        return attn_set_error(ATTN_STATUS_IO, "%s: cannot read the model's configuration (%s)",
+                              file, err.text);
+    const char *mt = json_string_value(json_object_get(root, "model_type"));
+    attn_status s = ATTN_STATUS_OK;
+    if (json_object_get(root, "src_vocab") || (mt && (!strcmp(mt, "marian") || !strcmp(mt, "m2m_100"))))
+        *f = FAM_ENCDEC;
+    else if (mt && (!strcmp(mt, "gpt2") || !strcmp(mt, "llama") || !strcmp(mt, "mistral") ||
+                    !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3")))
+        *f = FAM_GEN;
+    else if (mt && !strcmp(mt, "bert"))
+        *f = FAM_EMBED;
+    else
+        s = attn_set_error(ATTN_STATUS_UNSUPPORTED,
+                           "%s: not a model attn serves (expected attn's translator with "
+                           "\"src_vocab\", or \"model_type\" bert, gpt2, llama, mistral, qwen2 or "
+                           "qwen3; got model_type %s)",
+                           file, mt ? mt : "(none)");
+    json_decref(root);
+    return s;
+}
+
+static attn_status translate_setup(serve_model *m) {
+    SERVE_TRY(attn_encdec_load_dir(m->path, &m->encdec));
+    if (m->encdec->cfg.arch != ATTN_ENCDEC_ARCH_ATTN)
+        return attn_set_error(ATTN_STATUS_UNSUPPORTED,
+                              "%s: Hugging Face translation models (Marian, M2M100 / NLLB) are not "
+                              "served yet: use attn's own translator (attn train)",
+                              m->path);
+    SERVE_TRY(attn_tok_load(m->path, &m->mt_tok));
+    m->to = attn_translate_default_options();
+    const int32_t bos = attn_tok_special_id(m->mt_tok, ATTN_TOK_BOS);
+    const int32_t eos = attn_tok_special_id(m->mt_tok, ATTN_TOK_EOS);
+    const attn_encdec_config *c = &m->encdec->cfg;
+    if (bos < 0 || eos < 0 || bos >= c->tgt_vocab || eos >= c->tgt_vocab ||
+        attn_tok_vocab_size(m->mt_tok) != c->src_vocab)
+        return attn_set_error(ATTN_STATUS_FORMAT,
+                              "%s: the tokenizer does not match the model (no <s> / </s>, or a "
+                              "vocabulary size other than %d)",
+                              m->path, c->src_vocab);
+    m->to.bos_id = bos, m->to.eos_id = eos;
+    SERVE_TRY(attn_translate_session_init(m->encdec, 32, m->to.beam_size, c->max_len, c->max_len,
+                                         &m->ts));
+    m->tok = m->mt_tok;
+    m->kind = SERVE_TRANSLATE;
+    return ATTN_STATUS_OK;
+}
+
+attn_status serve_engine_load(serve_engine *e, const char *name, const char *path) {
+    family f;
+    SERVE_TRY(detect_family(path, &f));
+    serve_model *m;
+    SERVE_TRY(model_new(e, name, path, &m));
+    attn_status s;
+    if (f == FAM_EMBED) {
+        s = attn_embed_load(path, NULL, &m->embed);
+        if (!s) {
+            m->kind = SERVE_EMBED;
+            m->dim = attn_embed_get_info(m->embed)->dim;
+            m->tok = attn_embed_tokenizer(m->embed);
+        }
+    } else if (f == FAM_GEN) {
+        s = attn_gpt_load(path, &m->gpt);
+        if (!s) s = attn_tok_load(path, &m->gpt_tok);
+        if (!s) {
+            s = cli_chat_template_load(path, NULL, m->gpt_tok, &m->tpl);
+            if (s == ATTN_STATUS_NOT_FOUND) s = ATTN_STATUS_OK, m->tpl = NULL;
+        }
+        if (!s) s = gen_setup(m);
+    } else {
+        s = translate_setup(m);
+    }
+    return model_add(e, m, s);
+}

@@ -1,0 +1,551 @@
+/* test_serve.c — `attn serve` with real clients, on a loopback port the test picks (--port 0:
+ * the server prints the one it got), started and stopped by the test itself:
+ *   - the `openai` Python package (tests/serve_client.py): embeddings, a greedy completion, a
+ *     streamed chat reply, four concurrent completions; each identical to the CLI's output for the
+ *     same input (`attn embed`, `attn generate --greedy`, `attn chat --greedy`) and the concurrent
+ *     ones to the same requests one at a time (continuous batching changes no token);
+ *   - curl for the rest: /health, /v1/models, /metrics, /translate (identical to `attn
+ *     translate`), /tokenize and /detokenize, /v1/attention (JSON and the HTML page);
+ *   - bad requests, each with its status and an OpenAI-style error body, the server still serving:
+ *     malformed and truncated JSON, wrong types, an unknown model or route, empty input, an
+ *     oversized body, a huge max_tokens, invalid UTF-8, deep nesting, a missing or wrong API key,
+ *     a wrong method; a client sending its body a byte at a time (cut at --timeout) and one that
+ *     vanishes in the middle of a stream (its generation cancelled);
+ *   - SIGTERM with a stream in flight: the stream completes, the server exits 0.
+ * Models: models/all-MiniLM-L6-v2, models/SmolLM2-135M-Instruct.Q4_1.gguf, models/demo-en-zh
+ * (tools/install_deps.sh); without them, curl, or the openai package, the tests skip. The
+ * server runs natively even under valgrind (a child process, untraced): there the test keeps the
+ * routes and error paths and drops the CLI comparisons. */
+#include "tu.h"
+
+#include <jansson.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#define KEY "test-key-123"
+#define MINILM "models/all-MiniLM-L6-v2"
+#define SMOL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+#define ENZH "models/demo-en-zh"
+
+static pid_t g_pid = -1;
+static int g_port;
+static char g_err[1024];
+
+static bool have(const char *path) { return access(path, R_OK) == 0; }
+
+/* Start the server once; skip when something it needs is missing. */
+static void server_up(void) {
+    if (g_pid > 0) return;
+    if (!have(MINILM "/config.json") || !have(SMOL) || !have(ENZH "/config.json"))
+        tu_skip("models missing (" MINILM ", " SMOL ", " ENZH ": sh tools/install_deps.sh)");
+    char out[256];
+    if (tu_sh_capture("command -v curl", 0, out, sizeof out) != 0) tu_skip("curl is not installed");
+    snprintf(g_err, sizeof g_err, "%.1000s", tu_tmp("serve.err"));
+    char cmd[10240];
+    snprintf(cmd, sizeof cmd,
+             "exec '%s' --threads 1 serve --model minilm=" MINILM " --model smol=" SMOL
+             " --model enzh=" ENZH " --port 0 --api-key " KEY " --slots 4 --max-body 65536"
+             " --max-tokens 2000 --timeout 3 2> '%s'",
+             tu_attn_bin(), g_err);
+    g_pid = fork();
+    assert_true(g_pid >= 0);
+    if (g_pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 600 && !g_port; i++) { /* at most 60 s */
+        size_t n;
+        char *log = tu_read_all(g_err, &n);
+        const char *p = log ? strstr(log, "listening on http://127.0.0.1:") : NULL;
+        if (p) g_port = atoi(p + strlen("listening on http://127.0.0.1:"));
+        int st;
+        if (!g_port && waitpid(g_pid, &st, WNOHANG) == g_pid) {
+            g_pid = -1;
+            fail_msg("attn serve exited at start: %s", log ? log : "");
+        }
+        free(log);
+        if (!g_port) usleep(100 * 1000);
+    }
+    if (!g_port) fail_msg("attn serve did not start within 60 s");
+    printf("  attn serve on port %d\n", g_port);
+}
+
+/* One request through curl: the status, and the body into *body (malloc'd). data: the body
+ * (NULL: none), hdr an extra header (NULL: the API key). */
+static int http(const char *method, const char *path, const char *data, size_t len,
+                const char *hdr, char **body) {
+    const char *in = NULL;
+    char inq[1200], outq[1200], hq[600];
+    if (data) {
+        in = tu_tmp("req.body");
+        tu_write_all(in, data, len);
+        tu_shq(in, inq, sizeof inq);
+    }
+    const char *out = tu_tmp("resp.body");
+    tu_shq(out, outq, sizeof outq);
+    tu_shq(hdr ? hdr : "Authorization: Bearer " KEY, hq, sizeof hq);
+    char cmd[4096], code[64];
+    snprintf(cmd, sizeof cmd,
+             "curl -s -m 120 -o %s -w '%%{http_code}' -X %s -H %s -H 'Content-Type: "
+             "application/json' %s%s http://127.0.0.1:%d%s",
+             outq, method, hq, data ? "--data-binary @" : "", data ? inq : "", g_port, path);
+    tu_sh_capture(cmd, 0, code, sizeof code);
+    size_t n;
+    *body = tu_read_all(out, &n);
+    if (!*body) *body = strdup("");
+    return atoi(code);
+}
+
+static int post(const char *path, const char *json, char **body) {
+    return http("POST", path, json, strlen(json), NULL, body);
+}
+
+static json_t *parse(const char *s) {
+    json_error_t e;
+    json_t *o = json_loads(s, 0, &e);
+    if (!o) fail_msg("not JSON (%s): %.300s", e.text, s);
+    return o;
+}
+
+/* The status is want and the body an OpenAI-style error ({"error": {"message": ...}}). */
+static void expect_error(int got, int want, const char *body, const char *what) {
+    printf("  [%d] %-34s %.120s\n", got, what, body);
+    if (got != want) fail_msg("%s: status %d, expected %d: %s", what, got, want, body);
+    json_t *o = parse(body);
+    json_t *msg = json_object_get(json_object_get(o, "error"), "message");
+    if (!json_is_string(msg) || !json_string_length(msg))
+        fail_msg("%s: no error.message in %s", what, body);
+    json_decref(o);
+}
+
+/* stdout of the CLI line args (already quoted), stdin from in (NULL: nothing), malloc'd. */
+static char *cli(const char *args, const char *in) {
+    const char *o = tu_tmp("cli.out"), *e = tu_tmp("cli.err");
+    char oq[1200], eq[1200];
+    snprintf(oq, sizeof oq, "%s", o);
+    snprintf(eq, sizeof eq, "%s", e);
+    const int rc = tu_run_cli_files(args, in, oq, eq);
+    size_t n;
+    char *err = tu_read_all(eq, &n);
+    if (rc != 0) fail_msg("attn %s: exit %d: %s", args, rc, err ? err : "");
+    free(err);
+    char *out = tu_read_all(oq, &n);
+    assert_non_null(out);
+    return out;
+}
+
+/* ---- tests ------------------------------------------------------------------------------- */
+
+static void test_health_models_metrics(void **state) {
+    (void)state;
+    server_up();
+    char *b;
+    assert_int_equal(http("GET", "/health", NULL, 0, "X-None: 1", &b), 200);
+    assert_non_null(strstr(b, "\"ok\""));
+    free(b);
+    assert_int_equal(http("GET", "/v1/models", NULL, 0, NULL, &b), 200);
+    json_t *o = parse(b);
+    json_t *data = json_object_get(o, "data");
+    assert_int_equal(json_array_size(data), 3);
+    const char *kinds[3] = {"embedding", "generation", "translation"};
+    for (int i = 0; i < 3; i++)
+        assert_string_equal(json_string_value(json_object_get(json_array_get(data, (size_t)i), "kind")),
+                            kinds[i]);
+    json_decref(o);
+    free(b);
+    assert_int_equal(http("GET", "/metrics", NULL, 0, NULL, &b), 200);
+    assert_non_null(strstr(b, "attn_requests_total{route=\"/v1/models\"} 1"));
+    assert_non_null(strstr(b, "attn_request_seconds_bucket{route=\"/health\",le=\"+Inf\"} 1"));
+    assert_non_null(strstr(b, "attn_queue_length{model=\"smol\"} 0"));
+    free(b);
+}
+
+/* The openai package against the server, each answer against the CLI's. */
+static void test_openai_client(void **state) {
+    (void)state;
+    server_up();
+    if (tu_valgrind()) tu_skip_env("the CLI comparisons run outside valgrind (the server is native)");
+    if (!have(".venv/bin/python")) tu_skip("no .venv (sh tools/install_deps.sh)");
+    char cmd[2048], port[16];
+    snprintf(port, sizeof port, "%d", g_port);
+    const char *res = tu_tmp("client.json");
+    snprintf(cmd, sizeof cmd, ".venv/bin/python tests/serve_client.py %s " KEY " '%s'", port, res);
+    const int rc = tu_sh_indented(cmd, "  client: ");
+    if (rc == 3) tu_skip("the openai package is not installed in .venv (sh tools/install_deps.sh)");
+    assert_int_equal(rc, 0);
+    size_t n;
+    char *txt = tu_read_all(res, &n);
+    assert_non_null(txt);
+    json_t *o = parse(txt);
+    free(txt);
+
+    /* embeddings: bit for bit those of `attn embed` */
+    char *ref = cli("embed --model " MINILM " --jsonl 'Knowledge is power.' '知识就是力量' "
+                    "'The quick brown fox jumps over the lazy dog.'",
+                    NULL);
+    json_t *emb = json_object_get(o, "embeddings");
+    assert_int_equal(json_array_size(emb), 3);
+    char *line = ref;
+    for (size_t i = 0; i < 3; i++) {
+        char *nl = strchr(line, '\n');
+        assert_non_null(nl);
+        *nl = '\0';
+        json_t *r = parse(line);
+        json_t *want = json_object_get(r, "embedding"), *got = json_array_get(emb, i);
+        assert_int_equal(json_array_size(got), 384);
+        assert_int_equal(json_array_size(want), 384);
+        int diff = 0;
+        for (size_t d = 0; d < 384; d++)
+            diff += (float)json_number_value(json_array_get(got, d)) !=
+                    (float)json_number_value(json_array_get(want, d));
+        printf("  embedding %zu: %d of 384 values differ from attn embed\n", i, diff);
+        if (diff) tu_failures++;
+        json_decref(r);
+        line = nl + 1;
+    }
+    free(ref);
+
+    /* a greedy completion: `attn generate --greedy` */
+    ref = cli("generate --model " SMOL " --prompt 'The capital of France is' --greedy "
+              "--max-tokens 12 --no-echo --quiet",
+              NULL);
+    const char *got = json_string_value(json_object_get(o, "completion"));
+    printf("  completion: \"%s\" (attn generate: \"%s\")\n", got, ref);
+    assert_string_equal(got, ref);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(o, "completion_usage"), 0)), 5);
+    free(ref);
+
+    /* a streamed chat reply: `attn chat --greedy` */
+    const char *conv = tu_tmp("conv.jsonl");
+    char convq[1200];
+    snprintf(convq, sizeof convq, "%s", conv);
+    const char *msgs = "[{\"role\": \"user\", \"content\": \"What is 2+2?\"}]\n";
+    tu_write_all(convq, msgs, strlen(msgs));
+    ref = cli("chat --model " SMOL " --greedy --max-tokens 30 --jsonl --quiet", convq);
+    json_t *r = parse(ref);
+    got = json_string_value(json_object_get(o, "chat_stream"));
+    printf("  streamed chat (%lld chunks): \"%s\"\n",
+           (long long)json_integer_value(json_object_get(o, "chat_chunks")), got);
+    assert_string_equal(got, json_string_value(json_object_get(r, "content")));
+    assert_true(json_integer_value(json_object_get(o, "chat_chunks")) > 1);
+    json_decref(r);
+    free(ref);
+
+    /* concurrent requests give what they give alone */
+    json_t *c = json_object_get(o, "concurrent"), *s = json_object_get(o, "sequential");
+    assert_int_equal(json_array_size(c), 4);
+    for (size_t i = 0; i < 4; i++) {
+        printf("  concurrent %zu: \"%s\"\n", i, json_string_value(json_array_get(c, i)));
+        assert_string_equal(json_string_value(json_array_get(c, i)),
+                            json_string_value(json_array_get(s, i)));
+    }
+    assert_int_equal(json_integer_value(json_object_get(o, "not_found")), 404);
+    json_decref(o);
+}
+
+static void test_translate_tokenize_attention(void **state) {
+    (void)state;
+    server_up();
+    char *b;
+    assert_int_equal(post("/translate", "{\"q\": [\"Be kind.\", \"Goodbye!\", \"Join us.\"], "
+                                        "\"source\": \"en\", \"target\": \"zh\"}",
+                          &b),
+                     200);
+    json_t *o = parse(b);
+    json_t *t = json_object_get(o, "translatedText");
+    assert_int_equal(json_array_size(t), 3);
+    printf("  /translate: %s\n", b);
+    if (!tu_valgrind()) {
+        char *ref = cli("translate --model " ENZH " 'Be kind.' 'Goodbye!' 'Join us.'", NULL);
+        char want[4096] = "";
+        for (size_t i = 0; i < 3; i++) {
+            strcat(want, json_string_value(json_array_get(t, i)));
+            strcat(want, "\n");
+        }
+        assert_string_equal(want, ref);
+        free(ref);
+    }
+    json_decref(o);
+    free(b);
+    /* one string in, one string out */
+    assert_int_equal(post("/translate", "{\"q\": \"Be kind.\", \"source\": \"en\", \"target\": \"zh\"}", &b), 200);
+    o = parse(b);
+    assert_true(json_is_string(json_object_get(o, "translatedText")));
+    json_decref(o);
+    free(b);
+
+    assert_int_equal(post("/tokenize", "{\"model\": \"smol\", \"content\": \"Hello world, 知识\"}", &b), 200);
+    o = parse(b);
+    json_t *ids = json_object_get(o, "tokens");
+    assert_true(json_array_size(ids) >= 3);
+    json_t *req = json_pack("{s:s, s:O}", "model", "smol", "tokens", ids);
+    char *rq = json_dumps(req, 0);
+    free(b);
+    assert_int_equal(post("/detokenize", rq, &b), 200);
+    json_t *d = parse(b);
+    assert_string_equal(json_string_value(json_object_get(d, "content")), "Hello world, 知识");
+    json_decref(d), json_decref(req), json_decref(o), free(rq), free(b);
+    /* BERT's tokenizer adds [CLS] / [SEP] unless told not to */
+    assert_int_equal(post("/tokenize", "{\"model\": \"minilm\", \"content\": \"hi\"}", &b), 200);
+    assert_string_equal(b, "{\"tokens\":[101,7632,102],\"model\":\"minilm\"}");
+    free(b);
+    assert_int_equal(post("/tokenize", "{\"model\": \"minilm\", \"content\": \"hi\", \"add_special\": false}", &b), 200);
+    assert_string_equal(b, "{\"tokens\":[7632],\"model\":\"minilm\"}");
+    free(b);
+
+    /* attention: JSON maps whose rows sum to 1, for each family; the HTML page */
+    const char *reqs[3] = {"{\"model\": \"minilm\", \"input\": \"Knowledge is power\", \"layer\": 1}",
+                           "{\"model\": \"smol\", \"input\": \"Knowledge is power\", \"layer\": 0}",
+                           "{\"model\": \"enzh\", \"input\": \"Be kind.\", \"layer\": 0}"};
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(post("/v1/attention", reqs[k], &b), 200);
+        o = parse(b);
+        json_t *maps = json_object_get(o, "maps");
+        assert_true(json_array_size(maps) >= 1);
+        double worst = 0;
+        for (size_t i = 0; i < json_array_size(maps); i++) {
+            json_t *mp = json_array_get(maps, i);
+            assert_int_equal(json_integer_value(json_object_get(mp, "layer")), k == 0 ? 1 : 0);
+            json_t *heads = json_object_get(mp, "p");
+            for (size_t h = 0; h < json_array_size(heads); h++)
+                for (size_t q = 0; q < json_array_size(json_array_get(heads, h)); q++) {
+                    json_t *row = json_array_get(json_array_get(heads, h), q);
+                    double sum = 0;
+                    for (size_t c = 0; c < json_array_size(row); c++)
+                        sum += json_number_value(json_array_get(row, c));
+                    if (fabs(sum - 1) > worst) worst = fabs(sum - 1);
+                }
+        }
+        printf("  /v1/attention %s: %zu maps, rows sum to 1 within %.1e\n",
+               json_string_value(json_object_get(o, "model")), json_array_size(maps), worst);
+        assert_true(worst < 1e-4);
+        json_decref(o);
+        free(b);
+    }
+    assert_int_equal(post("/v1/attention", "{\"model\": \"smol\", \"input\": \"Hi\", \"format\": \"html\"}", &b), 200);
+    assert_non_null(strstr(b, "<html"));
+    assert_non_null(strstr(b, "</html>"));
+    free(b);
+}
+
+static void test_bad_requests(void **state) {
+    (void)state;
+    server_up();
+    static const struct {
+        const char *path, *body;
+        int status;
+        const char *what;
+    } cases[] = {
+        {"/v1/completions", "{\"model\": \"smol\", \"prompt\": ", 400, "truncated JSON"},
+        {"/v1/completions", "{model: smol}", 400, "malformed JSON"},
+        {"/v1/completions", "", 400, "empty body"},
+        {"/v1/completions", "[1, 2]", 400, "not an object"},
+        {"/v1/completions", "{\"model\": \"smol\", \"prompt\": 5}", 400, "prompt of the wrong type"},
+        {"/v1/completions", "{\"model\": \"smol\", \"prompt\": \"x\", \"max_tokens\": \"9\"}", 400, "max_tokens a string"},
+        {"/v1/completions", "{\"model\": \"smol\", \"prompt\": \"x\", \"temperature\": -1}", 400, "temperature < 0"},
+        {"/v1/completions", "{\"model\": \"smol\", \"prompt\": \"x\", \"stream\": 1}", 400, "stream not a boolean"},
+        {"/v1/completions", "{\"model\": \"smol\", \"prompt\": \"x\", \"n\": 2}", 400, "n = 2"},
+        {"/v1/completions", "{\"model\": \"smol\", \"prompt\": \"x\", \"stop\": [\"\"]}", 400, "an empty stop string"},
+        {"/v1/completions", "{\"model\": \"smol\", \"prompt\": \"x\", \"max_tokens\": 1000000000}", 400, "huge max_tokens"},
+        {"/v1/completions", "{\"model\": \"gpt-4\", \"prompt\": \"x\"}", 404, "unknown model"},
+        {"/v1/completions", "{\"model\": \"minilm\", \"prompt\": \"x\"}", 400, "an embedding model"},
+        {"/v1/chat/completions", "{\"model\": \"smol\", \"messages\": []}", 400, "no messages"},
+        {"/v1/chat/completions", "{\"model\": \"smol\", \"messages\": [{\"role\": \"x\", \"content\": \"y\"}]}", 400, "unknown role"},
+        {"/v1/chat/completions", "{\"model\": \"smol\", \"messages\": [{\"role\": \"user\", \"content\": 7}]}", 400, "content a number"},
+        {"/v1/embeddings", "{\"model\": \"minilm\", \"input\": []}", 400, "empty input array"},
+        {"/v1/embeddings", "{\"model\": \"minilm\", \"input\": \"\"}", 400, "empty input"},
+        {"/v1/embeddings", "{\"model\": \"minilm\", \"input\": [1, 2]}", 400, "input of ids"},
+        {"/v1/embeddings", "{\"model\": \"minilm\", \"input\": \"x\", \"encoding_format\": \"hex\"}", 400, "unknown encoding"},
+        {"/v1/embeddings", "{\"model\": \"smol\", \"input\": \"x\"}", 400, "a generation model"},
+        {"/v1/embeddings", "{\"input\": \"\\u0000\"}", 400, "a NUL character"},
+        {"/translate", "{\"q\": \"x\", \"source\": \"en\"}", 400, "no target"},
+        {"/translate", "{\"q\": [], \"source\": \"en\", \"target\": \"zh\"}", 400, "empty q"},
+        {"/detokenize", "{\"model\": \"smol\", \"tokens\": [-1]}", 400, "an id out of range"},
+        {"/detokenize", "{\"model\": \"smol\", \"tokens\": \"1 2\"}", 400, "tokens a string"},
+        {"/v1/attention", "{\"model\": \"smol\", \"input\": \"x\", \"format\": \"png\"}", 400, "unknown format"},
+        {"/v1/nothing", "{}", 404, "unknown route"},
+    };
+    char *b;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int st = post(cases[i].path, cases[i].body, &b);
+        expect_error(st, cases[i].status, b, cases[i].what);
+        free(b);
+    }
+    {
+        const int st_ = http("GET", "/v1/completions", NULL, 0, NULL, &b);
+        expect_error(st_, 405, b, "GET on a POST route");
+    }
+    free(b);
+    const char bad_utf8[] = "{\"model\": \"minilm\", \"input\": \"caf\xc3\x28\"}";
+    {
+        const int st_ = http("POST", "/v1/embeddings", bad_utf8, sizeof bad_utf8 - 1, NULL, &b);
+        expect_error(st_, 400, b, "invalid UTF-8");
+    }
+    free(b);
+    char deep[400];
+    memset(deep, '[', 100);
+    memset(deep + 100, ']', 100);
+    deep[200] = '\0';
+    {
+        const int st_ = post("/v1/embeddings", deep, &b);
+        expect_error(st_, 400, b, "nesting 100 deep");
+    }
+    free(b);
+    const size_t big = 70000;
+    char *huge = malloc(big + 64);
+    assert_non_null(huge);
+    memset(huge, 'a', big + 64);
+    memcpy(huge, "{\"input\": \"", 11);
+    memcpy(huge + big + 60, "\"}", 3);
+    {
+        const int st_ = post("/v1/embeddings", huge, &b);
+        expect_error(st_, 413, b, "a 70 kB body (limit 64 KiB)");
+    }
+    free(b);
+    free(huge);
+    {
+        const int st_ = http("GET", "/v1/models", NULL, 0, "X-None: 1", &b);
+        expect_error(st_, 401, b, "no API key");
+    }
+    free(b);
+    {
+        const int st_ = http("GET", "/v1/models", NULL, 0, "Authorization: Bearer test-key-124", &b);
+        expect_error(st_, 401, b, "a wrong API key");
+    }
+    free(b);
+    {
+        const int st_ = http("GET", "/v1/models", NULL, 0, "Authorization: Bearer test-key-1234", &b);
+        expect_error(st_, 401, b, "a longer key");
+    }
+    free(b);
+    /* still serving */
+    assert_int_equal(post("/v1/embeddings", "{\"input\": \"still here\"}", &b), 200);
+    free(b);
+}
+
+/* A raw connection to the server. */
+static int dial(void) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)g_port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+static long long metric(const char *name) {
+    char *b;
+    assert_int_equal(http("GET", "/metrics", NULL, 0, NULL, &b), 200);
+    const char *p = strstr(b, name);
+    const long long v = p ? atoll(p + strlen(name)) : -1;
+    free(b);
+    return v;
+}
+
+static void test_slow_and_vanishing_clients(void **state) {
+    (void)state;
+    server_up();
+    /* A body sent a byte every 0.5 s: the connection is closed once it has taken --timeout (3 s). */
+    int fd = dial();
+    const char head[] = "POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " KEY
+                        "\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n";
+    assert_int_equal(send(fd, head, sizeof head - 1, MSG_NOSIGNAL), (ssize_t)(sizeof head - 1));
+    const double t0 = tu_now();
+    bool closed = false;
+    for (int i = 0; i < 20 && !closed; i++) { /* at most 10 s */
+        if (send(fd, "{", 1, MSG_NOSIGNAL) != 1) closed = true;
+        usleep(500 * 1000);
+        char c;
+        const ssize_t k = recv(fd, &c, 1, MSG_DONTWAIT);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) closed = true;
+    }
+    printf("  slow client: connection %s after %.1f s\n", closed ? "closed" : "STILL OPEN",
+           tu_now() - t0);
+    close(fd);
+    assert_true(closed);
+
+    /* A stream whose client vanishes after the first events: its generation is cancelled. */
+    const long long before = metric("\nattn_cancelled_total ");
+    fd = dial();
+    const char body[] = "{\"model\": \"smol\", \"prompt\": \"Once upon a time\", \"max_tokens\": 2000, "
+                        "\"stream\": true, \"stop\": [\"@@@@\"], \"repetition_penalty\": 1.0}";
+    char req[1024];
+    const int n = snprintf(req, sizeof req,
+                           "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " KEY
+                           "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                           strlen(body), body);
+    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    char buf[4096];
+    size_t got = 0;
+    while (got < 600) { /* a few events */
+        const ssize_t k = recv(fd, buf, sizeof buf, 0);
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    printf("  vanishing client: read %zu bytes of the stream, then closed\n", got);
+    assert_true(got >= 600);
+    close(fd);
+    long long after = before;
+    for (int i = 0; i < 100 && after == before; i++) { /* at most 10 s */
+        usleep(100 * 1000);
+        after = metric("\nattn_cancelled_total ");
+    }
+    printf("  attn_cancelled_total %lld -> %lld, active slots %lld\n", before, after,
+           metric("attn_slots_active{model=\"smol\"} "));
+    assert_true(after == before + 1);
+    assert_int_equal(metric("attn_slots_active{model=\"smol\"} "), 0);
+}
+
+/* Last: SIGTERM with a stream in flight. */
+static void test_sigterm_drains(void **state) {
+    (void)state;
+    server_up();
+    char cmd[1024];
+    const char *out = tu_tmp("drain.out");
+    snprintf(cmd, sizeof cmd,
+             "curl -sN -m 60 -H 'Authorization: Bearer " KEY "' -H 'Content-Type: application/json' "
+             "-d '{\"model\": \"smol\", \"prompt\": \"Once upon a time\", \"max_tokens\": 8, "
+             "\"temperature\": 0, \"stream\": true}' http://127.0.0.1:%d/v1/completions > '%s' &"
+             " sleep 0.5; kill -TERM %d; wait",
+             g_port, out, (int)g_pid);
+    assert_int_equal(system(cmd), 0);
+    int st;
+    assert_int_equal(waitpid(g_pid, &st, 0), g_pid);
+    g_pid = -1;
+    size_t n;
+    char *s = tu_read_all(out, &n);
+    char *log = tu_read_all(g_err, &n);
+    printf("  server: %s", log ? log : "");
+    assert_non_null(s);
+    printf("  stream ends with: %s", n > 40 ? s + strlen(s) - 40 : s);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_non_null(strstr(s, "\"finish_reason\":\"length\""));
+    assert_non_null(strstr(s, "data: [DONE]"));
+    free(s), free(log);
+}
+
+int main(void) {
+    if (tu_mkdtemp(tu_dir, sizeof tu_dir, "serve")) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_health_models_metrics),
+        cmocka_unit_test(test_openai_client),
+        cmocka_unit_test(test_translate_tokenize_attention),
+        cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_slow_and_vanishing_clients),
+        cmocka_unit_test(test_sigterm_drains),
+    };
+    const int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    if (g_pid > 0) { /* a test failed before the last one */
+        kill(g_pid, SIGTERM);
+        waitpid(g_pid, NULL, 0);
+    }
+    tu_rm_tree(tu_dir);
+    return rc;
+}
