@@ -128,6 +128,15 @@ EOF
     rc=$?
     check "a second campaign resumes from the $kept kept corpus files (exit $rc)" \
         '[ $rc -eq 0 ] && grep "^| plant_ok |" "$T/campaign/table.md" | grep -q "| $kept → "'
+    # a fuzzer that exits non-zero without an input (a broken build, a bad flag) is no pass
+    printf '#!/bin/sh\necho "ERROR: cannot start" >&2\nexit 3\n' > "$T/bin/fuzz/fuzz_plant_broken"
+    chmod +x "$T/bin/fuzz/fuzz_plant_broken"
+    FUZZ_TARGETS=plant_broken FUZZ_HOURS='' FUZZ_SECS=5 FUZZ_BUILD="$T/bin" \
+        FUZZ_CAMPAIGN_DIR="$T/campaign" FUZZ_DIR="$T/fuzz" bash "$0" > "$T/out4" 2>&1
+    rc=$?
+    check "a fuzzer failing without an input fails the campaign (exit $rc)" \
+        '[ $rc -eq 1 ] && grep -q "^| plant_broken | .* FAILED: exit 3 without an input: ERROR: cannot start" \
+         "$T/campaign/table.md"'
     # stopped early (SIGTERM; an interactive ^C reaches the fuzzers directly): a partial table
     FUZZ_TARGETS="plant_ok plant_ok2" FUZZ_HOURS='' FUZZ_SECS=60 FUZZ_BUILD="$T/bin" \
         FUZZ_CAMPAIGN_DIR="$T/campaign" FUZZ_DIR="$T/fuzz" bash "$0" > "$T/out3" 2>&1 &
