@@ -4,6 +4,7 @@
 #   make san        the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench      kernels side by side with PyTorch (installs torch from PyPI into .venv-bench)
 #   make demo       the README's main job: train and run the English -> Chinese translator
+#   make fuzz, fuzz-regress, fuzz-campaign: libFuzzer targets (mk/fuzz.mk, fuzz/README.md)
 # Variables: CC=gcc|clang, WERROR=1 (warnings are errors), SAN=1 (sanitizers, into build-san/).
 
 CC      ?= cc

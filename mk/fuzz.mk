@@ -13,7 +13,21 @@
 #        (fuzz/replay.c drives them), with this build's flags: SAN=1 for ASan + UBSan.
 #        tests/test_fuzz_regress.c does the same inside `make test` / `make san`.
 #   make fuzz-seeds      rewrite the seed corpus with fuzz/make_seeds.c (the library's writers)
-#   make fuzz-clean      remove build-fuzz/
+#   make fuzz-campaign [FUZZ_HOURS=8 | FUZZ_SECS=1800] [FUZZ_EXECS=10000000] [FUZZ_JOBS=1]
+#                      [FUZZ_MERGE=1] [FUZZ_TARGETS="tokenizer tokenize"]
+#        a long campaign (tools/fuzz_campaign.sh; not in CI): every target in turn, FUZZ_JOBS at a
+#        time (one per core), until FUZZ_EXECS executions or its share of the budget (FUZZ_HOURS
+#        shared evenly, else FUZZ_SECS each; default 30 minutes), whichever comes first, on a corpus
+#        kept between campaigns in build-fuzz/campaign/corpus/<name>/ (seeded from fuzz/corpus/ and
+#        fuzz/regress/). Every crash/leak/timeout/oom input is copied to fuzz/regress/<name>/ as
+#        <kind>-<sha1> and reported; the campaign then exits 1. FUZZ_MERGE=1 minimizes the corpus
+#        into fuzz/corpus/<name>/ (libFuzzer -merge=1: only inputs that add coverage). Writes a table
+#        (executions, exec/s, wall time, cov, ft, corpus, findings) to build-fuzz/campaign/table.md
+#        and stdout. It takes FUZZ_JOBS cores for the whole budget: never benchmark meanwhile.
+#   make fuzz-campaign-selftest   plant a crash and a leak in throwaway targets and check that a
+#        campaign catches, keeps and reports both (build-fuzz/campaign-selftest/; seconds)
+#   make fuzz-clean      remove build-fuzz/ but the campaign corpus (build-fuzz/campaign/);
+#   make fuzz-campaign-clean      remove that too
 
 FUZZ_TIME    ?= 60
 FUZZ_BUILD   ?= build-fuzz
@@ -28,7 +42,14 @@ FUZZ_ARGS    ?= -timeout=10 -rss_limit_mb=2048 -max_len=65536
 FUZZ_CLI_OBJS = $(filter-out $(BUILD)/obj/src/cli/main.o,$(CLI_OBJS)) $(BUILD)/obj/fuzz/cli_main.o
 FUZZ_REPLAY   = $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay-%)
 
-.PHONY: fuzz fuzz-build fuzz-bins fuzz-regress fuzz-seeds fuzz-clean
+FUZZ_HOURS   ?=
+FUZZ_SECS    ?= 1800
+FUZZ_EXECS   ?= 10000000
+FUZZ_JOBS    ?= 1
+FUZZ_MERGE   ?= 0
+
+.PHONY: fuzz fuzz-build fuzz-bins fuzz-regress fuzz-seeds fuzz-clean fuzz-campaign \
+        fuzz-campaign-selftest fuzz-campaign-clean
 
 # The replay programs are part of the test build: tests/test_fuzz_regress.c runs them.
 tests: $(FUZZ_REPLAY)
@@ -118,5 +139,18 @@ fuzz: $(FUZZ_TARGETS:%=fuzz-run-%)
 	@cat $(FUZZ_TARGETS:%=$(FUZZ_WORK)/%/summary)
 	@! grep -q FAILED $(FUZZ_TARGETS:%=$(FUZZ_WORK)/%/summary)
 
+fuzz-campaign: fuzz-build
+	@FUZZ_BUILD="$(FUZZ_BUILD)" FUZZ_TARGETS="$(FUZZ_TARGETS)" FUZZ_HOURS="$(FUZZ_HOURS)" \
+	  FUZZ_SECS="$(FUZZ_SECS)" FUZZ_EXECS="$(FUZZ_EXECS)" FUZZ_JOBS="$(FUZZ_JOBS)" \
+	  FUZZ_MERGE="$(FUZZ_MERGE)" FUZZ_ARGS="$(FUZZ_ARGS)" bash tools/fuzz_campaign.sh
+
+fuzz-campaign-selftest:
+	@FUZZ_CC="$(FUZZ_CC)" FUZZ_BUILD="$(FUZZ_BUILD)" bash tools/fuzz_campaign.sh --selftest
+
+# The campaign corpus (build-fuzz/campaign/) is hours of fuzzing: only fuzz-campaign-clean drops it.
 fuzz-clean:
-	rm -rf $(FUZZ_BUILD)
+	@mkdir -p $(FUZZ_BUILD)
+	find $(FUZZ_BUILD) -mindepth 1 -maxdepth 1 ! -name campaign -exec rm -rf {} +
+
+fuzz-campaign-clean:
+	rm -rf $(FUZZ_BUILD)/campaign

@@ -26,8 +26,10 @@ if not os.path.exists(os.path.join(ROOT, "Makefile")) or not os.path.isdir(os.pa
     sys.exit("attn: build the Python package from the attn repository (pip install ./python): "
              "it links the library that the repository's Makefile builds")
 
+# Not main.c (the extension is the entry point) nor cmd_serve.c (the HTTP server: src/serve/ and
+# libmicrohttpd, which only the attn binary links).
 cli_srcs = sorted(f for f in os.listdir(os.path.join(ROOT, "src", "cli"))
-                  if f.endswith(".c") and f != "main.c")
+                  if f.endswith(".c") and f not in ("main.c", "cmd_serve.c"))
 cli_objs = [os.path.join(BUILD_DIR, "obj", "src", "cli", f[:-2] + ".o") for f in cli_srcs]
 lib = os.path.join(BUILD_DIR, "libattn.a")
 

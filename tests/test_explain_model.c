@@ -264,14 +264,16 @@ static void test_llama(void **state) {
     test_decoder("llama", "Llama (GQA 6/2, rotary)");
 }
 
-/* attn's translator (models/demo-en-zh): cross-attention, its walk-through against the model's
- * own fused kernel and weighted sums (no transformers twin: attn's own format). */
+/* attn's translator (the small one tools/ref_tiny_translator.py trains): cross-attention, its
+ * walk-through against the model's own fused kernel and weighted sums (no transformers twin:
+ * attn's own format). */
 static void test_translator(void **state) {
     (void)state;
-    const char *dir = "models/demo-en-zh";
+    const char *dir = tu_ref_path("tiny-en-zh");
     attn_encdec_model *m;
     if (attn_encdec_load_dir(dir, &m) != ATTN_STATUS_OK)
-        tu_skip("%s missing (make demo trains it): %s", dir, attn_last_error());
+        tu_skip("%s missing (tools/ref_tiny_translator.py, run by tests/run.sh): %s", dir,
+                attn_last_error());
     const int32_t src[] = {5, 9, 13, 2}, tgt[] = {0, 7, 11, 6, 3};
     const int Ts = 4, n_tgt = 5, Tt = 4;
     attn_viz *v;

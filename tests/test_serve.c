@@ -12,8 +12,8 @@
  *     a wrong method; a client sending its body a byte at a time (cut at --timeout) and one that
  *     vanishes in the middle of a stream (its generation cancelled);
  *   - SIGTERM with a stream in flight: the stream completes, the server exits 0.
- * Models: models/all-MiniLM-L6-v2, models/SmolLM2-135M-Instruct.Q4_1.gguf, models/demo-en-zh
- * (tools/install_deps.sh); without them, curl, or the openai package, the tests skip. The
+ * Models: models/all-MiniLM-L6-v2, models/SmolLM2-135M-Instruct.Q4_1.gguf (tools/install_deps.sh),
+ * the tiny translator of tools/ref_tiny_translator.py; without them, curl, or the openai package, the tests skip. The
  * server runs natively even under valgrind (a child process, untraced): there the test keeps the
  * routes and error paths and drops the CLI comparisons. */
 #include "tu.h"
@@ -27,7 +27,8 @@
 #define KEY "test-key-123"
 #define MINILM "models/all-MiniLM-L6-v2"
 #define SMOL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
-#define ENZH "models/demo-en-zh"
+/* attn's translator: the small one tools/ref_tiny_translator.py trains (tests/run.sh) */
+static char ENZH[4096];
 
 static pid_t g_pid = -1;
 static int g_port;
@@ -38,17 +39,21 @@ static bool have(const char *path) { return access(path, R_OK) == 0; }
 /* Start the server once; skip when something it needs is missing. */
 static void server_up(void) {
     if (g_pid > 0) return;
-    if (!have(MINILM "/config.json") || !have(SMOL) || !have(ENZH "/config.json"))
-        tu_skip("models missing (" MINILM ", " SMOL ", " ENZH ": sh tools/install_deps.sh)");
+    snprintf(ENZH, sizeof ENZH, "%s", tu_ref_path("tiny-en-zh"));
+    char enzh_cfg[4200];
+    snprintf(enzh_cfg, sizeof enzh_cfg, "%s/config.json", ENZH);
+    if (!have(MINILM "/config.json") || !have(SMOL) || !have(enzh_cfg))
+        tu_skip("models missing (" MINILM ", " SMOL ": sh tools/install_deps.sh; %s: "
+                "tools/ref_tiny_translator.py, run by tests/run.sh)", ENZH);
     char out[256];
     if (tu_sh_capture("command -v curl", 0, out, sizeof out) != 0) tu_skip("curl is not installed");
     snprintf(g_err, sizeof g_err, "%.1000s", tu_tmp("serve.err"));
     char cmd[10240];
     snprintf(cmd, sizeof cmd,
              "exec '%s' --threads 1 serve --model minilm=" MINILM " --model smol=" SMOL
-             " --model enzh=" ENZH " --port 0 --api-key " KEY " --slots 4 --max-body 65536"
+             " --model enzh='%s' --port 0 --api-key " KEY " --slots 4 --max-body 65536"
              " --max-tokens 2000 --timeout 3 2> '%s'",
-             tu_attn_bin(), g_err);
+             tu_attn_bin(), ENZH, g_err);
     g_pid = fork();
     assert_true(g_pid >= 0);
     if (g_pid == 0) {
@@ -249,16 +254,19 @@ static void test_translate_tokenize_attention(void **state) {
     (void)state;
     server_up();
     char *b;
-    assert_int_equal(post("/translate", "{\"q\": [\"Be kind.\", \"Goodbye!\", \"Join us.\"], "
-                                        "\"source\": \"en\", \"target\": \"zh\"}",
-                          &b),
-                     200);
+    const int st = post("/translate", "{\"q\": [\"Be kind.\", \"Goodbye!\", \"Join us.\"], "
+                                      "\"source\": \"en\", \"target\": \"zh\"}",
+                        &b);
+    if (st != 200) printf("  /translate: %d %s\n", st, b);
+    assert_int_equal(st, 200);
     json_t *o = parse(b);
     json_t *t = json_object_get(o, "translatedText");
     assert_int_equal(json_array_size(t), 3);
     printf("  /translate: %s\n", b);
     if (!tu_valgrind()) {
-        char *ref = cli("translate --model " ENZH " 'Be kind.' 'Goodbye!' 'Join us.'", NULL);
+        char tcmd[4400];
+        snprintf(tcmd, sizeof tcmd, "translate --model '%s' 'Be kind.' 'Goodbye!' 'Join us.'", ENZH);
+        char *ref = cli(tcmd, NULL);
         char want[4096] = "";
         for (size_t i = 0; i < 3; i++) {
             strcat(want, json_string_value(json_array_get(t, i)));

@@ -228,6 +228,46 @@ static void test_nul(void **state) {
     attn_tok *t;
     tu_expect_fail(load_mem(wl, strlen(wl), &t), ATTN_STATUS_UNSUPPORTED, "model.unk_token",
                    "U+0000");
+    /* fields outside the two tables: Unigram pieces, a merge as a pair, a Replace normalizer's
+     * Regex, and option names (truncation, padding), which a NUL makes unknown */
+#define WL "\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"a\": 0, \"<unk>\": 1}, " \
+           "\"unk_token\": \"<unk>\"}"
+    static const struct {
+        const char *json;
+        attn_status want;
+        const char *where;
+    } more[] = {
+        {"{\"model\": {\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"<unk>\", 0.0],"
+         " [\"a\\u0000\", -1.0]]}}",
+         ATTN_STATUS_UNSUPPORTED, "model.vocab[1]"},
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2},"
+         " \"merges\": [[\"a\", \"b\\u0000\"]]}}",
+         ATTN_STATUS_UNSUPPORTED, "model.merges[0]"},
+        {"{\"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"Regex\": \"a\\u0000\"},"
+         " \"content\": \"b\"}, " WL "}",
+         ATTN_STATUS_UNSUPPORTED, "normalizer.pattern.Regex"},
+        {"{\"truncation\": {\"max_length\": 4, \"stride\": 0, \"strategy\":"
+         " \"OnlyFirst\\u0000\"}, " WL "}",
+         ATTN_STATUS_FORMAT, "truncation.strategy"},
+        {"{\"truncation\": {\"max_length\": 4, \"stride\": 0, \"strategy\": \"OnlyFirst\","
+         " \"direction\": \"Left\\u0000\"}, " WL "}",
+         ATTN_STATUS_FORMAT, "truncation.direction"},
+        {"{\"padding\": {\"strategy\": \"BatchLongest\\u0000\"}, " WL "}", ATTN_STATUS_FORMAT,
+         "padding.strategy"},
+    };
+#undef WL
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
+        char clean[512]; /* the same without the NUL loads */
+        const char *z = strstr(more[i].json, "\\u0000");
+        assert_non_null(z);
+        snprintf(clean, sizeof clean, "%.*s%s", (int)(z - more[i].json), more[i].json, z + 6);
+        if (load_mem(clean, strlen(clean), &t)) fail_msg("%s: %s", clean, attn_last_error());
+        attn_tok_free(t);
+        t = (attn_tok *)1;
+        tu_expect_fail(load_mem(more[i].json, strlen(more[i].json), &t), more[i].want,
+                       more[i].where, NULL);
+        assert_null(t);
+    }
     tu_write_all(tu_tmp("v.json"), "{\"a\\u0000\": 0}", 14);
     tu_write_all(tu_tmp("m.txt"), "", 0);
     tu_expect_fail(attn_tok_load_vocab_merges(tu_tmp("v.json"), tu_tmp("m.txt"), &t),

@@ -16,7 +16,7 @@ MODELS = os.path.join(ROOT, "models")
 MINILM = os.path.join(MODELS, "all-MiniLM-L6-v2")
 SMOLLM = os.path.join(MODELS, "SmolLM2-135M-Instruct")
 SMOLLM_GGUF = os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf")
-DEMO = os.path.join(MODELS, "demo-en-zh")
+DEMO = os.path.join(REF, "tiny-en-zh")  # attn's translator: tools/ref_tiny_translator.py
 TINY_BERT = os.path.join(REF, "bert", "tiny")
 TINY_GPT = os.path.join(REF, "generate", "hf")
 

@@ -32,7 +32,7 @@ def smollm():
 
 @pytest.fixture(scope="module")
 def demo():
-    with attn.load(need(DEMO, "make demo")) as m:
+    with attn.load(need(DEMO, "tools/ref_tiny_translator.py, run by tests/run.sh")) as m:
         yield m
 
 

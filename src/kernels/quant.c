@@ -715,34 +715,48 @@ static attn_status check_packed(const char *what, const attn_quant_packed *P, si
     return ATTN_STATUS_OK;
 }
 
-attn_status attn_quant_packed_row(const attn_quant_packed *P, int n, void *row) {
-    size_t rb;
-    ATTN_TRY(check_packed("quant packed row", P, &rb));
-    REQUIRE(row && n >= 0 && n < P->N, "quant packed row: row %d of %d", n, P->N);
-    const int N8 = P->N - P->N % 8;
-    uint8_t *o = row;
-    if (n >= N8) {
-        memcpy(o, (const uint8_t *)P->data + (size_t)n * rb, rb);
-        return ATTN_STATUS_OK;
-    }
-    const size_t bb = attn_quant_block_bytes(P->type);
-    for (int g = 0; g < P->K / 32; g++) qx8_block(P, n, g, o + (size_t)g * bb);
-    return ATTN_STATUS_OK;
-}
-
-attn_status attn_quant_packed_dequant_row(const attn_quant_packed *P, int n, float *out) {
+/* Row n of a packed W, block by block: each block in the row layout handed to fn (its index g),
+ * the row's bytes when it lies past the panels (g = -1). */
+static attn_status packed_row_blocks(const attn_quant_packed *P, int n, const void *out,
+                                     void (*fn)(const attn_quant_packed *, int g,
+                                                const uint8_t *blk, size_t bytes, void *out),
+                                     void *ctx) {
     size_t rb;
     ATTN_TRY(check_packed("quant packed row", P, &rb));
     REQUIRE(out && n >= 0 && n < P->N, "quant packed row: row %d of %d", n, P->N);
-    const int N8 = P->N - P->N % 8;
-    if (n >= N8)
-        return attn_quant_dequantize(P->type, P->K, (const uint8_t *)P->data + (size_t)n * rb, out);
+    if (n >= P->N - P->N % 8) {
+        fn(P, -1, (const uint8_t *)P->data + (size_t)n * rb, rb, ctx);
+        return ATTN_STATUS_OK;
+    }
     uint8_t blk[34];
     for (int g = 0; g < P->K / 32; g++) {
         qx8_block(P, n, g, blk);
-        attn_quant_block_dequant(P->type, blk, out + 32 * g);
+        fn(P, g, blk, attn_quant_block_bytes(P->type), ctx);
     }
     return ATTN_STATUS_OK;
+}
+
+static void copy_block(const attn_quant_packed *P, int g, const uint8_t *blk, size_t bytes,
+                       void *out) {
+    memcpy((uint8_t *)out + (g < 0 ? 0 : (size_t)g * bytes), blk, bytes);
+    (void)P;
+}
+
+static void dequant_block(const attn_quant_packed *P, int g, const uint8_t *blk, size_t bytes,
+                          void *out) {
+    (void)bytes;
+    if (g < 0)
+        (void)attn_quant_dequantize(P->type, P->K, blk, out);
+    else
+        attn_quant_block_dequant(P->type, blk, (float *)out + 32 * g);
+}
+
+attn_status attn_quant_packed_row(const attn_quant_packed *P, int n, void *row) {
+    return packed_row_blocks(P, n, row, copy_block, row);
+}
+
+attn_status attn_quant_packed_dequant_row(const attn_quant_packed *P, int n, float *out) {
+    return packed_row_blocks(P, n, out, dequant_block, out);
 }
 
 /* The ref backend on packed weights: each row back in the row layout, then attn_quant_gemm_ref

@@ -799,6 +799,24 @@ static ALWAYS_INLINE __m256i bcast4(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
+/* acc[m] += group g's eight rows' dot products with row m of x (dot[m]: Σ code · activation, the
+ * activations' scale applied) times the rows' d (dv), plus the offsets: Q4_1 m · Σx, Q4_0
+ * −8 · d · Σx (Σx: the group's s32). */
+static ALWAYS_INLINE void x8_scale(attn_qtype T, int Mc, const x8_job *j, const uint8_t *pg,
+                                   __m256 dv, int g, const __m256 *dot, __m256 *acc) {
+    const int G = j->K / 32;
+    for (int m = 0; m < Mc; m++) {
+        const float s32 = j->a.s32[(size_t)m * G + g];
+        acc[m] = _mm256_fmadd_ps(dot[m], dv, acc[m]);
+        if (T == ATTN_QTYPE_Q4_1)
+            acc[m] = _mm256_fmadd_ps(
+                _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(pg + 16))),
+                _mm256_set1_ps(s32), acc[m]);
+        else if (T == ATTN_QTYPE_Q4_0)
+            acc[m] = _mm256_fmadd_ps(dv, _mm256_set1_ps(-8.0f * s32), acc[m]);
+    }
+}
+
 /* out (Mc rows of ldo; 8 each) = panel p of W times the Mc rows of x, Q8 mode: per group the eight
  * rows' integer dot products in one vector (int16 partial sums for the nibble formats: at most
  * 8 · 2 · 15 · 127 = 30480), then scaled by the eight rows' d (one F16C conversion) times the
@@ -844,17 +862,10 @@ static ALWAYS_INLINE void x8_panel(attn_qtype T, int Mc, const x8_job *j, int p,
             }
             for (int m = 0; m < Mc; m++) isum[m] = _mm256_madd_epi16(s16[m], ones);
         }
-        for (int m = 0; m < Mc; m++) {
-            const size_t r = (size_t)m * G + g;
-            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]),
-                                     _mm256_mul_ps(dv, _mm256_set1_ps(j->a.xd[r])), acc[m]);
-            if (T == ATTN_QTYPE_Q4_1)
-                acc[m] = _mm256_fmadd_ps(
-                    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(pg + 16))),
-                    _mm256_set1_ps(j->a.s32[r]), acc[m]);
-            else if (T == ATTN_QTYPE_Q4_0)
-                acc[m] = _mm256_fmadd_ps(dv, _mm256_set1_ps(-8.0f * j->a.s32[r]), acc[m]);
-        }
+        __m256 dot[SMALL_M];
+        for (int m = 0; m < Mc; m++)
+            dot[m] = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_set1_ps(j->a.xd[(size_t)m * G + g]));
+        x8_scale(T, Mc, j, pg, dv, g, dot, acc);
     }
     for (int m = 0; m < Mc; m++) _mm256_storeu_ps(out + (size_t)m * ldo, acc[m]);
 }
@@ -904,18 +915,12 @@ static ALWAYS_INLINE void x8_panel_f32(attn_qtype T, int Mc, const x8_job *j, in
             }
         }
         const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)pg));
+        __m256 dot[SMALL_M];
         for (int m = 0; m < Mc; m++) {
-            __m256 t = sm[m][0];
-            for (int c = 1; c < ch; c++) t = _mm256_add_ps(t, sm[m][c]);
-            const size_t r = (size_t)m * G + g;
-            acc[m] = _mm256_fmadd_ps(t, dv, acc[m]);
-            if (T == ATTN_QTYPE_Q4_1)
-                acc[m] = _mm256_fmadd_ps(
-                    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(pg + 16))),
-                    _mm256_set1_ps(j->a.s32[r]), acc[m]);
-            else if (T == ATTN_QTYPE_Q4_0)
-                acc[m] = _mm256_fmadd_ps(dv, _mm256_set1_ps(-8.0f * j->a.s32[r]), acc[m]);
+            dot[m] = sm[m][0];
+            for (int c = 1; c < ch; c++) dot[m] = _mm256_add_ps(dot[m], sm[m][c]);
         }
+        x8_scale(T, Mc, j, pg, dv, g, dot, acc);
     }
     for (int m = 0; m < Mc; m++) _mm256_storeu_ps(out + (size_t)m * ldo, acc[m]);
 }

@@ -39,9 +39,8 @@ static char *dup_n(const char *s, size_t n) {
 static attn_status side_of(json_t *v, const char *name, const char *path, int *side) {
     *side = ATTN_TOK_RIGHT;
     if (!v) return ATTN_STATUS_OK;
-    const char *s = json_string_value(v);
-    if (s && !strcmp(s, "Right")) return ATTN_STATUS_OK;
-    if (s && !strcmp(s, "Left")) {
+    if (tok_json_str_is(v, "Right")) return ATTN_STATUS_OK; /* whole length: no NUL inside */
+    if (tok_json_str_is(v, "Left")) {
         *side = ATTN_TOK_LEFT;
         return ATTN_STATUS_OK;
     }
@@ -73,12 +72,12 @@ attn_status tok_trunc_pad_parse(attn_tok *t, json_t *root, const char *name) {
             (st = side_of(json_object_get(tr, "direction"), name, "truncation.direction",
                           &c->direction)))
             return st;
-        const char *s = json_string_value(json_object_get(tr, "strategy"));
-        if (s && !strcmp(s, "LongestFirst"))
+        json_t *s = json_object_get(tr, "strategy");
+        if (tok_json_str_is(s, "LongestFirst"))
             c->strategy = ATTN_TOK_TRUNCATE_LONGEST_FIRST;
-        else if (s && !strcmp(s, "OnlyFirst"))
+        else if (tok_json_str_is(s, "OnlyFirst"))
             c->strategy = ATTN_TOK_TRUNCATE_ONLY_FIRST;
-        else if (s && !strcmp(s, "OnlySecond"))
+        else if (tok_json_str_is(s, "OnlySecond"))
             c->strategy = ATTN_TOK_TRUNCATE_ONLY_SECOND;
         else
             return attn_fail(ATTN_STATUS_FORMAT,
@@ -93,7 +92,7 @@ attn_status tok_trunc_pad_parse(attn_tok *t, json_t *root, const char *name) {
             return attn_fail(ATTN_STATUS_FORMAT, "%s: padding: expected an object or null", name);
         tok_pad_cfg *c = &t->pad;
         json_t *s = json_object_get(pd, "strategy");
-        if (json_is_string(s) && !strcmp(json_string_value(s), "BatchLongest")) {
+        if (tok_json_str_is(s, "BatchLongest")) {
             c->fixed = false;
         } else if (json_is_object(s) && json_object_size(s) == 1 && json_object_get(s, "Fixed")) {
             c->fixed = true;
