@@ -1376,6 +1376,31 @@ static attn_status texts_checked(const texts_t *t, char ***in_out) {
     return ATTN_STATUS_OK;
 }
 
+/* The end of a translate call: on success the translations and their scores as two lists; the
+ * texts, their copies in, out[i] and score freed either way. -1 with the exception set. */
+static int translations_finish(attn_status s, texts_t *t, char **in, char **out, float *score,
+                               PyObject **res, PyObject **sc) {
+    *res = *sc = NULL;
+    if (!s) {
+        *res = PyList_New((Py_ssize_t)t->n);
+        *sc = PyList_New((Py_ssize_t)t->n);
+        for (size_t i = 0; *res && *sc && i < t->n; i++) {
+            PyList_SetItem(*res, (Py_ssize_t)i, str_of(out[i], strlen(out[i])));
+            PyList_SetItem(*sc, (Py_ssize_t)i, PyFloat_FromDouble(score[i]));
+        }
+    }
+    for (size_t i = 0; in && i < t->n; i++) free(in[i]);
+    for (size_t i = 0; out && i < t->n; i++) attn_free(out[i]);
+    free(in), free(out), free(score);
+    texts_free(t);
+    if (s) return raise_status(s), -1;
+    if (!*res || !*sc) {
+        Py_XDECREF(*res), Py_XDECREF(*sc);
+        return -1;
+    }
+    return 0;
+}
+
 /* translate(h, texts, beam, length_penalty, max_len, max_len_ratio, batch, heuristic)
  *   -> (list of str, list of float scores, n_cut) */
 static PyObject *py_encdec_translate(PyObject *self, PyObject *args) {
@@ -1420,24 +1445,8 @@ static PyObject *py_encdec_translate(PyObject *self, PyObject *args) {
                                          score, &cut);
         });
     }
-    PyObject *res = NULL, *sc = NULL;
-    if (!s) {
-        res = PyList_New((Py_ssize_t)t.n);
-        sc = PyList_New((Py_ssize_t)t.n);
-        for (size_t i = 0; res && sc && i < t.n; i++) {
-            PyList_SetItem(res, (Py_ssize_t)i, str_of(out[i], strlen(out[i])));
-            PyList_SetItem(sc, (Py_ssize_t)i, PyFloat_FromDouble(score[i]));
-        }
-    }
-    for (size_t i = 0; in && i < t.n; i++) free(in[i]);
-    for (size_t i = 0; out && i < t.n; i++) attn_free(out[i]);
-    free(in), free(out), free(score);
-    texts_free(&t);
-    if (s) return raise_status(s);
-    if (!res || !sc) {
-        Py_XDECREF(res), Py_XDECREF(sc);
-        return NULL;
-    }
+    PyObject *res, *sc;
+    if (translations_finish(s, &t, in, out, score, &res, &sc) < 0) return NULL;
     return Py_BuildValue("(NNn)", res, sc, (Py_ssize_t)cut);
 }
 
@@ -1559,24 +1568,8 @@ static PyObject *py_hf_translate(PyObject *self, PyObject *args) {
             attn_hf_translator_free(tr);
         });
     }
-    PyObject *res = NULL, *sc = NULL;
-    if (!s) {
-        res = PyList_New((Py_ssize_t)t.n);
-        sc = PyList_New((Py_ssize_t)t.n);
-        for (size_t i = 0; res && sc && i < t.n; i++) {
-            PyList_SetItem(res, (Py_ssize_t)i, str_of(out[i], strlen(out[i])));
-            PyList_SetItem(sc, (Py_ssize_t)i, PyFloat_FromDouble(score[i]));
-        }
-    }
-    for (size_t i = 0; in && i < t.n; i++) free(in[i]);
-    for (size_t i = 0; out && i < t.n; i++) attn_free(out[i]);
-    free(in), free(out), free(score);
-    texts_free(&t);
-    if (s) return raise_status(s);
-    if (!res || !sc) {
-        Py_XDECREF(res), Py_XDECREF(sc);
-        return NULL;
-    }
+    PyObject *res, *sc;
+    if (translations_finish(s, &t, in, out, score, &res, &sc) < 0) return NULL;
     return Py_BuildValue("(NN)", res, sc);
 }
 
