@@ -201,12 +201,19 @@ static int find_token(const char *s, char **lab, int n) {
     return -1;
 }
 
-/* Whether id is a special token of the model's tokenizer (--find leaves them aside). */
+/* Whether id is a special token of the model's tokenizer, language codes included (--find leaves
+ * them aside). */
 static bool is_special(const ex_model *m, int32_t id) {
     if (m->mt) {
         const attn_tok_special sp[] = {ATTN_TOK_PAD, ATTN_TOK_UNK, ATTN_TOK_EOS, ATTN_TOK_BOS};
         for (size_t i = 0; i < sizeof sp / sizeof *sp; i++)
             if (attn_mt_tok_special_id(m->mt, sp[i]) == id) return true;
+        for (int side = 0; side < 2; side++) { /* language codes (NLLB's, Marian's >>xx<<) */
+            const char *t = attn_mt_tok_id_to_token(m->mt, id, side);
+            int32_t lid = -1;
+            if (t && attn_mt_tok_lang_id(m->mt, t, &lid) == ATTN_STATUS_OK && lid == id) return true;
+            attn_clear_error();
+        }
         return false;
     }
     const attn_tok *tok = m->hf ? attn_hf_translator_tok(m->hf) : m->tok;
