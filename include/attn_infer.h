@@ -216,6 +216,96 @@ attn_status attn_hf_generate(attn_translate_session *s, const attn_hf_generate_o
                              int Ts, const int32_t *src, const int32_t *src_len, int max_out,
                              int32_t *out_ids, int32_t *out_len, float *out_score);
 
+
+/* ---- Hugging Face translation directories, text in and text out --------------------------------
+ * What `attn translate --model DIR` does for a MarianMTModel / M2M100ForConditionalGeneration
+ * directory (or an `attn export` of attn's own model), as one object shared by the CLI, `attn
+ * attention` / `attn explain --model` and the Python package:
+ *   - the tokenizer: Marian's source.spm / target.spm / vocab.json or NLLB's tokenizer.json with
+ *     an NLLB tokenizer_config.json (attn_mt_tok), else a plain tokenizer.json (attn_tok: the
+ *     export's; </s> appended to each source as attn's models are trained);
+ *   - language codes: src_lang (NLLB: the source's first token), tgt_lang (NLLB: the forced
+ *     first generated token, generate's forced_bos_token_id; Marian: ">>tgt_lang<<" put before the
+ *     source), checked when the translator is made;
+ *   - generation_config.json's settings (attn_hf_generate_config_load), num_beams and
+ *     max_new_tokens overridable; attn_hf_generate on a session of max_sentences sentences;
+ *   - the output back to text without </s> and special tokens.
+ *   attn_hf_translator *t;
+ *   attn_hf_translator_params p = attn_hf_translator_default_params();
+ *   p.tgt_lang = "zho_Hans";
+ *   attn_hf_translator_init(model, "models/nllb", &p, &t);
+ *   attn_hf_translator_texts(t, texts, n, out, NULL);       // out[i]: attn_free
+ *   attn_hf_translator_free(t);
+ * The model (loaded from the same directory) must outlive the translator. */
+typedef struct {
+    const char *src_lang, *tgt_lang; /* NLLB codes / Marian's target >>lang<< (NULL: none) */
+    int num_beams;                   /* > 0: overrides generation_config.json's */
+    int max_new_tokens;              /* > 0: overrides (max_length = 1 + max_new_tokens) */
+    float length_penalty;            /* not NaN: overrides (NaN) */
+    int max_sentences;               /* sentences per attn_hf_generate call, 1..4096 (32) */
+    bool need_tokenizer;             /* false: a directory without a tokenizer is fine (ids only;
+                                        one present is still loaded, for labels) (true) */
+} attn_hf_translator_params;
+attn_hf_translator_params attn_hf_translator_default_params(void);
+
+typedef struct attn_hf_translator attn_hf_translator;
+
+/* m: the model loaded from dir (attn_encdec_load_dir; not attn's own architecture). */
+attn_status attn_hf_translator_init(const attn_encdec_model *m, const char *dir,
+                                    const attn_hf_translator_params *p, attn_hf_translator **out);
+void attn_hf_translator_free(attn_hf_translator *t);
+/* The generation settings in use, max_length (the longest output, </s> included, of
+ * attn_hf_translator_generate), and the tokenizer: one of the two, or neither (ids only). */
+const attn_hf_generate_options *attn_hf_translator_options(const attn_hf_translator *t);
+int attn_hf_translator_max_out(const attn_hf_translator *t);
+const attn_mt_tok *attn_hf_translator_mt_tok(const attn_hf_translator *t);
+const attn_tok *attn_hf_translator_tok(const attn_hf_translator *t);
+
+/* A source from k ids (raw: a tokenizer's, or the user's with their </s>): Marian's target
+ * language token first, </s> appended when add_eos, cut to the model's positions; an id outside
+ * the source vocabulary is FORMAT. *ids attn_alloc'd. */
+attn_status attn_hf_translator_source_ids(const attn_hf_translator *t, const int32_t *raw,
+                                          size_t k, bool add_eos, int32_t **ids, size_t *n);
+/* Text to source ids, as `attn translate` encodes a line (tokenizer(text).input_ids, with the
+ * language tokens). *ids attn_alloc'd. */
+attn_status attn_hf_translator_encode(const attn_hf_translator *t, const char *text, size_t len,
+                                      int32_t **ids, size_t *n);
+/* Target text to the whole decoder sequence: decoder_start + tokenizer(text_target=text)
+ * .input_ids (NLLB: [tgt_lang] text </s>, the forced code's; Marian: text </s>) — the decoder's
+ * inputs and, shifted by one, its labels. *ids attn_alloc'd. */
+attn_status attn_hf_translator_encode_target(const attn_hf_translator *t, const char *text,
+                                             size_t len, int32_t **ids, size_t *n);
+/* attn_hf_generate for n <= max_sentences sources src[i] (src_len[i] ids, right-padded into one
+ * batch): out_ids (n, attn_hf_translator_max_out), out_len (n), out_score (n) or NULL as
+ * attn_hf_generate gives them. */
+attn_status attn_hf_translator_generate(attn_hf_translator *t, int n, const int32_t *const *src,
+                                        const size_t *src_len, int32_t *out_ids, int32_t *out_len,
+                                        float *out_score);
+/* One source translated alone (batch 1) as the whole decoder sequence: decoder_start + the
+ * generated ids (</s> included when the search ended with it), *n_tgt of them (attn_alloc'd);
+ * score as attn_hf_generate's. What attention capture runs over. */
+attn_status attn_hf_translator_translate(attn_hf_translator *t, const int32_t *src, size_t Ts,
+                                         int32_t **tgt, int *n_tgt, float *score);
+/* The sequences `attn attention` captures (attn_viz_capture_encdec_mt): the source is ids
+ * (n_ids, as given) when ids is not NULL, else text through attn_hf_translator_encode; the whole
+ * decoder sequence is tgt_ids (as given) when not NULL, else target through
+ * attn_hf_translator_encode_target when not NULL, else the source's translation
+ * (attn_hf_translator_translate; *score, if not NULL, its score, else NaN). *src and *tgt
+ * attn_alloc'd. */
+attn_status attn_hf_translator_capture_input(attn_hf_translator *t, const char *text,
+                                             const int32_t *ids, size_t n_ids, const char *target,
+                                             const int32_t *tgt_ids, size_t n_tgt_ids,
+                                             int32_t **src, size_t *Ts, int32_t **tgt,
+                                             size_t *n_tgt, float *score);
+/* Generated ids to text (a final </s> dropped; special tokens skipped). *text attn_alloc'd. */
+attn_status attn_hf_translator_decode(const attn_hf_translator *t, const int32_t *ids, size_t n,
+                                      char **text, size_t *len);
+/* Translate n texts in batches of max_sentences in order (as `attn translate --batch`
+ * max_sentences does, so the results are the CLI's bit for bit): out[i] attn_alloc'd text,
+ * scores[i] (scores may be NULL) its score. On failure every out[i] is NULL. */
+attn_status attn_hf_translator_texts(attn_hf_translator *t, const char *const *texts, size_t n,
+                                     char **out, float *scores);
+
 #ifdef __cplusplus
 }
 #endif

@@ -114,6 +114,11 @@ attn_status attn_viz_set_token_ids(attn_viz *v, attn_viz_side side, const attn_t
  * character (a lone byte of a multi-byte character, "<0xE7>"), "␣" for a token of only spaces,
  * control characters shown as U+2400 pictures. tok NULL or an id it lacks: "#<id>". */
 void attn_viz_token_label(const attn_tok *tok, int32_t id, char *buf, size_t cap);
+/* The same for a translation tokenizer (attn_mt_tok: Marian, NLLB): the piece of id on the
+ * source (target false) or target side, its SentencePiece word marker "▁" read as a space (a
+ * leading one dropped; a piece of only "▁" is "␣"). tok NULL or an id it lacks: "#<id>". */
+void attn_viz_mt_token_label(const attn_mt_tok *tok, int32_t id, bool target, char *buf,
+                             size_t cap);
 
 /* Add a map of the given kind and layer with H heads; its (Tq, Tk) must equal the lengths of the
  * kind's query and key sides (set the tokens first). p (H, Tq, Tk) is copied, or the map starts
@@ -150,6 +155,13 @@ attn_status attn_viz_json_path(const char *path, char *buf, size_t cap);
 attn_status attn_viz_capture_encdec(const attn_encdec_model *m, const attn_tok *tok,
                                     const int32_t *src, int Ts, const int32_t *tgt, int n_tgt,
                                     attn_viz **out);
+/* The same for a Hugging Face translation model (Marian, M2M100 / NLLB: attn_encdec_load_dir of
+ * its directory) with the labels from its tokenizer's pieces (attn_viz_mt_token_label; tok NULL:
+ * "#id"). tgt is the whole decoder sequence: decoder_start y1 .. yn (</s>), as transformers'
+ * decoder_input_ids = tgt[0 .. n_tgt−1) with labels tgt[1 .. n_tgt). */
+attn_status attn_viz_capture_encdec_mt(const attn_encdec_model *m, const attn_mt_tok *tok,
+                                       const int32_t *src, int Ts, const int32_t *tgt, int n_tgt,
+                                       attn_viz **out);
 
 /* GPT-2: one forward (batch 1, evaluation mode) over ids (T <= n_positions); maps self.L
  * (H, T, T) for every block, causal (entries j > i are 0). tok: labels, or NULL for "#id". */

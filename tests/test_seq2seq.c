@@ -12,10 +12,18 @@
  *     −0.5; the directory's generation_config.json alone with its bad_words_ids, forced EOS / BOS,
  *     num_beams): every sequence identical, token for token, padding included, and beam search's
  *     sequences_scores within 1e-4.
- * And bad directories: one-line errors naming the file and the field. */
+ * And bad directories: one-line errors naming the file and the field.
+ * Attention capture (attn_viz_capture_encdec_mt) of one sentence per model: encoder self, decoder
+ * self and cross attention of every layer and head within 1e-5 of transformers'
+ * output_attentions, and `attn explain`'s probabilities (attn_explain_layer_encdec, every head's
+ * walk-through) equal to the capture; `attn attention` / `attn explain --model` on the text
+ * models (NLLB --src-lang / --tgt-lang, Marian >>lang<<): tokenizer, generate and capture end to
+ * end against transformers. */
+#include "attn_explain.h"
 #include "attn_infer.h"
 #include "attn_io.h"
 #include "attn_models.h"
+#include "attn_viz.h"
 #include "tu.h"
 
 #include <string.h>
@@ -24,6 +32,7 @@
 #define TOL_ENC 1e-4
 #define TOL_LOGITS 1e-4
 #define TOL_SCORE 1e-4
+#define TOL_ATTN 1e-5 /* attention probabilities, absolute */
 
 #define OK(x)                                                                                    \
     do {                                                                                         \
@@ -663,6 +672,185 @@ static void test_export_hf(void **state) {
     tu_rm_tree(root);
 }
 
+/* ---- attention capture ------------------------------------------------------------------ */
+
+static const char *const KIND_REF[3] = {"enc", "dec", "cross"};
+static const attn_viz_kind KINDS[3] = {ATTN_VIZ_ENC_SELF, ATTN_VIZ_DEC_SELF, ATTN_VIZ_CROSS};
+
+/* Every map of v against f's PREFIX.{enc,dec,cross}.L; the largest error. */
+static double check_maps(const attn_viz *v, attn_st_file *f, const char *prefix, const char *name) {
+    double worst = 0;
+    int n = 0;
+    for (int k = 0; k < 3; k++)
+        for (int l = 0; l < attn_viz_num_layers(v, KINDS[k]); l++, n++) {
+            const attn_viz_map *mp = attn_viz_find(v, KINDS[k], l);
+            char key[256], what[600];
+            snprintf(key, sizeof key, "%s.%s.%d", prefix, KIND_REF[k], l);
+            size_t cnt;
+            float *ref = st_f32(f, key, &cnt);
+            assert_int_equal(cnt, (size_t)mp->H * mp->Tq * mp->Tk);
+            for (size_t i = 0; i < cnt; i++) {
+                const double e = fabs((double)mp->p[i] - ref[i]);
+                if (e > worst) worst = e;
+            }
+            snprintf(what, sizeof what, "%s %s", name, key);
+            if (!tu_close(what, mp->p, ref, cnt, 0, TOL_ATTN)) fail();
+            free(ref);
+        }
+    assert_true(n >= 3);
+    return worst;
+}
+
+/* attn_explain_layer_encdec's probabilities and every head's walk-through weights equal the
+ * capture's maps (the same forward). */
+static void check_explain(const attn_encdec_model *m, const attn_viz *v, const int32_t *src,
+                          int Ts, const int32_t *tgt, int n_tgt, const char *name) {
+    double worst = 0;
+    for (int k = 0; k < 3; k++)
+        for (int l = 0; l < attn_viz_num_layers(v, KINDS[k]); l++) {
+            const attn_viz_map *mp = attn_viz_find(v, KINDS[k], l);
+            attn_explain_layer L;
+            OK(attn_explain_layer_encdec(m, src, Ts, tgt, n_tgt, KINDS[k], l, &L));
+            assert_int_equal(L.H * L.Tq * L.Tk, mp->H * mp->Tq * mp->Tk);
+            for (int i = 0; i < L.H * L.Tq * L.Tk; i++)
+                worst = fmax(worst, fabs((double)L.probs[i] - mp->p[i]));
+            for (int h = 0; h < L.H; h++) {
+                attn_explain_head eh;
+                OK(attn_explain_head_compute(&L, h, false, &eh));
+                const float *p = mp->p + (size_t)h * mp->Tq * mp->Tk;
+                for (int i = 0; i < mp->Tq * mp->Tk; i++)
+                    worst = fmax(worst, fabs((double)eh.pass.weights[i] - p[i]));
+                attn_explain_head_free(&eh);
+            }
+            attn_explain_layer_free(&L);
+        }
+    printf("  %-44s explain vs capture max_abs_err=%.3e %s\n", name, worst,
+           worst <= TOL_ATTN ? "ok" : "FAIL");
+    assert_true(worst <= TOL_ATTN);
+}
+
+static void test_hf_attention(void **state) {
+    (void)state;
+    if (!ref_open()) tu_skip("no seq2seq.safetensors (tools/ref_seq2seq.py, run by tests/run.sh)");
+    char list[1024];
+    snprintf(list, sizeof list, "%s", attn_st_metadata(REF, "models"));
+    int n = 0;
+    double worst = 0;
+    for (char *save = NULL, *name = strtok_r(list, ",", &save); name;
+         name = strtok_r(NULL, ",", &save), n++) {
+        char key[256];
+        snprintf(key, sizeof key, "%s.attn.src", name);
+        if (!attn_st_find(REF, key)) tu_skip("seq2seq.safetensors has no %s (rerun tools/ref_seq2seq.py)", key);
+        size_t Ts, n_tgt;
+        int32_t *src = ref_i32(key, &Ts);
+        snprintf(key, sizeof key, "%s.attn.tgt", name);
+        int32_t *tgt = ref_i32(key, &n_tgt);
+        attn_encdec_model *m;
+        OK(attn_encdec_load_dir(model_dir(name), &m));
+        attn_viz *v = NULL;
+        OK(attn_viz_capture_encdec_mt(m, NULL, src, (int)Ts, tgt, (int)n_tgt, &v));
+        assert_int_equal(v->n_tokens, (int)Ts);
+        assert_int_equal(v->n_target, (int)n_tgt - 1);
+        snprintf(key, sizeof key, "%s.attn", name);
+        worst = fmax(worst, check_maps(v, REF, key, name));
+        check_explain(m, v, src, (int)Ts, tgt, (int)n_tgt, name);
+        attn_viz_free(v);
+        attn_encdec_model_free(m);
+        free(src), free(tgt);
+    }
+    assert_true(n >= 5);
+    printf("  attention capture vs transformers, %d models: max_abs_err %.3e\n", n, worst);
+}
+
+/* `attn attention` and `attn explain --model` on the text models: the source through the
+ * tokenizer with the language tokens, the translation by generate's settings, the maps of the
+ * output sequence = transformers' (tools/ref_seq2seq_text.py's attn.safetensors). */
+static void test_hf_attention_cli(void **state) {
+    (void)state;
+    char d[4200], path[4400], args[9000], q[4400], q2[800], tmp[512], out[700], err[700];
+    snprintf(d, sizeof d, "%s", tu_ref_path("seq2seq_text"));
+    snprintf(path, sizeof path, "%s/attn.safetensors", d);
+    if (access(path, R_OK) != 0)
+        tu_skip("no %s (tools/ref_seq2seq_text.py, run by tests/run.sh)", path);
+    if (access(tu_attn_bin(), X_OK) != 0) tu_skip("no %s (make)", tu_attn_bin());
+    attn_st_file *f;
+    OK(attn_st_open(path, &f));
+    assert_int_equal(tu_mkdtemp(tmp, sizeof tmp, "seq2seq-attn"), 0);
+    snprintf(out, sizeof out, "%s/out.txt", tmp);
+    snprintf(err, sizeof err, "%s/err.txt", tmp);
+    const char *text = attn_st_metadata(f, "text");
+    assert_non_null(text);
+    for (int c = 0; c < 2; c++) {
+        const char *name = c ? "marian" : "nllb";
+        char dir[4400], cap[800], qt[1200];
+        snprintf(dir, sizeof dir, "%s/%s", d, name);
+        snprintf(cap, sizeof cap, "%s/%s.safetensors", tmp, name);
+        snprintf(args, sizeof args, "attention --model %s %s %s --out %s",
+                 tu_shq(dir, q, sizeof q), tu_shq(text, qt, sizeof qt), attn_st_metadata(f, name),
+                 tu_shq(cap, q2, sizeof q2));
+        if (tu_run_cli_files(args, NULL, out, err) != 0) {
+            size_t el;
+            char *e = tu_read_all(err, &el);
+            fail_msg("attn %s: %s", args, e ? e : "?");
+        }
+        attn_viz *v;
+        OK(attn_viz_load(cap, &v));
+        char key[64];
+        size_t Ts, n_seq;
+        snprintf(key, sizeof key, "%s.src", name);
+        free(st_i32(f, key, &Ts));
+        snprintf(key, sizeof key, "%s.seq", name);
+        int32_t *seq = st_i32(f, key, &n_seq);
+        assert_int_equal(v->n_tokens, (int)Ts);
+        assert_int_equal(v->n_target, (int)n_seq - 1);
+        check_maps(v, f, name, name);
+        /* explain --json: the cross weights of the last query row = the capture's */
+        const attn_viz_map *mp = attn_viz_find(v, ATTN_VIZ_CROSS, 1);
+        assert_non_null(mp);
+        snprintf(args, sizeof args,
+                 "explain --model %s %s %s --kind cross --layer 1 --head 1 --json",
+                 tu_shq(dir, q, sizeof q), tu_shq(text, qt, sizeof qt), attn_st_metadata(f, name));
+        assert_int_equal(tu_run_cli_files(args, NULL, out, err), 0);
+        size_t jl;
+        char *j = tu_read_all(out, &jl);
+        assert_non_null(j);
+        const char *w = strstr(j, "\"weights\":[");
+        assert_non_null(w);
+        w += strlen("\"weights\":[");
+        double e = 0;
+        int cnt = 0;
+        for (int i = 0; i < mp->Tq; i++) { /* [[row 0], [row 1], ...] */
+            while (*w == '[' || *w == ',') w++;
+            for (int k = 0; k < mp->Tk; k++, cnt++) {
+                char *end;
+                const double x = strtod(w, &end);
+                assert_true(end != w);
+                e = fmax(e, fabs(x - mp->p[((size_t)mp->Tq + i) * mp->Tk + k]));
+                w = end;
+                while (*w == ',' || *w == ']') w++;
+                if (k + 1 < mp->Tk && *w == '[') fail_msg("short weights row %d", i);
+            }
+        }
+        printf("  attn explain --model %s --json cross 1.1: %d weights, max_abs_err vs capture "
+               "%.3e\n",
+               name, cnt, e);
+        assert_true(e <= TOL_ATTN);
+        free(j), free(seq);
+        attn_viz_free(v);
+    }
+    /* one-line errors */
+    snprintf(args, sizeof args, "attention --model %s hi --src-lang xx_Nope",
+             tu_shq(model_dir("m2m100_relu"), q, sizeof q));
+    assert_int_equal(tu_run_cli_files(args, NULL, out, err), 1);
+    tu_expect_error_file(err, "tokenizer");
+    snprintf(args, sizeof args, "attention --model %s/nllb hi --src-lang xx_Nope",
+             tu_shq(d, q, sizeof q));
+    assert_int_equal(tu_run_cli_files(args, NULL, out, err), 1);
+    tu_expect_error_file(err, "xx_Nope");
+    attn_st_close(f);
+    tu_rm_tree(tmp);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_models),
@@ -670,6 +858,8 @@ int main(void) {
         cmocka_unit_test(test_export_hf),
         cmocka_unit_test(test_translate_cli),
         cmocka_unit_test(test_translate_text_cli),
+        cmocka_unit_test(test_hf_attention),
+        cmocka_unit_test(test_hf_attention_cli),
     };
     int rc = cmocka_run_group_tests_name("seq2seq", tests, NULL, NULL);
     if (REF) attn_st_close(REF);

@@ -21,7 +21,11 @@ from ties and every path carries signal). Stored per model M (B sentences, right
       (0 / -1: not passed to generate; use_defaults 1: generate(**inputs) alone, with the
       directory's generation_config.json), M.gen.K.lp () float32 length_penalty (NaN: not
       passed), M.gen.K.seq (B, L) int32 generate's sequences, M.gen.K.scores (B) float32
-      sequences_scores (beam search only).
+      sequences_scores (beam search only);
+  M.attn.src (Ts) int32, M.attn.tgt (Tt + 1) int32: one sentence and its whole decoder sequence
+      (start .. label); M.attn.{enc,dec,cross}.L (H, Tq, Tk) float32: transformers'
+      output_attentions (encoder_attentions, decoder_attentions, cross_attentions) of the forward
+      with decoder_input_ids = tgt[:-1].
 Metadata "models": the names, comma-separated; "gens": the generate cases per model."""
 import os
 import sys
@@ -211,6 +215,18 @@ def main():
             ends = [int((row == cfg.eos_token_id).nonzero()[0]) if (row == cfg.eos_token_id).any()
                     else -1 for row in seq[:, 1:]]
             lens.append(ends)
+        # attention capture (tests/test_seq2seq.c against attn_viz_capture_encdec_mt): sentence 0
+        # alone, the decoder fed tgt[0] (its labels: tgt[0][1:] + one more id)
+        a_src = src[:1, :SRC_LEN[0]]
+        a_tgt = torch.cat([tgt[:1], tgt[:1, 1:2]], dim=1)
+        with torch.no_grad(), torch.random.fork_rng():  # the next models' weights unchanged
+            att = model(input_ids=a_src, decoder_input_ids=a_tgt[:, :-1], output_attentions=True)
+        tensors[p + "attn.src"] = a_src[0].to(torch.int32).numpy()
+        tensors[p + "attn.tgt"] = a_tgt[0].to(torch.int32).numpy()
+        for what, maps in (("enc", att.encoder_attentions), ("dec", att.decoder_attentions),
+                           ("cross", att.cross_attentions)):
+            for layer, a in enumerate(maps):
+                tensors[f"{p}attn.{what}.{layer}"] = a[0].float().numpy()
         print(f"ref seq2seq: {mname}: {cls.__name__}, eos positions per case {lens}")
     stfile.save(os.path.join(outdir, "seq2seq.safetensors"), tensors,
                 {"models": ",".join(m[0] for m in MODELS), "gens": str(len(GENS))})

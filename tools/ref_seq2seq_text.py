@@ -9,7 +9,10 @@ a Marian and an NLLB-style M2M100 directory with their tokenizers, text in and t
           OUTDIR/seq2seq_text.json  {"texts": [...], "cases": [{"dir", "args", "out": [...]}]}:
               what transformers' tokenizer + generate + decode(skip_special_tokens=True) give for
               the texts as one padded batch, with the CLI arguments that ask for the same thing;
-              also as plain files OUTDIR/seq2seq_text/{in.txt, caseK.dir, caseK.args, caseK.out}.
+              also as plain files OUTDIR/seq2seq_text/{in.txt, caseK.dir, caseK.args, caseK.out};
+          OUTDIR/seq2seq_text/attn.safetensors  transformers' output_attentions of the first text
+              translated alone (NLLB eng_Latn -> zho_Hans, Marian >>cmn_Hans<<, the directories'
+              generation settings): N.src, N.seq (int32), N.{enc,dec,cross}.L (H, Tq, Tk).
 Without the Tatoeba file nothing is written (the C test skips)."""
 import json
 import os
@@ -110,6 +113,33 @@ def main():
         args = f"--src-lang {sl} --tgt-lang {tl}" + (f" --beam {beams}" if beams else "")
         cases.append({"dir": "nllb", "args": args,
                       "out": tok.batch_decode(seq, skip_special_tokens=True)})
+    # attention capture through the tokenizer and generate (tests/test_seq2seq.c against `attn
+    # attention --model DIR TEXT --src-lang .. --tgt-lang .. --out`): the first text translated
+    # alone with the directory's generation settings, the maps of the output sequence
+    attn_ref = {}
+    for name, mdl, tk, kw, langs in (
+            ("nllb", model, tok, dict(forced_bos_token_id=tok.convert_tokens_to_ids("zho_Hans")),
+             ("eng_Latn", "zho_Hans")),
+            ("marian", MarianMTModel.from_pretrained(md).eval(), MarianTokenizer.from_pretrained(md),
+             {}, (None, "cmn_Hans"))):
+        if langs[0]:
+            tk.src_lang = langs[0]
+        text = TEXTS[0] if langs[0] else f">>{langs[1]}<< {TEXTS[0]}"
+        enc = tk([text], return_tensors="pt")
+        with torch.no_grad():
+            seq = mdl.generate(**enc, **kw)
+            att = mdl(**enc, decoder_input_ids=seq[:, :-1], output_attentions=True)
+        attn_ref[name + ".src"] = enc.input_ids[0].to(torch.int32).numpy()
+        attn_ref[name + ".seq"] = seq[0].to(torch.int32).numpy()
+        for what, maps in (("enc", att.encoder_attentions), ("dec", att.decoder_attentions),
+                           ("cross", att.cross_attentions)):
+            for layer, a in enumerate(maps):
+                attn_ref[f"{name}.{what}.{layer}"] = a[0].float().numpy()
+        print(f"ref seq2seq_text: attention {name} {langs}: source {enc.input_ids[0].tolist()}, "
+              f"sequence {seq[0].tolist()}")
+    ref_seq2seq.stfile.save(os.path.join(d, "attn.safetensors"), attn_ref,
+                            {"text": TEXTS[0], "nllb": "--src-lang eng_Latn --tgt-lang zho_Hans",
+                             "marian": "--tgt-lang cmn_Hans"})
     with open(os.path.join(out, "seq2seq_text.json"), "w", encoding="utf-8") as f:
         json.dump({"texts": TEXTS, "cases": cases}, f, ensure_ascii=False, indent=1)
     # the same as plain files for the C test: in.txt, and per case K: caseK.dir, caseK.args and

@@ -170,12 +170,15 @@ class Attention(dict):
     ``attn attention --out`` writes them: "self.L" for GPT/BERT; "encoder.self.L",
     "decoder.self.L", "decoder.cross.L" for a translator), with the token labels in
     ``.tokens`` (the input / source), ``.target`` and ``.target_out`` (a translator's decoder
-    inputs and the token each predicts; None otherwise)."""
+    inputs and the token each predicts; None otherwise). A Hugging Face translator's capture of
+    its own translation also has ``.translation`` (the text) and ``.score``; else both None."""
 
     tokens: List[str]
     target: Optional[List[str]]
     target_out: Optional[List[str]]
     title: Optional[str]
+    translation: Optional[str] = None
+    score: Optional[float] = None
 
     def __init__(self, maps: Dict[str, np.ndarray], tokens: List[str],
                  target: Optional[List[str]] = None, target_out: Optional[List[str]] = None,
@@ -422,8 +425,9 @@ def _finish(g: Generation) -> str:
 
 class Translator(Model):
     """An encoder-decoder translator: attn's own (``attn train``; e.g. models/demo-en-zh), or a
-    Hugging Face MarianMTModel / M2M100 (NLLB) directory (loaded; translating those is the
-    CLI's for now)."""
+    Hugging Face MarianMTModel / M2M100 (NLLB) directory (``config["model_type"]`` "marian" /
+    "m2m_100": translated as ``attn translate --model DIR`` does, with the directory's
+    tokenizer and generation_config.json)."""
 
     kind = "translator"
 
@@ -431,26 +435,72 @@ class Translator(Model):
         super().__init__(path)
         self._h = _attn.encdec_open(path)
         self.config = _attn.encdec_info(self._h)
+        self.hf = self.config["model_type"] != "attn"
 
-    def translate(self, texts: Union[str, bytes, Iterable[Union[str, bytes]]], beam: int = 4,
-                  length_penalty: float = 0.6, max_len: int = 0, max_len_ratio: float = 2.0,
-                  batch_size: int = 32, heuristic_stop: bool = False,
-                  scores: bool = False):
+    def translate(self, texts: Union[str, bytes, Iterable[Union[str, bytes]]],
+                  beam: Optional[int] = None, length_penalty: Optional[float] = None,
+                  max_len: int = 0, max_len_ratio: float = 2.0, batch_size: int = 32,
+                  heuristic_stop: bool = False, scores: bool = False,
+                  src_lang: Optional[str] = None, tgt_lang: Optional[str] = None):
         """Translations of texts (a list of str; one str gives a list of one), as ``attn
         translate`` with the same options (beam 1 = greedy). With scores=True returns
-        (translations, scores)."""
+        (translations, scores).
+
+        attn's own translators: beam (default 4), length_penalty (0.6), max_len, max_len_ratio,
+        heuristic_stop as the CLI's. Hugging Face directories (Marian, M2M100 / NLLB):
+        transformers' generate with generation_config.json's settings, beam and length_penalty
+        overriding them when given, max_len as ``--max-tokens``; src_lang / tgt_lang as
+        ``--src-lang`` / ``--tgt-lang`` (NLLB codes such as "eng_Latn"; Marian's target
+        ">>xx<<" token)."""
         t = _texts(texts)
-        out, sc, _ = _attn.encdec_translate(self._h, t, int(beam), float(length_penalty),
+        if self.hf:
+            if heuristic_stop or max_len_ratio != 2.0:
+                raise InvalidArgumentError("translate: heuristic_stop and max_len_ratio are for "
+                                           "attn's own translators")
+            out, sc = _attn.hf_translate(self._h, t, 0 if beam is None else int(beam),
+                                         _nan_if_none(length_penalty), int(max_len),
+                                         int(batch_size), src_lang, tgt_lang)
+            return (out, sc) if scores else out
+        if src_lang is not None or tgt_lang is not None:
+            raise InvalidArgumentError("translate: src_lang and tgt_lang are for Hugging Face "
+                                       "translation directories (Marian, M2M100 / NLLB)")
+        out, sc, _ = _attn.encdec_translate(self._h, t, 4 if beam is None else int(beam),
+                                            0.6 if length_penalty is None else float(length_penalty),
                                             int(max_len), float(max_len_ratio), int(batch_size),
                                             bool(heuristic_stop))
         return (out, sc) if scores else out
 
     def attention(self, text: Union[str, bytes, None] = None, target: Union[str, bytes, None] = None,
-                  ids: Any = None, target_ids: Any = None, beam: int = 4,
-                  length_penalty: float = 0.6) -> Attention:
+                  ids: Any = None, target_ids: Any = None, beam: Optional[int] = None,
+                  length_penalty: Optional[float] = None, src_lang: Optional[str] = None,
+                  tgt_lang: Optional[str] = None) -> Attention:
         """Encoder self-, decoder self- and cross-attention of one sentence, as ``attn
         attention``: the source is text (its ids + </s>) or ids; the target text (<s> ids
-        </s>) or target_ids, or, without either, the model's own translation (beam search)."""
+        </s>) or target_ids, or, without either, the model's own translation (beam search:
+        beam default 4, length_penalty 0.6).
+
+        Hugging Face directories (Marian, M2M100 / NLLB): text through the directory's tokenizer
+        (with src_lang / tgt_lang's language tokens, as ``attn translate``), target as the
+        decoder start + the tokenizer's target ids, target_ids the whole decoder sequence (start
+        included); without a target the source is translated with generation_config.json's
+        settings (beam / length_penalty override them). Token labels are the SentencePiece
+        pieces. The translation and its score are in ``.translation`` / ``.score`` (None when
+        a target was given)."""
+        if self.hf:
+            if (text is None) == (ids is None):
+                raise InvalidArgumentError("attention: give text or ids (one of them)")
+            r, tr, sc = _attn.hf_attention(
+                self._h, None if text is None else _one(text),
+                None if ids is None else _ids(ids), None if target is None else _one(target),
+                None if target_ids is None else _ids(target_ids, "target_ids"),
+                0 if beam is None else int(beam), _nan_if_none(length_penalty), src_lang,
+                tgt_lang)
+            a = Attention._from_c(r)
+            a.translation, a.score = tr, sc
+            return a
+        if src_lang is not None or tgt_lang is not None:
+            raise InvalidArgumentError("attention: src_lang and tgt_lang are for Hugging Face "
+                                       "translation directories (Marian, M2M100 / NLLB)")
         tok = self.tokenizer
         sp = tok.special_ids
         if ids is not None:
@@ -462,8 +512,14 @@ class Translator(Model):
             tgt = _ids(target_ids, "target_ids")
         elif target is not None:
             tgt = np.concatenate([[sp["bos"]], tok.encode(_one(target)), [sp["eos"]]]).astype(np.int32)
-        return Attention._from_c(_attn.encdec_attention(self._h, src, tgt, int(beam),
-                                                        float(length_penalty)))
+        return Attention._from_c(_attn.encdec_attention(self._h, src, tgt,
+                                                        4 if beam is None else int(beam),
+                                                        0.6 if length_penalty is None
+                                                        else float(length_penalty)))
+
+
+def _nan_if_none(x: Optional[float]) -> float:
+    return float("nan") if x is None else float(x)
 
 
 def _model_kind(path: str) -> str:

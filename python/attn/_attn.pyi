@@ -51,6 +51,13 @@ def encdec_translate(h: Handle, texts: Sequence[Text], beam: int, length_penalty
                      heuristic: bool) -> Tuple[List[str], List[float], int]: ...
 def encdec_attention(h: Handle, src: Buffer, tgt: Optional[Buffer], beam: int,
                      length_penalty: float) -> Capture: ...
+def hf_translate(h: Handle, texts: Sequence[Text], beam: int, length_penalty: float,
+                 max_tokens: int, batch: int, src_lang: Optional[str],
+                 tgt_lang: Optional[str]) -> Tuple[List[str], List[float]]: ...
+def hf_attention(h: Handle, text: Optional[Text], ids: Optional[Buffer], target: Optional[Text],
+                 target_ids: Optional[Buffer], beam: int, length_penalty: float,
+                 src_lang: Optional[str],
+                 tgt_lang: Optional[str]) -> Tuple[Capture, Optional[str], Optional[float]]: ...
 def viz_write(what: str, path: str, title: Optional[str], tokens: List[str],
               target: Optional[List[str]], target_out: Optional[List[str]],
               maps: Sequence[Tuple[str, int, int, int, int, Buffer]], kind: str, mode: str,

@@ -1356,6 +1356,51 @@ static attn_status encdec_setup(encdec_h *e, attn_translate_options *o, int batc
     return ATTN_STATUS_OK;
 }
 
+/* Each text as the CLI checks a line: UTF-8 without NUL bytes; NUL-terminated copies (*in:
+ * calloc'd, t->n entries, each malloc'd; freed by the caller even on failure). */
+static attn_status texts_checked(const texts_t *t, char ***in_out) {
+    char **in = *in_out = calloc(t->n ? t->n : 1, sizeof *in);
+    if (!in) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; i < t->n; i++) {
+        size_t at = attn_tok_utf8_check(t->p[i], t->len[i], false);
+        if (at < t->len[i])
+            return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                                  "text %zu: %s at byte %zu (0x%02X): expected UTF-8 text without "
+                                  "NUL bytes",
+                                  i, t->p[i][at] == 0 ? "NUL byte" : "invalid UTF-8", at + 1,
+                                  (unsigned)(unsigned char)t->p[i][at]);
+        if (!(in[i] = malloc(t->len[i] + 1)))
+            return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+        memcpy(in[i], t->p[i], t->len[i]), in[i][t->len[i]] = 0;
+    }
+    return ATTN_STATUS_OK;
+}
+
+/* The end of a translate call: on success the translations and their scores as two lists; the
+ * texts, their copies in, out[i] and score freed either way. -1 with the exception set. */
+static int translations_finish(attn_status s, texts_t *t, char **in, char **out, float *score,
+                               PyObject **res, PyObject **sc) {
+    *res = *sc = NULL;
+    if (!s) {
+        *res = PyList_New((Py_ssize_t)t->n);
+        *sc = PyList_New((Py_ssize_t)t->n);
+        for (size_t i = 0; *res && *sc && i < t->n; i++) {
+            PyList_SetItem(*res, (Py_ssize_t)i, str_of(out[i], strlen(out[i])));
+            PyList_SetItem(*sc, (Py_ssize_t)i, PyFloat_FromDouble(score[i]));
+        }
+    }
+    for (size_t i = 0; in && i < t->n; i++) free(in[i]);
+    for (size_t i = 0; out && i < t->n; i++) attn_free(out[i]);
+    free(in), free(out), free(score);
+    texts_free(t);
+    if (s) return raise_status(s), -1;
+    if (!*res || !*sc) {
+        Py_XDECREF(*res), Py_XDECREF(*sc);
+        return -1;
+    }
+    return 0;
+}
+
 /* translate(h, texts, beam, length_penalty, max_len, max_len_ratio, batch, heuristic)
  *   -> (list of str, list of float scores, n_cut) */
 static PyObject *py_encdec_translate(PyObject *self, PyObject *args) {
@@ -1370,10 +1415,8 @@ static PyObject *py_encdec_translate(PyObject *self, PyObject *args) {
     if (!h) return NULL;
     encdec_h *e = h->p;
     if (e->m->cfg.arch != ATTN_ENCDEC_ARCH_ATTN) {
-        PyErr_Format(ErrClass[ATTN_STATUS_UNSUPPORTED],
-                     "%s: Hugging Face translation directories (Marian, M2M100 / NLLB) are not "
-                     "yet translated by the Python package; use `attn translate`",
-                     e->path);
+        PyErr_Format(ErrClass[ATTN_STATUS_INVALID_ARGUMENT],
+                     "%s: a Hugging Face translation directory: use hf_translate", e->path);
         return NULL;
     }
     if (beam < 1 || beam > 256 || batch < 1 || batch > 4096 || !(lp >= -10 && lp <= 10) ||
@@ -1385,24 +1428,10 @@ static PyObject *py_encdec_translate(PyObject *self, PyObject *args) {
     }
     texts_t t;
     if (texts_get(seq, &t) < 0) return NULL;
-    /* Each text as the CLI checks a line: UTF-8 without NUL bytes; a copy, NUL-terminated. */
-    char **in = calloc(t.n ? t.n : 1, sizeof *in), **out = calloc(t.n ? t.n : 1, sizeof *out);
+    char **in = NULL, **out = calloc(t.n ? t.n : 1, sizeof *out);
     float *score = calloc(t.n ? t.n : 1, sizeof *score);
-    attn_status s = ATTN_STATUS_OK;
-    if (!in || !out || !score) s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
-    for (size_t i = 0; i < t.n && !s; i++) {
-        size_t at = attn_tok_utf8_check(t.p[i], t.len[i], false);
-        if (at < t.len[i])
-            s = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
-                               "text %zu: %s at byte %zu (0x%02X): expected UTF-8 text without "
-                               "NUL bytes",
-                               i, t.p[i][at] == 0 ? "NUL byte" : "invalid UTF-8", at + 1,
-                               (unsigned)(unsigned char)t.p[i][at]);
-        else if (!(in[i] = malloc(t.len[i] + 1)))
-            s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
-        else
-            memcpy(in[i], t.p[i], t.len[i]), in[i][t.len[i]] = 0;
-    }
+    attn_status s = texts_checked(&t, &in);
+    if (!s && (!out || !score)) s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
     size_t cut = 0;
     if (!s) {
         attn_translate_options o = attn_translate_default_options();
@@ -1416,24 +1445,8 @@ static PyObject *py_encdec_translate(PyObject *self, PyObject *args) {
                                          score, &cut);
         });
     }
-    PyObject *res = NULL, *sc = NULL;
-    if (!s) {
-        res = PyList_New((Py_ssize_t)t.n);
-        sc = PyList_New((Py_ssize_t)t.n);
-        for (size_t i = 0; res && sc && i < t.n; i++) {
-            PyList_SetItem(res, (Py_ssize_t)i, str_of(out[i], strlen(out[i])));
-            PyList_SetItem(sc, (Py_ssize_t)i, PyFloat_FromDouble(score[i]));
-        }
-    }
-    for (size_t i = 0; in && i < t.n; i++) free(in[i]);
-    for (size_t i = 0; out && i < t.n; i++) attn_free(out[i]);
-    free(in), free(out), free(score);
-    texts_free(&t);
-    if (s) return raise_status(s);
-    if (!res || !sc) {
-        Py_XDECREF(res), Py_XDECREF(sc);
-        return NULL;
-    }
+    PyObject *res, *sc;
+    if (translations_finish(s, &t, in, out, score, &res, &sc) < 0) return NULL;
     return Py_BuildValue("(NNn)", res, sc, (Py_ssize_t)cut);
 }
 
@@ -1507,6 +1520,133 @@ static PyObject *py_encdec_attention(PyObject *self, PyObject *args) {
     PyObject *r = viz_to_py(v);
     attn_viz_free(v);
     return r;
+}
+
+/* A Hugging Face translator of e's directory (attn_hf_translator) with these settings. */
+static attn_status hf_open(const encdec_h *e, int beam, double lp, int max_tokens, int batch,
+                           const char *src_lang, const char *tgt_lang, bool need_tok,
+                           attn_hf_translator **t) {
+    attn_hf_translator_params p = attn_hf_translator_default_params();
+    p.num_beams = beam, p.max_new_tokens = max_tokens, p.max_sentences = batch;
+    p.length_penalty = (float)lp; /* NaN: generation_config.json's */
+    p.src_lang = src_lang, p.tgt_lang = tgt_lang, p.need_tokenizer = need_tok;
+    return attn_hf_translator_init(e->m, e->path, &p, t);
+}
+
+/* hf_translate(h, texts, beam (0: generation_config.json's), length_penalty (NaN: its),
+ *   max_tokens (0: its max_length), batch, src_lang | None, tgt_lang | None)
+ *   -> (list of str, list of float scores): `attn translate --model DIR` on a Marian / M2M100 /
+ * NLLB directory, in batches of batch texts in order as the CLI's --batch. */
+static PyObject *py_hf_translate(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ho, *seq;
+    int beam, max_tokens, batch;
+    double lp;
+    const char *sl, *tl;
+    if (!PyArg_ParseTuple(args, "OOidiizz", &ho, &seq, &beam, &lp, &max_tokens, &batch, &sl, &tl))
+        return NULL;
+    Handle *h = get_handle(ho, H_ENCDEC);
+    if (!h) return NULL;
+    if (beam < 0 || beam > 256 || batch < 1 || batch > 4096 || max_tokens < 0 ||
+        max_tokens > (1 << 20) || !(isnan(lp) || (lp >= -10 && lp <= 10))) {
+        PyErr_SetString(ErrClass[ATTN_STATUS_INVALID_ARGUMENT],
+                        "translate: beam needs 1 to 256, batch 1 to 4096, length_penalty -10 to "
+                        "10, max_len >= 0");
+        return NULL;
+    }
+    texts_t t;
+    if (texts_get(seq, &t) < 0) return NULL;
+    char **in = NULL, **out = calloc(t.n ? t.n : 1, sizeof *out);
+    float *score = calloc(t.n ? t.n : 1, sizeof *score);
+    attn_status s = texts_checked(&t, &in);
+    if (!s && (!out || !score)) s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+    if (!s) {
+        WORK(h, s, {
+            attn_hf_translator *tr = NULL;
+            s = hf_open(h->p, beam, lp, max_tokens, batch, sl, tl, true, &tr);
+            if (!s) s = attn_hf_translator_texts(tr, (const char *const *)in, t.n, out, score);
+            attn_hf_translator_free(tr);
+        });
+    }
+    PyObject *res, *sc;
+    if (translations_finish(s, &t, in, out, score, &res, &sc) < 0) return NULL;
+    return Py_BuildValue("(NN)", res, sc);
+}
+
+/* hf_attention(h, text | None, ids (int32 buffer) | None, target | None, target_ids | None,
+ *   beam (0: generation_config.json's), length_penalty (NaN: its), src_lang | None,
+ *   tgt_lang | None) -> (capture, translation text | None, score | None): `attn attention
+ * --model DIR` on a Marian / M2M100 / NLLB directory (attn_hf_translator_capture_input, then
+ * attn_viz_capture_encdec_mt). */
+static PyObject *py_hf_attention(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ho, *to, *io, *tgo, *tio;
+    int beam;
+    double lp;
+    const char *sl, *tl;
+    if (!PyArg_ParseTuple(args, "OOOOOidzz", &ho, &to, &io, &tgo, &tio, &beam, &lp, &sl, &tl))
+        return NULL;
+    Handle *h = get_handle(ho, H_ENCDEC);
+    if (!h) return NULL;
+    if (beam < 0 || beam > 256 || !(isnan(lp) || (lp >= -10 && lp <= 10))) {
+        PyErr_SetString(ErrClass[ATTN_STATUS_INVALID_ARGUMENT],
+                        "attention: beam needs 1 to 256, length_penalty -10 to 10");
+        return NULL;
+    }
+    char *text = NULL, *target = NULL;
+    Py_buffer bi, bt;
+    bool have_i = io != Py_None, have_t = tio != Py_None, ok = true;
+    if (to != Py_None && !(text = cstr_dup(to, "text"))) ok = false;
+    if (ok && tgo != Py_None && !(target = cstr_dup(tgo, "target"))) ok = false;
+    if (ok && have_i && get_buf(io, &bi, 4, false, "source ids") < 0) ok = false, have_i = false;
+    if (ok && have_t && get_buf(tio, &bt, 4, false, "target ids") < 0) ok = false, have_t = false;
+    attn_status s = ATTN_STATUS_OK;
+    attn_viz *v = NULL;
+    char *out_text = NULL;
+    float score = NAN;
+    if (ok) {
+        WORK(h, s, {
+            encdec_h *e = h->p;
+            attn_hf_translator *tr = NULL;
+            int32_t *src = NULL, *tgt = NULL;
+            size_t Ts = 0, n_tgt = 0, ol;
+            s = hf_open(e, beam, lp, 0, 1, sl, tl, !have_i || (target && !have_t), &tr);
+            if (!s)
+                s = attn_hf_translator_capture_input(
+                    tr, text, have_i ? bi.buf : NULL, have_i ? (size_t)bi.len / 4 : 0, target,
+                    have_t ? bt.buf : NULL, have_t ? (size_t)bt.len / 4 : 0, &src, &Ts, &tgt,
+                    &n_tgt, &score);
+            if (!s && !isnan(score) &&
+                attn_hf_translator_decode(tr, tgt + 1, n_tgt - 1, &out_text, &ol) != ATTN_STATUS_OK)
+                attn_clear_error(), out_text = NULL;
+            if (!s && attn_hf_translator_mt_tok(tr))
+                s = attn_viz_capture_encdec_mt(e->m, attn_hf_translator_mt_tok(tr), src, (int)Ts,
+                                               tgt, (int)n_tgt, &v);
+            else if (!s)
+                s = attn_viz_capture_encdec(e->m, attn_hf_translator_tok(tr), src, (int)Ts, tgt,
+                                            (int)n_tgt, &v);
+            attn_free(src), attn_free(tgt);
+            attn_hf_translator_free(tr);
+        });
+    }
+    free(text), free(target);
+    if (have_i) PyBuffer_Release(&bi);
+    if (have_t) PyBuffer_Release(&bt);
+    if (!ok) return NULL;
+    if (s) {
+        attn_free(out_text);
+        return raise_status(s);
+    }
+    PyObject *r = viz_to_py(v);
+    attn_viz_free(v);
+    PyObject *ot = out_text ? str_of(out_text, strlen(out_text)) : (Py_INCREF(Py_None), Py_None);
+    attn_free(out_text);
+    PyObject *sc = isnan(score) ? (Py_INCREF(Py_None), Py_None) : PyFloat_FromDouble(score);
+    if (!r || !ot || !sc) {
+        Py_XDECREF(r), Py_XDECREF(ot), Py_XDECREF(sc);
+        return NULL;
+    }
+    return Py_BuildValue("(NNN)", r, ot, sc);
 }
 
 /* ==== pictures: a capture rebuilt from Python data ========================================== */
@@ -1908,6 +2048,8 @@ static PyMethodDef methods[] = {
     {"encdec_info", py_encdec_info, METH_VARARGS, NULL},
     {"encdec_translate", py_encdec_translate, METH_VARARGS, NULL},
     {"encdec_attention", py_encdec_attention, METH_VARARGS, NULL},
+    {"hf_translate", py_hf_translate, METH_VARARGS, NULL},
+    {"hf_attention", py_hf_attention, METH_VARARGS, NULL},
     {"viz_write", py_viz_write, METH_VARARGS, NULL},
     {"viz_load", py_viz_load, METH_VARARGS, NULL},
     {"explain", py_explain, METH_VARARGS, NULL},

@@ -27,7 +27,8 @@
 
 static const char attention_usage[] =
     "usage: attn attention --model DIR|FILE.gguf (TEXT | --ids IDS) [--target TEXT | --target-ids IDS]\n"
-    "                      [--beam K] [--length-penalty A] [--generate N]\n"
+    "                      [--beam K] [--length-penalty A] [--src-lang L] [--tgt-lang L]\n"
+    "                      [--generate N]\n"
     "                      [--out FILE.safetensors] [--html FILE.html] [--png FILE.png]\n"
     "                      [--kind KIND] [--layer L] [--head H|mean|all] [--query I|TOKEN]\n"
     "                      [--cell PX] [--font FILE]\n"
@@ -35,7 +36,8 @@ static const char attention_usage[] =
     "\n"
     "Captures the attention probabilities of every layer and head of the model in DIR on one\n"
     "input and exports, views or draws them. DIR is an encoder-decoder translator written by\n"
-    "'attn train' (maps encoder.self.L, decoder.self.L, decoder.cross.L), a decoder (GPT-2,\n"
+    "'attn train' or a Hugging Face Marian (opus-mt) or M2M100 / NLLB translation directory\n"
+    "(maps encoder.self.L, decoder.self.L, decoder.cross.L), a decoder (GPT-2,\n"
     "the Llama family: one map per query head, the title says which key/value head each\n"
     "grouped-query head reads) or a BERT\n"
     "directory (maps self.L); or a decoder's GGUF file (gpt2, llama, qwen2, qwen3).\n"
@@ -46,9 +48,18 @@ static const char attention_usage[] =
     "                     they are (add </s> or [CLS]/[SEP] yourself)\n"
     "  --target TEXT      translator: teacher-force this target (<s> + ids + </s>) instead of\n"
     "                     translating; --target-ids IDS the same from ids (<s>/</s> included)\n"
+    "                     Marian / M2M100 / NLLB: TEXT through the directory's tokenizer as\n"
+    "                     'attn translate --model DIR' reads it (</s> and language tokens\n"
+    "                     included, labels from its SentencePiece pieces); --target TEXT is\n"
+    "                     the decoder start + the tokenizer's target ids (NLLB: [tgt_lang] ..\n"
+    "                     </s>); --target-ids IDS the whole decoder sequence, start included\n"
     "  --beam K           translator without --target: translate with beam size K (default 4;\n"
-    "                     1 = greedy), then capture over the tokens the search output\n"
-    "  --length-penalty A as 'attn translate' (default 0.6)\n"
+    "                     1 = greedy; Marian / M2M100 / NLLB: generation_config.json's, as\n"
+    "                     'attn translate'), then capture over the tokens the search output\n"
+    "  --length-penalty A as 'attn translate' (default 0.6; Hugging Face: the directory's)\n"
+    "  --src-lang L       NLLB / M2M100: the source language code (e.g. eng_Latn)\n"
+    "  --tgt-lang L       NLLB / M2M100: the target code, forced as the first generated token;\n"
+    "                     Marian: its >>L<< token put before the source (multilingual models)\n"
     "  --generate N       decoders: first generate up to N tokens after the input (greedy unless\n"
     "                     --temperature T > 0; --top-k K, --top-p P, --seed S as 'attn\n"
     "                     generate'), then capture over the input and the generated tokens\n"
@@ -130,7 +141,8 @@ attn_status attention_detect_family(const char *dir, attention_family *f) {
                               path, err.text);
     attn_status s = ATTN_STATUS_OK;
     const char *mt = json_string_value(json_object_get(root, "model_type"));
-    if (json_object_get(root, "src_vocab"))
+    if (json_object_get(root, "src_vocab") ||
+        (mt && (!strcmp(mt, "marian") || !strcmp(mt, "m2m_100"))))
         *f = FAMILY_ENCDEC;
     else if (mt && (!strcmp(mt, "gpt2") || !strcmp(mt, "llama") || !strcmp(mt, "mistral") ||
                     !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3")))
@@ -140,9 +152,9 @@ attn_status attention_detect_family(const char *dir, attention_family *f) {
     else
         s = attn_set_error(ATTN_STATUS_UNSUPPORTED,
                            "%s: not a model attn can capture (expected attn's encoder-decoder "
-                           "configuration with \"src_vocab\", or \"model_type\" \"gpt2\", "
-                           "\"llama\", \"mistral\", \"qwen2\", \"qwen3\" or \"bert\"; got "
-                           "model_type %s)",
+                           "configuration with \"src_vocab\", or \"model_type\" \"marian\", "
+                           "\"m2m_100\", \"gpt2\", \"llama\", \"mistral\", \"qwen2\", "
+                           "\"qwen3\" or \"bert\"; got model_type %s)",
                            path, mt ? mt : "(none)");
     json_decref(root);
     return s;
@@ -241,12 +253,88 @@ attn_status attention_encdec_input(const attention_opts *o, const attn_encdec_mo
     return ATTN_STATUS_OK;
 }
 
+attn_status attention_check_langs(const attention_opts *o, const attn_encdec_model *m) {
+    if ((o->src_lang || o->tgt_lang) && (!m || m->cfg.arch == ATTN_ENCDEC_ARCH_ATTN))
+        return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                              "%s: --src-lang and --tgt-lang are for Hugging Face translation "
+                              "directories (Marian, M2M100 / NLLB)",
+                              o->dir);
+    return ATTN_STATUS_OK;
+}
+
+/* A copy of n attn_alloc'd ids in malloc'd memory (the callers free with free()); a frees. */
+static attn_status ids_to_malloc(int32_t *a, size_t n, int32_t **out) {
+    *out = malloc((n ? n : 1) * sizeof **out);
+    if (*out) memcpy(*out, a, n * sizeof **out);
+    attn_free(a);
+    return *out ? ATTN_STATUS_OK : attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+}
+
+attn_status attention_hf_input(const attention_opts *o, const attn_encdec_model *m,
+                               attn_hf_translator **t, int32_t **src_out, int *Ts_out,
+                               int32_t **tgt_out, int *n_tgt_out) {
+    attn_hf_translator_params p = attn_hf_translator_default_params();
+    p.src_lang = o->src_lang, p.tgt_lang = o->tgt_lang;
+    p.num_beams = o->beam_set ? o->beam : 0;
+    if (o->lp_set) p.length_penalty = o->length_penalty;
+    p.max_sentences = 1;
+    p.need_tokenizer = !o->ids || (o->target && !o->target_ids);
+    int32_t *ids = NULL, *tids = NULL, *src = NULL, *tgt = NULL;
+    int n_ids = 0, n_tids = 0;
+    size_t Ts = 0, n_tgt = 0;
+    float score = 0;
+    attn_status s = attn_hf_translator_init(m, o->dir, &p, t);
+    if (!s && o->ids) s = attention_parse_ids("--ids", o->ids, &ids, &n_ids);
+    if (!s && o->target_ids) s = attention_parse_ids("--target-ids", o->target_ids, &tids, &n_tids);
+    if (!s)
+        s = attn_hf_translator_capture_input(*t, o->text, ids, (size_t)n_ids, o->target, tids,
+                                             (size_t)n_tids, &src, &Ts, &tgt, &n_tgt, &score);
+    free(ids), free(tids);
+    if (!s && !o->target && !o->target_ids) { /* translated: say what */
+        const int K = attn_hf_translator_options(*t)->num_beams;
+        char *text = NULL;
+        size_t tl;
+        if (attn_hf_translator_decode(*t, tgt + 1, n_tgt - 1, &text, &tl) == ATTN_STATUS_OK)
+            printf("translation (%s %d, score %.4f): %s\n", K > 1 ? "beam" : "greedy, beam", K,
+                   (double)score, text);
+        else
+            attn_clear_error();
+        attn_free(text);
+    }
+    *src_out = *tgt_out = NULL;
+    if (!s) s = ids_to_malloc(src, Ts, src_out), src = NULL;
+    if (!s) s = ids_to_malloc(tgt, n_tgt, tgt_out), tgt = NULL;
+    attn_free(src), attn_free(tgt);
+    if (s) {
+        free(*src_out), free(*tgt_out);
+        *src_out = *tgt_out = NULL;
+        attn_hf_translator_free(*t), *t = NULL;
+        return s;
+    }
+    *Ts_out = (int)Ts, *n_tgt_out = (int)n_tgt;
+    return ATTN_STATUS_OK;
+}
+
 static attn_status run_encdec(const opts *o, attn_viz **out) {
     attn_encdec_model *m = NULL;
     attn_tok *tok = NULL;
+    attn_hf_translator *t = NULL;
     int32_t *src = NULL, *tgt = NULL;
     int Ts = 0, n_tgt = 0;
     attn_status s = attn_encdec_load_dir(o->dir, &m);
+    if (!s) s = attention_check_langs(o, m);
+    if (!s && m->cfg.arch != ATTN_ENCDEC_ARCH_ATTN) { /* Marian, M2M100 / NLLB */
+        s = attention_hf_input(o, m, &t, &src, &Ts, &tgt, &n_tgt);
+        if (!s && attn_hf_translator_mt_tok(t))
+            s = attn_viz_capture_encdec_mt(m, attn_hf_translator_mt_tok(t), src, Ts, tgt, n_tgt,
+                                           out);
+        else if (!s)
+            s = attn_viz_capture_encdec(m, attn_hf_translator_tok(t), src, Ts, tgt, n_tgt, out);
+        attn_hf_translator_free(t);
+        free(src), free(tgt);
+        attn_encdec_model_free(m);
+        return s;
+    }
     if (!s) s = attn_tok_load(o->dir, &tok);
     if (!s) s = attention_encdec_input(o, m, tok, &src, &Ts, &tgt, &n_tgt);
     if (!s) s = attn_viz_capture_encdec(m, tok, src, Ts, tgt, n_tgt, out);
@@ -462,6 +550,8 @@ int cmd_attention(int argc, char **argv) {
                            : !strcmp(a, "--ids")        ? &o.ids
                            : !strcmp(a, "--target")     ? &o.target
                            : !strcmp(a, "--target-ids") ? &o.target_ids
+                           : !strcmp(a, "--src-lang")   ? &o.src_lang
+                           : !strcmp(a, "--tgt-lang")   ? &o.tgt_lang
                            : !strcmp(a, "--out")        ? &o.out
                            : !strcmp(a, "--html")       ? &o.html
                            : !strcmp(a, "--png")        ? &o.png
@@ -538,7 +628,8 @@ int cmd_attention(int argc, char **argv) {
         return cli_usage_error("attention needs --model DIR or --from FILE.safetensors (one)");
     if (o.dir && !o.text == !o.ids)
         return cli_usage_error("attention needs the input: TEXT or --ids (one of them)");
-    if (o.from && (o.text || o.ids || o.target || o.target_ids || o.beam_set || o.generate))
+    if (o.from && (o.text || o.ids || o.target || o.target_ids || o.beam_set || o.generate ||
+                   o.src_lang || o.tgt_lang))
         return cli_usage_error("attention: --from draws a saved capture and takes no input");
     if (o.target && o.target_ids)
         return cli_usage_error("attention: --target and --target-ids exclude each other");
@@ -555,6 +646,8 @@ int cmd_attention(int argc, char **argv) {
     } else {
         family f;
         s = attention_detect_family(o.dir, &f);
+        if (!s && f != FAMILY_ENCDEC && (o.src_lang || o.tgt_lang))
+            s = attention_check_langs(&o, NULL);
         if (!s && f != FAMILY_ENCDEC && (o.target || o.target_ids))
             s = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
                                "%s: --target is for encoder-decoder models", o.dir);

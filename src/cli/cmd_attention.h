@@ -3,6 +3,7 @@
 #define ATTN_CMD_ATTENTION_H
 
 #include "attn_gen.h"
+#include "attn_infer.h"
 #include "attn_models.h"
 #include "attn_tok.h"
 
@@ -19,6 +20,7 @@ typedef enum { FAMILY_ENCDEC, FAMILY_GPT, FAMILY_BERT } attention_family;
 /* The options of `attn attention`; `attn explain --model` fills the input ones. */
 typedef struct {
     const char *dir, *from, *text, *ids, *target, *target_ids;
+    const char *src_lang, *tgt_lang; /* Hugging Face translators: NLLB codes, Marian's >>xx<< */
     const char *out, *html, *png, *font, *query;
     const char *kind_s;
     int beam, layer, head, cell; /* head: >= 0, or HEAD_MEAN / HEAD_ALL */
@@ -41,5 +43,18 @@ attn_status attention_single_input(const attention_opts *o, attn_tok **tok, int3
 attn_status attention_encdec_input(const attention_opts *o, const attn_encdec_model *m,
                                    const attn_tok *tok, int32_t **src, int *Ts, int32_t **tgt,
                                    int *n_tgt);
+
+/* A Hugging Face translator's (Marian, M2M100 / NLLB: m->cfg.arch not attn's) input, as `attn
+ * translate --model DIR` reads it: *t the directory's translator (attn_hf_translator: tokenizer,
+ * --src-lang / --tgt-lang, generation_config.json with --beam and --length-penalty); the source
+ * (TEXT through the tokenizer with the language tokens, or --ids as given) and the whole decoder
+ * sequence (decoder start + --target's ids, --target-ids as given, or the start + the
+ * translation of the source, printed), malloc'd. */
+attn_status attention_hf_input(const attention_opts *o, const attn_encdec_model *m,
+                               attn_hf_translator **t, int32_t **src, int *Ts, int32_t **tgt,
+                               int *n_tgt);
+/* Whether --src-lang / --tgt-lang were given to a model that is not a Hugging Face translator:
+ * then the error. */
+attn_status attention_check_langs(const attention_opts *o, const attn_encdec_model *m);
 
 #endif

@@ -23,6 +23,7 @@ static const char explain_model_usage[] =
     "usage: attn explain --model DIR|FILE.gguf (TEXT | --ids IDS) [--layer L] [--head H]\n"
     "                    [--query TOKEN|I] [--kind self|encoder|decoder|cross]\n"
     "                    [--target TEXT | --target-ids IDS] [--beam K] [--compare-masks]\n"
+    "                    [--src-lang L] [--tgt-lang L]\n"
     "                    [--find TOKEN [--top N]] [--json] [--png OUT.png] [--html OUT.html]\n"
     "                    [--font FILE]\n"
     "       attn explain [FILE.safetensors] [--json] [--png OUT.png]   (the toy: see below)\n"
@@ -33,7 +34,10 @@ static const char explain_model_usage[] =
     "scores q_i.k_j, the scaled scores, the mask (causal for decoders, none for encoders and\n"
     "cross-attention), the softmax, the weighted sum of the values and the head's share of the\n"
     "output projection. DIR as for 'attn attention': a BERT, a decoder (GPT-2, Llama, Mistral,\n"
-    "Qwen2/3; or its GGUF file) or attn's encoder-decoder translator.\n"
+    "Qwen2/3; or its GGUF file), attn's encoder-decoder translator or a Hugging Face Marian /\n"
+    "M2M100 / NLLB translation directory (input as 'attn attention' reads it: --src-lang,\n"
+    "--tgt-lang; without --target the source is translated with generation_config.json's\n"
+    "settings first).\n"
     "\n"
     "  TEXT / --ids IDS   the input, as 'attn attention' reads it (BERT: [CLS] ... [SEP] added)\n"
     "  --layer L          the layer (default 0; with --find: the best head's)\n"
@@ -73,6 +77,8 @@ typedef struct {
     attn_gpt_model *gpt;
     attn_encdec_model *ed;
     attn_tok *tok;
+    attn_hf_translator *hf; /* Hugging Face translators (Marian, M2M100 / NLLB) */
+    const attn_mt_tok *mt;  /* hf's SentencePiece tokenizer, or NULL */
     int32_t *ids, *tgt; /* tokens (n) / source; translator target (n_tgt) */
     int n, n_tgt;
     char **src_lab, **tgt_lab; /* labels of the token side (n) and the decoder inputs (n_tgt − 1) */
@@ -84,6 +90,7 @@ static void model_free(ex_model *m) {
     attn_gpt_model_free(m->gpt);
     attn_encdec_model_free(m->ed);
     attn_tok_free(m->tok);
+    attn_hf_translator_free(m->hf);
     free(m->ids), free(m->tgt);
     for (int i = 0; m->src_lab && i < m->n; i++) free(m->src_lab[i]);
     for (int i = 0; m->tgt_lab && i < m->n_tgt - 1; i++) free(m->tgt_lab[i]);
@@ -91,12 +98,15 @@ static void model_free(ex_model *m) {
     memset(m, 0, sizeof *m);
 }
 
-static attn_status make_labels(const attn_tok *tok, const int32_t *ids, int n, char ***out) {
+/* Labels of ids: mt's pieces (its target side when target) when mt, else tok's. */
+static attn_status make_labels(const attn_tok *tok, const attn_mt_tok *mt, bool target,
+                               const int32_t *ids, int n, char ***out) {
     char **l = calloc((size_t)(n > 0 ? n : 1), sizeof *l);
     if (!l) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
     for (int i = 0; i < n; i++) {
         char b[ATTN_VIZ_MAX_TOKEN_BYTES / 4];
-        attn_viz_token_label(tok, ids[i], b, sizeof b);
+        if (mt) attn_viz_mt_token_label(mt, ids[i], target, b, sizeof b);
+        else attn_viz_token_label(tok, ids[i], b, sizeof b);
         if (!(l[i] = strdup(b))) {
             for (int k = 0; k < i; k++) free(l[k]);
             free(l);
@@ -110,6 +120,8 @@ static attn_status make_labels(const attn_tok *tok, const int32_t *ids, int n, c
 static attn_status load_model(const ex_opts *o, ex_model *m) {
     attn_status s = attention_detect_family(o->in.dir, &m->fam);
     if (s) return s;
+    if (m->fam != FAMILY_ENCDEC && (o->in.src_lang || o->in.tgt_lang))
+        return attention_check_langs(&o->in, NULL);
     if (m->fam != FAMILY_ENCDEC && (o->in.target || o->in.target_ids))
         return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
                               "%s: --target is for encoder-decoder models", o->in.dir);
@@ -137,18 +149,34 @@ static attn_status load_model(const ex_opts *o, ex_model *m) {
     }
     case FAMILY_ENCDEC: {
         s = attn_encdec_load_dir(o->in.dir, &m->ed);
-        if (!s) s = attn_tok_load(o->in.dir, &m->tok);
-        if (!s) s = attention_encdec_input(&o->in, m->ed, m->tok, &m->ids, &m->n, &m->tgt, &m->n_tgt);
+        if (!s) s = attention_check_langs(&o->in, m->ed);
+        const bool hf = !s && m->ed->cfg.arch != ATTN_ENCDEC_ARCH_ATTN; /* Marian, M2M100 */
+        if (hf) {
+            s = attention_hf_input(&o->in, m->ed, &m->hf, &m->ids, &m->n, &m->tgt, &m->n_tgt);
+            if (!s) m->mt = attn_hf_translator_mt_tok(m->hf);
+        } else if (!s) {
+            s = attn_tok_load(o->in.dir, &m->tok);
+            if (!s)
+                s = attention_encdec_input(&o->in, m->ed, m->tok, &m->ids, &m->n, &m->tgt,
+                                           &m->n_tgt);
+        }
         if (!s) {
             const attn_encdec_config *c = &m->ed->cfg;
-            snprintf(m->title, sizeof m->title, "encoder-decoder, %d+%d layers, %d heads, d_model %d",
+            snprintf(m->title, sizeof m->title, "%s, %d+%d layers, %d heads, d_model %d",
+                     c->arch == ATTN_ENCDEC_ARCH_MARIAN   ? "Marian encoder-decoder"
+                     : c->arch == ATTN_ENCDEC_ARCH_M2M100 ? "M2M100 encoder-decoder"
+                                                          : "encoder-decoder",
                      c->n_enc_layers, c->n_dec_layers, c->n_head, c->d_model);
         }
-        if (!s) s = make_labels(m->tok, m->tgt, m->n_tgt - 1, &m->tgt_lab);
+        if (!s)
+            s = make_labels(hf ? attn_hf_translator_tok(m->hf) : m->tok, m->mt, true, m->tgt,
+                            m->n_tgt - 1, &m->tgt_lab);
         break;
     }
     }
-    if (!s) s = make_labels(m->tok, m->ids, m->n, &m->src_lab);
+    if (!s)
+        s = make_labels(m->hf ? attn_hf_translator_tok(m->hf) : m->tok, m->mt, false, m->ids, m->n,
+                        &m->src_lab);
     return s;
 }
 
@@ -173,12 +201,33 @@ static int find_token(const char *s, char **lab, int n) {
     return -1;
 }
 
+/* Whether id is a special token of the model's tokenizer, language codes included (--find leaves
+ * them aside). */
+static bool is_special(const ex_model *m, int32_t id) {
+    if (m->mt) {
+        const attn_tok_special sp[] = {ATTN_TOK_PAD, ATTN_TOK_UNK, ATTN_TOK_EOS, ATTN_TOK_BOS};
+        for (size_t i = 0; i < sizeof sp / sizeof *sp; i++)
+            if (attn_mt_tok_special_id(m->mt, sp[i]) == id) return true;
+        for (int side = 0; side < 2; side++) { /* language codes (NLLB's, Marian's >>xx<<) */
+            const char *t = attn_mt_tok_id_to_token(m->mt, id, side);
+            int32_t lid = -1;
+            if (t && attn_mt_tok_lang_id(m->mt, t, &lid) == ATTN_STATUS_OK && lid == id) return true;
+            attn_clear_error();
+        }
+        return false;
+    }
+    const attn_tok *tok = m->hf ? attn_hf_translator_tok(m->hf) : m->tok;
+    return tok && attn_tok_is_special(tok, id);
+}
+
 static attn_status capture_all(const ex_model *m, attn_viz **v) {
     switch (m->fam) {
     case FAMILY_BERT: return attn_viz_capture_bert(m->bert, m->tok, m->ids, NULL, m->n, v);
     case FAMILY_GPT: return attn_viz_capture_gpt(m->gpt, m->tok, m->ids, m->n, v);
     case FAMILY_ENCDEC:
-        return attn_viz_capture_encdec(m->ed, m->tok, m->ids, m->n, m->tgt, m->n_tgt, v);
+        if (m->mt) return attn_viz_capture_encdec_mt(m->ed, m->mt, m->ids, m->n, m->tgt, m->n_tgt, v);
+        return attn_viz_capture_encdec(m->ed, m->hf ? attn_hf_translator_tok(m->hf) : m->tok,
+                                       m->ids, m->n, m->tgt, m->n_tgt, v);
     }
     return ATTN_STATUS_INVALID_ARGUMENT;
 }
@@ -453,7 +502,7 @@ static attn_status run(const ex_opts *o) {
             s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
         if (!s) {
             const int32_t *kid = attn_viz_key_side(kind) == ATTN_VIZ_SIDE_TOKENS ? m.ids : m.tgt;
-            for (int j = 0; j < Tk; j++) skip[j] = m.tok && attn_tok_is_special(m.tok, kid[j]);
+            for (int j = 0; j < Tk; j++) skip[j] = is_special(&m, kid[j]);
             const int cap = o->top < 64 ? o->top : 64;
             if (o->key && (key = find_token(o->key, kl, Tk)) < 0)
                 s = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
@@ -523,6 +572,8 @@ int cmd_explain_model(int argc, char **argv) {
                            : !strcmp(a, "--ids")        ? &o.in.ids
                            : !strcmp(a, "--target")     ? &o.in.target
                            : !strcmp(a, "--target-ids") ? &o.in.target_ids
+                           : !strcmp(a, "--src-lang")   ? &o.in.src_lang
+                           : !strcmp(a, "--tgt-lang")   ? &o.in.tgt_lang
                            : !strcmp(a, "--query")      ? &o.query
                            : !strcmp(a, "--find")       ? &o.find
                            : !strcmp(a, "--key")        ? &o.key

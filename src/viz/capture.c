@@ -158,6 +158,32 @@ void attn_viz_token_label(const attn_tok *tok, int32_t id, char *buf, size_t cap
     viz_sanitize(text, n, buf, cap);
 }
 
+void attn_viz_mt_token_label(const attn_mt_tok *tok, int32_t id, bool target, char *buf,
+                             size_t cap) {
+    if (!buf || cap == 0) return;
+    const char *raw = tok ? attn_mt_tok_id_to_token(tok, id, target) : NULL;
+    if (!raw) {
+        snprintf(buf, cap, "#%ld", (long)id);
+        return;
+    }
+    /* SentencePiece's word marker "▁" (U+2581) reads as a space; leading spaces dropped */
+    char text[ATTN_VIZ_MAX_TOKEN_BYTES];
+    size_t n = 0;
+    for (const char *p = raw; *p && n + 1 < sizeof text;) {
+        if (!strncmp(p, "\xE2\x96\x81", 3)) {
+            if (n) text[n++] = ' ';
+            p += 3;
+        } else {
+            text[n++] = *p++;
+        }
+    }
+    if (n == 0 && *raw) {
+        snprintf(buf, cap, "%s", cap >= 4 ? "\xE2\x90\xA3" : "_"); /* ␣ */
+        return;
+    }
+    viz_sanitize(text, n, buf, cap);
+}
+
 /* ---- container ---------------------------------------------------------------------------- */
 
 attn_status attn_viz_init(attn_viz **out) {
@@ -282,8 +308,10 @@ attn_status attn_viz_set_target_out(attn_viz *v, int n, const char *const *token
     return ATTN_STATUS_OK;
 }
 
-/* Labels of n ids (each ATTN_VIZ_MAX_TOKEN_BYTES / 4 bytes at most) as a string array. */
-static attn_status labels_of(const attn_tok *tok, const int32_t *ids, int n, char ***out) {
+/* Labels of n ids (each ATTN_VIZ_MAX_TOKEN_BYTES / 4 bytes at most) as a string array: mt's
+ * pieces (of the target side when target) when mt, else tok's. */
+attn_status viz_labels(const attn_tok *tok, const attn_mt_tok *mt, bool target, const int32_t *ids,
+                       int n, char ***out) {
     *out = NULL;
     if (n < 0 || n > ATTN_VIZ_MAX_TOKENS || (n > 0 && !ids))
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attention capture: %d ids", n);
@@ -291,7 +319,8 @@ static attn_status labels_of(const attn_tok *tok, const int32_t *ids, int n, cha
     if (!s) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attention capture: out of memory");
     for (int i = 0; i < n; i++) {
         char buf[ATTN_VIZ_MAX_TOKEN_BYTES / 4];
-        attn_viz_token_label(tok, ids[i], buf, sizeof buf);
+        if (mt) attn_viz_mt_token_label(mt, ids[i], target, buf, sizeof buf);
+        else attn_viz_token_label(tok, ids[i], buf, sizeof buf);
         if (!(s[i] = strdup(buf))) {
             free_strings(s, n);
             return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attention capture: out of memory");
@@ -301,10 +330,12 @@ static attn_status labels_of(const attn_tok *tok, const int32_t *ids, int n, cha
     return ATTN_STATUS_OK;
 }
 
+void viz_labels_free(char **labels, int n) { free_strings(labels, n); }
+
 attn_status attn_viz_set_token_ids(attn_viz *v, attn_viz_side side, const attn_tok *tok,
                                    const int32_t *ids, int n) {
     char **s;
-    attn_status st = labels_of(tok, ids, n, &s);
+    attn_status st = viz_labels(tok, NULL, false, ids, n, &s);
     if (st) return st;
     st = attn_viz_set_tokens(v, side, n, (const char *const *)s);
     free_strings(s, n);

@@ -6,9 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-attn_status attn_viz_capture_encdec(const attn_encdec_model *m, const attn_tok *tok,
-                                    const int32_t *src, int Ts, const int32_t *tgt, int n_tgt,
-                                    attn_viz **out) {
+/* The capture, its labels from tok or (when not NULL) mt's pieces. */
+static attn_status capture(const attn_encdec_model *m, const attn_tok *tok, const attn_mt_tok *mt,
+                           const int32_t *src, int Ts, const int32_t *tgt, int n_tgt,
+                           attn_viz **out) {
     if (!out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_viz_capture_encdec: NULL out");
     *out = NULL;
     if (!m || !src || !tgt)
@@ -40,18 +41,16 @@ attn_status attn_viz_capture_encdec(const attn_encdec_model *m, const attn_tok *
     attn_viz *v = NULL;
     attn_encdec_state *st = NULL;
     float **bufs = calloc((size_t)(Le + 2 * Ld), sizeof *bufs);
-    char **outs = calloc((size_t)Tt, sizeof *outs);
-    attn_status s = bufs && outs
-                        ? attn_viz_init(&v)
-                        : attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attention capture: out of memory");
-    if (!s) s = attn_viz_set_token_ids(v, ATTN_VIZ_SIDE_TOKENS, tok, src, Ts);
-    if (!s) s = attn_viz_set_token_ids(v, ATTN_VIZ_SIDE_TARGET, tok, tgt, Tt);
-    for (int i = 0; i < Tt && !s; i++) {
-        char b[ATTN_VIZ_MAX_TOKEN_BYTES / 4];
-        attn_viz_token_label(tok, tgt[i + 1], b, sizeof b);
-        if (!(outs[i] = strdup(b)))
-            s = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attention capture: out of memory");
-    }
+    char **lab = NULL, **outs = NULL;
+    attn_status s = bufs ? attn_viz_init(&v)
+                         : attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attention capture: out of memory");
+    if (!s) s = viz_labels(tok, mt, false, src, Ts, &lab);
+    if (!s) s = attn_viz_set_tokens(v, ATTN_VIZ_SIDE_TOKENS, Ts, (const char *const *)lab);
+    viz_labels_free(lab, Ts), lab = NULL;
+    if (!s) s = viz_labels(tok, mt, true, tgt, Tt, &lab);
+    if (!s) s = attn_viz_set_tokens(v, ATTN_VIZ_SIDE_TARGET, Tt, (const char *const *)lab);
+    viz_labels_free(lab, Tt);
+    if (!s) s = viz_labels(tok, mt, true, tgt + 1, Tt, &outs);
     if (!s) s = attn_viz_set_target_out(v, Tt, (const char *const *)outs);
     for (int l = 0; l < Le && !s; l++)
         s = attn_viz_add_map(v, ATTN_VIZ_ENC_SELF, l, H, Ts, Ts, NULL, &bufs[l]);
@@ -70,15 +69,16 @@ attn_status attn_viz_capture_encdec(const attn_encdec_model *m, const attn_tok *
     if (!s) {
         char title[160];
         snprintf(title, sizeof title,
-                 "encoder-decoder, %d+%d layers, %d heads, d_model %d: %d source tokens, %d "
+                 "%s, %d+%d layers, %d heads, d_model %d: %d source tokens, %d "
                  "target positions",
+                 c->arch == ATTN_ENCDEC_ARCH_MARIAN   ? "Marian encoder-decoder"
+                 : c->arch == ATTN_ENCDEC_ARCH_M2M100 ? "M2M100 encoder-decoder"
+                                                      : "encoder-decoder",
                  Le, Ld, H, c->d_model, Ts, Tt);
         s = attn_viz_set_title(v, title);
     }
     attn_encdec_state_free(st);
-    if (outs)
-        for (int i = 0; i < Tt; i++) free(outs[i]);
-    free(outs);
+    viz_labels_free(outs, Tt);
     free(bufs);
     if (s) {
         attn_viz_free(v);
@@ -86,4 +86,16 @@ attn_status attn_viz_capture_encdec(const attn_encdec_model *m, const attn_tok *
     }
     *out = v;
     return ATTN_STATUS_OK;
+}
+
+attn_status attn_viz_capture_encdec(const attn_encdec_model *m, const attn_tok *tok,
+                                    const int32_t *src, int Ts, const int32_t *tgt, int n_tgt,
+                                    attn_viz **out) {
+    return capture(m, tok, NULL, src, Ts, tgt, n_tgt, out);
+}
+
+attn_status attn_viz_capture_encdec_mt(const attn_encdec_model *m, const attn_mt_tok *tok,
+                                       const int32_t *src, int Ts, const int32_t *tgt, int n_tgt,
+                                       attn_viz **out) {
+    return capture(m, NULL, tok, src, Ts, tgt, n_tgt, out);
 }

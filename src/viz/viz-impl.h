@@ -20,6 +20,12 @@ void viz_sanitize(const char *s, size_t n, char *buf, size_t cap);
  * the bytes consumed (0 at the end). */
 int viz_utf8_next(const char *s, int32_t *cp);
 
+/* Labels of n ids (attn_viz_mt_token_label of mt's pieces, target side when target, when mt is
+ * not NULL; else attn_viz_token_label of tok's) as a string array; free with viz_labels_free. */
+attn_status viz_labels(const attn_tok *tok, const attn_mt_tok *mt, bool target, const int32_t *ids,
+                       int n, char ***out);
+void viz_labels_free(char **labels, int n);
+
 /* The tokens of a side (NULL if unset) and their count. */
 static inline char **viz_side_tokens(const attn_viz *v, attn_viz_side s) {
     return s == ATTN_VIZ_SIDE_TOKENS ? v->tokens : v->target;
