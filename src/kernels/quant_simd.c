@@ -726,6 +726,10 @@ static bool acts_prepare(int M, int K, const float *x, int ldx, bool q8, bool gr
         *scratch = attn_alloc(4 * ng * sizeof(float) + nq);
         if (!*scratch) return false;
     }
+    if (!ng) { /* F16 / BF16 rows: x itself only (no arithmetic on a NULL scratch) */
+        *a = (acts){x, ldx, NULL, NULL, NULL, NULL, NULL};
+        return true;
+    }
     float *lo = *scratch, *hi = lo + ng, *s32 = hi + ng, *xd = s32 + ng;
     int8_t *xq = (int8_t *)(void *)(xd + ng);
     for (int m = 0; m < M && grouped; m++) {
