@@ -237,13 +237,13 @@ static void test_dequantized(void **state) {
 
 /* ---- random Hugging Face models (tools/ref_seq2seq.py) ------------------------------------------ */
 
-static attn_st_file *REF;
+static attn_st_file *REF; /* seq2seq.safetensors, opened on first use */
 
+/* Whether tools/ref_seq2seq.py's references are there (REF then open). */
 static bool ref_open(void) {
-    if (REF) return true;
-    if (access(tu_ref_path("seq2seq.safetensors"), R_OK) != 0) return false;
-    if (attn_st_open(tu_ref_path("seq2seq.safetensors"), &REF)) fail_msg("%s", attn_last_error());
-    return true;
+    const char *path = tu_ref_path("seq2seq.safetensors");
+    if (!REF && access(path, R_OK) == 0) OK(attn_st_open(path, &REF));
+    return REF != NULL;
 }
 
 static int32_t *ref_i32(const char *key, const attn_st_tensor **t) {
@@ -458,13 +458,18 @@ static void forced_batch(const attn_tok *tok, char **src_texts, char **outs, int
     }
 }
 
+/* The demo model and its tokenizer, or a skip. */
+static void load_demo(attn_encdec_model **m, attn_tok **tok) {
+    if (attn_encdec_load_dir(DEMO, m) != ATTN_STATUS_OK)
+        tu_skip("%s missing (make demo trains it): %s", DEMO, attn_last_error());
+    OK(attn_tok_load(DEMO "/tokenizer.json", tok));
+}
+
 static void test_demo(void **state) {
     (void)state;
     attn_encdec_model *m;
-    if (attn_encdec_load_dir(DEMO, &m) != ATTN_STATUS_OK)
-        tu_skip("%s missing (make demo trains it): %s", DEMO, attn_last_error());
     attn_tok *tok;
-    OK(attn_tok_load(DEMO "/tokenizer.json", &tok));
+    load_demo(&m, &tok);
     /* Under valgrind: 4 sentences, int8 alone (the activation modes and bf16 are the same code
      * here, their arithmetic is test_quant's, test_gemm_bf16's and test_hf_models' above). */
     const bool vg = tu_valgrind() != 0;
@@ -492,7 +497,7 @@ static void test_demo(void **state) {
     for (int i = 0; i < (vg ? 1 : N_MODES); i++) {
         bool native;
         const attn_backend prev = enter_mode(&MODES[i], &native);
-        /* bf16 on the ref backend (plain loops) is ~20x slower: fewer sentences and rows */
+        /* bf16 on the ref backend (plain loops, one thread) is ~100x slower: fewer sentences */
         const size_t nm = native ? n : 4;
         const int Bm = native ? B : 4;
         OK(attn_encdec_set_precision(m, MODES[i].p, MODES[i].act));
@@ -539,10 +544,8 @@ static void test_demo(void **state) {
 static void test_cli(void **state) {
     (void)state;
     attn_encdec_model *m;
-    if (attn_encdec_load_dir(DEMO, &m) != ATTN_STATUS_OK)
-        tu_skip("%s missing (make demo trains it): %s", DEMO, attn_last_error());
     attn_tok *tok;
-    OK(attn_tok_load(DEMO "/tokenizer.json", &tok));
+    load_demo(&m, &tok);
     char tmp[512], in[700], out[700], err[700], args[5000];
     assert_int_equal(tu_mkdtemp(tmp, sizeof tmp, "translate-quant"), 0);
     snprintf(in, sizeof in, "%s/in.txt", tmp);

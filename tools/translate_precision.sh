@@ -6,7 +6,7 @@
 #   ATTN_PRECISIONS="f32 int8"                     the precisions (default: f32 int8 int8-f32 bf16;
 #                                                  int8-f32 is int8 with --int8-activations f32)
 #   ATTN_BF16_REF=1                                without AVX512-BF16, run bf16 on the ref backend
-#                                                  (plain loops: the same arithmetic, ~20x slower)
+#                                                  (plain loops: the same arithmetic, ~100-200x slower)
 #   ATTN_DEMO_DIR=DIR                              another model directory with the same files
 set -e
 B=${1:-build}
