@@ -35,7 +35,11 @@
  *                                      bench/torch_train_budget.py; no timing)
  * Environment: ATTN_BENCH_THREADS (2), ATTN_BENCH_REPLICAS (data-parallel replicas: the threads;
  * 1 = every kernel split over the threads instead), ATTN_BENCH_DIR, ATTN_BENCH_STEPS (60), ATTN_BENCH_WARMUP
- * (5), ATTN_BENCH_ROUNDS (2), ATTN_BENCH_DROPOUT (the config's). Run from the repository root. */
+ * (5), ATTN_BENCH_ROUNDS (2), ATTN_BENCH_DROPOUT (the config's). Run from the repository root.
+ * ATTN_BENCH_PRECISION: the decoding's precision (attn translate --precision: f32, the default;
+ * bf16; int8; int8-f32 = int8 with float32 activations); its cases are named with it. Besides
+ * sentences/s, decoding reports target tokens/s (the output tokens, </s> not counted).
+ * ATTN_BENCH_DECODE_ONLY=1: (b) alone, without the training steps. */
 #include "attn_core.h"
 #include "attn_data.h"
 #include "attn_infer.h"
@@ -470,8 +474,7 @@ static attn_status decode_all(attn_translate_session *sess, const attn_translate
     return s;
 }
 
-static int run_decode(const setup *su, const attn_encdec_model *fresh, const char *dir,
-                      int rounds) {
+static int run_decode(const setup *su, attn_encdec_model *fresh, const char *dir, int rounds) {
     testset ts;
     if (make_testset(su, &ts)) return fail("test set");
     attn_encdec_model *demo = NULL;
@@ -482,19 +485,32 @@ static int run_decode(const setup *su, const attn_encdec_model *fresh, const cha
     } else {
         model_note = "init"; /* no trained model: the seed-1 initialization (dumped weights) */
     }
-    const attn_encdec_model *m = demo ? demo : fresh;
+    attn_encdec_model *m = demo ? demo : fresh;
+    /* The precision (the trained model's weights stay float32 for the dump below). */
+    const char *pe = getenv("ATTN_BENCH_PRECISION");
+    char pname[32] = "";
+    if (pe && *pe && strcmp(pe, "f32")) {
+        const bool f32_act = !strcmp(pe, "int8-f32");
+        attn_encdec_precision p;
+        if (attn_encdec_precision_parse(f32_act ? "int8" : pe, &p)) return fail("precision");
+        if (attn_encdec_set_precision(m, p, f32_act ? ATTN_QUANT_ACT_F32 : ATTN_QUANT_ACT_Q8))
+            return fail("precision");
+        snprintf(pname, sizeof pname, " %s", pe);
+    }
     const int L = m->cfg.max_len;
     attn_translate_session *sess = NULL;
     if (attn_translate_session_init(m, DECODE_BATCH, 4, L, L, &sess)) return fail("session");
-    printf("attn decode: %zu test sentences from %s; model %s%s; batches of %d sorted by length\n",
+    printf("attn decode: %zu test sentences from %s; model %s%s; batches of %d sorted by length; "
+           "precision %s\n",
            ts.n, ts.from, model_note,
-           demo ? "" : " (FRESHLY INITIALIZED: no trained demo model found)", DECODE_BATCH);
+           demo ? "" : " (FRESHLY INITIALIZED: no trained demo model found)", DECODE_BATCH,
+           pname[0] ? pname + 1 : "f32");
     int32_t *out = malloc(sizeof(int32_t) * ts.n * (size_t)L);
     int32_t *out_len = malloc(sizeof(int32_t) * (ts.n ? ts.n : 1));
     if (!out || !out_len) return fail("out of memory");
     /* beam 4 as `attn translate --beam 4` runs it (exact stop), greedy, and beam 4 with
      * --heuristic-stop (Hugging Face's early_stopping=False), for information. */
-    double rate[3] = {0, 0, 0};
+    double rate[3] = {0, 0, 0}, tok_rate[3] = {0, 0, 0};
     const int beams[3] = {4, 1, 4};
     for (int k = 0; k < 3; k++) {
         attn_translate_options o = attn_translate_default_options(); /* alpha 0.6, 2·len + 10 */
@@ -502,23 +518,27 @@ static int run_decode(const setup *su, const attn_encdec_model *fresh, const cha
         if (k == 2) o.stop = ATTN_TRANSLATE_STOP_HEURISTIC;
         o.bos_id = attn_tok_special_id(su->tok, ATTN_TOK_BOS);
         o.eos_id = attn_tok_special_id(su->tok, ATTN_TOK_EOS);
+        int32_t *lens = k == 1 ? out_len : malloc(sizeof(int32_t) * (ts.n ? ts.n : 1));
+        if (!lens) return fail("out of memory");
         for (int r = 0; r < rounds; r++) {
             double t0 = now();
-            if (decode_all(sess, &o, &ts, L, k == 1 ? out : NULL, k == 1 ? out_len : NULL))
-                return fail("translate");
-            double sps = (double)ts.n / (now() - t0);
-            if (sps > rate[k]) rate[k] = sps;
+            if (decode_all(sess, &o, &ts, L, k == 1 ? out : NULL, lens)) return fail("translate");
+            const double dt = now() - t0;
+            double ntok = 0;
+            for (size_t i = 0; i < ts.n; i++) ntok += lens[i];
+            if ((double)ts.n / dt > rate[k]) rate[k] = (double)ts.n / dt, tok_rate[k] = ntok / dt;
         }
+        if (lens != out_len) free(lens);
     }
-    printf("{\"bench\": \"translate\", \"case\": \"translate beam4 sentences/s\", "
-           "\"metric\": \"sent/s\", \"value\": %.2f}\n",
-           rate[0]);
-    printf("{\"bench\": \"translate\", \"case\": \"translate greedy sentences/s\", "
-           "\"metric\": \"sent/s\", \"value\": %.2f}\n",
-           rate[1]);
-    printf("{\"bench\": \"translate\", \"case\": \"translate beam4 heuristic-stop sent/s\", "
-           "\"metric\": \"sent/s\", \"value\": %.2f}\n",
-           rate[2]);
+    static const char *const cases[3] = {"beam4", "greedy", "beam4 heuristic-stop"};
+    for (int k = 0; k < 3; k++) {
+        printf("{\"bench\": \"translate\", \"case\": \"translate %s %s/s%s\", "
+               "\"metric\": \"sent/s\", \"value\": %.2f}\n",
+               cases[k], k == 2 ? "sent" : "sentences", pname, rate[k]);
+        printf("{\"bench\": \"translate\", \"case\": \"translate %s target tokens/s%s\", "
+               "\"metric\": \"tokens/s\", \"value\": %.1f}\n",
+               cases[k], pname, tok_rate[k]);
+    }
     /* The issue's target pairs attn's beam 4 with PyTorch's greedy: the torch side prints its
      * greedy rate under this same case, so compare.py shows that ratio (target >= 2). */
     printf("{\"bench\": \"translate\", \"case\": \"translate attn-beam4/torch-greedy sent/s\", "
@@ -567,6 +587,15 @@ int main(int argc, char **argv) {
     if (dr && *dr) su.cfg.dropout = (float)atof(dr);
     attn_encdec_model *m = NULL;
     if (attn_encdec_model_init(&su.cfg, SEED, &m)) return fail("model");
+    const char *decode_only = getenv("ATTN_BENCH_DECODE_ONLY");
+    if (decode_only && *decode_only && strcmp(decode_only, "0")) {
+        printf("attn threads=%d backend=%s; decoding only\n", attn_get_num_threads(),
+               attn_backend_name(attn_get_backend()));
+        const int rc = run_decode(&su, m, NULL, rounds);
+        attn_encdec_model_free(m);
+        setup_free(&su);
+        return rc;
+    }
     batches bs;
     if (take_batches(su.loader, (size_t)(warmup + steps), &bs)) return fail("batches");
     attn_encdec_state *st = NULL;

@@ -202,6 +202,43 @@ typedef struct {
  *   dec.L.ln3.*, enc.ln_f.{w,b}, dec.ln_f.{w,b} (pre-LN only), out.w (untied only), out.b. */
 typedef attn_param_info attn_encdec_tensor;
 
+/* ---- inference precision ----------------------------------------------------------------------
+ * How the linear maps of a model's forwards (attn_encdec_forward, attn_encdec_encode and the
+ * translator's decoder, attn_infer.h) compute. Embeddings, positions, attention, LayerNorm,
+ * softmax and the search stay float32 in every mode.
+ *   F32   float32 (the default: transformers' numbers).
+ *   BF16  the matrix products in bfloat16 (attn_kernels.h's ATTN_PRECISION_BF16: both operands
+ *         rounded to bfloat16, exact products, float32 sums; the translator's decoder weights
+ *         pre-packed as bfloat16). Needs a CPU with AVX512-BF16, or the ref backend (plain loops,
+ *         for tests); elsewhere attn_encdec_set_precision fails with attn_precision_check's
+ *         message.
+ *   INT8  every linear map's weight (the encoder's and decoder's attention projections, with
+ *         q|k|v and the cross-attention's k|v as one fused matrix each, the feed-forward maps and
+ *         the output projection, the largest matrix) quantized at attn_encdec_set_precision to
+ *         Q8_0 (attn_quant.h: int8 codes with one binary16 scale per 32 weights of a row: finer
+ *         than CTranslate2's one scale per row, 6% more bytes) and repacked in the x8 layout;
+ *         the products run on attn_quant_gemm_packed. Products of at most 8 rows (decoding: a few
+ *         hypotheses per step) read the int8 codes directly, with the activations either rounded
+ *         to int8 per 32 (ATTN_QUANT_ACT_Q8: integer dot products, CTranslate2's kind of int8) or
+ *         float32 (ATTN_QUANT_ACT_F32); larger products dequantize the weights panel by panel
+ *         into the float32 GEMM. Biases stay float32; a map whose input width is not a multiple
+ *         of 32 stays float32. The embedding lookups read the float32 tables (the output
+ *         projection's quantized copy is only used for the logits). */
+typedef enum {
+    ATTN_ENCDEC_PRECISION_F32 = 0,
+    ATTN_ENCDEC_PRECISION_BF16,
+    ATTN_ENCDEC_PRECISION_INT8
+} attn_encdec_precision;
+
+/* "f32", "bf16", "int8". */
+const char *attn_encdec_precision_name(attn_encdec_precision p);
+/* The names above ("fp32", "float32", "bfloat16" too), case-sensitive;
+ * ATTN_STATUS_INVALID_ARGUMENT naming the known ones. */
+attn_status attn_encdec_precision_parse(const char *name, attn_encdec_precision *out);
+
+/* The quantized weights of an INT8 model (internal). */
+typedef struct attn_encdec_quant attn_encdec_quant;
+
 typedef struct {
     attn_encdec_config cfg;
     size_t num_params;
@@ -213,7 +250,23 @@ typedef struct {
     attn_nn_attn_cfg attn_cfg[3]; /* encoder self, decoder causal self, decoder cross-attention */
     int n_tensors;
     attn_encdec_tensor *tensors; /* [n_tensors] in buffer order */
+    /* Inference precision (attn_encdec_set_precision; F32 after init and load). */
+    attn_encdec_precision precision;
+    attn_quant_act quant_act;    /* INT8: the activation mode of the products */
+    attn_encdec_quant *quant;    /* INT8: the quantized weights, else NULL */
 } attn_encdec_model;
+
+/* Switch m's forwards to precision p (see above): INT8 quantizes the weights now (the float32
+ * parameters stay as they are: saving, exporting and switching back to F32 use them) with
+ * activation mode act (ignored otherwise); BF16 checks that this CPU and backend run it
+ * (attn_precision_check). The weight views m->w of the linear maps then carry the quantized
+ * weights (attn_nn_linear.qw): backward refuses them (training needs F32 or BF16). Translation
+ * sessions (attn_infer.h) made before the switch keep the old weights: make them after it. A
+ * failure leaves m in F32. */
+attn_status attn_encdec_set_precision(attn_encdec_model *m, attn_encdec_precision p,
+                                      attn_quant_act act);
+/* Bytes of the quantized weights an INT8 model holds (both layouts), 0 otherwise. */
+size_t attn_encdec_quant_bytes(const attn_encdec_model *m);
 
 /* Allocate a model and initialize it from seed (deterministic, no global RNG):
  *   matrices (attention projections, FFN, untied output): Xavier-uniform, each q/k/v separately

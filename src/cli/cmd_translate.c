@@ -22,7 +22,7 @@
 static const char translate_usage[] =
     "usage: attn translate --model DIR [--beam K] [--length-penalty A] [--max-len N]\n"
     "                      [--max-len-ratio R] [--batch N] [--heuristic-stop] [--scores]\n"
-    "                      [TEXT...]\n"
+    "                      [--precision f32|bf16|int8] [--int8-activations int8|f32] [TEXT...]\n"
     "\n"
     "Translates each TEXT, or each line of standard input, writing one line per input line\n"
     "(an empty line gives an empty line). DIR holds config.json, model.safetensors and\n"
@@ -41,6 +41,14 @@ static const char translate_usage[] =
     "                      stops only when no live beam can win at any length)\n"
     "  --scores            prefix each line with its score and a tab\n"
     "  --max-tokens N      the same as --max-len N\n"
+    "  --precision P       f32 (default: transformers' numbers), bf16 (the matrix products in\n"
+    "                      bfloat16; needs a CPU with AVX512-BF16) or int8 (every linear map's\n"
+    "                      weights, the output projection's included, quantized at load to int8\n"
+    "                      with one scale per 32 weights of a row, Q8_0; BLEU of the demo\n"
+    "                      model within 0.3 of f32, see docs/translation.md)\n"
+    "  --int8-activations A  with int8: int8 (default) rounds the activations of decoding-sized\n"
+    "                      products (<= 8 rows) to int8 per 32 for integer dot products; f32\n"
+    "                      keeps them float32\n"
     "\n"
     "Hugging Face translation directories (MarianMTModel / opus-mt, M2M100ForConditionalGeneration\n"
     "/ NLLB-200, and 'attn export' output) decode as transformers' generate does, with the\n"
@@ -56,7 +64,8 @@ static const char translate_usage[] =
     "  --ids               input lines are source ids (space- or comma-separated, </s> included),\n"
     "                      output lines ids (without the decoder start and </s>)\n"
     "  --batch N, --scores as above (the score: transformers' sequences_scores for beams, the\n"
-    "                      sum of log-probabilities for greedy)\n";
+    "                      sum of log-probabilities for greedy)\n"
+    "  --precision P, --int8-activations A  as above\n";
 
 typedef struct {
     attn_encdec_model *m;
@@ -171,6 +180,8 @@ int cmd_translate(int argc, char **argv) {
     translate_hf_args hf;
     memset(&hf, 0, sizeof hf);
     bool beam_set = false;
+    attn_encdec_precision prec = ATTN_ENCDEC_PRECISION_F32;
+    attn_quant_act qact = ATTN_QUANT_ACT_Q8;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -205,6 +216,15 @@ int cmd_translate(int argc, char **argv) {
             if (!cli_parse_int(v, 1, 4096, &c.batch))
                 return cli_usage_error("--batch needs a number from 1 to 4096");
             i++;
+        } else if (!strcmp(a, "--precision")) {
+            if (!v || attn_encdec_precision_parse(v, &prec))
+                return cli_usage_error("--precision must be f32, bf16 or int8");
+            i++;
+        } else if (!strcmp(a, "--int8-activations")) {
+            if (!v || (strcmp(v, "int8") && strcmp(v, "f32")))
+                return cli_usage_error("--int8-activations must be int8 or f32");
+            qact = !strcmp(v, "f32") ? ATTN_QUANT_ACT_F32 : ATTN_QUANT_ACT_Q8;
+            i++;
         } else if (!strcmp(a, "--heuristic-stop")) {
             c.o.stop = ATTN_TRANSLATE_STOP_HEURISTIC;
         } else if (!strcmp(a, "--scores")) {
@@ -221,6 +241,7 @@ int cmd_translate(int argc, char **argv) {
     }
     if (!dir) return cli_usage_error("translate needs --model DIR");
     attn_status s = attn_encdec_load_dir(dir, &c.m);
+    if (!s && prec != ATTN_ENCDEC_PRECISION_F32) s = attn_encdec_set_precision(c.m, prec, qact);
     if (!s && c.m->cfg.arch != ATTN_ENCDEC_ARCH_ATTN) {
         hf.dir = dir, hf.beam = beam_set ? c.o.beam_size : 0, hf.max_tokens = c.o.max_len;
         hf.batch = c.batch, hf.scores = c.scores;

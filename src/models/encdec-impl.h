@@ -70,6 +70,30 @@ attn_status encdec_decoder_step(const attn_encdec_model *m, const encdec_step *s
 attn_status encdec_cross_kv(const attn_encdec_model *m, int l, int S, int Ts, const float *mem,
                             const attn_nn_kv *cache);
 
+/* ---- inference precision (encdec_precision.c) ---------------------------------------------- */
+
+/* An INT8 model's quantized matrices: n of cap, each in the row layout (attn_nn_linear.qw) and
+ * the x8 layout (attn_nn_linear.qpacked), which the views of m->w point into. */
+struct attn_encdec_quant {
+    int n, cap;
+    void **rows;              /* [cap] (N, K) Q8_0 rows */
+    attn_quant_packed *packs; /* [cap] the same matrices in the x8 layout */
+    attn_nn_linear out;       /* the output projection (logits) */
+    size_t bytes;             /* of rows and packs */
+};
+void encdec_quant_free(attn_encdec_quant *q);
+
+/* The run of m's inference products: its precision's GEMM precision (BF16 or F32) and INT8's
+ * activation mode; evaluation, no dropout. */
+attn_nn_run encdec_run(const attn_encdec_model *m);
+
+/* m->w's views over m->params again (float32 maps: what INT8 replaced is undone). */
+void encdec_layout_weights(attn_encdec_model *m);
+
+/* The output projection logits = y · W_outᵀ + b_out of m's weights (the quantized map of an INT8
+ * model). */
+attn_nn_linear encdec_out_map(const attn_encdec_model *m);
+
 /* config.json of attn's own format or a Hugging Face Marian / M2M100 one (by "model_type"). */
 attn_status encdec_config_load_any(const char *path, attn_encdec_config *cfg);
 /* transformers' names for a Marian / M2M100 configuration's table (encdec_hf.c); ctx is c, which

@@ -189,6 +189,11 @@ void encdec_layout_grads(const attn_encdec_model *m, float *grads, attn_encdec_w
     layout(&m->cfg, &L, g);
 }
 
+void encdec_layout_weights(attn_encdec_model *m) {
+    mdl_layout L = mdl_layout_begin(m->params, false);
+    layout(&m->cfg, &L, &m->w);
+}
+
 void attn_encdec_init_params(attn_encdec_model *m, uint64_t seed) {
     if (m && m->params) attn_params_init(m->tensors, m->n_tensors, m->params, seed);
 }
@@ -203,6 +208,7 @@ const attn_encdec_tensor *attn_encdec_find_tensor(const attn_encdec_model *m, co
 
 void attn_encdec_model_free(attn_encdec_model *m) {
     if (!m) return;
+    encdec_quant_free(m->quant);
     attn_free(m->params);
     attn_free(m->grads);
     attn_free(m->pos_table);
@@ -608,6 +614,23 @@ static attn_status run_encoder(const attn_encdec_model *m, attn_encdec_state *st
     return ATTN_STATUS_OK;
 }
 
+/* The output projection: logits = y · W_outᵀ + b_out (float32 views: weights or gradients). */
+static attn_nn_linear out_map(const attn_encdec_model *m, const attn_encdec_weights *w) {
+    return attn_nn_linear_make(w->out_w, w->out_b, m->cfg.d_model, m->cfg.tgt_vocab,
+                               ATTN_NN_OUT_IN);
+}
+
+attn_nn_linear encdec_out_map(const attn_encdec_model *m) {
+    return m->quant ? m->quant->out : out_map(m, &m->w);
+}
+
+/* The state's products in the model's inference precision (its training flags kept). */
+static void run_precision(const attn_encdec_model *m, attn_encdec_state *st) {
+    const attn_nn_run r = encdec_run(m);
+    st->run.precision = r.precision;
+    st->run.quant_act = r.quant_act;
+}
+
 attn_status attn_encdec_encode(const attn_encdec_model *m, attn_encdec_state *st, int B, int Ts,
                                const int32_t *src_ids, const int32_t *src_len, float *enc_out) {
     if (!m || !st || !src_ids || !src_len || !enc_out)
@@ -622,18 +645,13 @@ attn_status attn_encdec_encode(const attn_encdec_model *m, attn_encdec_state *st
     ATTN_TRY(check_lens("src", src_len, B, Ts));
     /* The decoder half of the state no longer matches this encoder output: no loss/backward. */
     st->has_fwd = st->has_loss = false;
+    run_precision(m, st);
     st->B = B, st->Ts = Ts;
     memcpy(st->src_ids, src_ids, (size_t)B * Ts * sizeof(int32_t));
     memcpy(st->src_len, src_len, (size_t)B * sizeof(int32_t));
     ATTN_TRY(run_encoder(m, st));
     memcpy(enc_out, enc_output(st), (size_t)B * Ts * m->cfg.d_model * sizeof(float));
     return ATTN_STATUS_OK;
-}
-
-/* The output projection: logits = y · W_outᵀ + b_out. */
-static attn_nn_linear out_map(const attn_encdec_model *m, const attn_encdec_weights *w) {
-    return attn_nn_linear_make(w->out_w, w->out_b, m->cfg.d_model, m->cfg.tgt_vocab,
-                               ATTN_NN_OUT_IN);
 }
 
 attn_status attn_encdec_forward(const attn_encdec_model *m, attn_encdec_state *st, int B, int Ts,
@@ -658,6 +676,7 @@ attn_status attn_encdec_forward(const attn_encdec_model *m, attn_encdec_state *s
     ATTN_TRY(check_lens("src", src_len, B, Ts));
     ATTN_TRY(check_lens("tgt", tgt_len, B, Tt));
     st->has_fwd = st->has_loss = false;
+    run_precision(m, st);
     st->B = B, st->Ts = Ts, st->Tt = Tt;
     memcpy(st->src_ids, src_ids, (size_t)B * Ts * sizeof(int32_t));
     memcpy(st->tgt_ids, tgt_in, (size_t)B * Tt * sizeof(int32_t));
@@ -699,7 +718,7 @@ attn_status attn_encdec_forward(const attn_encdec_model *m, attn_encdec_state *s
                                       st->dec_f, st->dec_fmean, st->dec_frstd));
 
     /* Output projection (Mt, Vt). */
-    const attn_nn_linear out = out_map(m, &m->w);
+    const attn_nn_linear out = encdec_out_map(m);
     ATTN_TRY(attn_nn_linear_forward(&st->run, &out, Mt, dec_output(st), C, 0.0f, st->logits,
                                     c->tgt_vocab, ATTN_ACT_NONE));
     if (logits_out)
@@ -738,6 +757,10 @@ attn_status attn_encdec_backward(attn_encdec_model *m, attn_encdec_state *st) {
     if (st->model != m || !st->has_loss)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "encdec backward: needs attn_encdec_forward and attn_encdec_loss first");
+    if (m->quant)
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "encdec backward: the model runs in int8 (attn_encdec_set_precision), "
+                         "which is for inference only: switch it back to f32 to train");
     const attn_encdec_config *c = &m->cfg;
     const int B = st->B, Ts = st->Ts, Tt = st->Tt, C = c->d_model, V = c->tgt_vocab;
     const int Ms = B * Ts, Mt = B * Tt;
@@ -811,9 +834,28 @@ static attn_nn_linear fused(const attn_nn_linear *first, int rows) {
     return attn_nn_linear_make(first->w, first->b, first->in, rows * first->out, ATTN_NN_OUT_IN);
 }
 
+/* The self-attention's q|k|v as one map: the quantized one of an INT8 model, else the fused
+ * float views. */
+static attn_nn_linear self_qkv(const attn_nn_attn *a) {
+    return a->qkv.qw ? a->qkv : fused(&a->q, 3);
+}
+
+/* Pack a float map in precision prec; quantized maps are used as they are (out stays zeroed). */
+static attn_status pack_map(const attn_nn_linear *L, attn_precision prec,
+                            attn_gemm_packed_b *out) {
+    if (L->qw) return ATTN_STATUS_OK;
+    return attn_nn_linear_pack(L, prec, out);
+}
+
+/* L's panels, when pack_map made some. */
+static void use_pack(attn_nn_linear *L, const attn_gemm_packed_b *P) {
+    if (P->data) L->packed = P;
+}
+
 attn_status encdec_pack_decoder(const attn_encdec_model *m, encdec_packed_decoder *p) {
     memset(p, 0, sizeof *p);
     const int L = m->cfg.n_dec_layers;
+    const attn_precision prec = encdec_run(m).precision;
     p->layer = attn_calloc((size_t)L * sizeof *p->layer);
     if (!p->layer) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
     p->L = L;
@@ -821,23 +863,23 @@ attn_status encdec_pack_decoder(const attn_encdec_model *m, encdec_packed_decode
     for (int l = 0; l < L && !s; l++) {
         const attn_encdec_dec_layer *W = &m->w.dec[l];
         encdec_packed_layer *P = &p->layer[l];
-        const attn_nn_linear qkv = fused(&W->self_attn.q, 3);
-        s = attn_nn_linear_pack(&qkv, ATTN_PRECISION_F32, &P->qkv);
-        if (!s) s = attn_nn_linear_pack(&W->self_attn.o, ATTN_PRECISION_F32, &P->so);
-        if (!s) s = attn_nn_linear_pack(&W->cross_attn.q, ATTN_PRECISION_F32, &P->cq);
-        if (!s) s = attn_nn_linear_pack(&W->cross_attn.o, ATTN_PRECISION_F32, &P->co);
-        if (!s) s = attn_nn_linear_pack(&W->ffn.up, ATTN_PRECISION_F32, &P->f1);
-        if (!s) s = attn_nn_linear_pack(&W->ffn.down, ATTN_PRECISION_F32, &P->f2);
+        const attn_nn_linear qkv = self_qkv(&W->self_attn);
+        s = pack_map(&qkv, prec, &P->qkv);
+        if (!s) s = pack_map(&W->self_attn.o, prec, &P->so);
+        if (!s) s = pack_map(&W->cross_attn.q, prec, &P->cq);
+        if (!s) s = pack_map(&W->cross_attn.o, prec, &P->co);
+        if (!s) s = pack_map(&W->ffn.up, prec, &P->f1);
+        if (!s) s = pack_map(&W->ffn.down, prec, &P->f2);
     }
-    const attn_nn_linear out = out_map(m, &m->w);
-    if (!s) s = attn_nn_linear_pack(&out, ATTN_PRECISION_F32, &p->out);
+    const attn_nn_linear out = encdec_out_map(m);
+    if (!s) s = pack_map(&out, prec, &p->out);
     if (s) encdec_packed_decoder_free(p);
     return s;
 }
 
 attn_status encdec_cross_kv(const attn_encdec_model *m, int l, int S, int Ts, const float *mem,
                             const attn_nn_kv *cache) {
-    const attn_nn_run run = attn_nn_default_run();
+    const attn_nn_run run = encdec_run(m);
     return attn_nn_attention_cross_kv(&run, &m->attn_cfg[2], &m->w.dec[l].cross_attn, S, Ts, mem,
                                       cache);
 }
@@ -846,7 +888,7 @@ attn_status encdec_decoder_step(const attn_encdec_model *m, const encdec_step *s
     const attn_encdec_config *c = &m->cfg;
     const int N = s->N, C = c->d_model;
     const bool pre = c->pre_ln;
-    const attn_nn_run run = attn_nn_default_run();
+    const attn_nn_run run = encdec_run(m);
     /* Self-attention: every row its own sequence of one query over its cache; cross-attention:
      * a sentence's R rows are R queries over its source. */
     attn_nn_seqs self = attn_nn_seqs_dense(N, 1, 1), cross = attn_nn_seqs_dense(s->S, s->R, s->Ts);
@@ -865,13 +907,13 @@ attn_status encdec_decoder_step(const attn_encdec_model *m, const encdec_step *s
         encdec_dec_sublayers(m, &m->w.dec[l], l, 0.0f, S);
         if (s->packed) {
             const encdec_packed_layer *P = &s->packed->layer[l];
-            S[0].attn.qkv = fused(&S[0].attn.q, 3);
-            S[0].attn.qkv.packed = &P->qkv;
-            S[0].attn.o.packed = &P->so;
-            S[1].attn.q.packed = &P->cq;
-            S[1].attn.o.packed = &P->co;
-            S[2].ffn.up.packed = &P->f1;
-            S[2].ffn.down.packed = &P->f2;
+            S[0].attn.qkv = self_qkv(&S[0].attn);
+            use_pack(&S[0].attn.qkv, &P->qkv);
+            use_pack(&S[0].attn.o, &P->so);
+            use_pack(&S[1].attn.q, &P->cq);
+            use_pack(&S[1].attn.o, &P->co);
+            use_pack(&S[2].ffn.up, &P->f1);
+            use_pack(&S[2].ffn.down, &P->f2);
         }
         ATTN_TRY(attn_nn_sub_forward(&run, &S[0], &self, N, attn_nn_rows_plain(1), s->x, NULL,
                                      &s->self_kv[l], &A, NULL, NULL));
@@ -885,8 +927,8 @@ attn_status encdec_decoder_step(const attn_encdec_model *m, const encdec_step *s
         ATTN_TRY(attn_nn_norm_forward(&m->w.dec_ln, N, s->x, s->h, NULL, NULL));
         yout = s->h;
     }
-    attn_nn_linear out = out_map(m, &m->w);
-    if (s->packed) out.packed = &s->packed->out;
+    attn_nn_linear out = encdec_out_map(m);
+    if (s->packed) use_pack(&out, &s->packed->out);
     return attn_nn_linear_forward(&run, &out, N, yout, C, 0.0f, s->logits, c->tgt_vocab,
                                   ATTN_ACT_NONE);
 }
