@@ -8,7 +8,8 @@
  *     feed-forward width of 48, whose down projection stays float32): teacher-forced logits within
  *     a bound of max|logit| of the float32 model's, and transformers-style generate (greedy and
  *     beam 4) outputs compared with float32's;
- *   - attn's demo translator (models/demo-en-zh, make demo) on the first sentences of its test
+ *   - attn's demo translator (models/demo-en-zh, make demo; else tools/ref_tiny_translator.py's
+ *     small one) on the first sentences of its test
  *     split: logits bound, outputs mostly identical to float32's, BLEU of the subset close (the
  *     whole split's BLEU: tools/translate_precision.sh, docs/translation.md);
  *   - the CLI: --precision int8 equals the library, bad values are one-line errors.
@@ -387,7 +388,18 @@ static void test_hf_models(void **state) {
 
 /* ---- attn's demo translator -------------------------------------------------------------------- */
 
-#define DEMO "models/demo-en-zh"
+/* The demo translator: models/demo-en-zh when `make demo` trained it, else the small one
+ * tools/ref_tiny_translator.py trains for the tests (a clean checkout, CI): the same checks, on a
+ * weaker model (its outputs are short; BLEU near 0 on both sides). */
+static const char *demo_dir(void) {
+    static char dir[4096];
+    if (!dir[0])
+        snprintf(dir, sizeof dir, "%s",
+                 access("models/demo-en-zh/config.json", R_OK) == 0 ? "models/demo-en-zh"
+                                                                    : tu_ref_path("tiny-en-zh"));
+    return dir;
+}
+#define DEMO demo_dir()
 
 /* The first n lines of path (n = 0: as many as there are, *n set). */
 static char **read_lines(const char *path, size_t *n) {
@@ -461,8 +473,12 @@ static void forced_batch(const attn_tok *tok, char **src_texts, char **outs, int
 /* The demo model and its tokenizer, or a skip. */
 static void load_demo(attn_encdec_model **m, attn_tok **tok) {
     if (attn_encdec_load_dir(DEMO, m) != ATTN_STATUS_OK)
-        tu_skip("%s missing (make demo trains it): %s", DEMO, attn_last_error());
-    OK(attn_tok_load(DEMO "/tokenizer.json", tok));
+        tu_skip("%s missing (tools/ref_tiny_translator.py, run by tests/run.sh; or make demo): %s",
+                DEMO, attn_last_error());
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tokenizer.json", DEMO);
+    OK(attn_tok_load(path, tok));
+    printf("  translator: %s\n", DEMO);
 }
 
 static void test_demo(void **state) {
@@ -474,12 +490,14 @@ static void test_demo(void **state) {
      * here, their arithmetic is test_quant's, test_gemm_bf16's and test_hf_models' above). */
     const bool vg = tu_valgrind() != 0;
     size_t n = vg ? 4 : 160;
-    char **src = read_lines(DEMO "/test.src", &n);
+    char srcp[4200];
+    snprintf(srcp, sizeof srcp, "%s/test.src", DEMO);
+    char **src = read_lines(srcp, &n);
     assert_non_null(src);
     char **refs[5];
     for (int r = 0; r < 5; r++) {
-        char path[64];
-        snprintf(path, sizeof path, DEMO "/test.ref.%d", r);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/test.ref.%d", DEMO, r);
         size_t nr = n;
         refs[r] = read_lines(path, &nr);
         assert_int_equal(nr, n);
@@ -555,7 +573,7 @@ static void test_cli(void **state) {
     tu_write_all(in, "Knowledge is power.\nI like tea.\nWhere is the station?\n", 54);
     OK(attn_encdec_set_precision(m, ATTN_ENCDEC_PRECISION_INT8, ATTN_QUANT_ACT_Q8));
     char **want = translate(m, tok, texts, 3, 4);
-    snprintf(args, sizeof args, "translate --model " DEMO " --precision int8");
+    snprintf(args, sizeof args, "translate --model '%s' --precision int8", DEMO);
     assert_int_equal(tu_run_cli_files(args, in, out, err), 0);
     size_t len0;
     char *got = tu_read_all(out, &len0);
@@ -565,14 +583,14 @@ static void test_cli(void **state) {
     assert_string_equal(got, expect);
     free(got);
     free_texts(want, 3);
-    snprintf(args, sizeof args, "translate --model " DEMO " --precision int4");
+    snprintf(args, sizeof args, "translate --model '%s' --precision int4", DEMO);
     assert_int_equal(tu_run_cli_files(args, in, out, err), 2);
     tu_expect_error_file(err, "--precision");
-    snprintf(args, sizeof args, "translate --model " DEMO " --int8-activations int16");
+    snprintf(args, sizeof args, "translate --model '%s' --int8-activations int16", DEMO);
     assert_int_equal(tu_run_cli_files(args, in, out, err), 2);
     tu_expect_error_file(err, "--int8-activations");
     if (!attn_precision_available(ATTN_PRECISION_BF16)) {
-        snprintf(args, sizeof args, "translate --model " DEMO " --precision bf16");
+        snprintf(args, sizeof args, "translate --model '%s' --precision bf16", DEMO);
         assert_int_equal(tu_run_cli_files(args, in, out, err), 1);
         tu_expect_error_file(err, "AVX512-BF16");
     }
