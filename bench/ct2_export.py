@@ -5,6 +5,7 @@ bench/ct2_export.sh can compare with `attn translate --model HF_DIR` (the same m
 decoded as transformers' generate).
 
     .venv-bench/bin/python bench/ct2_export.py HF_DIR CT2_DIR SRC OUT [--beam K] [--threads N]
+                                               [--compute-type T]   (default, float32, int8...)
 
 The source tokens are what attn gives its own models: the tokenizer's tokens, then </s>; the
 decoder starts from the model's decoder_start_token_id (config.json). CTranslate2 drops the
@@ -29,6 +30,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--beam", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--compute-type", default="default")
     a = ap.parse_args()
     if not os.path.exists(os.path.join(a.ct2_dir, "model.bin")):
         conv = os.path.join(os.path.dirname(sys.executable), "ct2-transformers-converter")
@@ -42,7 +44,7 @@ def main():
         lines = [ln.rstrip("\n") for ln in f]
     batch = [tok.encode(ln).tokens + [eos] for ln in lines]
     tr = ctranslate2.Translator(a.ct2_dir, device="cpu", inter_threads=1,
-                                intra_threads=a.threads)
+                                intra_threads=a.threads, compute_type=a.compute_type)
     t0 = time.perf_counter()
     with open(os.path.join(a.hf_dir, "generation_config.json")) as f:
         gen = json.load(f)
@@ -61,7 +63,7 @@ def main():
             ids = [tok.token_to_id(t) for t in r.hypotheses[0]]
             f.write(tok.decode(ids, skip_special_tokens=True) + "\n")
     print(f"ctranslate2 {ctranslate2.__version__}: {len(lines)} sentences, beam {a.beam}, "
-          f"{a.threads} threads: {dt:.2f} s")
+          f"{a.threads} threads, compute_type {a.compute_type}: {dt:.2f} s")
 
 
 if __name__ == "__main__":

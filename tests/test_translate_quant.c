@@ -379,11 +379,13 @@ static void check_hf_model(const char *name, int n_rand, double min_same) {
 static void test_hf_models(void **state) {
     (void)state;
     if (!ref_open()) tu_skip("no seq2seq.safetensors (tools/ref_seq2seq.py, run by tests/run.sh)");
-    const int n_rand = tu_valgrind() ? 4 : 28;
-    /* random weights: near-ties are common (measured 78-100% identical, 75% under valgrind's
-     * 8 sentences); the logit bounds above are the sharper check */
-    check_hf_model("marian_swish_shared", n_rand, 0.6);
-    check_hf_model("m2m100_relu", n_rand, 0.6);
+    /* under valgrind the 4 reference sentences alone */
+    const int n_rand = tu_valgrind() ? 0 : 28;
+    /* random weights: near-ties are common (measured 78-100% identical); the logit bounds above
+     * are the sharper check */
+    const double min_same = tu_valgrind() ? 0.5 : 0.6;
+    check_hf_model("marian_swish_shared", n_rand, min_same);
+    check_hf_model("m2m100_relu", n_rand, min_same);
 }
 
 /* ---- attn's demo translator -------------------------------------------------------------------- */
@@ -486,10 +488,12 @@ static void test_demo(void **state) {
     attn_encdec_model *m;
     attn_tok *tok;
     load_demo(&m, &tok);
-    /* Under valgrind: 4 sentences, int8 alone (the activation modes and bf16 are the same code
-     * here, their arithmetic is test_quant's, test_gemm_bf16's and test_hf_models' above). */
+    /* Under valgrind: 2 sentences, greedy, int8 alone (the activation modes, bf16 and beam search
+     * are the same code here; their arithmetic is test_quant's, test_gemm_bf16's and
+     * test_hf_models' above). */
     const bool vg = tu_valgrind() != 0;
-    size_t n = vg ? 4 : 160;
+    const int nk = vg ? 1 : 2; /* greedy, beam 4 */
+    size_t n = vg ? 2 : 160;
     char srcp[4200];
     snprintf(srcp, sizeof srcp, "%s/test.src", DEMO);
     char **src = read_lines(srcp, &n);
@@ -502,14 +506,14 @@ static void test_demo(void **state) {
         refs[r] = read_lines(path, &nr);
         assert_int_equal(nr, n);
     }
-    char **f32[2] = {translate(m, tok, src, n, 1), translate(m, tok, src, n, 4)};
-    /* teacher-forced logits on the f32 beam outputs of the first sentences */
-    const int B = vg ? 2 : 16, Ts = 24, Tt = vg ? 12 : 24, V = m->cfg.tgt_vocab;
+    char **f32[2] = {translate(m, tok, src, n, 1), vg ? NULL : translate(m, tok, src, n, 4)};
+    /* teacher-forced logits on the f32 outputs (beam 4's) of the first sentences */
+    const int B = vg ? 1 : 16, Ts = 24, Tt = vg ? 10 : 24, V = m->cfg.tgt_vocab;
     int32_t *fs = malloc((size_t)B * Ts * 4), *fl = malloc((size_t)B * 4),
             *ft = malloc((size_t)B * Tt * 4);
-    forced_batch(tok, src, f32[1], B, Ts, Tt, fs, fl, ft);
+    forced_batch(tok, src, f32[nk - 1], B, Ts, Tt, fs, fl, ft);
     float *lf = logits_of(m, B, Ts, Tt, fs, fl, ft);
-    double b32[2] = {bleu(f32[0], n, refs, 5), bleu(f32[1], n, refs, 5)};
+    double b32[2] = {bleu(f32[0], n, refs, 5), vg ? 0 : bleu(f32[1], n, refs, 5)};
     printf("  demo model, first %zu test sentences: f32 BLEU greedy %.2f, beam 4 %.2f\n", n, b32[0],
            b32[1]);
     for (int i = 0; i < (vg ? 1 : N_MODES); i++) {
@@ -526,7 +530,7 @@ static void test_demo(void **state) {
         tu_close(what, lg, lf, (size_t)Bm * Tt * V,
                  MODES[i].p == ATTN_ENCDEC_PRECISION_BF16 ? TOL_DEMO_BF16 : TOL_DEMO_INT8, 0);
         free(lg);
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < nk; k++) {
             char **out = translate(m, tok, src, nm, k ? 4 : 1);
             int same = 0;
             for (size_t j = 0; j < nm; j++) same += !strcmp(out[j], f32[k][j]);
@@ -550,7 +554,7 @@ static void test_demo(void **state) {
         OK(attn_set_backend(prev));
     }
     free(lf), free(fs), free(fl), free(ft);
-    free_texts(f32[0], n), free_texts(f32[1], n);
+    free_texts(f32[0], n), free_texts(f32[1], vg ? 0 : n);
     for (int r = 0; r < 5; r++) free_lines(refs[r], n);
     free_lines(src, n);
     attn_tok_free(tok);
@@ -572,8 +576,10 @@ static void test_cli(void **state) {
     char *texts[] = {"Knowledge is power.", "I like tea.", "Where is the station?"};
     tu_write_all(in, "Knowledge is power.\nI like tea.\nWhere is the station?\n", 54);
     OK(attn_encdec_set_precision(m, ATTN_ENCDEC_PRECISION_INT8, ATTN_QUANT_ACT_Q8));
-    char **want = translate(m, tok, texts, 3, 4);
-    snprintf(args, sizeof args, "translate --model '%s' --precision int8", DEMO);
+    /* (greedy under valgrind: the library's side is traced, the CLI's not) */
+    const int K = tu_valgrind() ? 1 : 4;
+    char **want = translate(m, tok, texts, 3, K);
+    snprintf(args, sizeof args, "translate --model '%s' --precision int8 --beam %d", DEMO, K);
     assert_int_equal(tu_run_cli_files(args, in, out, err), 0);
     size_t len0;
     char *got = tu_read_all(out, &len0);
