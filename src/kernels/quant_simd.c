@@ -756,6 +756,19 @@ static int team_for(int M, int N, int K, int units) {
     return nt < 1 ? 1 : nt;
 }
 
+/* This thread's contiguous share [*i0, *i1) of n units inside a parallel region (all of them
+ * outside one); true for the team's last thread. */
+static bool thread_share(int n, int *i0, int *i1) {
+    int t = 0, team = 1;
+#ifdef _OPENMP
+    t = omp_get_thread_num();
+    team = omp_get_num_threads();
+#endif
+    *i0 = (int)((long)n * t / team);
+    *i1 = (int)((long)n * (t + 1) / team);
+    return t == team - 1;
+}
+
 /* The small-M product; false when out of memory for the prepared activations. */
 static bool small_m(small_job *j, const float *x, int ldx) {
     const int M = j->M, K = j->K;
@@ -770,12 +783,8 @@ static bool small_m(small_job *j, const float *x, int ldx) {
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
     {
-        int t = 0, team = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-        team = omp_get_num_threads();
-#endif
-        const int n0 = (int)((long)j->N * t / team), n1 = (int)((long)j->N * (t + 1) / team);
+        int n0, n1;
+        thread_share(j->N, &n0, &n1);
         if (n0 < n1) small_range(j, n0, n1);
     }
     attn_free(scratch);
@@ -1078,14 +1087,10 @@ bool ATTN_FN(attn_quant_gemm_x8)(int M, const float *x, int ldx, const attn_quan
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
         {
-            int th = 0, team = 1;
-#ifdef _OPENMP
-            th = omp_get_thread_num();
-            team = omp_get_num_threads();
-#endif
-            const int p0 = (int)((long)np * th / team), p1 = (int)((long)np * (th + 1) / team);
+            int p0, p1;
+            const bool last = thread_share(np, &p0, &p1);
             if (p0 < p1) x8_range(&j, p0, p1);
-            if (th == team - 1 && N > N8) small_range(&t, 0, N - N8);
+            if (last && N > N8) small_range(&t, 0, N - N8);
         }
         attn_free(scratch);
         return true;
