@@ -52,19 +52,19 @@ if [ ! -f "$D/build/CMakeCache.txt" ]; then
   gen=""
   command -v ninja > /dev/null && gen="-G Ninja"
   # CPU only (no GPU backend is on by default), Release, GGML_NATIVE left at its default (ON);
-  # no libcurl / OpenSSL (nothing is downloaded), no tests or server.
+  # no libcurl / OpenSSL (nothing is downloaded), no tests; llama-server for bench/serve_llamacpp.sh.
   # shellcheck disable=SC2086
   nice -n 19 cmake -S "$D/src" -B "$D/build" $gen -DCMAKE_BUILD_TYPE=Release \
-    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON \
     -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON > "$D/cmake.log" 2>&1 ||
     { tail -n 30 "$D/cmake.log"; echo "llamacpp_setup: cmake failed (log: $D/cmake.log)"; exit 1; }
 fi
 echo "$ver" > "$D/VERSION"
-echo "llamacpp_setup: building llama-bench, llama-simple (llama.cpp of llama-cpp-python $ver; nice 19, -j$JOBS)"
-nice -n 19 cmake --build "$D/build" --config Release -j "$JOBS" --target llama-bench llama-simple \
+echo "llamacpp_setup: building llama-bench, llama-simple, llama-server (llama.cpp of llama-cpp-python $ver; nice 19, -j$JOBS)"
+nice -n 19 cmake --build "$D/build" --config Release -j "$JOBS" --target llama-bench llama-simple llama-server \
   > "$D/build.log" 2>&1 ||
   { tail -n 40 "$D/build.log"; echo "llamacpp_setup: build failed (log: $D/build.log)"; exit 1; }
-for b in llama-bench llama-simple; do
+for b in llama-bench llama-simple llama-server; do
   [ -x "$D/build/bin/$b" ] || { echo "llamacpp_setup: $D/build/bin/$b missing"; exit 1; }
 done
 echo "llamacpp_setup: ok: $D/build/bin/llama-bench ($("$D/build/bin/llama-bench" --version 2>&1 | head -n 1))"
