@@ -68,6 +68,8 @@ static const opt_def k_opts[] = {
      "progress line every N steps", NULL},
     {"--metrics", NULL, "FILE", 's', 0, 0, OFF(metrics), F_ALL, false, 's',
      "JSON lines per step and per validation (below)", "none"},
+    {"--comm-timeout", NULL, "S", 'r', 0.001, 1e9, OFF(comm_timeout), F_ALL, false, 's',
+     "under mpirun: end the job when a collective waits longer than S seconds", "600"},
 };
 enum { N_OPTS = sizeof k_opts / sizeof k_opts[0] };
 
@@ -363,6 +365,7 @@ attn_status train_loop_optim(train_loop *L, size_t num_params, const train_opts 
     attn_optim_params op = attn_optim_default_params(ATTN_OPTIM_ADAMW);
     op.beta1 = o->beta1, op.beta2 = o->beta2, op.eps = o->adam_eps;
     op.weight_decay = o->weight_decay;
+    L->num_params = num_params;
     return attn_optim_create(&op, num_params, L->ranges, L->n_tensors, &L->opt);
 }
 
@@ -386,6 +389,7 @@ void train_loop_set(train_loop *L, const train_opts *o) {
     L->time_budget = o->time_budget;
     L->end_step = o->max_steps >= 0 ? o->max_steps : INT64_MAX;
     L->eval_every = o->eval_every, L->save_every = o->save_every, L->log_every = o->log_every;
+    attn_dist_set_timeout(train_dist(), o->comm_timeout > 0 ? o->comm_timeout : 600.0);
 }
 
 void train_loop_free(train_loop *L) {
@@ -396,7 +400,10 @@ void train_loop_free(train_loop *L) {
     memset(L, 0, sizeof *L);
 }
 
+/* Rank 0 alone writes the checkpoint: it holds the global state (every rank's parameters and
+ * optimizer state are the same), so --resume may use another number of ranks. */
 static attn_status save(train_loop *L, int64_t step, double lr) {
+    if (!train_writer()) return ATTN_STATUS_OK;
     int64_t epoch = 0, pos = step, shown = 0;
     if (L->position) L->position(L->ctx, &epoch, &pos, &shown);
     TRAIN_TRY(train_save(L->ckpt_dir, L->tensors, L->n_tensors, L->opt, &L->cs, step, epoch, pos,
@@ -440,9 +447,26 @@ static void progress(train_loop *L, int64_t step, double loss, double lr, double
     train_progress_notify(step, loss, lr, tok_s, elapsed, eta);
 }
 
+/* Floats per all-reduce of the gradients in flight together (4 MiB each). */
+#define GRAD_BUCKET ((size_t)1 << 20)
+
+/* Several ranks stop together: a signal or the time budget seen by one rank (its clock, its
+ * Ctrl-C) stops them all, for the same reason (the largest code). */
+static attn_status agree_stop(const char **stop) {
+    static const char *const why[] = {NULL, "time budget reached", "interrupted",
+                                      "stopped by the caller"};
+    double code = 0;
+    for (int k = 1; k < 4; k++)
+        if (*stop && !strcmp(*stop, why[k])) code = k;
+    if (*stop && code == 0) code = 2;
+    TRAIN_TRY(attn_dist_allreduce_f64(train_dist(), &code, 1, ATTN_DIST_MAX));
+    *stop = why[(int)code];
+    return ATTN_STATUS_OK;
+}
+
 int train_run(train_loop *L) {
     FILE *mf = NULL;
-    if (L->metrics) {
+    if (L->metrics && train_writer()) {
         mf = fopen(L->metrics, L->resume ? "a" : "w");
         if (!mf)
             return cli_fail(attn_set_error(ATTN_STATUS_IO, "%s: cannot open: %s", L->metrics,
@@ -459,6 +483,7 @@ int train_run(train_loop *L) {
     const char *why = "done";
     while (step < L->end_step) {
         const char *stop = train_stop_reason(t_start, L->time_budget);
+        if (attn_dist_size(train_dist()) > 1 && (s = agree_stop(&stop))) break;
         if (stop) {
             why = stop;
             break;
@@ -469,6 +494,8 @@ int train_run(train_loop *L) {
         double norm = 0;
         s = L->next_batch ? L->next_batch(L->ctx, step) : ATTN_STATUS_OK;
         if (!s) s = L->train_step(L->ctx, step, &so);
+        /* several ranks: the sum of every rank's gradients (each weighed over the global batch) */
+        if (!s) s = attn_dist_allreduce_sum(train_dist(), L->grads, L->num_params, GRAD_BUCKET);
         /* finiteness check, clipping (grad_clip > 0) and AdamW in one pass over the gradients */
         if (!s)
             s = attn_optim_clip_step(L->opt, L->params, L->grads, L->grad_clip, step_lr,

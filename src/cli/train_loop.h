@@ -42,6 +42,7 @@ typedef struct {
     int64_t epochs;      /* 0: none (encdec, BERT) */
     double time_budget;  /* seconds; 0: none */
     int64_t eval_every, save_every, log_every;
+    double comm_timeout; /* --comm-timeout: seconds; 0: 600 */
     bool resume;
     bool max_steps_given;
     const char *fixed; /* the last run-defining option given: not allowed with --resume */
@@ -127,6 +128,7 @@ typedef struct {
     attn_ckpt_tensor *tensors;  /* (n_tensors) the checkpoint's tensors */
     attn_optim_range *ranges;   /* (n_tensors) the optimizer's, with weight decay per tensor */
     int n_tensors;
+    size_t num_params; /* floats of params and grads (train_loop_optim) */
     attn_optim *opt;
     attn_ckpt_state cs; /* the checkpoint's state: loaded by train_loop_resume */
 

@@ -99,6 +99,10 @@ void attn_bert_trainer_free(attn_bert_trainer *t) {
 
 int attn_bert_trainer_replicas(const attn_bert_trainer *t) { return t ? t->n : 0; }
 
+void attn_bert_trainer_set_dist(attn_bert_trainer *t, attn_dist *d) {
+    if (t) mdl_trainer_set_dist(t->t, d);
+}
+
 attn_status attn_bert_trainer_init(attn_bert_model *m, int B, int T, int n_replicas,
                                    attn_bert_trainer **out) {
     if (!m || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "bert trainer: NULL argument");

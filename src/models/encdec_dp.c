@@ -192,6 +192,10 @@ void attn_encdec_trainer_free(attn_encdec_trainer *t) {
 
 int attn_encdec_trainer_replicas(const attn_encdec_trainer *t) { return t ? t->n : 0; }
 
+void attn_encdec_trainer_set_dist(attn_encdec_trainer *t, attn_dist *d) {
+    if (t) mdl_trainer_set_dist(t->t, d);
+}
+
 attn_status attn_encdec_trainer_init(attn_encdec_model *m, int B, int Ts, int Tt, int n_replicas,
                                      attn_encdec_trainer **out) {
     if (!m || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec trainer: NULL argument");

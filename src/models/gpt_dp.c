@@ -113,6 +113,10 @@ void attn_gpt_trainer_free(attn_gpt_trainer *t) {
 
 int attn_gpt_trainer_replicas(const attn_gpt_trainer *t) { return t ? t->n : 0; }
 
+void attn_gpt_trainer_set_dist(attn_gpt_trainer *t, attn_dist *d) {
+    if (t) mdl_trainer_set_dist(t->t, d);
+}
+
 attn_status attn_gpt_trainer_set_precision(attn_gpt_trainer *t, attn_precision precision) {
     if (!t) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt trainer: NULL trainer");
     for (int i = 0; i < t->n; i++) {

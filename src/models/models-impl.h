@@ -4,6 +4,7 @@
 #ifndef ATTN_MODELS_IMPL_H
 #define ATTN_MODELS_IMPL_H
 
+#include "attn_dist.h"
 #include "attn_io.h"
 #include "attn_models.h"
 #include "attn_nn.h"
@@ -148,6 +149,10 @@ attn_status mdl_trainer_init(const mdl_trainer_ops *ops, void *family, float *gr
 void mdl_trainer_free(mdl_trainer *t);
 int mdl_trainer_replicas(const mdl_trainer *t);
 void *mdl_trainer_replica(const mdl_trainer *t, int i);
+/* Several ranks (attn_dist.h; NULL: this process alone): mdl_trainer_step runs this rank's run
+ * of the global batch, the replicas' loss gradients weighed over the global batch, and sums the
+ * loss over the ranks; the caller all-reduces the gradients. */
+void mdl_trainer_set_dist(mdl_trainer *t, attn_dist *d);
 /* One step over B rows (backward: gradients of grad_scale · the batch's mean loss ADDED to the
  * model's buffer); *loss the batch's mean loss. */
 attn_status mdl_trainer_step(mdl_trainer *t, const void *batch, int B, bool backward,
