@@ -35,6 +35,8 @@ typedef struct attn_dist attn_dist;
 
 /* Whether this libattn was built with MPI. */
 bool attn_dist_compiled(void);
+/* The MPI library's name and version ("Open MPI v4.1.4"), or "" without MPI. */
+const char *attn_dist_library(void);
 /* Whether the environment says an MPI launcher (mpirun / mpiexec) started this process as one of
  * several ranks (Open MPI's OMPI_COMM_WORLD_SIZE, or PMI_SIZE / PMIX_SIZE > 1). */
 bool attn_dist_launched(void);

@@ -42,6 +42,22 @@ bool attn_dist_compiled(void) {
 #endif
 }
 
+const char *attn_dist_library(void) {
+#ifdef ATTN_HAVE_MPI
+    static char name[MPI_MAX_LIBRARY_VERSION_STRING + 1];
+    if (!name[0]) {
+        int len = 0;
+        if (MPI_Get_library_version(name, &len) != MPI_SUCCESS) len = 0;
+        name[len > 0 && len <= MPI_MAX_LIBRARY_VERSION_STRING ? len : 0] = '\0';
+        name[strcspn(name, ",\n")] = '\0'; /* "Open MPI v4.1.4, package: ..." */
+        if (!name[0]) snprintf(name, sizeof name, "MPI");
+    }
+    return name;
+#else
+    return "";
+#endif
+}
+
 static int env_int(const char *name) {
     const char *v = getenv(name);
     return v && *v ? atoi(v) : 0;
