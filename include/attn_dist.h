@@ -7,6 +7,7 @@
  *   if (attn_dist_init(600.0, &d)) fail(attn_last_error());   // MPI_Init under mpirun
  *   ... every rank builds the same global batch, takes its slice, backward ...
  *   if (attn_dist_allreduce_sum(d, grads, num_params, 0)) {      // the gradients summed
+ *                                                    // (or attn_dist_grad_*: during backward)
  *       fprintf(stderr, "%s\n", attn_last_error());             // names this rank and the call
  *       attn_dist_abort(d, 1);                                  // ends every rank: no hang
  *   }
@@ -61,12 +62,28 @@ double attn_dist_timeout(const attn_dist *d);
  * MPI's: the result is the same on every rank, but not the serial sum bit for bit. */
 attn_status attn_dist_allreduce_sum(attn_dist *d, float *buf, size_t n, size_t bucket_floats);
 
-/* The same, split in two: post the buckets of buf[0..n) (at most 64 in flight per call; the
- * buffer must stay untouched) and later wait for all the posted ones. Lets a caller overlap the
- * sum of finished gradients with more computation; attn_dist_progress lets MPI move them on. */
-attn_status attn_dist_allreduce_post(attn_dist *d, float *buf, size_t n, size_t bucket_floats);
-attn_status attn_dist_progress(attn_dist *d);
-attn_status attn_dist_wait(attn_dist *d);
+/* The gradient sum of a training step, overlapped with its backward: begin names the buffer
+ * (n floats, cut into a fixed grid of bucket_floats-sized buckets; 0: 1 Mi floats); each
+ * grad_ready(from) says that buf[from..n) is final, and the buckets wholly inside it that are not
+ * yet posted are posted now (MPI_Iallreduce, in place, last bucket first); finish posts the rest
+ * and waits for all. The buckets depend on n and bucket_floats alone and are posted in the same
+ * order whenever grad_ready comes, so ranks that report at different times (or not at all) still
+ * match. These run on a communicator of their own: other collectives may come in between. The
+ * buffer must not change where it was reported final. */
+attn_status attn_dist_grad_begin(attn_dist *d, float *buf, size_t n, size_t bucket_floats);
+attn_status attn_dist_grad_ready(attn_dist *d, size_t from);
+attn_status attn_dist_grad_finish(attn_dist *d);
+
+/* What the collectives of this process did so far (all zero for one process). */
+typedef struct {
+    uint64_t grad_steps;    /* attn_dist_grad_finish calls */
+    uint64_t grad_bytes;    /* bytes of gradients all-reduced (this rank's buffer, not the wire) */
+    uint64_t grad_buckets;  /* buckets posted */
+    uint64_t early_buckets; /* of them, posted by attn_dist_grad_ready (during the backward) */
+    double wait_s;          /* seconds spent waiting for collectives to complete */
+    double grad_wait_s;     /* of them, in attn_dist_grad_finish (what the overlap left over) */
+} attn_dist_stats;
+attn_dist_stats attn_dist_get_stats(const attn_dist *d);
 
 typedef enum { ATTN_DIST_SUM = 0, ATTN_DIST_MAX } attn_dist_op;
 /* v[0..n) = the sum or maximum over the ranks (doubles: counts, losses, flags). */

@@ -21,6 +21,9 @@
  *              rank 0 waits in the next collective) ends the job after --comm-timeout with one
  *              "attn: error:" line naming rank 1, and the last checkpoint loads; a rank that
  *              fails on its own (a missing file) ends the job with one line naming itself.
+ *   overlap    with buckets of 256 floats (ATTN_GRAD_BUCKET) every family's 2-rank run posts some
+ *              of its gradient buckets during the backward (the summary's "mpi:" line), and the
+ *              equality above holds for it.
  * Skipped (a software skip: CI installs Open MPI) without mpirun or when attn was built without
  * MPI. (Under valgrind only this program is traced: mpirun's processes run natively.) */
 #include "tu.h"
@@ -56,6 +59,9 @@ static int setup(void **state) {
     setenv("OMP_NUM_THREADS", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    /* buckets of 256 floats: the tiny models' gradients go out in several, most of them while
+     * the backward still runs (the overlap) */
+    setenv("ATTN_GRAD_BUCKET", "256", 1);
     snprintf(g_mpirun, sizeof g_mpirun, "mpirun --oversubscribe -np");
     char cmd[9000];
     snprintf(cmd, sizeof cmd,
@@ -186,6 +192,16 @@ static void check_family(const family *f) {
     snprintf(args, sizeof args, "%s --max-steps %d --out '%s' --metrics '%s.jsonl'", base, STEPS,
              d2, d2);
     run_ok(2, args);
+    /* "mpi: 2 ranks; per step B bytes ... in N buckets (E during the backward), ..." */
+    const char *mp = strstr(buf, "mpi: 2 ranks; per step ");
+    double nb = 0, early = 0;
+    if (!mp || sscanf(strstr(mp, " in ") ? strstr(mp, " in ") : "", " in %lf buckets (%lf during",
+                      &nb, &early) != 2)
+        fail_msg("no 'mpi:' summary line:\n%s", buf);
+    printf("  %s: %.1f buckets of gradients per step, %.1f of them during the backward\n",
+           f->name, nb, early);
+    if (!(nb >= 2 && early >= 1 && early < nb))
+        fail_msg("%s: the gradients' all-reduce did not overlap the backward", f->name);
     snprintf(args, sizeof args, "%s --max-steps %d --out '%s' --metrics '%s.jsonl'", base, HALF,
              h, h);
     run_ok(2, args);

@@ -236,6 +236,7 @@ static attn_status ensure_trainer(run *r, int B, int Ts, int Tt) {
     TRAIN_TRY(attn_encdec_trainer_init(r->model, r->trB, r->trTs, r->trTt,
                                        train_loop_replicas(r->model->num_params), &r->tr));
     attn_encdec_trainer_set_dist(r->tr, train_dist());
+    attn_encdec_trainer_set_overlap(r->tr, true); /* one batch per step */
     return ATTN_STATUS_OK;
 }
 

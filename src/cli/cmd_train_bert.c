@@ -286,6 +286,7 @@ static attn_status ensure_trainer(run *r, int B, int T) {
     TRAIN_TRY(attn_bert_trainer_init(r->model, r->capB, r->capT,
                                      train_loop_replicas(r->model->num_params), &r->tr));
     attn_bert_trainer_set_dist(r->tr, train_dist());
+    attn_bert_trainer_set_overlap(r->tr, true); /* one batch per step */
     return ATTN_STATUS_OK;
 }
 

@@ -716,6 +716,9 @@ static attn_status train_step(void *ctx, int64_t step, train_step_out *out) {
     for (int micro = 0; micro < A; micro++) {
         uint64_t g = (uint64_t)step * (uint64_t)A + (uint64_t)micro;
         float l = 0;
+        /* the last micro-batch's backward finishes the step's gradients: only it may hand
+         * finished layers to the all-reduce over ranks */
+        attn_gpt_trainer_set_overlap(r->tr, micro == A - 1);
         TRAIN_TRY(attn_gpt_train_step(r->tr, true, r->o.c.seed, g, B, T, r->x + (size_t)micro * bt,
                                       r->y + (size_t)micro * bt, 1.0f / (float)A, &l));
         sum += l;

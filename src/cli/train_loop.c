@@ -202,7 +202,13 @@ void train_print_usage(const train_family_info *fam, FILE *f) {
           "those steps: evaluation and checkpoints excluded). --metrics appends JSON lines\n"
           "{step, loss, lr, grad_norm, tokens, train_seconds, seconds} per step (tokens and\n"
           "train_seconds: this run's so far) and {step, val_loss[, bleu], eval_seconds} per\n"
-          "validation.\n",
+          "validation.\n"
+          "Several processes or machines: `mpirun -np N attn train ...` (a build with Open MPI:\n"
+          "attn info says) trains data-parallel: every rank builds the same global batches and\n"
+          "runs its slice of each (the same data order and dropout masks as one process), the\n"
+          "gradients are summed over the ranks before clipping and AdamW; rank 0 alone prints\n"
+          "and writes checkpoints, which --resume continues with any number of ranks. Give each\n"
+          "rank its threads (OMP_NUM_THREADS); --out must be a directory every rank can read.\n",
           f);
     fputs(fam->notes, f);
     for (const train_family_info *const *m = fam->more_help; m && *m; m++) {
@@ -447,8 +453,13 @@ static void progress(train_loop *L, int64_t step, double loss, double lr, double
     train_progress_notify(step, loss, lr, tok_s, elapsed, eta);
 }
 
-/* Floats per all-reduce of the gradients in flight together (4 MiB each). */
-#define GRAD_BUCKET ((size_t)1 << 20)
+/* Floats per bucket of the gradients' all-reduce: 1 Mi (4 MiB); ATTN_GRAD_BUCKET=N overrides
+ * it (the tests make tiny models post several buckets during the backward). */
+static size_t grad_bucket(void) {
+    const char *v = getenv("ATTN_GRAD_BUCKET");
+    long long n = v && *v ? atoll(v) : 0;
+    return n > 0 ? (size_t)n : (size_t)1 << 20;
+}
 
 /* Several ranks stop together: a signal or the time budget seen by one rank (its clock, its
  * Ctrl-C) stops them all, for the same reason (the largest code). */
@@ -493,9 +504,12 @@ int train_run(train_loop *L) {
         train_step_out so = {NAN, 1, 0};
         double norm = 0;
         s = L->next_batch ? L->next_batch(L->ctx, step) : ATTN_STATUS_OK;
+        /* several ranks: the sum of every rank's gradients (each weighed over the global batch),
+         * in buckets, those of the last layers already while the backward runs on (the
+         * trainers' overlap), the rest after it */
+        if (!s) s = attn_dist_grad_begin(train_dist(), L->grads, L->num_params, grad_bucket());
         if (!s) s = L->train_step(L->ctx, step, &so);
-        /* several ranks: the sum of every rank's gradients (each weighed over the global batch) */
-        if (!s) s = attn_dist_allreduce_sum(train_dist(), L->grads, L->num_params, GRAD_BUCKET);
+        if (!s) s = attn_dist_grad_finish(train_dist());
         /* finiteness check, clipping (grad_clip > 0) and AdamW in one pass over the gradients */
         if (!s)
             s = attn_optim_clip_step(L->opt, L->params, L->grads, L->grad_clip, step_lr,
@@ -554,5 +568,15 @@ int train_run(train_loop *L) {
            "training steps); saved %s\n",
            why, (long long)step, tl, vl, el, done ? tokens / (t_train > 0 ? t_train : 1) : 0.0,
            tokens, t_train, L->out);
+    const int ranks = attn_dist_size(train_dist());
+    const attn_dist_stats ds = attn_dist_get_stats(train_dist());
+    if (ranks > 1 && ds.grad_steps > 0) {
+        const double n = (double)ds.grad_steps;
+        printf("mpi: %d ranks; per step %.0f bytes of gradients all-reduced in %.1f buckets (%.1f "
+               "during the backward), %.2f ms waiting for them after it, %.2f ms in all "
+               "collectives (rank 0)\n",
+               ranks, (double)ds.grad_bytes / n, (double)ds.grad_buckets / n,
+               (double)ds.early_buckets / n, 1e3 * ds.grad_wait_s / n, 1e3 * ds.wait_s / n);
+    }
     return CLI_EXIT_OK;
 }

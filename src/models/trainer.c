@@ -44,6 +44,10 @@ struct mdl_trainer {
     attn_dist *dist; /* NULL or one rank: the batch is this process's alone */
     int *rank_bounds; /* (size + 1): the ranks' runs of the global batch */
     int rank_cap;
+    bool overlap;        /* mdl_trainer_set_overlap */
+    bool hook_on;        /* this step's backward hands finished gradients to the dist */
+    attn_status hook_status;
+    char hook_err[512];
 };
 
 void mdl_trainer_free(mdl_trainer *t) {
@@ -60,6 +64,18 @@ void mdl_trainer_free(mdl_trainer *t) {
 
 void mdl_trainer_set_dist(mdl_trainer *t, attn_dist *d) {
     if (t) t->dist = d;
+}
+
+void mdl_trainer_set_overlap(mdl_trainer *t, bool on) {
+    if (t) t->overlap = on;
+}
+
+/* Replica 0's backward: gradients [from, P) are final. */
+static void grad_hook(void *ctx, size_t from) {
+    mdl_trainer *t = ctx;
+    if (!t->hook_on || t->hook_status) return;
+    t->hook_status = attn_dist_grad_ready(t->dist, from);
+    if (t->hook_status) snprintf(t->hook_err, sizeof t->hook_err, "%s", attn_last_error());
 }
 
 int mdl_trainer_replicas(const mdl_trainer *t) { return t ? t->n : 0; }
@@ -115,6 +131,10 @@ attn_status mdl_trainer_init(const mdl_trainer_ops *ops, void *family, float *gr
             attn_advise_huge_pages(r->grads, num_params * sizeof(float));
         }
         s = ops->replica_init(family, i, r->grads, &r->st);
+        if (!s && i == 0 && ops->set_hook) {
+            const mdl_grad_hook h = {grad_hook, t, grads};
+            ops->set_hook(r->st, &h);
+        }
     }
     if (s) {
         mdl_trainer_free(t);
@@ -220,8 +240,15 @@ static attn_status step_ranks(mdl_trainer *t, const void *batch, int B, bool bac
     }
     double l = 0;
     if (n > 0) {
-        ATTN_TRY(run_replicas(t, n, batch, backward, training, seed, step, grad_scale, counted,
-                              true));
+        /* one replica: replica 0's backward writes straight into the model's buffer, so each
+         * finished layer can be summed over the ranks while the earlier layers run */
+        t->hook_on = backward && t->overlap && n == 1;
+        t->hook_status = ATTN_STATUS_OK;
+        attn_status s = run_replicas(t, n, batch, backward, training, seed, step, grad_scale,
+                                     counted, true);
+        t->hook_on = false;
+        ATTN_TRY(s);
+        if (t->hook_status) return attn_fail(t->hook_status, "%s", t->hook_err);
         for (int i = 0; i < n; i++)
             if (counted > 0) l += t->r[i].counted / counted * (double)t->r[i].loss;
         if (backward && n > 1) sum_replica_grads(t, n);
