@@ -196,6 +196,11 @@ void train_print_usage(const train_family_info *fam, FILE *f) {
              "the checkpoint's)",
              allowed);
     print_help_line("--resume", text, f);
+    print_help_line("--zero1",
+                    "under mpirun: each rank keeps and updates only its share of AdamW's state "
+                    "(1/N of the moments' 8 bytes per parameter), then the parameters are "
+                    "all-gathered; the same numbers as without it",
+                    f);
     fputs("Each progress line shows the mean training loss since the last one, the learning rate,\n"
           "tokens/s, elapsed time and ETA; the last line is a summary with the final validation\n"
           "loss and tokens/s=N (the training tokens of this run's steps over the time spent in\n"
@@ -253,6 +258,10 @@ int train_next_arg(int argc, char **argv, int *i, const train_family_info *fam, 
     }
     if (!strcmp(arg, "--resume")) {
         o->resume = true;
+        return -1;
+    }
+    if (!strcmp(arg, "--zero1")) {
+        o->zero1 = true;
         return -1;
     }
     if (strncmp(arg, "--", 2) != 0)
@@ -396,25 +405,112 @@ void train_loop_set(train_loop *L, const train_opts *o) {
     L->end_step = o->max_steps >= 0 ? o->max_steps : INT64_MAX;
     L->eval_every = o->eval_every, L->save_every = o->save_every, L->log_every = o->log_every;
     attn_dist_set_timeout(train_dist(), o->comm_timeout > 0 ? o->comm_timeout : 600.0);
+    L->zero1 = o->zero1;
 }
 
 void train_loop_free(train_loop *L) {
     attn_optim_destroy(L->opt);
+    attn_optim_destroy(L->zopt);
+    free(L->zoff);
+    free(L->zranges);
     free(L->tensors);
     free(L->ranges);
     if (L->cs.extra) json_decref(L->cs.extra);
     memset(L, 0, sizeof *L);
 }
 
+/* ---- ZeRO-1 ---- */
+
+/* --zero1 with several ranks, at the start of the run (after a resume loaded the whole state):
+ * this rank's share of the parameters (near-equal, cut at multiples of 16 floats) gets an
+ * optimizer of its own holding that share of the state, and the whole one is freed. */
+static attn_status zero1_begin(train_loop *L) {
+    attn_dist *d = train_dist();
+    const int S = attn_dist_size(d), me = attn_dist_rank(d);
+    if (!L->zero1 || S < 2) return ATTN_STATUS_OK;
+    const size_t P = L->num_params;
+    L->zoff = malloc(((size_t)S + 1) * sizeof *L->zoff);
+    L->zranges = malloc(((size_t)L->n_tensors + 1) * sizeof *L->zranges);
+    if (!L->zoff || !L->zranges) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+    for (int r = 0; r <= S; r++) {
+        size_t a = (size_t)((double)P * r / S);
+        a = r == S ? P : a - a % 16;
+        L->zoff[r] = a;
+    }
+    const size_t p0 = L->zoff[me], p1 = L->zoff[me + 1];
+    int zn = 0;
+    for (int i = 0; i < L->n_tensors; i++) {
+        const attn_optim_range *g = &L->ranges[i];
+        const size_t a = g->offset > p0 ? g->offset : p0;
+        const size_t e = g->offset + g->length < p1 ? g->offset + g->length : p1;
+        if (a < e) L->zranges[zn++] = (attn_optim_range){a - p0, e - a, g->decay, g->name};
+    }
+    TRAIN_TRY(attn_optim_create(attn_optim_get_params(L->opt), p1 - p0, L->zranges, zn, &L->zopt));
+    float *m = NULL, *v = NULL;
+    attn_optim_state(L->opt, &m, &v);
+    TRAIN_TRY(attn_optim_set_state(L->zopt, attn_optim_step_count(L->opt), m ? m + p0 : NULL,
+                                   v ? v + p0 : NULL));
+    attn_optim_destroy(L->opt);
+    L->opt = NULL;
+    const double mb = (double)P * 2 * sizeof(float) / 1048576.0;
+    printf("zero1: AdamW's state sharded over %d ranks: %.3g MiB on each instead of %.3g MiB\n",
+           S, mb * (double)(p1 - p0) / (double)P, mb);
+    return ATTN_STATUS_OK;
+}
+
+/* The whole optimizer state gathered from every rank's share (collective), for a checkpoint. */
+static attn_status zero1_gather(train_loop *L, attn_optim **out) {
+    const size_t me = (size_t)attn_dist_rank(train_dist());
+    const size_t p0 = L->zoff[me], p1 = L->zoff[me + 1];
+    attn_optim *o = NULL;
+    TRAIN_TRY(attn_optim_create(attn_optim_get_params(L->zopt), L->num_params, L->ranges,
+                                L->n_tensors, &o));
+    attn_status s = attn_optim_set_state(o, attn_optim_step_count(L->zopt), NULL, NULL);
+    float *m = NULL, *v = NULL, *zm = NULL, *zv = NULL;
+    attn_optim_state(o, &m, &v);
+    attn_optim_state(L->zopt, &zm, &zv);
+    if (!s && m && zm) {
+        memcpy(m + p0, zm, (p1 - p0) * sizeof(float));
+        s = attn_dist_allgather(train_dist(), m, L->zoff);
+    }
+    if (!s && v && zv) {
+        memcpy(v + p0, zv, (p1 - p0) * sizeof(float));
+        s = attn_dist_allgather(train_dist(), v, L->zoff);
+    }
+    if (s) attn_optim_destroy(o);
+    else *out = o;
+    return s;
+}
+
+/* Clipping by the global norm and AdamW on this rank's share, then every rank's share of the
+ * parameters to every rank: bit for bit the whole update (the update is elementwise). */
+static attn_status zero1_step(train_loop *L, double lr, double *norm) {
+    const size_t P = L->num_params, me = (size_t)attn_dist_rank(train_dist());
+    const size_t p0 = L->zoff[me];
+    *norm = attn_optim_grad_norm(L->grads, P);
+    if (!isfinite(*norm))
+        TRAIN_TRY(attn_optim_check_finite(L->grads, P, L->ranges, L->n_tensors, NULL));
+    TRAIN_TRY(attn_optim_clip_step_with_norm(L->zopt, L->params + p0, L->grads + p0, *norm,
+                                             L->grad_clip, lr));
+    return attn_dist_allgather(train_dist(), L->params, L->zoff);
+}
+
 /* Rank 0 alone writes the checkpoint: it holds the global state (every rank's parameters and
- * optimizer state are the same), so --resume may use another number of ranks. */
+ * optimizer state are the same; with ZeRO-1 the state is gathered first, by every rank), so
+ * --resume may use another number of ranks. */
 static attn_status save(train_loop *L, int64_t step, double lr) {
-    if (!train_writer()) return ATTN_STATUS_OK;
-    int64_t epoch = 0, pos = step, shown = 0;
-    if (L->position) L->position(L->ctx, &epoch, &pos, &shown);
-    TRAIN_TRY(train_save(L->ckpt_dir, L->tensors, L->n_tensors, L->opt, &L->cs, step, epoch, pos,
-                         lr, L->run_options(L->ctx)));
-    return L->save_extra ? L->save_extra(L->ctx) : ATTN_STATUS_OK;
+    attn_optim *whole = NULL;
+    if (L->zopt) TRAIN_TRY(zero1_gather(L, &whole));
+    attn_status s = ATTN_STATUS_OK;
+    if (train_writer()) {
+        int64_t epoch = 0, pos = step, shown = 0;
+        if (L->position) L->position(L->ctx, &epoch, &pos, &shown);
+        s = train_save(L->ckpt_dir, L->tensors, L->n_tensors, whole ? whole : L->opt, &L->cs, step,
+                       epoch, pos, lr, L->run_options(L->ctx));
+        if (!s && L->save_extra) s = L->save_extra(L->ctx);
+    }
+    attn_optim_destroy(whole);
+    return s;
 }
 
 /* Validation: the "valid" line and the metrics line; the best loss goes into the checkpoint. */
@@ -483,6 +579,13 @@ int train_run(train_loop *L) {
             return cli_fail(attn_set_error(ATTN_STATUS_IO, "%s: cannot open: %s", L->metrics,
                                            strerror(errno)));
     }
+    {
+        attn_status zs = zero1_begin(L);
+        if (zs) {
+            if (mf) fclose(mf);
+            return cli_fail(zs);
+        }
+    }
     train_catch_signals();
 
     const double t_start = train_now_s();
@@ -511,7 +614,9 @@ int train_run(train_loop *L) {
         if (!s) s = L->train_step(L->ctx, step, &so);
         if (!s) s = attn_dist_grad_finish(train_dist());
         /* finiteness check, clipping (grad_clip > 0) and AdamW in one pass over the gradients */
-        if (!s)
+        if (!s && L->zopt)
+            s = zero1_step(L, step_lr, &norm);
+        else if (!s)
             s = attn_optim_clip_step(L->opt, L->params, L->grads, L->grad_clip, step_lr,
                                      L->ranges, L->n_tensors, &norm);
         if (s) break;
