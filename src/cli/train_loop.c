@@ -176,6 +176,8 @@ static void resumable(const train_family_info *fam, char *buf, size_t cap) {
         size_t n = strlen(buf);
         snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", d->name);
     }
+    size_t n = strlen(buf);
+    snprintf(buf + n, cap - n, ", --zero1");
 }
 
 void train_print_usage(const train_family_info *fam, FILE *f) {
