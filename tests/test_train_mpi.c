@@ -24,10 +24,11 @@
  *   failures   a rank that stops answering (here: it was given fewer steps, so it leaves while
  *              rank 0 waits in the next collective) ends the job after --comm-timeout with one
  *              "attn: error:" line naming rank 1, and the last checkpoint loads; a rank that
- *              fails on its own (a missing file) ends the job with one line naming itself.
- *   overlap    with buckets of 256 floats (ATTN_GRAD_BUCKET) every family's 2-rank run posts some
- *              of its gradient buckets during the backward (the summary's "mpi:" line), and the
- *              equality above holds for it.
+ *              fails on its own (a missing file) ends the job with one line naming itself (and
+ *              at most one more from rank 0 about its collective, when it notices first).
+ *   overlap    with small buckets (ATTN_GRAD_BUCKET: 256 floats, BERT 16384) every family's
+ *              2-rank run posts some of its gradient buckets during the backward (the summary's
+ *              "mpi:" line), and the equality above holds for it.
  * Skipped (a software skip: CI installs Open MPI) without mpirun or when attn was built without
  * MPI. (Under valgrind only this program is traced: mpirun's processes run natively.) */
 #include "tu.h"
@@ -80,9 +81,8 @@ static int setup(void **state) {
         setenv("ASAN_OPTIONS", v, 1);
         free(supp);
     }
-    /* buckets of 256 floats: the tiny models' gradients go out in several, most of them while
-     * the backward still runs (the overlap) */
-    setenv("ATTN_GRAD_BUCKET", "256", 1);
+    /* small buckets (each family's ATTN_GRAD_BUCKET): the tiny models' gradients go out in
+     * several, some of them while the backward still runs (the overlap) */
     snprintf(g_mpirun, sizeof g_mpirun, "mpirun --oversubscribe -np");
     char cmd[9000];
     snprintf(cmd, sizeof cmd,
@@ -195,12 +195,14 @@ typedef struct {
     const char *args; /* printf format: %s the scratch directory */
     const char *ckpt; /* the checkpoint's directory inside --out ("" or "/checkpoint") */
     const char *needs; /* a file the run needs (NULL: none) */
+    const char *bucket; /* ATTN_GRAD_BUCKET: several buckets, some during the backward */
 } family;
 
 /* 20 steps single-process and with 2 ranks; 10 with 2 ranks, resumed to 20 by 1 and by 3. */
 static void check_family(const family *f) {
     if (g_skip) tu_skip("%s", g_skip);
     if (f->needs && access(f->needs, R_OK) != 0) tu_skip("%s missing (tools/install_deps.sh)", f->needs);
+    setenv("ATTN_GRAD_BUCKET", f->bucket, 1);
     char base[4096], args[16384], d1[1024], d2[1024], h[1024], h3[1024];
     snprintf(base, sizeof base, f->args, tu_dir, tu_dir);
     snprintf(d1, sizeof d1, "%s/%s-1", tu_dir, f->name);
@@ -267,7 +269,7 @@ static const char *enc_args = "train --data '%s/pairs.tsv' --config '%s/enc.json
 
 static void test_encdec(void **state) {
     (void)state;
-    const family f = {"encdec", enc_args, "", NULL};
+    const family f = {"encdec", enc_args, "", NULL, "256"};
     check_family(&f);
 }
 
@@ -276,7 +278,7 @@ static void test_gpt(void **state) {
     const family f = {"gpt",
                       "train --arch gpt --data '%s/text.txt' --config '%s/gpt.json' --batch 5 "
                       "--grad-accum 2 --dropout 0.1 --eval-iters 2 --eval-every 10 --log-every 5",
-                      "", NULL};
+                      "", NULL, "256"};
     check_family(&f);
 }
 
@@ -285,7 +287,7 @@ static void test_llama(void **state) {
     const family f = {"llama",
                       "train --arch llama --data '%s/text.txt' --config '%s/llama.json' "
                       "--batch 5 --eval-iters 2 --eval-every 10 --log-every 5",
-                      "", NULL};
+                      "", NULL, "256"};
     check_family(&f);
 }
 
@@ -295,7 +297,8 @@ static void test_bert(void **state) {
                       "train --arch bert --data '%s/pairs.tsv' --column 1 --tokenizer "
                       "models/all-MiniLM-L6-v2 --config '%s/bert.json' --max-len 24 --batch 8 "
                       "--valid-size 16 --eval-every 10 --log-every 5",
-                      "/checkpoint", "models/all-MiniLM-L6-v2/tokenizer.json"};
+                      "/checkpoint", "models/all-MiniLM-L6-v2/tokenizer.json",
+                      "16384" /* the 30522-word embedding: 1M floats */};
     check_family(&f);
 }
 
