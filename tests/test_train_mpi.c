@@ -201,7 +201,8 @@ typedef struct {
 /* 20 steps single-process and with 2 ranks; 10 with 2 ranks, resumed to 20 by 1 and by 3. */
 static void check_family(const family *f) {
     if (g_skip) tu_skip("%s", g_skip);
-    if (f->needs && access(f->needs, R_OK) != 0) tu_skip("%s missing (tools/install_deps.sh)", f->needs);
+    if (f->needs && access(f->needs, R_OK) != 0)
+        tu_skip("%s missing (tools/install_deps.sh)", f->needs);
     setenv("ATTN_GRAD_BUCKET", f->bucket, 1);
     char base[4096], args[16384], d1[1024], d2[1024], h[1024], h3[1024];
     snprintf(base, sizeof base, f->args, tu_dir, tu_dir);
@@ -364,7 +365,8 @@ static void test_failures(void **state) {
     snprintf(base, sizeof base, enc_args, tu_dir, tu_dir);
     snprintf(d, sizeof d, "%s/fail", tu_dir);
     /* rank 1 leaves after step 5; rank 0, saving every 5 steps, waits for it in step 6. The
-     * program mpirun starts is sh: "sh -c SCRIPT attn ARGS" execs attn with a rank's --max-steps. */
+     * program mpirun starts is sh: "sh -c SCRIPT attn ARGS" execs attn with a rank's
+     * --max-steps. */
     char cmd[24000];
     snprintf(cmd, sizeof cmd,
              "%s 2 sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then n=5; else n=40; fi; "
