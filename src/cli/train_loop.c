@@ -429,7 +429,11 @@ void train_loop_free(train_loop *L) {
 static attn_status zero1_begin(train_loop *L) {
     attn_dist *d = train_dist();
     const int S = attn_dist_size(d), me = attn_dist_rank(d);
-    if (!L->zero1 || S < 2) return ATTN_STATUS_OK;
+    if (!L->zero1) return ATTN_STATUS_OK;
+    if (S < 2) {
+        printf("zero1: one rank: nothing to shard\n");
+        return ATTN_STATUS_OK;
+    }
     const size_t P = L->num_params;
     L->zoff = malloc(((size_t)S + 1) * sizeof *L->zoff);
     L->zranges = malloc(((size_t)L->n_tensors + 1) * sizeof *L->zranges);

@@ -11,7 +11,15 @@
  * of the replicas' gradients is the gradient of the whole batch's mean loss; the families number
  * their rows globally for dropout. Replica 0 accumulates into the model's buffer directly; the
  * others into private buffers zeroed by their own thread, added to the model's in replica order
- * afterwards (threaded over chunks: deterministic for a replica count). */
+ * afterwards (threaded over chunks: deterministic for a replica count).
+ *
+ * Several processes (attn_dist.h, mdl_trainer_set_dist): every rank holds the same global batch;
+ * the rows are first split over the ranks (the family's split, or near-equal rows), then this
+ * rank's run over its replicas, each weighed over the GLOBAL batch's counted targets (counted
+ * from the batch every rank holds: no message); the loss is summed over the ranks here, the
+ * gradients by the caller (attn_dist_grad_*), and with one replica on the rank the family's
+ * backward hands finished layers to attn_dist_grad_ready as it goes (the overlap). One process
+ * takes exactly the path it took before. */
 #include "models-impl.h"
 
 #include "attn_dist.h"
