@@ -25,7 +25,9 @@
  *              rank 0 waits in the next collective) ends the job after --comm-timeout with one
  *              "attn: error:" line naming rank 1, and the last checkpoint loads; a rank that
  *              fails on its own (a missing file) ends the job with one line naming itself (and
- *              at most one more from rank 0 about its collective, when it notices first).
+ *              at most one more from rank 0 about its collective, when it notices first); a
+ *              rank that would start from another state than rank 0's (another --seed here:
+ *              another data file or configuration on its host alike) stops the job at once.
  *   overlap    with small buckets (ATTN_GRAD_BUCKET: 256 floats, BERT 16384) every family's
  *              2-rank run posts some of its gradient buckets during the backward (the summary's
  *              "mpi:" line), and the equality above holds for it.
@@ -407,6 +409,19 @@ static void test_failures(void **state) {
         else fail_msg("an error line that is neither rank 1's nor rank 0's: %s", line);
     }
     if (n1 != 1 || n0 > 1) fail_msg("expected rank 1's one error line:\n%s", buf);
+
+    /* a rank that would start from another state (here another --seed) stops the job at once */
+    snprintf(cmd, sizeof cmd,
+             "%s 2 sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then s=7; else s=1; fi; "
+             "exec \"$0\" \"$@\" --seed $s' '%s' train --arch gpt --data '%s/text.txt' "
+             "--config '%s/gpt.json' --batch 4 --max-steps 5 --out '%s/fail3'",
+             g_mpirun, g_attn, tu_dir, tu_dir, tu_dir);
+    if (!tu_quiet()) printf("  $ %s\n", cmd);
+    rc = tu_sh_capture(cmd, 1, buf, sizeof buf);
+    if (rc == 0) fail_msg("a job whose ranks differ in --seed ended with 0:\n%s", buf);
+    one_error_line(line, sizeof line);
+    if (!strstr(line, "rank 1 of 2") || !strstr(line, "another state than rank 0"))
+        fail_msg("the error line does not name rank 1 and the mismatch: %s", line);
 }
 
 int main(void) {

@@ -577,6 +577,34 @@ static attn_status agree_stop(const char **stop) {
     return ATTN_STATUS_OK;
 }
 
+/* Several ranks must start from the same state: the parameters (after the initialization or the
+ * resume), the step and the run's options (with the data's path, and its size and CRC where the
+ * family records them). Rank 0's fingerprint is broadcast; a rank that differs (another data
+ * file or configuration on its host, another seed, a stale checkpoint) stops the job naming
+ * itself, instead of training a model that silently drifts apart. */
+static attn_status agree_start(train_loop *L) {
+    json_t *opts = L->run_options(L->ctx);
+    char *text = opts ? json_dumps(opts, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+    json_decref(opts);
+    uint64_t fp[4] = {(uint64_t)L->num_params, (uint64_t)L->cs.step,
+                      attn_crc32(0, L->params, L->num_params * sizeof(float)),
+                      text ? attn_crc32(0, text, strlen(text)) : 0};
+    free(text);
+    uint64_t r0[4];
+    memcpy(r0, fp, sizeof fp);
+    TRAIN_TRY(attn_dist_broadcast(train_dist(), r0, sizeof r0, 0));
+    if (memcmp(r0, fp, sizeof fp) != 0)
+        return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                              "this rank starts from another state than rank 0 (step %llu, "
+                              "parameters CRC-32 %08llx, options CRC-32 %08llx; rank 0: %llu, "
+                              "%08llx, %08llx): every rank needs the same data, configuration, "
+                              "options and checkpoint",
+                              (unsigned long long)fp[1], (unsigned long long)fp[2],
+                              (unsigned long long)fp[3], (unsigned long long)r0[1],
+                              (unsigned long long)r0[2], (unsigned long long)r0[3]);
+    return ATTN_STATUS_OK;
+}
+
 int train_run(train_loop *L) {
     FILE *mf = NULL;
     if (L->metrics && train_writer()) {
@@ -586,7 +614,8 @@ int train_run(train_loop *L) {
                                            strerror(errno)));
     }
     {
-        attn_status zs = zero1_begin(L);
+        attn_status zs = attn_dist_size(train_dist()) > 1 ? agree_start(L) : ATTN_STATUS_OK;
+        if (!zs) zs = zero1_begin(L);
         if (zs) {
             if (mf) fclose(mf);
             return cli_fail(zs);
