@@ -49,6 +49,7 @@
 #define ATTN_BERT_H
 
 #include "attn_core.h"
+#include "attn_dist.h"
 #include "attn_gguf.h"
 #include "attn_kernels.h"
 #include "attn_models.h"
@@ -356,6 +357,19 @@ attn_status attn_bert_trainer_init(attn_bert_model *m, int B, int T, int n_repli
                                    attn_bert_trainer **out);
 void attn_bert_trainer_free(attn_bert_trainer *t);
 int attn_bert_trainer_replicas(const attn_bert_trainer *t);
+/* Data parallel across processes (attn_dist.h): every rank passes the same global batch and runs
+ * its contiguous run of it (a collective call then), each loss gradient weighed by its share of
+ * the global batch's counted targets, so once the caller has summed the gradient buffers over the
+ * ranks (attn_dist_allreduce_sum) they are the whole batch's; *loss is the global batch's on every
+ * rank. Dropout masks follow the global row numbers, as in one process. NULL or a one-rank d:
+ * this process alone (the default). d must outlive the trainer. */
+void attn_bert_trainer_set_dist(attn_bert_trainer *t, attn_dist *d);
+/* With a dist of several ranks and one replica per rank: the backward of the following steps
+ * hands each finished layer's gradients to attn_dist_grad_ready, so their sum over the ranks
+ * runs while the earlier layers' backward does (the caller calls attn_dist_grad_begin on the
+ * model's gradient buffer before the step and attn_dist_grad_finish after it). Only for steps
+ * after which the gradients are final (not a micro-batch that more will add to). Default off. */
+void attn_bert_trainer_set_overlap(attn_bert_trainer *t, bool on);
 
 /* One step: ids, type_ids (may be NULL), lengths (may be NULL) as attn_bert_forward, labels as
  * attn_bert_mlm_loss; training turns dropout on with (seed, step) as attn_bert_set_train.

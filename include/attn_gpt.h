@@ -186,6 +186,7 @@
 #define ATTN_GPT_H
 
 #include "attn_core.h"
+#include "attn_dist.h"
 #include "attn_gguf.h"
 #include "attn_kernels.h"
 #include "attn_models.h"
@@ -548,6 +549,19 @@ void attn_gpt_trainer_free(attn_gpt_trainer *t);
 int attn_gpt_trainer_replicas(const attn_gpt_trainer *t);
 /* attn_gpt_state_set_precision on every replica's state. */
 attn_status attn_gpt_trainer_set_precision(attn_gpt_trainer *t, attn_precision precision);
+/* Data parallel across processes (attn_dist.h): every rank passes the same global batch and runs
+ * its contiguous run of it (a collective call then), each loss gradient weighed by its share of
+ * the global batch's counted targets, so once the caller has summed the gradient buffers over the
+ * ranks (attn_dist_allreduce_sum) they are the whole batch's; *loss is the global batch's on every
+ * rank. Dropout masks follow the global row numbers, as in one process. NULL or a one-rank d:
+ * this process alone (the default). d must outlive the trainer. */
+void attn_gpt_trainer_set_dist(attn_gpt_trainer *t, attn_dist *d);
+/* With a dist of several ranks and one replica per rank: the backward of the following steps
+ * hands each finished layer's gradients to attn_dist_grad_ready, so their sum over the ranks
+ * runs while the earlier layers' backward does (the caller calls attn_dist_grad_begin on the
+ * model's gradient buffer before the step and attn_dist_grad_finish after it). Only for steps
+ * after which the gradients are final (not a micro-batch that more will add to). Default off. */
+void attn_gpt_trainer_set_overlap(attn_gpt_trainer *t, bool on);
 
 /* One micro-batch: ids and targets (B, T) as attn_gpt_forward / attn_gpt_loss (targets equal to
  * ATTN_GPT_IGNORE_INDEX ignored). training turns dropout on with (seed, step) as

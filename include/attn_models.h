@@ -37,6 +37,7 @@
 #define ATTN_MODELS_H
 
 #include "attn_core.h"
+#include "attn_dist.h"
 #include "attn_nn.h"
 
 #include <stdbool.h>
@@ -430,6 +431,19 @@ attn_status attn_encdec_trainer_init(attn_encdec_model *m, int B, int Ts, int Tt
                                      attn_encdec_trainer **out);
 void attn_encdec_trainer_free(attn_encdec_trainer *t);
 int attn_encdec_trainer_replicas(const attn_encdec_trainer *t);
+/* Data parallel across processes (attn_dist.h): every rank passes the same global batch and runs
+ * its contiguous run of it (a collective call then), each loss gradient weighed by its share of
+ * the global batch's counted targets, so once the caller has summed the gradient buffers over the
+ * ranks (attn_dist_allreduce_sum) they are the whole batch's; *loss is the global batch's on every
+ * rank. Dropout masks follow the global row numbers, as in one process. NULL or a one-rank d:
+ * this process alone (the default). d must outlive the trainer. */
+void attn_encdec_trainer_set_dist(attn_encdec_trainer *t, attn_dist *d);
+/* With a dist of several ranks and one replica per rank: the backward of the following steps
+ * hands each finished layer's gradients to attn_dist_grad_ready, so their sum over the ranks
+ * runs while the earlier layers' backward does (the caller calls attn_dist_grad_begin on the
+ * model's gradient buffer before the step and attn_dist_grad_finish after it). Only for steps
+ * after which the gradients are final (not a micro-batch that more will add to). Default off. */
+void attn_encdec_trainer_set_overlap(attn_encdec_trainer *t, bool on);
 /* Arguments as attn_encdec_forward + attn_encdec_loss (targets (B, Tt), pad_id ignored); *loss is
  * the batch's mean; the gradients are ADDED to m->grads (zero them first). */
 attn_status attn_encdec_train_step(attn_encdec_trainer *t, bool training, uint64_t seed,

@@ -168,6 +168,13 @@ attn_status attn_optim_clip_step(attn_optim *o, float *params, const float *grad
                                  double lr, const attn_optim_range *ranges, int nranges,
                                  double *norm);
 
+/* attn_optim_clip_step for a slice of a larger gradient buffer whose norm `total` (finite) was
+ * measured over the whole buffer (attn_optim_grad_norm): the slice's parameters and state come out
+ * bit-identical to that slice of attn_optim_clip_step over the whole buffer. ZeRO-1: each rank
+ * updates its share of the parameters with its share of the optimizer state. */
+attn_status attn_optim_clip_step_with_norm(attn_optim *o, float *params, const float *grads,
+                                           double total, double max_norm, double lr);
+
 /* ATTN_STATUS_OK if every gradient is finite. Otherwise ATTN_STATUS_INVALID_ARGUMENT with a message
  * naming the first bad index, its value (nan/inf) and, when ranges are given, the range's name and
  * the element within it, e.g. "gradient of 'h.0.attn.w_q'[17] (index 1041) is nan"; *first_bad

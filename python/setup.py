@@ -44,6 +44,11 @@ for p in [lib] + cli_objs:
     if not os.path.exists(p):
         sys.exit("attn: %s is missing: run make in %s first" % (p, ROOT))
 
+# MPI's link flags when libattn was built with it (src/dist/; empty without): the Makefile's.
+mpi_libs = subprocess.run(["make", "-s", "-C", ROOT, "--no-print-directory", "BUILD=" + BUILD,
+                           "print-mpi-libs"], check=True, capture_output=True,
+                          text=True).stdout.split()
+
 limited = sys.version_info >= (3, 11)
 macros = [("Py_LIMITED_API", "0x030B0000")] if limited else []
 
@@ -58,7 +63,7 @@ ext = Extension(
     libraries=["jansson", "utf8proc", "pcre2-8", "png16", "freetype", "sentencepiece",
                "stdc++", "m", "pthread"],
     # libgomp (the kernels' OpenMP); libattn's own symbols stay inside the module
-    extra_link_args=["-fopenmp", "-Wl,--exclude-libs,ALL"],
+    extra_link_args=["-fopenmp", "-Wl,--exclude-libs,ALL"] + mpi_libs,
     py_limited_api=limited,
 )
 

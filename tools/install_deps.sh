@@ -12,6 +12,8 @@
 #           (tools/ref_chat.py)
 #           python3-pytest: the Python package's tests (python/tests, run by tests/run.sh)
 #           libmicrohttpd-dev (attn serve's HTTP server), curl (tests/test_serve.c's client)
+#           libopenmpi-dev openmpi-bin (Open MPI: `mpirun -np N attn train`, src/dist/; the
+#           Makefile builds with it when mpicc is found; tests/test_train_mpi.c runs mpirun)
 #   .venv:  /usr/bin/python3 venv with system site packages (sees Debian's torch and numpy),
 #           plus sacrebleu 2.6.0 (the BLEU reference), tokenizers 0.21.4, transformers 4.49.0 and
 #           sentence-transformers 2.7.0 from PyPI (tokenizer, GPT-2 and BERT references), gguf
@@ -21,7 +23,7 @@
 #           in tests/test_serve.c and bench/serve_load.py)
 set -e
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PKGS="gcc g++ clang make libjansson-dev libsentencepiece-dev libutf8proc-dev libpcre2-dev libomp-dev libcmocka-dev libpng-dev libfreetype-dev fonts-noto-cjk chromium valgrind libclang-rt-dev python3-venv python3-torch python3-numpy python3-jinja2 python3-pytest libmicrohttpd-dev curl"
+PKGS="gcc g++ clang make libjansson-dev libsentencepiece-dev libutf8proc-dev libpcre2-dev libomp-dev libcmocka-dev libpng-dev libfreetype-dev fonts-noto-cjk chromium valgrind libclang-rt-dev python3-venv python3-torch python3-numpy python3-jinja2 python3-pytest libmicrohttpd-dev curl libopenmpi-dev openmpi-bin"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

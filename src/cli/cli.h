@@ -17,6 +17,8 @@ __attribute__((format(printf, 1, 2)))
 #endif
 int cli_usage_error(const char *fmt, ...); /* prints, returns CLI_EXIT_USAGE */
 int cli_fail(attn_status s);               /* prints attn_last_error(), returns CLI_EXIT_FAIL */
+/* One of several processes (`mpirun ... attn train`): errors read "attn: error: rank R of N: ...". */
+void cli_set_error_prefix(int rank, int size);
 /* Parse a whole decimal int in [lo, hi]; false on anything else. */
 bool cli_parse_int(const char *s, int lo, int hi, int *out);
 /* The same for a 64-bit integer (cli_opts.c). */

@@ -9,6 +9,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* Several ranks: "rank R of N: " before a failure's message; a usage error (the same on every
+ * rank: the same arguments) from rank 0 alone. */
+static char g_prefix[48];
+static bool g_quiet_usage;
 
 int cli_usage_error(const char *fmt, ...) {
     char msg[1024];
@@ -16,15 +22,23 @@ int cli_usage_error(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "attn: error: %s (see 'attn --help')\n", msg);
+    if (!g_quiet_usage) fprintf(stderr, "attn: error: %s (see 'attn --help')\n", msg);
     /* also the thread's last error, for front ends that report it themselves */
     attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "%s", msg);
     return CLI_EXIT_USAGE;
 }
 
+void cli_set_error_prefix(int rank, int size) {
+    snprintf(g_prefix, sizeof g_prefix, "rank %d of %d: ", rank, size);
+    g_quiet_usage = rank != 0;
+}
+
 int cli_fail(attn_status s) {
     const char *m = attn_last_error();
-    fprintf(stderr, "attn: error: %s\n", m && *m ? m : attn_status_str(s));
+    if (!m || !*m) m = attn_status_str(s);
+    /* a message from a collective names the rank itself */
+    const bool named = g_prefix[0] && !strncmp(m, g_prefix, strlen(g_prefix));
+    fprintf(stderr, "attn: error: %s%s\n", named ? "" : g_prefix, m);
     return CLI_EXIT_FAIL;
 }
 

@@ -233,9 +233,11 @@ static attn_status ensure_trainer(run *r, int B, int Ts, int Tt) {
     r->tr = NULL;
     r->trB = ATTN_MAX(r->trB, B), r->trTs = ATTN_MAX(r->trTs, Ts);
     r->trTt = ATTN_MAX(r->trTt, Tt);
-    return attn_encdec_trainer_init(r->model, r->trB, r->trTs, r->trTt,
-                                    train_loop_replicas(r->model->num_params),
-                                    &r->tr);
+    TRAIN_TRY(attn_encdec_trainer_init(r->model, r->trB, r->trTs, r->trTt,
+                                       train_loop_replicas(r->model->num_params), &r->tr));
+    attn_encdec_trainer_set_dist(r->tr, train_dist());
+    attn_encdec_trainer_set_overlap(r->tr, true); /* one batch per step */
+    return ATTN_STATUS_OK;
 }
 
 static attn_status default_config(attn_encdec_config *c) {
@@ -297,13 +299,13 @@ static attn_status setup(run *r) {
         const char *names[3] = {"split-train.tsv", "split-valid.tsv", "split-test.tsv"};
         const size_t *idx[3] = {r->split.train, r->split.valid, r->split.test};
         size_t n[3] = {r->split.n_train, r->split.n_valid, r->split.n_test};
-        for (int k = 0; k < 3 && !s; k++) {
+        for (int k = 0; k < 3 && !s && train_writer(); k++) {
             char *p = train_path_in(o->c.out, names[k]);
             s = p ? attn_data_write_tsv(&r->corpus, idx[k], n[k], p)
                   : attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
             free(p);
         }
-        if (!s) {
+        if (!s && train_writer()) {
             attn_data_refs tr;
             s = attn_data_refs_make(&r->corpus, r->split.test, r->split.n_test, &tr);
             if (!s) {
@@ -344,7 +346,7 @@ static attn_status setup(run *r) {
                        "in %.1f s\n",
                        (int)attn_tok_vocab_size(r->tok), train_now_s() - t0);
         }
-        if (!s) s = attn_tok_save(r->tok, p_tok);
+        if (!s && train_writer()) s = attn_tok_save(r->tok, p_tok);
         if (s) goto done;
         r->cfg.src_vocab = r->cfg.tgt_vocab = attn_tok_vocab_size(r->tok);
         r->cfg.pad_id = attn_tok_special_id(r->tok, ATTN_TOK_PAD);
@@ -353,7 +355,7 @@ static attn_status setup(run *r) {
             goto done;
         }
         s = attn_encdec_config_check(&r->cfg);
-        if (!s) s = attn_encdec_config_save(p_cfg, &r->cfg);
+        if (!s && train_writer()) s = attn_encdec_config_save(p_cfg, &r->cfg);
         if (s) goto done;
     }
     if (r->cfg.src_vocab != attn_tok_vocab_size(r->tok) ||
@@ -531,9 +533,7 @@ static attn_status setup_training(run *r) {
     return ATTN_STATUS_OK;
 }
 
-int cmd_train(int argc, char **argv) {
-    if (cmd_train_gpt_wanted(argc, argv)) return cmd_train_gpt(argc, argv);
-    if (cmd_train_bert_wanted(argc, argv)) return cmd_train_bert(argc, argv);
+static int train_encdec(int argc, char **argv) {
     run r;
     memset(&r, 0, sizeof r);
     int rc = parse_args(argc, argv, &r.o);
@@ -543,4 +543,14 @@ int cmd_train(int argc, char **argv) {
     rc = s ? cli_fail(s) : train_run(&r.L);
     run_free(&r);
     return rc;
+}
+
+/* Every family, under `mpirun -np N` as one rank of N (train_dist_begin / train_dist_end). */
+int cmd_train(int argc, char **argv) {
+    int rc = train_dist_begin();
+    if (rc >= 0) return rc;
+    if (cmd_train_gpt_wanted(argc, argv)) rc = cmd_train_gpt(argc, argv);
+    else if (cmd_train_bert_wanted(argc, argv)) rc = cmd_train_bert(argc, argv);
+    else rc = train_encdec(argc, argv);
+    return train_dist_end(rc);
 }

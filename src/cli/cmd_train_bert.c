@@ -283,8 +283,11 @@ static attn_status ensure_trainer(run *r, int B, int T) {
     r->tr = NULL;
     if (B > r->capB) r->capB = B;
     if (T > r->capT) r->capT = T;
-    return attn_bert_trainer_init(r->model, r->capB, r->capT,
-                                  train_loop_replicas(r->model->num_params), &r->tr);
+    TRAIN_TRY(attn_bert_trainer_init(r->model, r->capB, r->capT,
+                                     train_loop_replicas(r->model->num_params), &r->tr));
+    attn_bert_trainer_set_dist(r->tr, train_dist());
+    attn_bert_trainer_set_overlap(r->tr, true); /* one batch per step */
+    return ATTN_STATUS_OK;
 }
 
 /* configs/bert-mlm-small.json's model, when no --config is given. */
@@ -348,7 +351,7 @@ static attn_status setup(run *r) {
         bool is_dir = stat(tok_src, &sb) == 0 && S_ISDIR(sb.st_mode);
         const char *names[] = {"tokenizer.json", "tokenizer_config.json",
                                "special_tokens_map.json", "vocab.txt"};
-        for (int k = 0; k < 4 && !s; k++) {
+        for (int k = 0; k < 4 && !s && train_writer(); k++) {
             if (!is_dir && k > 0) break;
             char *src = is_dir ? train_path_in(tok_src, names[k]) : strdup(tok_src);
             char *dst = train_path_in(o->c.out, names[k]);

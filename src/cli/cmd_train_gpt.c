@@ -621,14 +621,14 @@ static attn_status setup(grun *r) {
         }
         s = check_train_config(o, o->init, attn_tok_vocab_size(r->tok), &r->cfg);
         if (!s) s = attn_gpt_alloc_grads(r->m);
-        if (!s) s = attn_gpt_config_save(p_cfg, &r->cfg);
-        if (!s) s = attn_tok_save(r->tok, p_tok);
-        if (!s) s = copy_side_files(o->init, o->c.out);
+        if (!s && train_writer()) s = attn_gpt_config_save(p_cfg, &r->cfg);
+        if (!s && train_writer()) s = attn_tok_save(r->tok, p_tok);
+        if (!s && train_writer()) s = copy_side_files(o->init, o->c.out);
         if (s) goto done;
     } else if (!o->c.resume) {
         s = load_train_config(o, r->tok, &r->cfg);
-        if (!s) s = attn_gpt_config_save(p_cfg, &r->cfg);
-        if (!s) s = attn_tok_save(r->tok, p_tok);
+        if (!s && train_writer()) s = attn_gpt_config_save(p_cfg, &r->cfg);
+        if (!s && train_writer()) s = attn_tok_save(r->tok, p_tok);
         if (s) goto done;
     } else if (r->cfg.vocab_size < attn_tok_vocab_size(r->tok)) {
         s = attn_set_error(ATTN_STATUS_FORMAT, "%s: vocab_size %d is smaller than %s's %d ids",
@@ -716,6 +716,9 @@ static attn_status train_step(void *ctx, int64_t step, train_step_out *out) {
     for (int micro = 0; micro < A; micro++) {
         uint64_t g = (uint64_t)step * (uint64_t)A + (uint64_t)micro;
         float l = 0;
+        /* the last micro-batch's backward finishes the step's gradients: only it may hand
+         * finished layers to the all-reduce over ranks */
+        attn_gpt_trainer_set_overlap(r->tr, micro == A - 1);
         TRAIN_TRY(attn_gpt_train_step(r->tr, true, r->o.c.seed, g, B, T, r->x + (size_t)micro * bt,
                                       r->y + (size_t)micro * bt, 1.0f / (float)A, &l));
         sum += l;
@@ -782,6 +785,7 @@ static attn_status setup_training(grun *r) {
     TRAIN_TRY(train_loop_optim(L, m->num_params, &o->c));
     TRAIN_TRY(attn_gpt_trainer_init(m, r->B, r->T, train_loop_replicas(m->num_params), &r->tr));
     TRAIN_TRY(attn_gpt_trainer_set_precision(r->tr, o->precision));
+    attn_gpt_trainer_set_dist(r->tr, train_dist());
     L->ctx = r;
     L->ckpt_dir = L->out = o->c.out;
     L->resume = o->c.resume;

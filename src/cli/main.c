@@ -1,4 +1,5 @@
 /* main.c — `attn`: global options, command dispatch, usage. */
+#include "attn_dist.h"
 #include "cli.h"
 #include "cmd_attention.h"
 #include "cmd_bleu.h"
@@ -95,7 +96,7 @@ static const char usage_text[] =
     "        an HTTP server for all three families at once: OpenAI-compatible embeddings,\n"
     "        completions and chat (streamed), LibreTranslate-style translation, tokenize,\n"
     "        attention maps, /metrics (see 'attn serve --help')\n"
-    "  info  version, CPU features, kernel backend and threads\n"
+    "  info  version, CPU features, kernel backend, threads and MPI\n"
     "  help  this text\n"
     "\n"
     "options:\n"
@@ -111,6 +112,11 @@ static int cmd_info(void) {
     for (int i = 0; i < 3; i++)
         if (attn_backend_available(all[i])) printf(" %s", attn_backend_name(all[i]));
     printf(")\nthreads: %d\n", attn_get_num_threads());
+    if (attn_dist_compiled())
+        printf("mpi: %s (mpirun -np N attn train ...: data-parallel training)\n",
+               attn_dist_library());
+    else
+        printf("mpi: no (built without MPI: install Open MPI and rebuild for mpirun)\n");
     return CLI_EXIT_OK;
 }
 

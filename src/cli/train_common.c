@@ -12,6 +12,47 @@
 #include <sys/stat.h>
 #include <time.h>
 
+/* ---- processes ---- */
+
+static attn_dist *g_dist;
+
+attn_dist *train_dist(void) { return g_dist; }
+bool train_writer(void) { return attn_dist_rank(g_dist) == 0; }
+
+static void dist_at_exit(void) {
+    fflush(stdout);
+    attn_dist_finalize(g_dist);
+    g_dist = NULL;
+}
+
+int train_dist_begin(void) {
+    if (g_dist) return -1; /* the Python front end trains more than once per process */
+    if (attn_dist_launched() && !attn_dist_compiled())
+        return cli_fail(attn_set_error(ATTN_STATUS_UNSUPPORTED,
+                                       "train: started as one of several MPI ranks, but this attn "
+                                       "was built without MPI (install Open MPI: "
+                                       "tools/install_deps.sh, then rebuild)"));
+    attn_status s = attn_dist_init(600.0, &g_dist);
+    if (s) return cli_fail(s);
+    /* MPI_Finalize at exit (the Python front end may train again in this process: MPI cannot be
+     * initialized twice) */
+    atexit(dist_at_exit);
+    if (attn_dist_size(g_dist) > 1) {
+        cli_set_error_prefix(attn_dist_rank(g_dist), attn_dist_size(g_dist));
+        if (attn_dist_rank(g_dist) != 0 && !freopen("/dev/null", "w", stdout)) {
+            /* keep the output: only noisier */
+        }
+    }
+    return -1;
+}
+
+int train_dist_end(int rc) {
+    fflush(stdout);
+    fflush(stderr);
+    if (rc != 0 && attn_dist_size(g_dist) > 1) attn_dist_abort(g_dist, rc);
+    return rc;
+}
+
 /* ---- time, signals, progress ---- */
 
 double train_now_s(void) {

@@ -6,6 +6,7 @@
 #define ATTN_CLI_TRAIN_COMMON_H
 
 #include "attn_core.h"
+#include "attn_dist.h"
 #include "attn_train.h"
 
 #include <jansson.h>
@@ -19,6 +20,21 @@
         attn_status s_ = (expr);                                                                 \
         if (s_) return s_;                                                                       \
     } while (0)
+
+/* ---- processes (`mpirun -np N attn train ...`) ---- */
+/* The start of `attn train`: joins the MPI job when an MPI launcher started this process as one of
+ * several ranks (attn_dist_init), and on every rank but 0 sends stdout to /dev/null (rank 0 alone
+ * prints progress and validation); a build without MPI started so refuses (printed). -1 to go
+ * on, else the exit code. */
+int train_dist_begin(void);
+/* The end: rc as is after MPI_Finalize; with several ranks a failure (rc != 0, its one line
+ * already printed) ends the whole job through MPI_Abort instead, so that no rank waits on it. */
+int train_dist_end(int rc);
+/* The job (never NULL after train_dist_begin; one rank without MPI). */
+attn_dist *train_dist(void);
+/* Whether this process writes files (checkpoints, the metrics file, the tokenizer and
+ * configuration of a fresh run): rank 0 only. */
+bool train_writer(void);
 
 /* ---- time, signals, progress ---- */
 

@@ -68,6 +68,8 @@ static const opt_def k_opts[] = {
      "progress line every N steps", NULL},
     {"--metrics", NULL, "FILE", 's', 0, 0, OFF(metrics), F_ALL, false, 's',
      "JSON lines per step and per validation (below)", "none"},
+    {"--comm-timeout", NULL, "S", 'r', 0.001, 1e9, OFF(comm_timeout), F_ALL, false, 's',
+     "under mpirun: end the job when a collective waits longer than S seconds", "600"},
 };
 enum { N_OPTS = sizeof k_opts / sizeof k_opts[0] };
 
@@ -174,6 +176,8 @@ static void resumable(const train_family_info *fam, char *buf, size_t cap) {
         size_t n = strlen(buf);
         snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", d->name);
     }
+    size_t n = strlen(buf);
+    snprintf(buf + n, cap - n, ", --zero1");
 }
 
 void train_print_usage(const train_family_info *fam, FILE *f) {
@@ -194,13 +198,24 @@ void train_print_usage(const train_family_info *fam, FILE *f) {
              "the checkpoint's)",
              allowed);
     print_help_line("--resume", text, f);
+    print_help_line("--zero1",
+                    "under mpirun: each rank keeps and updates only its share of AdamW's state "
+                    "(1/N of the moments' 8 bytes per parameter), then the parameters are "
+                    "all-gathered; the same numbers as without it",
+                    f);
     fputs("Each progress line shows the mean training loss since the last one, the learning rate,\n"
           "tokens/s, elapsed time and ETA; the last line is a summary with the final validation\n"
           "loss and tokens/s=N (the training tokens of this run's steps over the time spent in\n"
           "those steps: evaluation and checkpoints excluded). --metrics appends JSON lines\n"
           "{step, loss, lr, grad_norm, tokens, train_seconds, seconds} per step (tokens and\n"
           "train_seconds: this run's so far) and {step, val_loss[, bleu], eval_seconds} per\n"
-          "validation.\n",
+          "validation.\n"
+          "Several processes or machines: `mpirun -np N attn train ...` (a build with Open MPI:\n"
+          "attn info says) trains data-parallel: every rank builds the same global batches and\n"
+          "runs its slice of each (the same data order and dropout masks as one process), the\n"
+          "gradients are summed over the ranks before clipping and AdamW; rank 0 alone prints\n"
+          "and writes checkpoints, which --resume continues with any number of ranks. Give each\n"
+          "rank its threads (OMP_NUM_THREADS); --out must be a directory every rank can read.\n",
           f);
     fputs(fam->notes, f);
     for (const train_family_info *const *m = fam->more_help; m && *m; m++) {
@@ -245,6 +260,10 @@ int train_next_arg(int argc, char **argv, int *i, const train_family_info *fam, 
     }
     if (!strcmp(arg, "--resume")) {
         o->resume = true;
+        return -1;
+    }
+    if (!strcmp(arg, "--zero1")) {
+        o->zero1 = true;
         return -1;
     }
     if (strncmp(arg, "--", 2) != 0)
@@ -363,6 +382,7 @@ attn_status train_loop_optim(train_loop *L, size_t num_params, const train_opts 
     attn_optim_params op = attn_optim_default_params(ATTN_OPTIM_ADAMW);
     op.beta1 = o->beta1, op.beta2 = o->beta2, op.eps = o->adam_eps;
     op.weight_decay = o->weight_decay;
+    L->num_params = num_params;
     return attn_optim_create(&op, num_params, L->ranges, L->n_tensors, &L->opt);
 }
 
@@ -386,22 +406,117 @@ void train_loop_set(train_loop *L, const train_opts *o) {
     L->time_budget = o->time_budget;
     L->end_step = o->max_steps >= 0 ? o->max_steps : INT64_MAX;
     L->eval_every = o->eval_every, L->save_every = o->save_every, L->log_every = o->log_every;
+    attn_dist_set_timeout(train_dist(), o->comm_timeout > 0 ? o->comm_timeout : 600.0);
+    L->zero1 = o->zero1;
 }
 
 void train_loop_free(train_loop *L) {
     attn_optim_destroy(L->opt);
+    attn_optim_destroy(L->zopt);
+    free(L->zoff);
+    free(L->zranges);
     free(L->tensors);
     free(L->ranges);
     if (L->cs.extra) json_decref(L->cs.extra);
     memset(L, 0, sizeof *L);
 }
 
+/* ---- ZeRO-1 ---- */
+
+/* --zero1 with several ranks, at the start of the run (after a resume loaded the whole state):
+ * this rank's share of the parameters (near-equal, cut at multiples of 16 floats) gets an
+ * optimizer of its own holding that share of the state, and the whole one is freed. */
+static attn_status zero1_begin(train_loop *L) {
+    attn_dist *d = train_dist();
+    const int S = attn_dist_size(d), me = attn_dist_rank(d);
+    if (!L->zero1) return ATTN_STATUS_OK;
+    if (S < 2) {
+        printf("zero1: one rank: nothing to shard\n");
+        return ATTN_STATUS_OK;
+    }
+    const size_t P = L->num_params;
+    L->zoff = malloc(((size_t)S + 1) * sizeof *L->zoff);
+    L->zranges = malloc(((size_t)L->n_tensors + 1) * sizeof *L->zranges);
+    if (!L->zoff || !L->zranges) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "out of memory");
+    for (int r = 0; r <= S; r++) {
+        size_t a = (size_t)((double)P * r / S);
+        a = r == S ? P : a - a % 16;
+        L->zoff[r] = a;
+    }
+    const size_t p0 = L->zoff[me], p1 = L->zoff[me + 1];
+    int zn = 0;
+    for (int i = 0; i < L->n_tensors; i++) {
+        const attn_optim_range *g = &L->ranges[i];
+        const size_t a = g->offset > p0 ? g->offset : p0;
+        const size_t e = g->offset + g->length < p1 ? g->offset + g->length : p1;
+        if (a < e) L->zranges[zn++] = (attn_optim_range){a - p0, e - a, g->decay, g->name};
+    }
+    TRAIN_TRY(attn_optim_create(attn_optim_get_params(L->opt), p1 - p0, L->zranges, zn, &L->zopt));
+    float *m = NULL, *v = NULL;
+    attn_optim_state(L->opt, &m, &v);
+    TRAIN_TRY(attn_optim_set_state(L->zopt, attn_optim_step_count(L->opt), m ? m + p0 : NULL,
+                                   v ? v + p0 : NULL));
+    attn_optim_destroy(L->opt);
+    L->opt = NULL;
+    const double mb = (double)P * 2 * sizeof(float) / 1048576.0;
+    printf("zero1: AdamW's state sharded over %d ranks: %.3g MiB on each instead of %.3g MiB\n",
+           S, mb * (double)(p1 - p0) / (double)P, mb);
+    return ATTN_STATUS_OK;
+}
+
+/* The whole optimizer state gathered from every rank's share (collective), for a checkpoint. */
+static attn_status zero1_gather(train_loop *L, attn_optim **out) {
+    const size_t me = (size_t)attn_dist_rank(train_dist());
+    const size_t p0 = L->zoff[me], p1 = L->zoff[me + 1];
+    attn_optim *o = NULL;
+    TRAIN_TRY(attn_optim_create(attn_optim_get_params(L->zopt), L->num_params, L->ranges,
+                                L->n_tensors, &o));
+    attn_status s = attn_optim_set_state(o, attn_optim_step_count(L->zopt), NULL, NULL);
+    float *m = NULL, *v = NULL, *zm = NULL, *zv = NULL;
+    attn_optim_state(o, &m, &v);
+    attn_optim_state(L->zopt, &zm, &zv);
+    if (!s && m && zm) {
+        memcpy(m + p0, zm, (p1 - p0) * sizeof(float));
+        s = attn_dist_allgather(train_dist(), m, L->zoff);
+    }
+    if (!s && v && zv) {
+        memcpy(v + p0, zv, (p1 - p0) * sizeof(float));
+        s = attn_dist_allgather(train_dist(), v, L->zoff);
+    }
+    if (s) attn_optim_destroy(o);
+    else *out = o;
+    return s;
+}
+
+/* Clipping by the global norm and AdamW on this rank's share, then every rank's share of the
+ * parameters to every rank: bit for bit the whole update (the update is elementwise). */
+static attn_status zero1_step(train_loop *L, double lr, double *norm) {
+    const size_t P = L->num_params, me = (size_t)attn_dist_rank(train_dist());
+    const size_t p0 = L->zoff[me];
+    *norm = attn_optim_grad_norm(L->grads, P);
+    if (!isfinite(*norm))
+        TRAIN_TRY(attn_optim_check_finite(L->grads, P, L->ranges, L->n_tensors, NULL));
+    TRAIN_TRY(attn_optim_clip_step_with_norm(L->zopt, L->params + p0, L->grads + p0, *norm,
+                                             L->grad_clip, lr));
+    return attn_dist_allgather(train_dist(), L->params, L->zoff);
+}
+
+/* Rank 0 alone writes the checkpoint: it holds the global state (every rank's parameters and
+ * optimizer state are the same; with ZeRO-1 the state is gathered first, by every rank), so
+ * --resume may use another number of ranks. */
 static attn_status save(train_loop *L, int64_t step, double lr) {
-    int64_t epoch = 0, pos = step, shown = 0;
-    if (L->position) L->position(L->ctx, &epoch, &pos, &shown);
-    TRAIN_TRY(train_save(L->ckpt_dir, L->tensors, L->n_tensors, L->opt, &L->cs, step, epoch, pos,
-                         lr, L->run_options(L->ctx)));
-    return L->save_extra ? L->save_extra(L->ctx) : ATTN_STATUS_OK;
+    attn_optim *whole = NULL;
+    if (L->zopt) TRAIN_TRY(zero1_gather(L, &whole));
+    attn_status s = ATTN_STATUS_OK;
+    if (train_writer()) {
+        int64_t epoch = 0, pos = step, shown = 0;
+        if (L->position) L->position(L->ctx, &epoch, &pos, &shown);
+        s = train_save(L->ckpt_dir, L->tensors, L->n_tensors, whole ? whole : L->opt, &L->cs, step,
+                       epoch, pos, lr, L->run_options(L->ctx));
+        if (!s && L->save_extra) s = L->save_extra(L->ctx);
+    }
+    attn_optim_destroy(whole);
+    return s;
 }
 
 /* Validation: the "valid" line and the metrics line; the best loss goes into the checkpoint. */
@@ -440,13 +555,71 @@ static void progress(train_loop *L, int64_t step, double loss, double lr, double
     train_progress_notify(step, loss, lr, tok_s, elapsed, eta);
 }
 
+/* Floats per bucket of the gradients' all-reduce: 1 Mi (4 MiB); ATTN_GRAD_BUCKET=N overrides
+ * it (the tests make tiny models post several buckets during the backward). */
+static size_t grad_bucket(void) {
+    const char *v = getenv("ATTN_GRAD_BUCKET");
+    long long n = v && *v ? atoll(v) : 0;
+    return n > 0 ? (size_t)n : (size_t)1 << 20;
+}
+
+/* Several ranks stop together: a signal or the time budget seen by one rank (its clock, its
+ * Ctrl-C) stops them all, for the same reason (the largest code). */
+static attn_status agree_stop(const char **stop) {
+    static const char *const why[] = {NULL, "time budget reached", "interrupted",
+                                      "stopped by the caller"};
+    double code = 0;
+    for (int k = 1; k < 4; k++)
+        if (*stop && !strcmp(*stop, why[k])) code = k;
+    if (*stop && code == 0) code = 2;
+    TRAIN_TRY(attn_dist_allreduce_f64(train_dist(), &code, 1, ATTN_DIST_MAX));
+    *stop = why[(int)code];
+    return ATTN_STATUS_OK;
+}
+
+/* Several ranks must start from the same state: the parameters (after the initialization or the
+ * resume), the step and the run's options (with the data's path, and its size and CRC where the
+ * family records them). Rank 0's fingerprint is broadcast; a rank that differs (another data
+ * file or configuration on its host, another seed, a stale checkpoint) stops the job naming
+ * itself, instead of training a model that silently drifts apart. */
+static attn_status agree_start(train_loop *L) {
+    json_t *opts = L->run_options(L->ctx);
+    char *text = opts ? json_dumps(opts, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+    json_decref(opts);
+    uint64_t fp[4] = {(uint64_t)L->num_params, (uint64_t)L->cs.step,
+                      attn_crc32(0, L->params, L->num_params * sizeof(float)),
+                      text ? attn_crc32(0, text, strlen(text)) : 0};
+    free(text);
+    uint64_t r0[4];
+    memcpy(r0, fp, sizeof fp);
+    TRAIN_TRY(attn_dist_broadcast(train_dist(), r0, sizeof r0, 0));
+    if (memcmp(r0, fp, sizeof fp) != 0)
+        return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                              "this rank starts from another state than rank 0 (step %llu, "
+                              "parameters CRC-32 %08llx, options CRC-32 %08llx; rank 0: %llu, "
+                              "%08llx, %08llx): every rank needs the same data, configuration, "
+                              "options and checkpoint",
+                              (unsigned long long)fp[1], (unsigned long long)fp[2],
+                              (unsigned long long)fp[3], (unsigned long long)r0[1],
+                              (unsigned long long)r0[2], (unsigned long long)r0[3]);
+    return ATTN_STATUS_OK;
+}
+
 int train_run(train_loop *L) {
     FILE *mf = NULL;
-    if (L->metrics) {
+    if (L->metrics && train_writer()) {
         mf = fopen(L->metrics, L->resume ? "a" : "w");
         if (!mf)
             return cli_fail(attn_set_error(ATTN_STATUS_IO, "%s: cannot open: %s", L->metrics,
                                            strerror(errno)));
+    }
+    {
+        attn_status zs = attn_dist_size(train_dist()) > 1 ? agree_start(L) : ATTN_STATUS_OK;
+        if (!zs) zs = zero1_begin(L);
+        if (zs) {
+            if (mf) fclose(mf);
+            return cli_fail(zs);
+        }
     }
     train_catch_signals();
 
@@ -459,6 +632,7 @@ int train_run(train_loop *L) {
     const char *why = "done";
     while (step < L->end_step) {
         const char *stop = train_stop_reason(t_start, L->time_budget);
+        if (attn_dist_size(train_dist()) > 1 && (s = agree_stop(&stop))) break;
         if (stop) {
             why = stop;
             break;
@@ -468,9 +642,16 @@ int train_run(train_loop *L) {
         train_step_out so = {NAN, 1, 0};
         double norm = 0;
         s = L->next_batch ? L->next_batch(L->ctx, step) : ATTN_STATUS_OK;
+        /* several ranks: the sum of every rank's gradients (each weighed over the global batch),
+         * in buckets, those of the last layers already while the backward runs on (the
+         * trainers' overlap), the rest after it */
+        if (!s) s = attn_dist_grad_begin(train_dist(), L->grads, L->num_params, grad_bucket());
         if (!s) s = L->train_step(L->ctx, step, &so);
+        if (!s) s = attn_dist_grad_finish(train_dist());
         /* finiteness check, clipping (grad_clip > 0) and AdamW in one pass over the gradients */
-        if (!s)
+        if (!s && L->zopt)
+            s = zero1_step(L, step_lr, &norm);
+        else if (!s)
             s = attn_optim_clip_step(L->opt, L->params, L->grads, L->grad_clip, step_lr,
                                      L->ranges, L->n_tensors, &norm);
         if (s) break;
@@ -527,5 +708,15 @@ int train_run(train_loop *L) {
            "training steps); saved %s\n",
            why, (long long)step, tl, vl, el, done ? tokens / (t_train > 0 ? t_train : 1) : 0.0,
            tokens, t_train, L->out);
+    const int ranks = attn_dist_size(train_dist());
+    const attn_dist_stats ds = attn_dist_get_stats(train_dist());
+    if (ranks > 1 && ds.grad_steps > 0) {
+        const double n = (double)ds.grad_steps;
+        printf("mpi: %d ranks; per step %.0f bytes of gradients all-reduced in %.1f buckets (%.1f "
+               "during the backward), %.2f ms waiting for them after it, %.2f ms in all "
+               "collectives (rank 0)\n",
+               ranks, (double)ds.grad_bytes / n, (double)ds.grad_buckets / n,
+               (double)ds.early_buckets / n, 1e3 * ds.grad_wait_s / n, 1e3 * ds.wait_s / n);
+    }
     return CLI_EXIT_OK;
 }

@@ -42,6 +42,8 @@ typedef struct {
     int64_t epochs;      /* 0: none (encdec, BERT) */
     double time_budget;  /* seconds; 0: none */
     int64_t eval_every, save_every, log_every;
+    double comm_timeout; /* --comm-timeout: seconds; 0: 600 */
+    bool zero1;          /* --zero1: shard the optimizer state over the ranks */
     bool resume;
     bool max_steps_given;
     const char *fixed; /* the last run-defining option given: not allowed with --resume */
@@ -127,7 +129,14 @@ typedef struct {
     attn_ckpt_tensor *tensors;  /* (n_tensors) the checkpoint's tensors */
     attn_optim_range *ranges;   /* (n_tensors) the optimizer's, with weight decay per tensor */
     int n_tensors;
-    attn_optim *opt;
+    size_t num_params; /* floats of params and grads (train_loop_optim) */
+    attn_optim *opt;   /* the whole optimizer; with ZeRO-1 only while a checkpoint loads or saves */
+    /* ZeRO-1 (--zero1 with several ranks): this rank's share [zoff[rank], zoff[rank + 1]) of the
+     * parameters, updated with its share of the optimizer state, then all-gathered */
+    bool zero1;
+    attn_optim *zopt;
+    size_t *zoff;              /* (ranks + 1) */
+    attn_optim_range *zranges; /* the share's weight-decay ranges */
     attn_ckpt_state cs; /* the checkpoint's state: loaded by train_loop_resume */
 
     const char *out;      /* DIR, named in the summary */

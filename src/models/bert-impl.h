@@ -3,6 +3,7 @@
 #define ATTN_BERT_IMPL_H
 
 #include "attn_bert.h"
+#include "models-impl.h"
 
 /* Dropout sites: 0 the embeddings, 1 + 2l layer l's attention output, 2 + 2l its FFN output. */
 #define BERT_SITE_EMB 0u
@@ -16,6 +17,8 @@ attn_status bert_model_alloc(const attn_bert_config *cfg, bool pooler, bool mlm,
 void bert_layout_grads(const attn_bert_model *m, float *grads, attn_bert_weights *g);
 /* The global packed row of the state's first row (data parallelism; default 0). */
 void bert_state_set_row0(attn_bert_state *st, int64_t row0);
+/* Replica 0's backward reports finished layers through h (mdl_grad_hook; default: none). */
+void bert_state_set_grad_hook(attn_bert_state *st, const mdl_grad_hook *h);
 /* Keep the activations for backward in the following forwards even in evaluation mode (no
  * dropout): the trainer's backward without dropout. */
 void bert_state_set_keep(attn_bert_state *st, bool keep);

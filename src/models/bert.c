@@ -276,6 +276,7 @@ struct attn_bert_state {
     attn_nn_run run;              /* training (dropout), dropout key */
     bool keep;                    /* keep the activations for backward even without dropout */
     int64_t row0;                 /* global packed row of the first row (data parallelism) */
+    mdl_grad_hook grad_hook;      /* finished layers (data parallelism over ranks) */
     int32_t *len;                 /* (capB) lengths of the last forward */
     int32_t *off;                 /* (capB + 1) packed row offsets */
     int32_t *ids, *types, *pos;   /* (capM) packed ids, token types, positions */
@@ -411,6 +412,10 @@ void attn_bert_set_train(attn_bert_state *st, bool training, uint64_t seed, uint
 
 void bert_state_set_keep(attn_bert_state *st, bool keep) {
     if (st) st->keep = keep;
+}
+
+void bert_state_set_grad_hook(attn_bert_state *st, const mdl_grad_hook *h) {
+    if (st && h) st->grad_hook = *h;
 }
 
 void bert_state_set_row0(attn_bert_state *st, int64_t row0) {
@@ -879,6 +884,8 @@ static attn_status encoder_backward(attn_bert_model *m, attn_bert_state *st) {
                                       NULL, st->work));
         ATTN_TRY(attn_nn_sub_backward(&st->run, &S[0], &Sg[0], &s, M, x, NULL, &A[0], G, NULL,
                                       st->work));
+        /* layer l and everything after it in the buffer (the pooler, the MLM head) are final */
+        mdl_grad_ready(&st->grad_hook, m->g.layers[l].attn.q.w);
     }
     if (dropping(st)) attn_nn_dropout_bwd(c->hidden_dropout_prob, M, C, st->emb_mask, G, G);
     ATTN_TRY(attn_nn_norm_backward(&m->w.emb_ln, &m->g.emb_ln, M, st->emb_sum, st->emb_mean,

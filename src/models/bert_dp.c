@@ -89,7 +89,12 @@ static attn_status run_rows(void *rp, const void *bp, int b0, int b1, bool backw
     return backward ? attn_bert_backward(r->mdl, r->st) : ATTN_STATUS_OK;
 }
 
-static const mdl_trainer_ops ops = {replica_init, replica_free, count, run_rows, NULL};
+static void set_hook(void *rp, const mdl_grad_hook *h) {
+    replica *r = rp;
+    bert_state_set_grad_hook(r->st, h);
+}
+
+static const mdl_trainer_ops ops = {replica_init, replica_free, count, run_rows, NULL, set_hook};
 
 void attn_bert_trainer_free(attn_bert_trainer *t) {
     if (!t) return;
@@ -98,6 +103,14 @@ void attn_bert_trainer_free(attn_bert_trainer *t) {
 }
 
 int attn_bert_trainer_replicas(const attn_bert_trainer *t) { return t ? t->n : 0; }
+
+void attn_bert_trainer_set_dist(attn_bert_trainer *t, attn_dist *d) {
+    if (t) mdl_trainer_set_dist(t->t, d);
+}
+
+void attn_bert_trainer_set_overlap(attn_bert_trainer *t, bool on) {
+    if (t) mdl_trainer_set_overlap(t->t, on);
+}
 
 attn_status attn_bert_trainer_init(attn_bert_model *m, int B, int T, int n_replicas,
                                    attn_bert_trainer **out) {

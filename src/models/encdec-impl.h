@@ -29,6 +29,8 @@ attn_status encdec_loss(const attn_encdec_model *m, attn_encdec_state *st, const
 /* The rows of the state's batch for dropout: sequences row0.. of the whole batch, whose source
  * and target lengths are Ts_global and Tt_global (default: the call's own). */
 void encdec_state_set_rows(attn_encdec_state *st, int64_t row0, int Ts_global, int Tt_global);
+/* Replica 0's backward reports finished layers through h (mdl_grad_hook; default: none). */
+void encdec_state_set_grad_hook(attn_encdec_state *st, const mdl_grad_hook *h);
 
 /* out (N, C) = E_tgt[tokens] · sqrt(C) + P[t]: the decoder's input at position t. */
 attn_status encdec_embed_target(const attn_encdec_model *m, int N, const int32_t *tokens, int t,

@@ -326,6 +326,7 @@ struct attn_encdec_state {
     attn_encdec_attn_site acap_site;
     int acap_layer;
     attn_arena arena;               /* everything above that was attn_alloc'ed */
+    mdl_grad_hook grad_hook; /* finished layers (data parallelism over ranks) */
 };
 
 /* Uninitialized: every buffer is written before it is read (touching pages of a large batch's
@@ -424,6 +425,10 @@ void attn_encdec_set_train(attn_encdec_state *st, bool training, uint64_t seed, 
     st->run.training = training;
     st->run.seed = seed;
     st->run.step = step;
+}
+
+void encdec_state_set_grad_hook(attn_encdec_state *st, const mdl_grad_hook *h) {
+    if (st && h) st->grad_hook = *h;
 }
 
 void encdec_state_set_rows(attn_encdec_state *st, int64_t row0, int Ts_global, int Tt_global) {
@@ -789,6 +794,9 @@ attn_status attn_encdec_backward(attn_encdec_model *m, attn_encdec_state *st) {
                                           k == 1 ? memory : NULL, &st->dec_sub[3 * l + k], G,
                                           k == 1 ? st->g_enc : NULL, st->work));
         }
+        /* decoder layer l and what follows it are final, unless a final encoder LayerNorm
+         * (pre-LN), which the buffer lists after the decoder, is still to come */
+        if (!c->pre_ln) mdl_grad_ready(&st->grad_hook, m->g.dec[l].self_attn.q.w);
     }
     ATTN_TRY(embed_backward(st, m->g.tgt_emb, V, m->g.dec_pos, st->tgt_ids, B, Tt, st->dec_mask,
                             G));
@@ -808,6 +816,7 @@ attn_status attn_encdec_backward(attn_encdec_model *m, attn_encdec_state *st) {
         for (int k = 1; k >= 0; k--)
             ATTN_TRY(attn_nn_sub_backward(&st->run, &S[k], &Sg[k], &s, Ms, enc_input(st, l, k),
                                           NULL, &st->enc_sub[2 * l + k], G, NULL, st->work));
+        mdl_grad_ready(&st->grad_hook, m->g.enc[l].self_attn.q.w);
     }
     ATTN_TRY(embed_backward(st, m->g.src_emb, c->src_vocab, m->g.enc_pos, st->src_ids, B, Ts,
                             st->enc_mask, G));

@@ -180,7 +180,12 @@ static attn_status run_rows(void *rp, const void *bp, int b0, int b1, bool backw
     return backward ? attn_encdec_backward(v, r->st) : ATTN_STATUS_OK;
 }
 
-static const mdl_trainer_ops ops = {replica_init, replica_free, count, run_rows, split};
+static void set_hook(void *rp, const mdl_grad_hook *h) {
+    replica *r = rp;
+    encdec_state_set_grad_hook(r->st, h);
+}
+
+static const mdl_trainer_ops ops = {replica_init, replica_free, count, run_rows, split, set_hook};
 
 void attn_encdec_trainer_free(attn_encdec_trainer *t) {
     if (!t) return;
@@ -191,6 +196,14 @@ void attn_encdec_trainer_free(attn_encdec_trainer *t) {
 }
 
 int attn_encdec_trainer_replicas(const attn_encdec_trainer *t) { return t ? t->n : 0; }
+
+void attn_encdec_trainer_set_dist(attn_encdec_trainer *t, attn_dist *d) {
+    if (t) mdl_trainer_set_dist(t->t, d);
+}
+
+void attn_encdec_trainer_set_overlap(attn_encdec_trainer *t, bool on) {
+    if (t) mdl_trainer_set_overlap(t->t, on);
+}
 
 attn_status attn_encdec_trainer_init(attn_encdec_model *m, int B, int Ts, int Tt, int n_replicas,
                                      attn_encdec_trainer **out) {

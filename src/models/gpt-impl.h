@@ -71,6 +71,8 @@ void gpt_layout_grads(const attn_gpt_model *m, float *grads, attn_gpt_weights *g
 /* The global index of the state's first sequence within the whole batch (default 0): dropout
  * masks of its rows are those rows' masks in a forward over the whole batch (gpt_dp.c). */
 void gpt_state_set_row0(attn_gpt_state *st, int row0);
+/* Replica 0's backward reports finished layers through h (mdl_grad_hook; default: none). */
+void gpt_state_set_grad_hook(attn_gpt_state *st, const mdl_grad_hook *h);
 
 /* ---- the Llama family's configuration (llama_config.c) ---- */
 #include <jansson.h>

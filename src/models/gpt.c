@@ -403,6 +403,7 @@ struct attn_gpt_state {
     bool has_fwd, has_loss;
     attn_nn_run run;            /* training, dropout key, precision */
     int row0;                   /* global index of the first sequence (dropout rows) */
+    mdl_grad_hook grad_hook;    /* finished layers (data parallelism over ranks) */
     int32_t *ids;               /* (B, T) the last forward's ids */
     float **x;                  /* [L + 1] (M, C): x[l] block l's input, x[L] the last output */
     attn_nn_sub_acts *sub;      /* [2L] block l: 2l attention, 2l + 1 MLP */
@@ -512,6 +513,10 @@ void attn_gpt_set_attn_capture(attn_gpt_state *st, int layer, attn_nn_attn_captu
 
 const float *attn_gpt_logits(const attn_gpt_state *st) {
     return st && st->has_fwd && !st->has_loss ? st->logits : NULL;
+}
+
+void gpt_state_set_grad_hook(attn_gpt_state *st, const mdl_grad_hook *h) {
+    if (st && h) st->grad_hook = *h;
 }
 
 void gpt_state_set_row0(attn_gpt_state *st, int row0) {
@@ -653,6 +658,8 @@ attn_status attn_gpt_backward(attn_gpt_model *m, attn_gpt_state *st) {
                                       &st->sub[2 * l + 1], G, NULL, st->work));
         ATTN_TRY(attn_nn_sub_backward(&st->run, &S[0], &Sg[0], &s, M, st->x[l], NULL,
                                       &st->sub[2 * l], G, NULL, st->work));
+        /* layer l and everything after it in the buffer (ln_f, an untied head) are final */
+        mdl_grad_ready(&st->grad_hook, m->g.h[l].ln_1.w);
     }
     /* Embeddings: x0 = drop(wte[id] + wpe[t]). */
     if (st->run.training && c->embd_pdrop > 0.0f)

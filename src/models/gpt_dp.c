@@ -103,7 +103,12 @@ static attn_status run_rows(void *rp, const void *bp, int b0, int b1, bool backw
     return backward ? attn_gpt_backward(r->mdl, r->st) : ATTN_STATUS_OK;
 }
 
-static const mdl_trainer_ops ops = {replica_init, replica_free, count, run_rows, NULL};
+static void set_hook(void *rp, const mdl_grad_hook *h) {
+    replica *r = rp;
+    gpt_state_set_grad_hook(r->st, h);
+}
+
+static const mdl_trainer_ops ops = {replica_init, replica_free, count, run_rows, NULL, set_hook};
 
 void attn_gpt_trainer_free(attn_gpt_trainer *t) {
     if (!t) return;
@@ -112,6 +117,14 @@ void attn_gpt_trainer_free(attn_gpt_trainer *t) {
 }
 
 int attn_gpt_trainer_replicas(const attn_gpt_trainer *t) { return t ? t->n : 0; }
+
+void attn_gpt_trainer_set_dist(attn_gpt_trainer *t, attn_dist *d) {
+    if (t) mdl_trainer_set_dist(t->t, d);
+}
+
+void attn_gpt_trainer_set_overlap(attn_gpt_trainer *t, bool on) {
+    if (t) mdl_trainer_set_overlap(t->t, on);
+}
 
 attn_status attn_gpt_trainer_set_precision(attn_gpt_trainer *t, attn_precision precision) {
     if (!t) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt trainer: NULL trainer");

@@ -4,6 +4,7 @@
 #ifndef ATTN_MODELS_IMPL_H
 #define ATTN_MODELS_IMPL_H
 
+#include "attn_dist.h"
 #include "attn_io.h"
 #include "attn_models.h"
 #include "attn_nn.h"
@@ -122,6 +123,21 @@ bool mdl_file_exists(const char *path);
  * batch's mean loss; the loss is the same weighted mean. With one replica the family's own path
  * runs on the model itself, bit for bit the plain step. Dropout masks are indexed by global rows
  * (attn_nn_rows), so they depend on neither the split nor the replica count. */
+/* The gradient sum overlapped with the backward (several ranks): a family's backward calls
+ * mdl_grad_ready(&hook, p) after each layer, p the layer's first gradient in the buffer, when
+ * every gradient from p to the end of the buffer is final for this backward — the layers run last
+ * to first and the parameter table lists them first to last, with only what the backward's start
+ * finishes (final norm, head) after them. fn NULL: nobody listens (the default). */
+typedef struct {
+    void (*fn)(void *ctx, size_t from);
+    void *ctx;
+    const float *base; /* the gradient buffer */
+} mdl_grad_hook;
+
+static inline void mdl_grad_ready(const mdl_grad_hook *h, const float *p) {
+    if (h->fn && p && h->base && p >= h->base) h->fn(h->ctx, (size_t)(p - h->base));
+}
+
 typedef struct {
     /* Replica i's state for the capacity, accumulating into grads (the model's for i = 0). */
     attn_status (*replica_init)(void *family, int i, float *grads, void **replica);
@@ -135,6 +151,8 @@ typedef struct {
     /* Optional: the split of B rows over n replicas into bounds[0..n] (bounds[0] = 0, bounds[n] =
      * B, each run non-empty). NULL: near-equal row counts (the first B % n one longer). */
     void (*split)(void *family, const void *batch, int B, int n, int *bounds);
+    /* Optional: the hook replica 0's backward calls (mdl_grad_hook); NULL: no overlap. */
+    void (*set_hook)(void *replica, const mdl_grad_hook *hook);
 } mdl_trainer_ops;
 
 typedef struct mdl_trainer mdl_trainer;
@@ -148,6 +166,15 @@ attn_status mdl_trainer_init(const mdl_trainer_ops *ops, void *family, float *gr
 void mdl_trainer_free(mdl_trainer *t);
 int mdl_trainer_replicas(const mdl_trainer *t);
 void *mdl_trainer_replica(const mdl_trainer *t, int i);
+/* Several ranks (attn_dist.h; NULL: this process alone): mdl_trainer_step runs this rank's run
+ * of the global batch, the replicas' loss gradients weighed over the global batch, and sums the
+ * loss over the ranks; the caller all-reduces the gradients. */
+void mdl_trainer_set_dist(mdl_trainer *t, attn_dist *d);
+/* With several ranks and one replica on this rank: the backward of the next steps hands each
+ * finished layer's gradients to attn_dist_grad_ready (the caller has called attn_dist_grad_begin
+ * on the model's buffer, and calls attn_dist_grad_finish after the step). Only for a backward
+ * after which the step's gradients are final (not for a micro-batch that more will add to). */
+void mdl_trainer_set_overlap(mdl_trainer *t, bool on);
 /* One step over B rows (backward: gradients of grad_scale · the batch's mean loss ADDED to the
  * model's buffer); *loss the batch's mean loss. */
 attn_status mdl_trainer_step(mdl_trainer *t, const void *batch, int B, bool backward,

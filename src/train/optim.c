@@ -414,3 +414,12 @@ attn_status attn_optim_clip_step(attn_optim *o, float *params, const float *grad
     }
     return step_scaled(o, params, grads, clip_coef(total, max_norm), lr);
 }
+
+attn_status attn_optim_clip_step_with_norm(attn_optim *o, float *params, const float *grads,
+                                           double total, double max_norm, double lr) {
+    if (!o) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_optim_step: optimizer is NULL");
+    if (!isfinite(total))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "attn_optim_clip_step_with_norm: the gradient norm is %g", total);
+    return step_scaled(o, params, grads, clip_coef(total, max_norm), lr);
+}
