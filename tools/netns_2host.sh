@@ -122,7 +122,7 @@ for ns in "$NS0" "$NS1"; do
   try ip -n "$ns" link set mpi0 up
   if [ -n "${NETNS_RATE:-}" ]; then
     # burst: at least rate/HZ; 1 MiB covers 10gbit at HZ 250 with room
-    try ip netns exec "$ns" tc qdisc add dev mpi0 root tbf rate "$NETNS_RATE" burst 1mb latency 50ms
+    try ip netns exec "$ns" tc qdisc add dev mpi0 root tbf rate "$NETNS_RATE" burst "${NETNS_BURST:-1mb}" latency "${NETNS_QUEUE:-50ms}"
   fi
 done
 try ip netns exec "$NS0" unshare --uts true
