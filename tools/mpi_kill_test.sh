@@ -26,12 +26,12 @@
 # when it failed. Exit status 1 when a mode failed, 77 when every mode was skipped (no MPI in
 # attn, no namespaces), else 0.
 # Environment: COMM_TIMEOUT (attn's --comm-timeout, 10 s), DEADLINE (120 s), SAVE_EVERY (5),
-# KEEP=1 keeps the work directory (printed).
+# KEEP=1 keeps the work directory (printed), ATTN=PATH another attn binary than BUILD/attn.
 BUILD=${1:-build}; [ $# -gt 0 ] && shift
 MODES=${*:-local netns link}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
-ATTN="$ROOT/$BUILD/attn"
+ATTN=${ATTN:-$ROOT/$BUILD/attn}
 DATA="$ROOT/../shared/data/tinyshakespeare/input.txt"
 CT=${COMM_TIMEOUT:-10}
 DEADLINE=${DEADLINE:-120}
