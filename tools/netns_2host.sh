@@ -27,13 +27,16 @@
 #                      `ip -n $NETNS_NAME-1 link set mpi0 down` (tools/mpi_kill_test.sh)
 #   NETNS_TIMEOUT      seconds before mpirun is sent SIGTERM (then SIGKILL 10 s later); default 900
 #   NETNS_RATE         emulate a slower link: a token-bucket filter (tc tbf) at this rate on both
-#                      ends, e.g. 1gbit, 10gbit (tc's units); default: none (veth: memory speed)
+#                      ends, e.g. 1gbit, 10gbit (tc's units); default: none (veth: memory speed);
+#                      NETNS_QUEUE (50ms) and NETNS_BURST (1mb): the tbf's latency and burst.
+#                      Not a faithful network: Open MPI's all-reduce gets about half the rate
+#                      through it (docs/distributed-scaling.md); no netem here for a latency
 #   NETNS_MPIRUN_ARGS  more mpirun arguments (split on spaces), e.g. "--tag-output"
 # The ranks get this environment (the daemon on h1 inherits it through the launcher), run in the
-# current directory, and their stdout/stderr come through mpirun's.
+# current directory, and their stdout/stderr come through mpirun's (stdin: /dev/null).
 # After the job it prints to stderr the bytes each end of the veth sent and received:
 #   netns_2host: veth bytes: h0 sent N received N; h1 sent N received N
-# (all TCP traffic between the hosts, the runtime's included; tools/mpi_kill_test.sh and
+# (all TCP traffic between the hosts, the runtime's included; tools/netns_equality.sh and
 # docs/distributed-scaling.md use it for bytes per training step).
 # Exit status: the command's (mpirun's); 124 when NETNS_TIMEOUT ran out; 77 when the two hosts
 # cannot be made here (not root, no iproute2 or Open MPI, `ip netns add` refused), after a line
