@@ -35,7 +35,7 @@ echo "== 1 process"
 echo "== 2 ranks on 2 hosts (tools/netns_2host.sh)"
 sh tools/netns_2host.sh "$ATTN" "$@" --out "$work/two" --metrics "$work/two.jsonl" > "$work/two.log" 2>&1
 rc=$?
-tail -n 2 "$work/two.log"
+grep -E "^(done|mpi:|netns_2host)" "$work/two.log"
 if [ $rc -eq 77 ]; then echo "$PROG: skipped: $(sed -n 's/^netns_2host: skipped: //p' "$work/two.log")"; exit 77; fi
 [ $rc -eq 0 ] || { echo "$PROG: FAILED: the 2-rank run exited with status $rc"; cat "$work/two.log"; exit 1; }
 bytes=$(sed -n 's/^netns_2host: veth bytes: h0 sent \([0-9]*\) .*/\1/p' "$work/two.log")
