@@ -138,6 +138,7 @@ for mode in $MODES; do
     mpirun_pid=$(pgrep -P "$job" | head -n 1)
     victim=$(rank1_of $(pgrep -P "$mpirun_pid"))
   else
+    # shellcheck disable=SC2046 # the pids, one word each
     victim=$(rank1_of $(ip netns pids "$name-1" 2>/dev/null))
   fi
   at_step=$(log_step "$log")
