@@ -32,6 +32,13 @@
 #                      Not a faithful network: Open MPI's all-reduce gets about half the rate
 #                      through it (docs/distributed-scaling.md); no netem here for a latency
 #   NETNS_MPIRUN_ARGS  more mpirun arguments (split on spaces), e.g. "--tag-output"
+#   NETNS_KEEPALIVE    "TIME INTERVAL PROBES" (default "5 2 3"; "off": Open MPI's 300 20 9): TCP
+#                      keepalive on the runtime's control channel, so mpirun notices a failed link
+#                      to h1's daemon within TIME + INTERVAL x PROBES s of silence ("ORTE has lost
+#                      communication with a remote daemon") and ends the job; without it a
+#                      partition leaves mpirun waiting for minutes. It only helps while no rank
+#                      has aborted yet: once MPI_Abort's message is queued to the lost daemon,
+#                      Open MPI 4.1.4's mpirun waits anyway (docs/distributed-scaling.md)
 # The ranks get this environment (the daemon on h1 inherits it through the launcher), run in the
 # current directory, and their stdout/stderr come through mpirun's (stdin: /dev/null).
 # After the job it prints to stderr the bytes each end of the veth sent and received:
@@ -147,13 +154,23 @@ chmod +x "$agent"
 
 root_arg=""
 [ "$(id -u)" -eq 0 ] && root_arg=--allow-run-as-root
+keepalive=""
+ka=${NETNS_KEEPALIVE:-5 2 3}
+if [ "$ka" != off ]; then
+  # shellcheck disable=SC2086 # three numbers
+  [ "$(echo $ka | wc -w)" -eq 3 ] || { echo "$PROG: error: NETNS_KEEPALIVE=\"$ka\": TIME INTERVAL PROBES, or off" >&2; exit 2; }
+  # shellcheck disable=SC2086 # three numbers
+  set -- $ka -- "$@"
+  keepalive="--mca oob_tcp_keepalive_time $1 --mca oob_tcp_keepalive_intvl $2 --mca oob_tcp_keepalive_probes $3"
+  shift 4
+fi
 # In the background, so that a signal to this script is handled at once (wait returns).
 # shellcheck disable=SC2086 # NETNS_MPIRUN_ARGS: split on spaces on purpose
 timeout -k 10 "$TIMEOUT" ip netns exec "$NS0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$NAME-h0" \
   mpirun $root_arg -np 2 --host "$IP0:1,$IP1:1" --bind-to none \
   --mca plm_rsh_agent "$agent" \
   --mca pml ob1 --mca btl tcp,self \
-  --mca btl_tcp_if_include "$NET" --mca oob_tcp_if_include "$NET" \
+  --mca btl_tcp_if_include "$NET" --mca oob_tcp_if_include "$NET" $keepalive \
   ${NETNS_MPIRUN_ARGS:-} "$@" &
 job=$!
 wait "$job"
