@@ -15,10 +15,12 @@
 # the failure is made; then, with DEADLINE seconds at most (timeout(1) around mpirun):
 #   1. the job ends (mpirun exits before DEADLINE), with a non-zero status; the time from the
 #      failure to the end of the last attn rank and to mpirun's end are both reported (link:
-#      Open MPI 4.1.4's mpirun does not return after a partition, though every rank has ended:
-#      once a rank aborts, mpirun waits for its daemon on h1, which it cannot reach; the mode
-#      then fails and says so)
-#   2. a line "attn: error: rank R of 2: ..." (attn's one-line error: the surviving rank's), or,
+#      once a rank has called MPI_Abort, Open MPI 4.1.4's mpirun waits for its daemon on h1,
+#      which it cannot reach, though every rank has ended; only the TCP keepalive that
+#      tools/netns_2host.sh turns on, when it notices the lost daemon before a rank aborts, ends
+#      the job; the mode then fails and says which happened)
+#   2. a line "attn: error: rank R of 2: ..." (attn's one-line error: the surviving rank's; in link
+#      mode it must be that one), or,
 #      where Open MPI's runtime ended the survivor before it could print (local, netns: mpirun
 #      sees a rank die and stops the job at once), mpirun's own line naming the rank that died
 #      ("... process rank 1 ... exited on signal 9"); which one was seen is reported
