@@ -64,7 +64,8 @@ SIMD_SRCS := $(wildcard src/kernels/*_simd.c)
 # attn binary links: CLI_LDLIBS).
 CLI_SRCS  := $(wildcard src/cli/*.c src/serve/*.c)
 TEST_SRCS := $(wildcard tests/test_*.c)
-BENCH_SRCS:= $(wildcard bench/bench_*.c)
+# (bench_allreduce.c is an MPI program: mk/mpinet.mk builds it where mpicc is installed)
+BENCH_SRCS:= $(filter-out bench/bench_allreduce.c,$(wildcard bench/bench_*.c))
 
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CXX_SRCS:%.cc=$(BUILD)/obj/%.o) \
              $(SIMD_SRCS:%.c=$(BUILD)/obj/%_avx2.o) $(SIMD_SRCS:%.c=$(BUILD)/obj/%_avx512.o)

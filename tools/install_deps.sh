@@ -25,6 +25,8 @@ set -e
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PKGS="gcc g++ clang make libjansson-dev libsentencepiece-dev libutf8proc-dev libpcre2-dev libomp-dev libcmocka-dev libpng-dev libfreetype-dev fonts-noto-cjk chromium valgrind libclang-rt-dev python3-venv python3-torch python3-numpy python3-jinja2 python3-pytest libmicrohttpd-dev curl libopenmpi-dev openmpi-bin"
 missing=""
+# iproute2 (ip netns, tc): tools/netns_2host.sh's two "hosts" on one machine (issue 19)
+PKGS="$PKGS iproute2"
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
