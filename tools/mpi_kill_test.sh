@@ -31,7 +31,8 @@
 # Output: one line per mode "mpi_kill_test: MODE: ok|FAILED|skipped: ..." plus the job's log
 # when it failed. Exit status 1 when a mode failed, 77 when every mode was skipped (no MPI in
 # attn, no namespaces), else 0.
-# Environment: COMM_TIMEOUT (attn's --comm-timeout, 10 s), DEADLINE (60 s), SAVE_EVERY (5),
+# Environment: COMM_TIMEOUT (attn's --comm-timeout, 10 s; link mode: LINK_COMM_TIMEOUT, 4 s,
+# and --comm-abort-delay LINK_ABORT_DELAY, 30 s), DEADLINE (60 s), SAVE_EVERY (5),
 # KEEP=1 keeps the work directory (printed), ATTN=PATH another attn binary than BUILD/attn.
 BUILD=${1:-build}; [ $# -gt 0 ] && shift
 MODES=${*:-local netns link}
@@ -107,8 +108,15 @@ for mode in $MODES; do
   fi
   out="$work/$mode.ckpt" log="$work/$mode.log"
   name="attnkill$$$mode"
+  # link: attn's timeout well inside the harness's keepalive window (5 s idle + 3 probes 2 s
+  # apart), so attn's line comes first, then a wait past that window before MPI_Abort, so that
+  # Open MPI's keepalive, not MPI_Abort, ends mpirun (after MPI_Abort Open MPI 4.1's mpirun waits
+  # for the unreachable daemon; docs/training.md)
+  ct=$CT delay=0
+  [ "$mode" = link ] && ct=${LINK_COMM_TIMEOUT:-4} delay=${LINK_ABORT_DELAY:-30}
   set -- "$ATTN" train --arch gpt --data "$DATA" --out "$out" --max-steps 100000 \
-    --save-every "$SAVE_EVERY" --log-every 1 --eval-every 1000000 --eval-iters 1 --comm-timeout "$CT"
+    --save-every "$SAVE_EVERY" --log-every 1 --eval-every 1000000 --eval-iters 1 \
+    --comm-timeout "$ct" --comm-abort-delay "$delay"
   t0=$(date +%s)
   if [ "$mode" = local ]; then
     OMP_NUM_THREADS=1 timeout -k 5 "$DEADLINE" mpirun $root_arg -np 2 --bind-to none "$@" > "$log" 2>&1 &

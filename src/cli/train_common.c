@@ -46,10 +46,22 @@ int train_dist_begin(void) {
     return -1;
 }
 
+static double g_abort_delay;
+
+void train_dist_set_abort_delay(double seconds) { g_abort_delay = seconds > 0 ? seconds : 0; }
+
 int train_dist_end(int rc) {
     fflush(stdout);
     fflush(stderr);
-    if (rc != 0 && attn_dist_size(g_dist) > 1) attn_dist_abort(g_dist, rc);
+    if (rc != 0 && attn_dist_size(g_dist) > 1) {
+        if (g_abort_delay > 0) {
+            struct timespec ts = {(time_t)g_abort_delay,
+                                  (long)((g_abort_delay - (double)(time_t)g_abort_delay) * 1e9)};
+            while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+            }
+        }
+        attn_dist_abort(g_dist, rc);
+    }
     return rc;
 }
 

@@ -30,6 +30,11 @@ int train_dist_begin(void);
 /* The end: rc as is after MPI_Finalize; with several ranks a failure (rc != 0, its one line
  * already printed) ends the whole job through MPI_Abort instead, so that no rank waits on it. */
 int train_dist_end(int rc);
+/* Seconds train_dist_end waits, its line printed, before MPI_Abort (--comm-abort-delay): Open
+ * MPI 4.1's mpirun cannot end a job after MPI_Abort while a node's daemon is unreachable (a failed
+ * network), but ends it itself once its TCP keepalive notices the lost daemon; waiting longer than
+ * that window lets it. 0 (the default): at once. */
+void train_dist_set_abort_delay(double seconds);
 /* The job (never NULL after train_dist_begin; one rank without MPI). */
 attn_dist *train_dist(void);
 /* Whether this process writes files (checkpoints, the metrics file, the tokenizer and

@@ -70,6 +70,10 @@ static const opt_def k_opts[] = {
      "JSON lines per step and per validation (below)", "none"},
     {"--comm-timeout", NULL, "S", 'r', 0.001, 1e9, OFF(comm_timeout), F_ALL, false, 's',
      "under mpirun: end the job when a collective waits longer than S seconds", "600"},
+    {"--comm-abort-delay", NULL, "S", 'r', 0, 3600, OFF(comm_abort_delay), F_ALL, false, 's',
+     "under mpirun: after a failure, wait S seconds (its line printed) before ending the job "
+     "(docs/training.md: a failed network)",
+     "0"},
 };
 enum { N_OPTS = sizeof k_opts / sizeof k_opts[0] };
 
@@ -407,6 +411,7 @@ void train_loop_set(train_loop *L, const train_opts *o) {
     L->end_step = o->max_steps >= 0 ? o->max_steps : INT64_MAX;
     L->eval_every = o->eval_every, L->save_every = o->save_every, L->log_every = o->log_every;
     attn_dist_set_timeout(train_dist(), o->comm_timeout > 0 ? o->comm_timeout : 600.0);
+    train_dist_set_abort_delay(o->comm_abort_delay);
     L->zero1 = o->zero1;
 }
 

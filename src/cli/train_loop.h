@@ -43,6 +43,7 @@ typedef struct {
     double time_budget;  /* seconds; 0: none */
     int64_t eval_every, save_every, log_every;
     double comm_timeout; /* --comm-timeout: seconds; 0: 600 */
+    double comm_abort_delay; /* --comm-abort-delay: seconds between a failure and MPI_Abort */
     bool zero1;          /* --zero1: shard the optimizer state over the ranks */
     bool resume;
     bool max_steps_given;
