@@ -184,6 +184,8 @@ def main():
                             "tokens:2048")
     ap.add_argument("--attn-batches", default="16,32,64,128")
     ap.add_argument("--passes", type=int, default=1)
+    ap.add_argument("--int8-acts", default="int8,f32",
+                    help="attn's --int8-activations values tried with --precision int8")
     a = ap.parse_args()
     os.makedirs(a.out_dir, exist_ok=True)
     if not os.path.exists(os.path.join(a.ct2_dir, "model.bin")):
@@ -215,7 +217,7 @@ def main():
     for m in missing:
         print(f"  ctranslate2 has no compute_type {m} on this CPU: not measured", flush=True)
     ct = ct2_run(a, gen, tok, batch, splits, batches, types) if types else []
-    acts = ["int8", "f32"] if a.precision == "int8" else [None]
+    acts = parse_list(a.int8_acts) if a.precision == "int8" else [None]
     at = attn_run(a, ids_path, parse_list(a.attn_batches, int), acts)
 
     def save(res, name):

@@ -15,6 +15,7 @@
 #                                              int8_float32, attn --precision int8) or bf16
 #   BEAMS="1 4" THREADS=2 PASSES=1             beam sizes (default 4), threads, timed passes
 #   CT2_BATCHES=... ATTN_BATCHES=...           the settings tried (ct2_export.py's defaults)
+#   INT8_ACTS=int8,int8-small,f32              attn's --int8-activations tried (default int8,f32)
 #   TORCH=0                                    skip PyTorch (bench/torch_translate_hf.py:
 #                                              transformers' generate with its KV cache on
 #                                              the export, same ids, same precision)
@@ -39,7 +40,8 @@ echo "== $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores
 for beam in ${BEAMS:-4}; do
   "$PY" bench/ct2_export.py "$OUT/hf" "$OUT/ct2" "$OUT/src.txt" "$OUT/beam$beam" --attn "$B/attn" \
     --precision "${PRECISION:-f32}" --beam "$beam" --threads "${THREADS:-2}" --passes "${PASSES:-1}" \
-    ${CT2_BATCHES:+--ct2-batches "$CT2_BATCHES"} ${ATTN_BATCHES:+--attn-batches "$ATTN_BATCHES"}
+    ${CT2_BATCHES:+--ct2-batches "$CT2_BATCHES"} ${ATTN_BATCHES:+--attn-batches "$ATTN_BATCHES"} \
+    ${INT8_ACTS:+--int8-acts "$INT8_ACTS"}
   if [ "${TORCH:-1}" != 0 ]; then
     "$PY" bench/torch_translate_hf.py "$OUT/hf" "$OUT/beam$beam/src.ids" --beam "$beam" \
       --threads "${THREADS:-2}" --precision "${PRECISION:-f32}" --out "$OUT/beam$beam/torch.ids" \
