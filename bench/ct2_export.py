@@ -1,16 +1,34 @@
-"""CTranslate2 on attn's exported translator (issue 17): `attn export` wrote HF_DIR
-(MarianMTModel or M2M100ForConditionalGeneration with attn's tokenizer.json); this converts it with
-ct2-transformers-converter and translates SRC with CTranslate2, writing one line per sentence, so
-bench/ct2_export.sh can compare with `attn translate --model HF_DIR` (the same model in attn,
-decoded as transformers' generate).
+"""CTranslate2 against attn on attn's exported translator (issue 17): `attn export` wrote HF_DIR
+(M2M100ForConditionalGeneration with attn's tokenizer.json); this converts it with
+ct2-transformers-converter (float32, positions patched for attn's pad id: convert(); the
+precision is CTranslate2's compute_type at load) and
+translates the same source ids with CTranslate2 and with `attn translate --model HF_DIR --ids`,
+each side at a few settings, and prints a table: target tokens/s per setting, each side's best,
+the ratio attn / CTranslate2, and how many of the best settings' outputs are identical.
 
-    .venv-bench/bin/python bench/ct2_export.py HF_DIR CT2_DIR SRC OUT [--beam K] [--threads N]
-                                               [--compute-type T]   (default, float32, int8...)
+    .venv-bench/bin/python bench/ct2_export.py HF_DIR CT2_DIR SRC OUT_DIR --attn BUILD/attn
+        [--precision f32|int8|bf16] [--beam K] [--threads N]
+        [--ct2-splits 1x2,2x1] [--ct2-batches examples:16,examples:32,tokens:1024,...]
+        [--attn-batches 16,32,64] [--passes P]
 
-The source tokens are what attn gives its own models: the tokenizer's tokens, then </s>; the
-decoder starts from the model's decoder_start_token_id (config.json). CTranslate2 drops the
-decoder start from its output and stops at </s>; its length penalty is transformers' form
-(length_penalty 1), so beam search matches `attn translate` on the export."""
+Both sides get the same input and give ids, so no tokenizer is timed on either side: the source
+is the tokenizer's tokens, then </s> (what attn gives its own models; OUT_DIR/src.ids for attn's
+--ids); the decoder starts from config.json's decoder_start_token_id. Target tokens are counted
+the same way on both sides: the generated ids without the decoder start and without </s>
+(CTranslate2's hypotheses; attn's --ids output lines). Both decode as transformers' generate
+(length penalty 1, </s> allowed first, a forced </s> at max_length, bad words suppressed).
+
+Timing, CTranslate2: one Translator per thread split (inter_threads x intra_threads =
+--threads), a warm-up translate_batch of 64 sentences, then per batch setting the best of
+--passes timed translate_batch calls over all sentences (CTranslate2 sorts them by length and
+cuts batches of max_batch_size examples or tokens; inter_threads > 1 decodes batches in
+parallel). attn: one `attn --threads N translate` process per --batch value, the best of
+--passes runs, minus the time of the same command on empty input (loading the export and, for
+int8, quantizing it: measured the same way, the least of 3 runs), so neither side counts
+loading. Precisions: f32 = CTranslate2 float32 / attn f32; int8 = CTranslate2 int8 and
+int8_float32 (both tried) / attn int8 with --int8-activations int8 and f32 (both tried); bf16 =
+CTranslate2 bfloat16 (if this CPU build has it) / attn bf16. Each timed line also says how many
+cores other processes used meanwhile (/proc/stat): the machine's noise."""
 import argparse
 import json
 import os
@@ -22,48 +40,211 @@ import ctranslate2
 from tokenizers import Tokenizer
 
 
+def convert(hf_dir, ct2_dir):
+    """ct2-transformers-converter's conversion, with M2M100's position table taken from where
+    transformers reads it: positions start at padding_idx + 1 (transformers'
+    create_position_ids_from_input_ids), while the converter's weights[offset:] (offset 2)
+    assumes padding_idx 1, fairseq's. attn's pad id is 0, so unpatched every position would be
+    off by one in CTranslate2 (measured: 454 of 939 outputs identical to transformers' instead
+    of 938)."""
+    from ctranslate2.converters import transformers as ct2t
+
+    def positions(self, spec, module):
+        spec.encodings = module.weights[module.padding_idx + 1:]
+
+    ct2t.M2M100Loader.set_position_encodings = positions
+    ct2t.TransformersConverter(hf_dir).convert(ct2_dir, force=True)
+
+
+class Others:
+    """CPU time used by other processes while a measurement ran (busy time in /proc/stat minus
+    this process's and its children's), as cores on average: the noise of the machine."""
+
+    @staticmethod
+    def _busy():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _own():
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def __init__(self):
+        self.b, self.o, self.t = self._busy(), self._own(), time.perf_counter()
+
+    def cores(self):
+        dt = time.perf_counter() - self.t
+        return max(0.0, (self._busy() - self.b) - (self._own() - self.o)) / dt
+
+
+def parse_list(s, f=str):
+    return [f(x) for x in s.split(",") if x]
+
+
+def ct2_types(precision):
+    have = ctranslate2.get_supported_compute_types("cpu")
+    want = {"f32": ["float32"], "int8": ["int8", "int8_float32"], "bf16": ["bfloat16"]}[precision]
+    ok = [t for t in want if t in have]
+    return ok, [t for t in want if t not in have]
+
+
+def ct2_run(a, gen, tok, batch, splits, batches, types):
+    """[(label, tokens/s, seconds, outputs as id lists)] for every CTranslate2 setting."""
+    eos_bad = [[tok.id_to_token(w[0])] for w in gen.get("bad_words_ids", [])]
+    kw = dict(beam_size=a.beam, min_decoding_length=0,
+              max_decoding_length=gen["max_length"] - 2, suppress_sequences=eos_bad,
+              length_penalty=1.0)
+    res = []
+    for ct in types:
+        for inter, intra in splits:
+            tr = ctranslate2.Translator(a.ct2_dir, device="cpu", inter_threads=inter,
+                                        intra_threads=intra, compute_type=ct)
+            tr.translate_batch(batch[:64], max_batch_size=32, **kw)  # warm-up
+            for btype, bsize in batches:
+                best, outs = None, None
+                for _ in range(a.passes):
+                    oth = Others()
+                    t0 = time.perf_counter()
+                    r = tr.translate_batch(batch, max_batch_size=bsize, batch_type=btype, **kw)
+                    dt = time.perf_counter() - t0
+                    others = oth.cores()
+                    if best is None or dt < best:
+                        best = dt
+                        outs = [[tok.token_to_id(t) for t in x.hypotheses[0]] for x in r]
+                n = sum(len(o) for o in outs)
+                label = f"{ct} {inter}x{intra} {btype}:{bsize}"
+                res.append((label, n / best, best, outs))
+                print(f"  ctranslate2 {label:34s} {n / best:9.1f} tok/s "
+                      f"({len(batch) / best:7.1f} sent/s, {best:.3f} s; others {others:.2f} "
+                      f"cores)", flush=True)
+            del tr
+    return res
+
+
+def attn_cmd(a, bsize, act):
+    cmd = [a.attn, "--threads", str(a.threads), "translate", "--model", a.hf_dir, "--ids",
+           "--beam", str(a.beam), "--batch", str(bsize), "--precision", a.precision]
+    if act:
+        cmd += ["--int8-activations", act]
+    return cmd
+
+
+def timed(cmd, stdin_path):
+    with open(stdin_path, "rb") as f:
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, stdin=f, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        dt = time.perf_counter() - t0
+    if p.returncode:
+        sys.exit(f"ct2_export: {' '.join(cmd)} failed: {p.stderr.decode().strip()}")
+    return dt, p.stdout.decode()
+
+
+def attn_run(a, ids_path, batches, acts):
+    res = []
+    empty = os.path.join(a.out_dir, "empty.ids")
+    open(empty, "w").close()
+    for act in acts:
+        load = min(timed(attn_cmd(a, batches[0], act), empty)[0] for _ in range(3))
+        for bsize in batches:
+            best, outs = None, None
+            for _ in range(a.passes):
+                oth = Others()
+                dt, text = timed(attn_cmd(a, bsize, act), ids_path)
+                others = oth.cores()
+                if best is None or dt < best:
+                    best = dt
+                    outs = [[int(x) for x in ln.split()] for ln in text.splitlines()]
+            n = sum(len(o) for o in outs)
+            t = best - load
+            label = f"{a.precision}{' act ' + act if act else ''} --batch {bsize}"
+            res.append((label, n / t, t, outs))
+            print(f"  attn        {label:34s} {n / t:9.1f} tok/s ({len(outs) / t:7.1f} sent/s, "
+                  f"{t:.3f} s = {best:.3f} s - {load:.3f} s load; others {others:.2f} cores)",
+                  flush=True)
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("hf_dir")
     ap.add_argument("ct2_dir")
     ap.add_argument("src")
-    ap.add_argument("out")
+    ap.add_argument("out_dir")
+    ap.add_argument("--attn", required=True, help="the attn binary")
+    ap.add_argument("--precision", default="f32", choices=["f32", "int8", "bf16"])
     ap.add_argument("--beam", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--compute-type", default="default")
+    ap.add_argument("--ct2-splits", default=None,
+                    help="inter x intra thread splits, e.g. 1x2,2x1 (default: all that "
+                         "multiply to --threads)")
+    ap.add_argument("--ct2-batches",
+                    default="examples:16,examples:32,examples:64,tokens:512,tokens:1024,"
+                            "tokens:2048")
+    ap.add_argument("--attn-batches", default="16,32,64,128")
+    ap.add_argument("--passes", type=int, default=1)
+    ap.add_argument("--int8-acts", default="int8,f32",
+                    help="attn's --int8-activations values tried with --precision int8")
     a = ap.parse_args()
+    os.makedirs(a.out_dir, exist_ok=True)
     if not os.path.exists(os.path.join(a.ct2_dir, "model.bin")):
-        conv = os.path.join(os.path.dirname(sys.executable), "ct2-transformers-converter")
-        subprocess.run([conv, "--model", a.hf_dir, "--output_dir", a.ct2_dir, "--force"],
-                       check=True)
+        convert(a.hf_dir, a.ct2_dir)
     tok = Tokenizer.from_file(os.path.join(a.hf_dir, "tokenizer.json"))
     with open(os.path.join(a.hf_dir, "config.json")) as f:
         cfg = json.load(f)
+    with open(os.path.join(a.hf_dir, "generation_config.json")) as f:
+        gen = json.load(f)
     eos = tok.id_to_token(cfg["eos_token_id"])
     with open(a.src, encoding="utf-8") as f:
         lines = [ln.rstrip("\n") for ln in f]
     batch = [tok.encode(ln).tokens + [eos] for ln in lines]
-    tr = ctranslate2.Translator(a.ct2_dir, device="cpu", inter_threads=1,
-                                intra_threads=a.threads, compute_type=a.compute_type)
-    t0 = time.perf_counter()
-    with open(os.path.join(a.hf_dir, "generation_config.json")) as f:
-        gen = json.load(f)
-    # generate's conventions: </s> may come first (CTranslate2's min_decoding_length is 1 by
-    # default), a sequence reaching max_length ends with a forced </s> (max_length counts the
-    # start: max_length - 2 tokens before it), the bad words are never generated
-    res = tr.translate_batch(batch, beam_size=a.beam, max_batch_size=32,
-                             min_decoding_length=0,
-                             max_decoding_length=gen["max_length"] - 2,
-                             suppress_sequences=[[tok.id_to_token(w[0])]
-                                                 for w in gen.get("bad_words_ids", [])],
-                             length_penalty=1.0)
-    dt = time.perf_counter() - t0
-    with open(a.out, "w", encoding="utf-8") as f:
-        for r in res:
-            ids = [tok.token_to_id(t) for t in r.hypotheses[0]]
-            f.write(tok.decode(ids, skip_special_tokens=True) + "\n")
-    print(f"ctranslate2 {ctranslate2.__version__}: {len(lines)} sentences, beam {a.beam}, "
-          f"{a.threads} threads, compute_type {a.compute_type}: {dt:.2f} s")
+    ids_path = os.path.join(a.out_dir, "src.ids")
+    with open(ids_path, "w") as f:
+        for b in batch:
+            f.write(" ".join(str(tok.token_to_id(t)) for t in b) + "\n")
+
+    if a.ct2_splits:
+        splits = [tuple(int(v) for v in s.split("x")) for s in parse_list(a.ct2_splits)]
+    else:
+        splits = [(i, a.threads // i) for i in range(1, a.threads + 1) if a.threads % i == 0]
+        splits.sort(key=lambda s: s[0])
+    batches = [(b.split(":")[0], int(b.split(":")[1])) for b in parse_list(a.ct2_batches)]
+    types, missing = ct2_types(a.precision)
+    print(f"ctranslate2 {ctranslate2.__version__} (CPU compute types "
+          f"{sorted(ctranslate2.get_supported_compute_types('cpu'))}); {len(lines)} sentences, "
+          f"beam {a.beam}, {a.threads} threads, precision {a.precision}", flush=True)
+    for m in missing:
+        print(f"  ctranslate2 has no compute_type {m} on this CPU: not measured", flush=True)
+    ct = ct2_run(a, gen, tok, batch, splits, batches, types) if types else []
+    acts = parse_list(a.int8_acts) if a.precision == "int8" else [None]
+    at = attn_run(a, ids_path, parse_list(a.attn_batches, int), acts)
+
+    def save(res, name):
+        with open(os.path.join(a.out_dir, name + ".ids"), "w") as f:
+            for o in res[3]:
+                f.write(" ".join(map(str, o)) + "\n")
+        with open(os.path.join(a.out_dir, name + ".txt"), "w", encoding="utf-8") as f:
+            for o in res[3]:
+                f.write(tok.decode(o, skip_special_tokens=True) + "\n")
+
+    ba = max(at, key=lambda r: r[1])
+    save(ba, "attn")
+    summary = {"precision": a.precision, "beam": a.beam, "sentences": len(lines),
+               "attn": {"setting": ba[0], "tokens_per_s": ba[1]}}
+    print(f"best attn:        {ba[0]}: {ba[1]:.1f} target tokens/s "
+          f"({len(ba[3]) / ba[2]:.1f} sentences/s)")
+    if ct:
+        bc = max(ct, key=lambda r: r[1])
+        save(bc, "ct2")
+        same = sum(x == y for x, y in zip(ba[3], bc[3]))
+        print(f"best ctranslate2: {bc[0]}: {bc[1]:.1f} target tokens/s "
+              f"({len(bc[3]) / bc[2]:.1f} sentences/s)")
+        print(f"ratio attn / ctranslate2 ({a.precision}, beam {a.beam}): {ba[1] / bc[1]:.2f}x; "
+              f"{same} of {len(lines)} outputs identical")
+        summary["ctranslate2"] = {"setting": bc[0], "tokens_per_s": bc[1], "identical": same}
+    with open(os.path.join(a.out_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,23 +1,31 @@
 #!/bin/sh
 # Issue 17: attn's translator exported as a Hugging Face M2M100 directory (attn export
-# --format hf-m2m100) and converted by CTranslate2's ct2-transformers-converter; the same source
-# sentences translated by CTranslate2 and by `attn translate` on the export (both transformers'
-# decoding: length penalty 1), greedy and beam 4; prints how many outputs are identical and
-# each side's time. Not part of `make test` (it needs .venv-bench with ctranslate2: sh
-# bench/setup.sh).
+# --format hf-m2m100), converted by CTranslate2's ct2-transformers-converter, and the same source
+# sentences translated by CTranslate2 and by `attn translate` on the export (both as
+# transformers' generate: length penalty 1), each side at its best thread split / batch setting
+# of a few tried (bench/ct2_export.py says which and how it times them); prints every setting's
+# target tokens/s, each side's best, the ratio attn / CTranslate2 and how many outputs are
+# identical. Not part of `make test` (it needs .venv-bench with ctranslate2: sh bench/setup.sh).
+# Timing: run it on a quiet machine (here: sh /work/notes/quiet.sh sh bench/ct2_export.sh ...).
 #   sh bench/ct2_export.sh [BUILD] [MODEL]     MODEL: an attn train directory whose config
 #                                              exports as M2M100 (default models/demo-en-zh,
 #                                              trained with configs/demo-en-zh-m2m100.json)
-#   N=1000 sh bench/ct2_export.sh              sentences of MODEL/test.src (default 200)
-#   PRECISION=int8 sh bench/ct2_export.sh      both sides in int8 (CTranslate2's compute_type
-#                                              int8, attn translate --precision int8); also bf16
+#   N=1000 sh bench/ct2_export.sh              sentences of MODEL/test.src (default 1000)
+#   PRECISION=int8 sh bench/ct2_export.sh      f32 (default), int8 (CTranslate2's int8 and
+#                                              int8_float32, attn --precision int8) or bf16
+#   BEAMS="1 4" THREADS=2 PASSES=1             beam sizes (default 4), threads, timed passes
+#   CT2_BATCHES=... ATTN_BATCHES=...           the settings tried (ct2_export.py's defaults)
+#   INT8_ACTS=int8,int8-small,f32              attn's --int8-activations tried (default int8,f32)
+#   TORCH=0                                    skip PyTorch (bench/torch_translate_hf.py:
+#                                              transformers' generate with its KV cache on
+#                                              the export, same ids, same precision)
 # A Marian export converts too, but CTranslate2's Marian conventions are not attn's model: it
 # starts the decoder from a zero embedding and drops the last vocabulary row (Marian's <pad>),
 # so only the M2M100 export is the same model in CTranslate2.
 set -e
 B=${1:-build}
 MODEL=${2:-models/demo-en-zh}
-N=${N:-200}
+N=${N:-1000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 PY=.venv-bench/bin/python
@@ -27,15 +35,17 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 head -n "$N" "$MODEL/test.src" > "$OUT/src.txt"
 "$B/attn" export --format hf-m2m100 "$MODEL" "$OUT/hf"
-echo "== exported $MODEL as $OUT/hf (M2M100ForConditionalGeneration)"
-PRECISION=${PRECISION:-f32}
-CT=default
-case $PRECISION in f32) ;; bf16) CT=bfloat16 ;; *) CT=$PRECISION ;; esac
-for beam in 1 4; do
-  "$PY" bench/ct2_export.py "$OUT/hf" "$OUT/ct2" "$OUT/src.txt" "$OUT/ct2.beam$beam" --beam $beam --threads 2 --compute-type $CT
-  t0=$(date +%s.%N)
-  "$B/attn" --threads 2 translate --model "$OUT/hf" --beam $beam --precision "$PRECISION" < "$OUT/src.txt" > "$OUT/attn.beam$beam"
-  t1=$(date +%s.%N)
-  same=$(paste -d '\t' "$OUT/ct2.beam$beam" "$OUT/attn.beam$beam" | awk -F '\t' '$1 == $2' | wc -l)
-  echo "beam $beam: attn translate on the export $(echo "$t1 - $t0" | bc) s; $same of $(wc -l < "$OUT/src.txt") outputs identical to CTranslate2's"
+echo "== exported $MODEL as $OUT/hf (M2M100ForConditionalGeneration); $(grep -c '' "$OUT/src.txt") sentences"
+echo "== $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+for beam in ${BEAMS:-4}; do
+  "$PY" bench/ct2_export.py "$OUT/hf" "$OUT/ct2" "$OUT/src.txt" "$OUT/beam$beam" --attn "$B/attn" \
+    --precision "${PRECISION:-f32}" --beam "$beam" --threads "${THREADS:-2}" --passes "${PASSES:-1}" \
+    ${CT2_BATCHES:+--ct2-batches "$CT2_BATCHES"} ${ATTN_BATCHES:+--attn-batches "$ATTN_BATCHES"} \
+    ${INT8_ACTS:+--int8-acts "$INT8_ACTS"}
+  if [ "${TORCH:-1}" != 0 ]; then
+    "$PY" bench/torch_translate_hf.py "$OUT/hf" "$OUT/beam$beam/src.ids" --beam "$beam" \
+      --threads "${THREADS:-2}" --precision "${PRECISION:-f32}" --out "$OUT/beam$beam/torch.ids" \
+      --compare "$OUT/beam$beam/attn.ids" --summary "$OUT/beam$beam/summary.json"
+  fi
 done
+echo "== load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -151,7 +151,10 @@ typedef enum {
 /* How attn_quant_gemm treats the activations x on its M <= 8 SIMD path (see above). */
 typedef enum {
     ATTN_QUANT_ACT_F32 = 0, /* float32 activations: the product with the dequantized weights */
-    ATTN_QUANT_ACT_Q8       /* activations rounded to int8 per 32: integer dot products, faster */
+    ATTN_QUANT_ACT_Q8,      /* activations rounded to int8 per 32: integer dot products, faster */
+    ATTN_QUANT_ACT_Q8_ALL   /* Q8, and for M > 8 too where there is a kernel for it: packed Q8_0
+                               weights (N a multiple of 8) on AVX512-VNNI CPUs, each
+                               output then bit for bit the M <= 8 path's on its row; otherwise Q8 */
 } attn_quant_act;
 
 /* Whether id (a GGUF tensor type) is one of the types above. */

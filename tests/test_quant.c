@@ -714,6 +714,122 @@ static void packed_vs_rows(attn_backend be) {
 }
 PER_BACKEND(packed_vs_rows)
 
+/* A plain reference of ATTN_QUANT_ACT_Q8 on Q8_0 rows (the definition, in double): x rounded per
+ * 32 to codes round(x / d), d = max|x| / 127 (to nearest even), then y = Σ_g d_w · d_x · Σ q_w·q_x
+ * + bias, beta · y, the activation. */
+static void q8_reference(int M, int N, int K, const float *x, const void *w, float beta, float *y,
+                         const float *bias, attn_act act) {
+    size_t rb;
+    assert_int_equal(attn_quant_row_bytes(ATTN_QTYPE_Q8_0, K, &rb), ATTN_STATUS_OK);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            const uint8_t *row = (const uint8_t *)w + (size_t)n * rb;
+            double sum = 0;
+            for (int g = 0; g < K / 32; g++) {
+                const float *xg = x + (size_t)m * K + 32 * g;
+                float amax = 0;
+                for (int k = 0; k < 32; k++) amax = fmaxf(amax, fabsf(xg[k]));
+                const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+                const uint8_t *blk = row + 34 * (size_t)g;
+                uint16_t h;
+                memcpy(&h, blk, 2);
+                long isum = 0;
+                for (int k = 0; k < 32; k++)
+                    isum += (long)(int8_t)blk[2 + k] * (long)nearbyintf(xg[k] * id);
+                sum += (double)attn_quant_f16_to_f32(h) * d * (double)isum;
+            }
+            float v = (float)sum + (bias ? bias[n] : 0.0f);
+            float *o = y + (size_t)m * N + n;
+            if (beta != 0.0f) v += beta * *o;
+            switch (act) {
+            case ATTN_ACT_RELU: v = v > 0 ? v : 0; break;
+            case ATTN_ACT_NONE: break;
+            default: fail_msg("q8_reference: activation %d not covered", (int)act);
+            }
+            *o = v;
+        }
+}
+
+/* ATTN_QUANT_ACT_Q8_ALL for M > 8 (AVX512-VNNI's many-row int8 kernel on x8 Q8_0 panels): every
+ * row of y bit for bit what the M <= 8 Q8 path gives for that row alone, 1 and 2 threads the same
+ * bits, and within 1e-5 of max|y| of the plain reference above (float32 sums in another order);
+ * N with an odd number of panels (the last one alone) and N with a tail past the panels (not this
+ * kernel's: it falls back to Q8, checked equal to Q8). */
+static void test_q8_all_many_rows(void **state) {
+    (void)state;
+    use_backend(ATTN_BACKEND_AVX512);
+    if (!__builtin_cpu_supports("avx512vnni")) tu_skip_hw("no AVX512-VNNI on this CPU");
+    tu_rng rng = {0x1234567890abcdefull};
+    static const int Ns[] = {8, 24, 136, 37}, Ks[] = {32, 256, 320}, Ms[] = {9, 16, 33, 128};
+    float bias[136];
+    tu_fill(&rng, bias, 136, -0.5f, 0.5f);
+    for (size_t ki = 0; ki < 3; ki++)
+        for (size_t ni = 0; ni < 4; ni++) {
+            const int N = Ns[ni], K = Ks[ki];
+            void *w = random_weights(ATTN_QTYPE_Q8_0, N, K, &rng);
+            attn_quant_packed P;
+            assert_int_equal(attn_quant_pack(ATTN_QTYPE_Q8_0, N, K, w, &P), ATTN_STATUS_OK);
+            for (size_t mi = 0; mi < 4; mi++) {
+                const int M = Ms[mi];
+                float *x = xalloc((size_t)M * K * sizeof(float));
+                tu_fill(&rng, x, (size_t)M * K, -1.0f, 1.0f);
+                if (mi == 2) /* an outlier per row: other scales per group */
+                    for (int m = 0; m < M; m++) x[(size_t)m * K + (m * 7) % K] = 20.0f;
+                const size_t n = (size_t)M * N;
+                float *want = xalloc(n * sizeof(float)), *got = xalloc(n * sizeof(float));
+                float *got2 = xalloc(n * sizeof(float)), *ref = xalloc(n * sizeof(float));
+                const attn_act act = mi % 2 ? ATTN_ACT_RELU : ATTN_ACT_NONE;
+                const float beta = ni % 2 ? 0.5f : 0.0f;
+                const float *bp = (mi + ni) % 2 ? bias : NULL;
+                for (size_t i = 0; i < n; i++) want[i] = got[i] = got2[i] = ref[i] = (float)(i % 7) * 0.25f;
+                for (int m0 = 0; m0 < M; m0 += 8) /* the M <= 8 path, 8 rows at a time */
+                    assert_int_equal(attn_quant_gemm_packed(M - m0 < 8 ? M - m0 : 8,
+                                                            x + (size_t)m0 * K, K, &P, beta,
+                                                            want + (size_t)m0 * N, N, bp, act,
+                                                            ATTN_QUANT_ACT_Q8),
+                                     ATTN_STATUS_OK);
+                attn_set_num_threads(1);
+                assert_int_equal(attn_quant_gemm_packed(M, x, K, &P, beta, got, N, bp, act,
+                                                        ATTN_QUANT_ACT_Q8_ALL),
+                                 ATTN_STATUS_OK);
+                attn_set_num_threads(2);
+                assert_int_equal(attn_quant_gemm_packed(M, x, K, &P, beta, got2, N, bp, act,
+                                                        ATTN_QUANT_ACT_Q8_ALL),
+                                 ATTN_STATUS_OK);
+                attn_set_num_threads(0);
+                char what[96];
+                snprintf(what, sizeof what, "q8_all N=%d K=%d M=%d", N, K, M);
+                if (N % 8 == 0) {
+                    if (memcmp(got, want, n * sizeof(float))) {
+                        printf("  %s: not the M <= 8 path's bits FAIL\n", what);
+                        tu_failures++;
+                    }
+                    q8_reference(M, N, K, x, w, beta, ref, bp, act);
+                    tu_close(what, got, ref, n, 1e-5, 1e-6);
+                } else { /* a tail of rows: Q8 (the blocked path for M > 8) */
+                    float *q8 = xalloc(n * sizeof(float));
+                    for (size_t i = 0; i < n; i++) q8[i] = (float)(i % 7) * 0.25f;
+                    assert_int_equal(attn_quant_gemm_packed(M, x, K, &P, beta, q8, N, bp, act,
+                                                            ATTN_QUANT_ACT_Q8),
+                                     ATTN_STATUS_OK);
+                    if (memcmp(got, q8, n * sizeof(float))) {
+                        printf("  %s: not Q8's bits FAIL\n", what);
+                        tu_failures++;
+                    }
+                    attn_free(q8);
+                }
+                if (memcmp(got, got2, n * sizeof(float))) {
+                    printf("  %s: 1 and 2 threads differ FAIL\n", what);
+                    tu_failures++;
+                }
+                attn_free(x), attn_free(want), attn_free(got), attn_free(got2), attn_free(ref);
+            }
+            attn_quant_packed_free(&P);
+            attn_free(w);
+        }
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+
 /* ldy > N: the padding columns are never written; beta == 0 never reads y (NaN there). K = 0
  * gives act(beta·y + bias). */
 static void strides_and_edges(attn_backend be) {
@@ -981,6 +1097,7 @@ int main(void) {
         cmocka_unit_test(test_packed_vs_rows_ref),
         cmocka_unit_test(test_packed_vs_rows_avx2),
         cmocka_unit_test(test_packed_vs_rows_avx512),
+        cmocka_unit_test(test_q8_all_many_rows),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_nn_linear),

@@ -22,7 +22,7 @@
 static const char translate_usage[] =
     "usage: attn translate --model DIR [--beam K] [--length-penalty A] [--max-len N]\n"
     "                      [--max-len-ratio R] [--batch N] [--heuristic-stop] [--scores]\n"
-    "                      [--precision f32|bf16|int8] [--int8-activations int8|f32] [TEXT...]\n"
+    "                      [--precision f32|bf16|int8] [--int8-activations A] [TEXT...]\n"
     "\n"
     "Translates each TEXT, or each line of standard input, writing one line per input line\n"
     "(an empty line gives an empty line). DIR holds config.json, model.safetensors and\n"
@@ -46,9 +46,11 @@ static const char translate_usage[] =
     "                      weights, the output projection's included, quantized at load to int8\n"
     "                      with one scale per 32 weights of a row, Q8_0; BLEU of the demo\n"
     "                      model within 0.3 of f32, see docs/translation.md)\n"
-    "  --int8-activations A  with int8: int8 (default) rounds the activations of decoding-sized\n"
-    "                      products (<= 8 rows) to int8 per 32 for integer dot products; f32\n"
-    "                      keeps them float32\n"
+    "  --int8-activations A  with int8: int8 (default) rounds the activations to int8 per 32\n"
+    "                      for integer dot products: products of <= 8 rows always, larger\n"
+    "                      ones (the encoder, beam steps) with AVX512-VNNI (else as\n"
+    "                      int8-small); int8-small only products of <= 8 rows (the rest\n"
+    "                      float32 on the dequantized weights); f32 keeps them float32\n"
     "\n"
     "Hugging Face translation directories (MarianMTModel / opus-mt, M2M100ForConditionalGeneration\n"
     "/ NLLB-200, and 'attn export' output) decode as transformers' generate does, with the\n"
@@ -181,7 +183,7 @@ int cmd_translate(int argc, char **argv) {
     memset(&hf, 0, sizeof hf);
     bool beam_set = false;
     attn_encdec_precision prec = ATTN_ENCDEC_PRECISION_F32;
-    attn_quant_act qact = ATTN_QUANT_ACT_Q8;
+    attn_quant_act qact = ATTN_QUANT_ACT_Q8_ALL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -221,9 +223,11 @@ int cmd_translate(int argc, char **argv) {
                 return cli_usage_error("--precision must be f32, bf16 or int8");
             i++;
         } else if (!strcmp(a, "--int8-activations")) {
-            if (!v || (strcmp(v, "int8") && strcmp(v, "f32")))
-                return cli_usage_error("--int8-activations must be int8 or f32");
-            qact = !strcmp(v, "f32") ? ATTN_QUANT_ACT_F32 : ATTN_QUANT_ACT_Q8;
+            if (!v || (strcmp(v, "int8") && strcmp(v, "int8-small") && strcmp(v, "f32")))
+                return cli_usage_error("--int8-activations must be int8, int8-small or f32");
+            qact = !strcmp(v, "f32")          ? ATTN_QUANT_ACT_F32
+                   : !strcmp(v, "int8-small") ? ATTN_QUANT_ACT_Q8
+                                              : ATTN_QUANT_ACT_Q8_ALL;
             i++;
         } else if (!strcmp(a, "--heuristic-stop")) {
             c.o.stop = ATTN_TRANSLATE_STOP_HEURISTIC;

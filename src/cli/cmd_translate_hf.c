@@ -2,7 +2,11 @@
  * (MarianMTModel, M2M100ForConditionalGeneration / NLLB, or an `attn export` of attn's own model):
  * transformers' generate (attn_hf_generate) with the directory's generation_config.json defaults,
  * text through the directory's tokenizer (attn_mt_tok: Marian's .spm files, NLLB's tokenizer.json;
- * an export's plain tokenizer.json through attn_tok), or ids in and out (--ids). */
+ * an export's plain tokenizer.json through attn_tok), or ids in and out (--ids).
+ *
+ * As for attn's own models (cmd_translate.c): lines are read in windows of 16 batches, sorted by
+ * source length, cut into batches of --batch sentences decoded one batch per thread (a translator
+ * per thread; longest batches first), and written back in input order. */
 #include "cmd_translate_hf.h"
 
 #include "cli.h"
@@ -14,10 +18,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define HF_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define HF_MAX(a, b) ((a) > (b) ? (a) : (b))
+
 typedef struct {
     const translate_hf_args *a;
     const attn_encdec_model *m;
-    attn_hf_translator *t;
+    attn_hf_translator *t;    /* thread 0's (the tokenizer's) */
+    attn_hf_translator **all; /* n_t of them, one per thread */
+    int n_t;
 } hf_ctx;
 
 /* "3 41 7 0" or "3,41,7,0" -> ids in [0, V) (a line of --ids input). */
@@ -92,31 +105,113 @@ static attn_status print_result(const hf_ctx *c, const int32_t *ids, int n, floa
     return ATTN_STATUS_OK;
 }
 
-/* Translate lines [0, n) (input line numbers from first) in one batch, printing in order. */
-static attn_status run_batch(hf_ctx *c, char **lines, int n, size_t first) {
-    const int max_out = attn_hf_translator_max_out(c->t);
-    int32_t **src = calloc((size_t)n, sizeof *src);
-    size_t *len = calloc((size_t)n, sizeof *len);
-    int32_t *out_len = malloc((size_t)n * sizeof *out_len);
-    int32_t *out = malloc((size_t)n * max_out * sizeof *out);
-    float *score = malloc((size_t)n * sizeof *score);
-    attn_status s = ATTN_STATUS_OK;
-    if (!src || !len || !out_len || !out || !score)
-        s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
-    for (int i = 0; i < n && !s; i++) {
-        s = source_ids(c, lines[i], first + (size_t)i, &src[i], &len[i]);
-        if (!s && len[i] == 0)
-            s = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "<input>:%zu: no source ids",
-                               first + (size_t)i);
+/* A window of input lines: read, turned into source ids, sorted by length, cut into batches that
+ * the threads decode one at a time each (longest first), printed back in input order. */
+typedef struct {
+    char *text;
+    size_t lineno;
+    int32_t *src;
+    size_t len;
+    int32_t *out; /* into the window's output buffer */
+    int32_t out_len;
+    float score;
+} hf_item;
+
+static int cmp_item_len(const void *x, const void *y) {
+    const hf_item *const *a = x, *const *b = y;
+    if ((*a)->len != (*b)->len) return (*a)->len < (*b)->len ? -1 : 1;
+    return (*a)->lineno < (*b)->lineno ? -1 : (*a)->lineno > (*b)->lineno; /* stable */
+}
+
+typedef struct {
+    hf_ctx *c;
+    hf_item **sorted;
+    int n, n_batches;
+    attn_status first; /* the first failure and its message */
+    char err[1024];
+} hf_window;
+
+/* Batch bb (longest first) on translator t. */
+static void window_batch(hf_window *w, attn_hf_translator *t, long bb) {
+    attn_status seen;
+#ifdef _OPENMP
+#pragma omp atomic read
+#endif
+    seen = w->first;
+    if (seen) return;
+    const int B = w->c->a->batch, b = w->n_batches - 1 - (int)bb, i0 = b * B;
+    const int k = HF_MIN(B, w->n - i0), max_out = attn_hf_translator_max_out(t);
+    const int32_t **src = malloc((size_t)k * sizeof *src);
+    size_t *len = malloc((size_t)k * sizeof *len);
+    int32_t *out = malloc((size_t)k * (size_t)max_out * sizeof *out);
+    int32_t *out_len = malloc((size_t)k * sizeof *out_len);
+    float *score = malloc((size_t)k * sizeof *score);
+    attn_status e = ATTN_STATUS_OK;
+    if (!src || !len || !out || !out_len || !score)
+        e = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
+    for (int i = 0; i < k && !e; i++) src[i] = w->sorted[i0 + i]->src, len[i] = w->sorted[i0 + i]->len;
+    if (!e) e = attn_hf_translator_generate(t, k, src, len, out, out_len, score);
+    for (int i = 0; i < k && !e; i++) {
+        hf_item *it = w->sorted[i0 + i];
+        memcpy(it->out, out + (size_t)i * max_out, (size_t)out_len[i] * sizeof *out);
+        it->out_len = out_len[i], it->score = score[i];
     }
-    if (!s)
-        s = attn_hf_translator_generate(c->t, n, (const int32_t *const *)src, len, out, out_len,
-                                        score);
-    for (int i = 0; i < n && !s; i++)
-        s = print_result(c, out + (size_t)i * max_out, out_len[i], score[i]);
+    free(src), free(len), free(out), free(out_len), free(score);
+    if (e) {
+#ifdef _OPENMP
+#pragma omp critical(attn_translate_hf_error)
+#endif
+        {
+            if (!w->first) {
+                snprintf(w->err, sizeof w->err, "%s", attn_last_error());
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+                w->first = e;
+            }
+        }
+    }
+}
+
+/* Translate the window's n lines (line numbers in the items), printing in input order. */
+static attn_status run_window(hf_ctx *c, hf_item *items, int n) {
+    const int max_out = attn_hf_translator_max_out(c->t);
+    attn_status s = ATTN_STATUS_OK;
+    for (int i = 0; i < n && !s; i++) {
+        s = source_ids(c, items[i].text, items[i].lineno, &items[i].src, &items[i].len);
+        if (!s && items[i].len == 0)
+            s = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "<input>:%zu: no source ids",
+                               items[i].lineno);
+    }
+    hf_item **sorted = malloc((size_t)n * sizeof *sorted);
+    int32_t *outs = malloc((size_t)n * (size_t)max_out * sizeof *outs);
+    if (!s && (!sorted || !outs))
+        s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
+    if (!s) {
+        for (int i = 0; i < n; i++) sorted[i] = &items[i], items[i].out = outs + (size_t)i * max_out;
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_item_len);
+        hf_window w = {c, sorted, n, (n + c->a->batch - 1) / c->a->batch, ATTN_STATUS_OK, ""};
+        const int nt = HF_MIN(c->n_t, w.n_batches);
+        /* One thread: no region (the kernels then use the threads); more: one batch per thread,
+         * each thread's kernels single-threaded inside the region. */
+        if (nt > 1) {
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+            {
+                attn_hf_translator *t = c->all[omp_get_thread_num()];
+#pragma omp for schedule(dynamic, 1)
+                for (long bb = 0; bb < w.n_batches; bb++) window_batch(&w, t, bb);
+            }
+#endif
+        } else {
+            for (long bb = 0; bb < w.n_batches; bb++) window_batch(&w, c->t, bb);
+        }
+        if (w.first) s = attn_set_error(w.first, "%s", w.err);
+    }
+    for (int i = 0; i < n && !s; i++) s = print_result(c, items[i].out, items[i].out_len, items[i].score);
     fflush(stdout);
-    for (int i = 0; src && i < n; i++) attn_free(src[i]);
-    free(src), free(len), free(out_len), free(out), free(score);
+    for (int i = 0; i < n; i++) attn_free(items[i].src), items[i].src = NULL;
+    free(sorted), free(outs);
     return s;
 }
 
@@ -129,11 +224,23 @@ attn_status translate_hf(const translate_hf_args *a, const attn_encdec_model *m,
     p.src_lang = a->src_lang, p.tgt_lang = a->tgt_lang;
     p.num_beams = a->beam, p.max_new_tokens = a->max_tokens, p.max_sentences = a->batch;
     p.need_tokenizer = !a->ids;
-    attn_status s = attn_hf_translator_init(m, a->dir, &p, &c.t);
-    char **buf = s ? NULL : calloc((size_t)a->batch, sizeof *buf);
-    if (!s && !buf) s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
+    /* one translator per thread (the workers without a tokenizer: text is thread 0's work) */
+    int nt = 1;
+#ifdef _OPENMP
+    nt = HF_MAX(1, attn_get_num_threads());
+#endif
+    attn_hf_translator *all[64] = {NULL};
+    nt = HF_MIN(nt, 64);
+    attn_status s = attn_hf_translator_init(m, a->dir, &p, &all[0]);
+    p.need_tokenizer = false;
+    c.n_t = 1;
+    for (int i = 1; i < nt && !s; i++, c.n_t++) s = attn_hf_translator_init(m, a->dir, &p, &all[i]);
+    c.t = all[0], c.all = all;
+    const int wcap = a->batch * 16;
+    hf_item *w = s ? NULL : calloc((size_t)wcap, sizeof *w);
+    if (!s && !w) s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
     int n = 0;
-    size_t lineno = 0, first = 1;
+    size_t lineno = 0;
     char *line = NULL;
     size_t cap = 0;
     while (!s) {
@@ -160,17 +267,17 @@ attn_status translate_hf(const translate_hf_args *a, const attn_encdec_model *m,
                                lineno, what, at + 1);
             break;
         }
-        buf[n++] = text;
-        if (n == a->batch) {
-            s = run_batch(&c, buf, n, first);
-            for (int i = 0; i < n; i++) free(buf[i]);
-            first += (size_t)n, n = 0;
+        w[n].text = text, w[n].lineno = lineno, n++;
+        if (n == wcap) {
+            s = run_window(&c, w, n);
+            for (int i = 0; i < n; i++) free(w[i].text);
+            n = 0;
         }
     }
     free(line);
-    if (!s && n) s = run_batch(&c, buf, n, first);
-    for (int i = 0; buf && i < n; i++) free(buf[i]);
-    free(buf);
-    attn_hf_translator_free(c.t);
+    if (!s && n) s = run_window(&c, w, n);
+    for (int i = 0; w && i < n; i++) free(w[i].text);
+    free(w);
+    for (int i = 0; i < nt; i++) attn_hf_translator_free(all[i]);
     return s;
 }

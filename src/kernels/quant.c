@@ -641,7 +641,8 @@ attn_status attn_quant_gemm(int M, int N, int K, const float *x, int ldx, attn_q
             K);
     REQUIRE(act >= ATTN_ACT_NONE && act <= ATTN_ACT_SILU, "quant gemm: unknown activation %d",
             (int)act);
-    REQUIRE(qact == ATTN_QUANT_ACT_F32 || qact == ATTN_QUANT_ACT_Q8,
+    REQUIRE(qact == ATTN_QUANT_ACT_F32 || qact == ATTN_QUANT_ACT_Q8 ||
+                qact == ATTN_QUANT_ACT_Q8_ALL,
             "quant gemm: unknown activation mode %d", (int)qact);
     size_t rb;
     ATTN_TRY(attn_quant_row_bytes(t, K, &rb));
@@ -784,7 +785,8 @@ attn_status attn_quant_gemm_packed(int M, const float *x, int ldx, const attn_qu
     REQUIRE(M >= 0, "quant gemm: M must be >= 0 (M=%d)", M);
     REQUIRE(act >= ATTN_ACT_NONE && act <= ATTN_ACT_SILU, "quant gemm: unknown activation %d",
             (int)act);
-    REQUIRE(qact == ATTN_QUANT_ACT_F32 || qact == ATTN_QUANT_ACT_Q8,
+    REQUIRE(qact == ATTN_QUANT_ACT_F32 || qact == ATTN_QUANT_ACT_Q8 ||
+                qact == ATTN_QUANT_ACT_Q8_ALL,
             "quant gemm: unknown activation mode %d", (int)qact);
     REQUIRE(ldx >= ATTN_MAX(1, K), "quant gemm: ldx=%d < K=%d", ldx, K);
     REQUIRE(ldy >= ATTN_MAX(1, N), "quant gemm: ldy=%d < N=%d", ldy, N);

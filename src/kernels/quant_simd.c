@@ -1059,6 +1059,145 @@ static void packed_rows(const void *ctx, int j0, int n, int k0, int kc, float *o
     }
 }
 
+/* ---- many rows with int8 activations: AVX512-VNNI on x8 Q8_0 panels -------------------------
+ * ATTN_QUANT_ACT_Q8_ALL with M > SMALL_M (a beam search's decoding steps: up to 128 rows): the
+ * activations rounded per 32 as quantize_acts does for the small-M path, stored as unsigned
+ * bytes code + 128, so that VPDPBUSD (u8 × s8, four products per 32-bit lane) multiplies them
+ * with the weight codes directly; Σ (code + 128)·w − 128·Σ w = Σ code·w (exact in int32), the
+ * −128·Σ w of each row and group computed once per panel pair. A zmm holds the same chunk of
+ * two panels (16 output columns); the eight chunks of a group stay in registers for up to 8 rows
+ * of x. Per group and row the same float steps as x8_panel (int32 sum -> float, times the
+ * activations' scale, then fused multiply-add with the rows' d), so every output equals the
+ * small-M x8 path's on the same row, bit for bit, whatever M is (tests/test_quant.c). */
+#if ATTN_ISA == 512
+typedef struct {
+    int M, K;
+    const attn_quant_packed *P;
+    const uint8_t *xu; /* (M, K): activation codes + 128 */
+    const float *xd;   /* (M, K/32): their scales */
+    float beta, *y;
+    int ldy;
+    const float *bias;
+    attn_act act;
+} many_job;
+
+/* out (Mc rows of 16) = panels p and p + 1 (p alone when !two: the upper 8 columns repeat it) times
+ * rows m0 .. m0 + Mc − 1; nws: the panels' −128·Σ w per group (K/32 vectors). */
+VNNI_FN static ALWAYS_INLINE void many_tile(int Mc, const many_job *j, int p, bool two,
+                                            const __m512i *nws, int m0, float *out) {
+    const int K = j->K, G = K / 32;
+    const size_t S = qx8_group_bytes(ATTN_QTYPE_Q8_0), PS = (size_t)G * S;
+    const uint8_t *pa = (const uint8_t *)j->P->data + (size_t)p * PS, *pb = two ? pa + PS : pa;
+    __m512 acc[SMALL_M];
+    for (int m = 0; m < Mc; m++) acc[m] = _mm512_setzero_ps();
+    for (int g = 0; g < G; g++) {
+        const uint8_t *ga = pa + (size_t)g * S, *gb = pb + (size_t)g * S;
+        __m512i w[8];
+        for (int c = 0; c < 8; c++)
+            w[c] = _mm512_inserti64x4(_mm512_castsi256_si512(load256(ga + 16 + 32 * c)),
+                                      load256(gb + 16 + 32 * c), 1);
+        const __m512 dv = _mm512_cvtph_ps(_mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)ga)),
+            _mm_loadu_si128((const __m128i *)(const void *)gb), 1));
+        for (int m = 0; m < Mc; m++) {
+            const uint8_t *xm = j->xu + (size_t)(m0 + m) * K + 32 * (size_t)g;
+            __m512i isum = nws[g];
+            for (int c = 0; c < 8; c++) {
+                int32_t v;
+                memcpy(&v, xm + 4 * c, sizeof v);
+                isum = _mm512_dpbusd_epi32(isum, _mm512_set1_epi32(v), w[c]);
+            }
+            const __m512 dot = _mm512_mul_ps(_mm512_cvtepi32_ps(isum),
+                                             _mm512_set1_ps(j->xd[(size_t)(m0 + m) * G + g]));
+            acc[m] = _mm512_fmadd_ps(dot, dv, acc[m]);
+        }
+    }
+    for (int m = 0; m < Mc; m++) _mm512_storeu_ps(out + 16 * m, acc[m]);
+}
+
+typedef void (*many_fn)(const many_job *, int, bool, const __m512i *, int, float *);
+#define MANY_FN(Mc)                                                                              \
+    VNNI_FN __attribute__((noinline)) static void many_##Mc(const many_job *j, int p, bool two,  \
+                                                            const __m512i *nws, int m0,          \
+                                                            float *out) {                        \
+        many_tile(Mc, j, p, two, nws, m0, out);                                                  \
+    }
+MANY_FN(1) MANY_FN(2) MANY_FN(3) MANY_FN(4) MANY_FN(5) MANY_FN(6) MANY_FN(7) MANY_FN(8)
+static const many_fn manys[SMALL_M + 1] = {NULL, many_1, many_2, many_3, many_4,
+                                           many_5, many_6, many_7, many_8};
+
+/* nws[g] = −128 · Σ over group g of each of the 16 rows' codes (panels p and p + 1 or p twice). */
+VNNI_FN __attribute__((noinline)) static void many_neg_sums(const many_job *j, int p, bool two,
+                                                            __m512i *nws) {
+    const int G = j->K / 32;
+    const size_t S = qx8_group_bytes(ATTN_QTYPE_Q8_0), PS = (size_t)G * S;
+    const uint8_t *pa = (const uint8_t *)j->P->data + (size_t)p * PS, *pb = two ? pa + PS : pa;
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int g = 0; g < G; g++) {
+        __m512i s = _mm512_setzero_si512();
+        for (int c = 0; c < 8; c++)
+            s = _mm512_dpbusd_epi32(
+                s, ones,
+                _mm512_inserti64x4(_mm512_castsi256_si512(load256(pa + (size_t)g * S + 16 + 32 * c)),
+                                   load256(pb + (size_t)g * S + 16 + 32 * c), 1));
+        nws[g] = _mm512_mullo_epi32(s, _mm512_set1_epi32(-128));
+    }
+}
+
+/* Panel pairs [q0, q1) (pair q: panels 2q and 2q + 1 of np), every row of x; nws: K/32 vectors. */
+static void many_range(const many_job *j, int np, int q0, int q1, __m512i *nws) {
+    float out[SMALL_M * 16];
+    for (int q = q0; q < q1; q++) {
+        const int p = 2 * q, n0 = 8 * p;
+        const bool two = p + 1 < np;
+        many_neg_sums(j, p, two, nws);
+        for (int m0 = 0; m0 < j->M; m0 += SMALL_M) {
+            const int Mc = ATTN_MIN(SMALL_M, j->M - m0);
+            manys[Mc](j, p, two, nws, m0, out);
+            for (int m = 0; m < Mc; m++)
+                ATTN_FN(attn_gemm_store_row)(j->y + (size_t)(m0 + m) * j->ldy + n0, two ? 16 : 8,
+                                             out + 16 * m, 1.0f, j->beta,
+                                             j->bias ? j->bias + n0 : NULL, j->act);
+        }
+    }
+}
+
+/* The product for M > SMALL_M rows of x with int8 activations on a packed Q8_0 W whose N is a
+ * multiple of 8; false when out of memory (nothing written). */
+static bool many_q8(int M, const float *x, int ldx, const attn_quant_packed *P, float beta,
+                    float *y, int ldy, const float *bias, attn_act act) {
+    const int K = P->K, G = K / 32, np = P->N / 8, pairs = (np + 1) / 2;
+    acts a;
+    void *scratch;
+    if (!acts_prepare(M, K, x, ldx, true, true, &a, &scratch)) return false;
+    uint8_t *xu = (uint8_t *)(uintptr_t)a.xq; /* the codes + 128, in place (scratch is ours) */
+    for (size_t i = 0; i < (size_t)M * (size_t)K; i += 32) /* K: a multiple of 32 */
+        _mm256_storeu_si256((__m256i *)(void *)(xu + i),
+                            _mm256_xor_si256(load256(xu + i), _mm256_set1_epi8((char)0x80)));
+    const int nt = team_for(M, P->N, K, pairs);
+    __m512i *nws = attn_alloc((size_t)nt * (size_t)G * sizeof *nws);
+    if (!nws) {
+        attn_free(scratch);
+        return false;
+    }
+    const many_job j = {M, K, P, xu, a.xd, beta, y, ldy, bias, act};
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+    {
+        int q0, q1, t = 0;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+#endif
+        thread_share(pairs, &q0, &q1);
+        if (q0 < q1) many_range(&j, np, q0, q1, nws + (size_t)t * (size_t)G);
+    }
+    attn_free(nws);
+    attn_free(scratch);
+    return true;
+}
+#endif
+
 bool ATTN_FN(attn_quant_gemm_x8)(int M, const float *x, int ldx, const attn_quant_packed *P,
                                  float beta, float *y, int ldy, const float *bias, attn_act act,
                                  attn_quant_act qact) {
@@ -1073,6 +1212,12 @@ bool ATTN_FN(attn_quant_gemm_x8)(int M, const float *x, int ldx, const attn_quan
                                              1.0f, beta, bias ? bias + n0 : NULL, act);
         return true;
     }
+#if ATTN_ISA == 512
+    if (M > SMALL_M && qact == ATTN_QUANT_ACT_Q8_ALL && P->type == ATTN_QTYPE_Q8_0 && N8 == N &&
+        cpu_vnni())
+        return many_q8(M, x, ldx, P, beta, y, ldy, bias, act);
+#endif
+    if (qact == ATTN_QUANT_ACT_Q8_ALL) qact = ATTN_QUANT_ACT_Q8;
     if (M <= SMALL_M) {
         const bool q8 = qact == ATTN_QUANT_ACT_Q8;
         x8_job j = {M, K, q8, P, {NULL, 0, NULL, NULL, NULL, NULL, NULL}, beta, y, ldy, bias, act};
@@ -1124,6 +1269,7 @@ void ATTN_FN(attn_quant_gemm)(int M, int N, int K,
                                              1.0f, beta, bias ? bias + n0 : NULL, act);
         return;
     }
+    if (qact == ATTN_QUANT_ACT_Q8_ALL) qact = ATTN_QUANT_ACT_Q8; /* no many-row int8 path here */
     if (M <= SMALL_M) {
         small_job j = {M, N, K, t, w, row_bytes, bb, qact, false,
                        {NULL, 0, NULL, NULL, NULL, NULL, NULL}, beta, y, ldy, bias, act};

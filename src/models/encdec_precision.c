@@ -123,7 +123,7 @@ attn_status attn_encdec_set_precision(attn_encdec_model *m, attn_encdec_precisio
         p != ATTN_ENCDEC_PRECISION_INT8)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec precision: unknown precision %d",
                          (int)p);
-    if (act != ATTN_QUANT_ACT_F32 && act != ATTN_QUANT_ACT_Q8)
+    if (act != ATTN_QUANT_ACT_F32 && act != ATTN_QUANT_ACT_Q8 && act != ATTN_QUANT_ACT_Q8_ALL)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                          "encdec precision: unknown activation mode %d", (int)act);
     if (p == ATTN_ENCDEC_PRECISION_BF16)
