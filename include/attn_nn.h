@@ -325,6 +325,16 @@ typedef struct {
     const float *bias;
     ptrdiff_t bias_sb, bias_sh, bias_sq;
     float *dbias;
+    /* Ragged KV cache (self-attention with a cache, padded layout, evaluation only): B sequences
+     * that each have their own cache length, e.g. one new token for each of several requests.
+     * pos0s (B), when not NULL, replaces pos0 per sequence: sequence b's Tq rows are appended at
+     * its positions pos0s[b] .. pos0s[b] + Tq − 1, take those RoPE positions (unless pos is
+     * given) and attend over its first pos0s[b] + Tq cached keys (causal, window as usual).
+     * slot (B), when not NULL, maps the call's sequence b to the cache's sequence slot[b] (distinct
+     * entries in [0, cache->B): a subset of a cache's sequences in any order; cache->B may then
+     * differ from B). Not with kv_len, a score bias or captured probabilities. */
+    const int32_t *pos0s;
+    const int32_t *slot;
 } attn_nn_seqs;
 
 /* Padded layout of B sequences of T rows, no padding, positions from 0. */
