@@ -11,7 +11,7 @@
  *   - argument checks.
  * Tolerance: the batched step runs every linear map as an (n, C) product where the reference
  * runs (1, C) ones; the GEMM sums in another order for another row count, so rows agree to float
- * rounding, not bit for bit. Measured on this AVX2 machine (each check prints its error): block
+ * rounding, not bit for bit. Measured on an AVX-512 Xeon (each check prints its error): block
  * layer up to 2.5e-7 of max|y|; float32 models up to 2.5e-7 of max|logit| (GPT-2, Llama GQA,
  * Qwen3, Mistral window); SmolLM2 Q4_1 up to 1.4e-6 (4.4e-5 absolute on logits of ~35).
  * Checked at 1e-6 (block layer), 2e-5 (float32 models) and 2e-4 (Q4_1) times max|ref|. The
@@ -21,6 +21,7 @@
 #include "attn_gguf.h"
 #include "attn_gpt.h"
 #include "attn_nn.h"
+#include "attn_quant.h"
 
 /* ---- block layer --------------------------------------------------------------------------- */
 
@@ -128,6 +129,78 @@ static void test_attention_ragged(void **state) {
     attention_ragged(0, 3);
     attention_ragged(4, 1); /* a window shorter than most sequences */
     attention_ragged(4, 2);
+}
+
+/* ---- the batched quantized products --------------------------------------------------------- */
+
+/* attn_quant_gemm_batch / attn_quant_gemm_packed_batch over M rows: bit for bit the plain
+ * products over each chunk of 8 rows (the decoding path), on every backend this CPU has, for
+ * both activation modes, the row layout (Q4_1, Q6_K) and the x8 layout (Q4_1, Q8_0), N not a
+ * multiple of 8 (the packed tail rows). */
+static void test_quant_batch(void **state) {
+    (void)state;
+    enum { N = 75, K = 96, M = 21 };
+    tu_rng r = {3};
+    float *w = malloc(sizeof(float) * N * 256), *x = malloc(sizeof(float) * M * 256);
+    float *y = malloc(sizeof(float) * M * N), *yref = malloc(sizeof(float) * M * N);
+    float bias[N];
+    tu_fill(&r, w, (size_t)N * 256, -1, 1);
+    tu_fill(&r, x, (size_t)M * 256, -1, 1);
+    tu_fill(&r, bias, N, -1, 1);
+    const attn_qtype types[3] = {ATTN_QTYPE_Q4_1, ATTN_QTYPE_Q8_0, ATTN_QTYPE_Q6_K};
+    const attn_backend bes[3] = {ATTN_BACKEND_REF, ATTN_BACKEND_AVX2, ATTN_BACKEND_AVX512};
+    const attn_backend was = attn_get_backend();
+    int checked = 0;
+    for (int bi = 0; bi < 3; bi++) {
+        if (!attn_backend_available(bes[bi])) continue;
+        attn_set_backend(bes[bi]);
+        for (int ti = 0; ti < 3; ti++) {
+            const int Kt = types[ti] == ATTN_QTYPE_Q6_K ? 256 : K;
+            size_t rb;
+            assert_int_equal(attn_quant_row_bytes(types[ti], Kt, &rb), ATTN_STATUS_OK);
+            uint8_t *q = malloc(rb * N);
+            assert_int_equal(attn_quant_quantize(types[ti], (int64_t)N * Kt, w, q), ATTN_STATUS_OK);
+            attn_quant_packed P;
+            const bool packed = attn_quant_pack_supported(types[ti]);
+            if (packed) assert_int_equal(attn_quant_pack(types[ti], N, Kt, q, &P), ATTN_STATUS_OK);
+            for (int qa = 0; qa < 2; qa++) {
+                const attn_quant_act act = qa ? ATTN_QUANT_ACT_Q8 : ATTN_QUANT_ACT_F32;
+                for (int lay = 0; lay < (packed ? 2 : 1); lay++) {
+                    for (int i = 0; i < M * N; i++) y[i] = yref[i] = 0.5f;
+                    for (int r0 = 0; r0 < M; r0 += 8) {
+                        const int mc = M - r0 < 8 ? M - r0 : 8;
+                        const float *xr = x + (size_t)r0 * 256;
+                        float *yr = yref + (size_t)r0 * N;
+                        assert_int_equal(lay ? attn_quant_gemm_packed(mc, xr, 256, &P, 1.0f, yr, N,
+                                                                      bias, ATTN_ACT_GELU_TANH, act)
+                                             : attn_quant_gemm(mc, N, Kt, xr, 256, types[ti], q,
+                                                               1.0f, yr, N, bias,
+                                                               ATTN_ACT_GELU_TANH, act),
+                                         ATTN_STATUS_OK);
+                    }
+                    assert_int_equal(lay ? attn_quant_gemm_packed_batch(M, x, 256, &P, 1.0f, y, N,
+                                                                        bias, ATTN_ACT_GELU_TANH,
+                                                                        act)
+                                         : attn_quant_gemm_batch(M, N, Kt, x, 256, types[ti], q,
+                                                                 1.0f, y, N, bias,
+                                                                 ATTN_ACT_GELU_TANH, act),
+                                     ATTN_STATUS_OK);
+                    if (memcmp(y, yref, sizeof(float) * M * N)) {
+                        printf("  %s %s %s %s: the batched product differs from its chunks\n",
+                               attn_backend_name(bes[bi]), attn_quant_type_name(types[ti]),
+                               qa ? "q8" : "f32", lay ? "x8" : "rows");
+                        tu_failures++;
+                    }
+                    checked++;
+                }
+            }
+            if (packed) attn_quant_packed_free(&P);
+            free(q);
+        }
+    }
+    attn_set_backend(was);
+    printf("  %d batched products equal their 8-row chunks bit for bit\n", checked);
+    free(w), free(x), free(y), free(yref);
 }
 
 /* ---- models -------------------------------------------------------------------------------- */
@@ -317,6 +390,7 @@ static void test_smollm2_q4_1_ragged(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention_ragged),
+        cmocka_unit_test(test_quant_batch),
         cmocka_unit_test(test_gpt2_ragged),
         cmocka_unit_test(test_llama_ragged),
         cmocka_unit_test(test_qwen3_ragged),

@@ -281,6 +281,8 @@ static attn_status run_layers(const attn_gpt_model *m, attn_gpt_kv *kv, const at
     const int M = B * tq, pos0 = s->pos0, Tk = pos0 + tq;
     attn_nn_run run = attn_nn_default_run();
     run.quant_act = kv->quant_act;
+    /* a ragged step's rows (one per sequence): decoding-sized products, chunked */
+    run.few_rows = s->pos0s != NULL;
     for (int l = 0; l < L; l++) {
         attn_nn_sublayer S[2];
         gpt_sublayers(m, &m->w.h[l], l, 0.0f, S);
@@ -477,6 +479,7 @@ attn_status attn_gpt_decode_ragged(const attn_gpt_model *m, attn_gpt_kv *kv, int
     if (logits) {
         attn_nn_run run = attn_nn_default_run();
         run.quant_act = kv->quant_act;
+        run.few_rows = true;
         const attn_nn_linear head = gpt_head(m, &m->w);
         ATTN_TRY(attn_nn_norm_forward(&m->w.ln_f, n, kv->x, kv->a, NULL, NULL));
         ATTN_TRY(attn_nn_linear_forward(&run, &head, n, kv->a, C, 0.0f, logits, V,

@@ -41,6 +41,7 @@ serve_config serve_default_config(void) {
     c.max_batch_tokens = 16384;
     c.slots = 8;
     c.ctx = 0;
+    c.quant_act = ATTN_QUANT_ACT_F32;
     c.max_queue = 256;
     c.timeout = 30;
     return c;
@@ -257,6 +258,7 @@ static attn_status slot_begin(serve_model *m, gen_state *g, int k) {
     const int V = m->gpt->cfg.vocab_size;
     if (!g->kv) {
         SERVE_TRY(attn_gpt_kv_init_slots(m->gpt, m->eng->cfg.slots, m->ctx, &g->kv));
+        attn_gpt_kv_set_quant_act(g->kv, m->eng->cfg.quant_act);
         g->logits = malloc((size_t)m->eng->cfg.slots * V * sizeof *g->logits);
         if (!g->logits) {
             attn_gpt_kv_free(g->kv);
