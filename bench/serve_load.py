@@ -4,7 +4,8 @@ a fixed number of requests, loopback only). Not part of CI: the lead runs it.
     build/attn serve --model smol=models/SmolLM2-135M-Instruct.Q4_1.gguf \
         --model minilm=models/all-MiniLM-L6-v2 --port 8080 --slots 16 &
     .venv/bin/python bench/serve_load.py [--port 8080] [--streams 1,4,16,64] [--tokens 32]
-        [--embed-clients 32] [--embed-requests 4]
+        [--embed-clients 32] [--embed-requests 4] [--conversations 4] [--repeat N]
+        [--no-embed] [--completions]
 
 Chat: for each concurrency C, C streamed greedy chat completions at once (max_tokens --tokens,
 the usage chunk asked for), stream i asking conversation i mod --conversations (questions of
@@ -40,6 +41,9 @@ ap.add_argument("--threads", type=int, default=2, help="attn embed's --threads (
 ap.add_argument("--conversations", type=int, default=4, help="distinct chat questions (1..8)")
 ap.add_argument("--repeat", type=int, default=1, help="runs of each concurrency level")
 ap.add_argument("--no-embed", action="store_true", help="skip the embeddings part")
+ap.add_argument("--completions", action="store_true",
+                help="streamed /v1/completions of the questions as prompts (a model without a "
+                     "chat template, e.g. GPT-2) instead of chat")
 a = ap.parse_args()
 
 client = openai.AsyncOpenAI(base_url="http://127.0.0.1:%d/v1" % a.port, api_key=a.key,
@@ -75,15 +79,23 @@ def metrics():
 async def one_stream(q):
     t0 = time.perf_counter()
     first, text, tokens = None, [], 0
-    stream = await client.chat.completions.create(
-        model=a.model, messages=[{"role": "user", "content": QUESTIONS[q]}], max_tokens=a.tokens,
-        temperature=0, stream=True,
-        stream_options={"include_usage": True})
+    if a.completions:
+        stream = await client.completions.create(
+            model=a.model, prompt=QUESTIONS[q], max_tokens=a.tokens, temperature=0, stream=True,
+            stream_options={"include_usage": True})
+    else:
+        stream = await client.chat.completions.create(
+            model=a.model, messages=[{"role": "user", "content": QUESTIONS[q]}],
+            max_tokens=a.tokens, temperature=0, stream=True,
+            stream_options={"include_usage": True})
     async for ch in stream:
-        if ch.choices and ch.choices[0].delta.content:
+        piece = None
+        if ch.choices:
+            piece = ch.choices[0].text if a.completions else ch.choices[0].delta.content
+        if piece:
             if first is None:
                 first = time.perf_counter() - t0
-            text.append(ch.choices[0].delta.content)
+            text.append(piece)
         if ch.usage:
             tokens = ch.usage.completion_tokens
     return "".join(text), tokens, time.perf_counter() - t0, first or 0.0
@@ -110,8 +122,8 @@ async def main():
     a.conversations = max(1, min(a.conversations, len(QUESTIONS)))
     ref = [(await one_stream(q))[0] for q in range(a.conversations)]
     base = None
-    print("chat: %d greedy tokens per stream, model %s, %d conversations" %
-          (a.tokens, a.model, a.conversations))
+    print("%s: %d greedy tokens per stream, model %s, %d conversations" %
+          ("completions" if a.completions else "chat", a.tokens, a.model, a.conversations))
     for c in [int(x) for x in a.streams.split(",")]:
         for _ in range(a.repeat):
             m0 = metrics()

@@ -328,11 +328,13 @@ typedef struct {
     const float *bias;
     ptrdiff_t bias_sb, bias_sh, bias_sq;
     float *dbias;
-    /* Ragged KV cache (self-attention with a cache, padded layout, evaluation only): B sequences
-     * that each have their own cache length, e.g. one new token for each of several requests.
-     * pos0s (B), when not NULL, replaces pos0 per sequence: sequence b's Tq rows are appended at
-     * its positions pos0s[b] .. pos0s[b] + Tq − 1, take those RoPE positions (unless pos is
-     * given) and attend over its first pos0s[b] + Tq cached keys (causal, window as usual).
+    /* Ragged KV cache (self-attention with a cache, evaluation only): B sequences that each have
+     * their own cache length, e.g. one new token for each of several requests, or a new
+     * request's prompt beside them (variable-length layout: sequence b's rows off[b] ..
+     * off[b + 1] − 1, n_b of them, Tq >= every n_b; padded: n_b = Tq).
+     * pos0s (B), when not NULL, replaces pos0 per sequence: sequence b's n_b rows are appended
+     * at its positions pos0s[b] .. pos0s[b] + n_b − 1, take those RoPE positions (unless pos is
+     * given) and attend over its first pos0s[b] + n_b cached keys (causal, window as usual).
      * slot (B), when not NULL, maps the call's sequence b to the cache's sequence slot[b] (distinct
      * entries in [0, cache->B): a subset of a cache's sequences in any order; cache->B may then
      * differ from B). Not with kv_len, a score bias or captured probabilities. */

@@ -42,7 +42,9 @@ struct attn_gpt_kv {
     float *h;     /* the MLP's evaluation activations over the rows
                      (attn_nn_ffn_acts_floats: (rows, F), gated (rows, 3F)) */
     float *last;  /* (B, C) ln_f of each sequence's last position */
-    int32_t *step_pos; /* (B) attn_gpt_decode_ragged: each row's position */
+    int32_t *step_pos; /* (rows) attn_gpt_decode_batch: each row's position */
+    int32_t *step_p0;  /* (B) each sequence's first position */
+    int32_t *step_off; /* (B + 1) each sequence's first row */
     float *probs; /* (B, H, chunk, max_T) capture scratch, allocated on demand */
     attn_gpt_capture cap;
     attn_quant_act quant_act; /* activations of products on quantized weights (default F32) */
@@ -60,6 +62,8 @@ void attn_gpt_kv_free(attn_gpt_kv *kv) {
     attn_free(kv->last);
     attn_free(kv->lens);
     attn_free(kv->step_pos);
+    attn_free(kv->step_p0);
+    attn_free(kv->step_off);
     attn_free(kv->probs);
     attn_free(kv);
 }
@@ -106,9 +110,11 @@ static attn_status kv_make(const attn_gpt_model *m, int B, int max_T, bool slots
     kv->h = attn_alloc(attn_nn_ffn_acts_floats(&m->w.h[0].mlp, (int)nr, false) * sizeof(float));
     kv->last = attn_alloc((size_t)B * C * sizeof(float));
     kv->lens = attn_calloc((size_t)B * sizeof(int32_t));
-    kv->step_pos = attn_alloc((size_t)B * sizeof(int32_t));
+    kv->step_pos = attn_alloc(nr * sizeof(int32_t));
+    kv->step_p0 = attn_alloc((size_t)B * sizeof(int32_t));
+    kv->step_off = attn_alloc((size_t)(B + 1) * sizeof(int32_t));
     if (!kv->k || !kv->v || !kv->x || !kv->a || !kv->qkv || !kv->att || !kv->h || !kv->last ||
-        !kv->lens || !kv->step_pos) {
+        !kv->lens || !kv->step_pos || !kv->step_p0 || !kv->step_off) {
         attn_gpt_kv_free(kv);
         return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt kv: out of memory for B=%d max_T=%d", B,
                          max_T);
@@ -278,7 +284,7 @@ static attn_status run_layers(const attn_gpt_model *m, attn_gpt_kv *kv, const at
                               int b0, int cacheB, int n_new, int t0) {
     const attn_gpt_config *c = &m->cfg;
     const int L = c->n_layer, H = c->n_head, B = s->B, tq = s->Tq;
-    const int M = B * tq, pos0 = s->pos0, Tk = pos0 + tq;
+    const int M = s->off ? s->off[B] : B * tq, pos0 = s->pos0, Tk = pos0 + tq;
     attn_nn_run run = attn_nn_default_run();
     run.quant_act = kv->quant_act;
     /* a ragged step's rows (one per sequence): decoding-sized products, chunked */
@@ -443,48 +449,79 @@ attn_status attn_gpt_decode_seq(const attn_gpt_model *m, attn_gpt_kv *kv, int b,
     return decode_run(m, kv, 1, b, kv->seq_chunk, n_new, ids, logits, all);
 }
 
-attn_status attn_gpt_decode_ragged(const attn_gpt_model *m, attn_gpt_kv *kv, int n,
-                                   const int32_t *seqs, const int32_t *ids, float *logits) {
-    ATTN_TRY(check_model(m, kv, ids, "gpt decode_ragged"));
+attn_status attn_gpt_decode_batch(const attn_gpt_model *m, attn_gpt_kv *kv, int n,
+                                  const int32_t *seqs, const int32_t *counts, const int32_t *ids,
+                                  float *logits) {
+    ATTN_TRY(check_model(m, kv, ids, "gpt decode_batch"));
     if (kv->cap.hidden || kv->cap.attn_probs)
         return attn_fail(ATTN_STATUS_UNSUPPORTED,
-                         "gpt decode_ragged: capture is for attn_gpt_decode");
+                         "gpt decode_batch: capture is for attn_gpt_decode");
     if (n < 1 || n > kv->B)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "gpt decode_ragged: n = %d sequences, the cache holds %d", n, kv->B);
+                         "gpt decode_batch: n = %d sequences, the cache holds %d", n, kv->B);
+    long rows = 0;
+    int most = 1;
+    kv->step_off[0] = 0;
     for (int i = 0; i < n; i++) {
-        const int b = seqs ? seqs[i] : i;
+        const int b = seqs ? seqs[i] : i, c = counts ? counts[i] : 1;
         if (b < 0 || b >= kv->B)
             return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                             "gpt decode_ragged: sequence %d is outside the cache's [0, %d)", b,
+                             "gpt decode_batch: sequence %d is outside the cache's [0, %d)", b,
                              kv->B);
         for (int j = 0; seqs && j < i; j++)
             if (seqs[j] == b)
                 return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                                 "gpt decode_ragged: sequence %d given twice", b);
-        if (kv->lens[b] >= kv->max_T)
+                                 "gpt decode_batch: sequence %d given twice", b);
+        if (c < 1)
             return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                             "gpt decode_ragged: sequence %d's cache is full (%d positions)", b,
-                             kv->max_T);
-        kv->step_pos[i] = kv->lens[b];
+                             "gpt decode_batch: sequence %d gets %d new positions (must be >= 1)",
+                             b, c);
+        if (c > kv->max_T - kv->lens[b])
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "gpt decode_batch: sequence %d's cache is full (%d positions cached, "
+                             "%d new, %d in all)",
+                             b, (int)kv->lens[b], c, kv->max_T);
+        rows += c;
+        if (rows > kv->rows)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "gpt decode_batch: more than the cache's %d rows in one pass",
+                             kv->rows);
+        most = ATTN_MAX(most, c);
+        kv->step_p0[i] = kv->lens[b];
+        kv->step_off[i + 1] = (int32_t)rows;
+        for (int t = 0; t < c; t++) kv->step_pos[kv->step_off[i] + t] = kv->lens[b] + t;
     }
     const attn_gpt_config *c = &m->cfg;
-    ATTN_TRY(gpt_check_ids("gpt decode_ragged", c, n, 1, ids));
+    ATTN_TRY(gpt_check_ids("gpt decode_batch", c, 1, (int)rows, ids));
     const int C = c->n_embd, V = c->vocab_size;
-    attn_nn_seqs sq = attn_nn_seqs_dense(n, 1, 1);
-    sq.pos0s = kv->step_pos;
+    attn_nn_seqs sq = attn_nn_seqs_dense(n, most, most);
+    sq.pos0s = kv->step_p0;
     sq.slot = seqs;
-    gpt_embed_pos(m, n, kv->step_pos, ids, kv->x);
-    ATTN_TRY(run_layers(m, kv, &sq, 0, seqs ? kv->B : n, 1, 0)); /* no slot map: the first n */
+    if (counts) sq.off = kv->step_off; /* else one row each: the padded layout */
+    gpt_embed_pos(m, (int)rows, kv->step_pos, ids, kv->x);
+    /* no slot map: the first n */
+    ATTN_TRY(run_layers(m, kv, &sq, 0, seqs ? kv->B : n, 1, 0));
     if (logits) {
         attn_nn_run run = attn_nn_default_run();
         run.quant_act = kv->quant_act;
         run.few_rows = true;
         const attn_nn_linear head = gpt_head(m, &m->w);
-        ATTN_TRY(attn_nn_norm_forward(&m->w.ln_f, n, kv->x, kv->a, NULL, NULL));
+        const float *last = kv->x;
+        if (counts) { /* each sequence's last row */
+            for (int i = 0; i < n; i++)
+                memcpy(kv->last + (size_t)i * C, kv->x + (size_t)(kv->step_off[i + 1] - 1) * C,
+                       C * sizeof(float));
+            last = kv->last;
+        }
+        ATTN_TRY(attn_nn_norm_forward(&m->w.ln_f, n, last, kv->a, NULL, NULL));
         ATTN_TRY(attn_nn_linear_forward(&run, &head, n, kv->a, C, 0.0f, logits, V,
                                         ATTN_ACT_NONE));
     }
-    for (int i = 0; i < n; i++) kv->lens[seqs ? seqs[i] : i]++;
+    for (int i = 0; i < n; i++) kv->lens[seqs ? seqs[i] : i] += counts ? counts[i] : 1;
     return ATTN_STATUS_OK;
+}
+
+attn_status attn_gpt_decode_ragged(const attn_gpt_model *m, attn_gpt_kv *kv, int n,
+                                   const int32_t *seqs, const int32_t *ids, float *logits) {
+    return attn_gpt_decode_batch(m, kv, n, seqs, NULL, ids, logits);
 }

@@ -8,13 +8,13 @@
  *   generation   continuous batching: `slots` slots, each a sequence of one shared ragged KV
  *                cache (attn_gpt_kv_init_slots) with its own sampler and streaming
  *                detokenizer. Each iteration of the scheduler admits waiting requests into free
- *                slots, then advances every running slot by one token in ONE batched step
- *                (attn_gpt_decode_ragged: (n, C) products, each slot at its own position), and
- *                runs each new slot's prompt alone (attn_gpt_decode_seq), so a request joins
- *                and leaves between two iterations and concurrent streams share the weights'
- *                reads. The sampler draws are attn_gen_session_generate's and the prompt pass
- *                is attn_gpt_decode's bit for bit; a batched step's logits equal a batch-1
- *                step's to float rounding (tests/test_ragged.c: ~1e-7 relative), so a request
+ *                slots, then runs ONE pass (attn_gpt_decode_batch: (rows, C) products over the
+ *                weights, attention per slot at its own position) that advances every running
+ *                slot by one token and feeds new slots' prompts (up to the pass's rows: a long
+ *                prompt continues in the next passes), so a request joins and leaves between
+ *                two iterations and concurrent streams share the weights' reads. The sampler
+ *                draws are attn_gen_session_generate's; a batched pass's logits equal a batch-1
+ *                decode's to float rounding (tests/test_ragged.c: ~1e-7 relative), so a request
  *                gives what `attn generate` / `attn chat` give unless two candidates tie to
  *                that precision. */
 #include "serve.h"
@@ -188,15 +188,18 @@ typedef struct {
     int max_T;               /* positions this request may fill */
     int i;                   /* tokens generated so far */
     int32_t last;            /* the token to feed next */
-    bool prefilled;
+    int fed;                 /* prompt tokens in the cache so far */
+    bool prefilled;          /* the whole prompt is */
 } slot;
 
 /* A decoder model's scheduler state (serve_model.slots). */
 typedef struct {
     slot *sl;                /* [slots] */
     attn_gpt_kv *kv;         /* every slot's cache: slot i is sequence i (made on first use) */
-    float *logits;           /* (slots, V): a step's rows, or a prompt's one row */
-    int32_t *seqs, *toks;    /* (slots): the slots of a batched step and the tokens they feed */
+    float *logits;           /* (slots, V): a pass's rows, one per slot in it */
+    int32_t *seqs, *counts;  /* (slots): the slots of a pass and how many tokens each feeds */
+    int32_t *toks;           /* (rows): the tokens fed */
+    int rows;                /* the most tokens one pass feeds (the cache's scratch rows) */
 } gen_state;
 
 static attn_status gen_state_new(serve_model *m) {
@@ -205,9 +208,13 @@ static attn_status gen_state_new(serve_model *m) {
     if (!g) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
     m->slots = g;
     g->sl = calloc((size_t)n, sizeof *g->sl);
+    /* attn_gpt_kv_init_slots' scratch rows: max(slots, min(ctx, 256)) */
+    g->rows = m->ctx < 256 ? m->ctx : 256;
+    if (g->rows < n) g->rows = n;
     g->seqs = malloc((size_t)n * sizeof *g->seqs);
-    g->toks = malloc((size_t)n * sizeof *g->toks);
-    if (!g->sl || !g->seqs || !g->toks)
+    g->counts = malloc((size_t)n * sizeof *g->counts);
+    g->toks = malloc((size_t)g->rows * sizeof *g->toks);
+    if (!g->sl || !g->seqs || !g->counts || !g->toks)
         return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
     return ATTN_STATUS_OK;
 }
@@ -219,6 +226,7 @@ static void gen_state_free(serve_model *m) {
     free(g->logits);
     free(g->sl);
     free(g->seqs);
+    free(g->counts);
     free(g->toks);
     free(g);
     m->slots = NULL;
@@ -267,7 +275,7 @@ static attn_status slot_begin(serve_model *m, gen_state *g, int k) {
         }
     }
     SERVE_TRY(attn_gpt_kv_seq_truncate(g->kv, k, 0));
-    sl->i = 0, sl->prefilled = false;
+    sl->i = 0, sl->fed = 0, sl->prefilled = false;
     /* The positions fed: the prompt and every generated token but the last (attn_gen_gpt). */
     const long long need = (long long)j->n_ids + j->max_new - 1;
     sl->max_T = (int)(need < m->ctx ? need : m->ctx);
@@ -336,10 +344,11 @@ static int admit(serve_model *m, int *fresh) {
 }
 
 /* One scheduler iteration over the active slots (the worker thread, or inline): the slots the
- * client left are freed; every slot already running advances by one token in ONE batched step
- * (attn_gpt_decode_ragged: the weights read once for all of them, each slot at its own
- * position); then each new slot runs its prompt alone (attn_gpt_decode_seq) and takes its first
- * token. Only the worker changes slots, so it reads them without the lock. */
+ * client left are freed; then ONE pass (attn_gpt_decode_batch: the weights read once for all its
+ * rows) advances every running slot by one token, each at its own position, and feeds the new
+ * slots' prompts (in slot order, as many tokens as the pass has rows left: a long prompt goes on
+ * in the next iterations); a slot whose prompt is complete takes its first token. Only the
+ * worker changes slots, so it reads them without the lock. */
 static void gen_iteration(serve_model *m, const int *fresh, int n_fresh) {
     gen_state *g = m->slots;
     slot *sl = g->sl;
@@ -353,35 +362,39 @@ static void gen_iteration(serve_model *m, const int *fresh, int n_fresh) {
             atomic_fetch_add(&m->eng->met.cancelled, 1);
             slot_end(m, &sl[i], attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "cancelled"), NULL);
         }
-    int n = 0;
+    int n = 0, rows = 0;
     for (int i = 0; i < n_slots; i++)
-        if (sl[i].job && sl[i].prefilled) g->seqs[n] = i, g->toks[n] = sl[i].last, n++;
-    int stepped = n;
-    if (n) {
-        attn_status s = attn_gpt_decode_ragged(m->gpt, g->kv, n, g->seqs, g->toks, g->logits);
-        for (int k = 0; k < n; k++) {
-            if (s)
-                slot_end(m, &sl[g->seqs[k]], s, NULL);
-            else
-                slot_take(m, g, g->seqs[k], g->logits + (size_t)k * V);
-        }
-    }
-    for (int i = 0; i < n_slots; i++) {
+        if (sl[i].job && sl[i].prefilled)
+            g->seqs[n] = i, g->counts[n] = 1, g->toks[rows++] = sl[i].last, n++;
+    const int stepped = n;
+    for (int i = 0; i < n_slots && rows < g->rows; i++) {
         if (!sl[i].job || sl[i].prefilled) continue;
-        serve_job *j = sl[i].job;
-        attn_status s = attn_gpt_decode_seq(m->gpt, g->kv, i, j->n_ids, j->ids, g->logits, false);
-        sl[i].prefilled = true;
-        atomic_fetch_add(&m->eng->met.tokens_in, j->n_ids);
-        stepped++;
-        if (s)
-            slot_end(m, &sl[i], s, NULL);
-        else
-            slot_take(m, g, i, g->logits);
+        const serve_job *j = sl[i].job;
+        const int left = j->n_ids - sl[i].fed, room = g->rows - rows;
+        const int c = left < room ? left : room;
+        memcpy(g->toks + rows, j->ids + sl[i].fed, (size_t)c * sizeof *g->toks);
+        g->seqs[n] = i, g->counts[n] = c, n++;
+        rows += c;
     }
-    if (stepped) {
-        atomic_fetch_add(&m->eng->met.gen_steps, 1);
-        atomic_fetch_add(&m->eng->met.gen_step_slots, stepped);
+    if (!n) return;
+    attn_status s = attn_gpt_decode_batch(m->gpt, g->kv, n, g->seqs, g->counts, g->toks,
+                                          g->logits);
+    for (int k = 0; k < n; k++) {
+        slot *q = &sl[g->seqs[k]];
+        if (s) {
+            slot_end(m, q, s, NULL);
+            continue;
+        }
+        if (k >= stepped) { /* a prompt's tokens */
+            q->fed += g->counts[k];
+            atomic_fetch_add(&m->eng->met.tokens_in, g->counts[k]);
+            if (q->fed < q->job->n_ids) continue;
+            q->prefilled = true;
+        }
+        slot_take(m, g, g->seqs[k], g->logits + (size_t)k * V);
     }
+    atomic_fetch_add(&m->eng->met.gen_steps, 1);
+    atomic_fetch_add(&m->eng->met.gen_step_slots, n);
 }
 
 /* ---- workers ------------------------------------------------------------------------------- */
