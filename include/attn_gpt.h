@@ -641,7 +641,7 @@ attn_status attn_gpt_decode_ragged(const attn_gpt_model *m, attn_gpt_kv *kv, int
                                    const int32_t *seqs, const int32_t *ids, float *logits);
 /* The same with counts[i] >= 1 new positions for sequence seqs[i] (counts NULL: one each):
  * ids holds sequence 0's counts[0] ids, then sequence 1's, ... (Σ counts in all, at most the
- * cache's scratch rows: 256, or B when larger, for attn_gpt_kv_init_slots), each sequence's at
+ * cache's scratch rows: max(B, min(max_T, 256)) for attn_gpt_kv_init_slots), each sequence's at
  * its own positions len .. len + counts[i] − 1 — decoding steps and new prompts (or parts of
  * them) in one pass. logits (n, V): each sequence's last new position. attn_gpt_decode_ragged
  * is this with counts NULL. */

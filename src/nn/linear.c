@@ -3,7 +3,7 @@
  *
  * Which GEMM a forward runs:
  *   - quantized weights (qw): attn_quant_gemm, in the run's activation mode; with few_rows,
- *     9 .. FEW_ROWS_QF32 (int8 activations: FEW_ROWS_Q8) rows through attn_quant_gemm_batch (a
+ *     9 .. FEW_ROWS_QF32 rows (int8 activations: any M) through attn_quant_gemm_batch (a
  *     batched decoding step: chunks of 8 rows on the decoding path, W streamed once);
  *   - pre-packed weights (inference, their backend current): attn_gemm_packed, no per-call
  *     packing of W;
@@ -30,7 +30,9 @@
  * 8.7 / 10.1 at 9 / 16 / 32 rows against the panels' 13.7 / 11.5 / 6.8; int8 activations,
  * chunks ~4-6 at 8 to 24 rows. */
 #define FEW_ROWS_QF32 24
-#define FEW_ROWS_Q8 64
+/* With int8 activations every M: the integer products give each row the same result whatever
+ * rows share its call, so a server's batches do not change a request's tokens (and the chunks
+ * cost about what the panels do over many rows). */
 #define COL_BLOCK 128 /* columns of W per block: 128 x K floats stay in L2 for K <= 1024 */
 
 attn_nn_linear attn_nn_linear_make(float *w, float *b, int in, int out, attn_nn_layout layout) {
@@ -122,7 +124,7 @@ attn_status attn_nn_linear_forward(const attn_nn_run *run, const attn_nn_linear 
         const attn_quant_act qa = run ? run->quant_act : ATTN_QUANT_ACT_F32;
         /* few_rows: a batched decoding step's rows in chunks of the kernels' decoding size */
         if (run && run->few_rows && M > SMALL_ROWS &&
-            M <= (qa == ATTN_QUANT_ACT_Q8 ? FEW_ROWS_Q8 : FEW_ROWS_QF32))
+            (qa == ATTN_QUANT_ACT_Q8 || M <= FEW_ROWS_QF32))
             return L->qpacked ? attn_quant_gemm_packed_batch(M, x, ldx, L->qpacked, beta, y, ldy,
                                                              L->b, act, qa)
                               : attn_quant_gemm_batch(M, L->out, L->in, x, ldx, L->qtype, L->qw,
