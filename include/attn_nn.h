@@ -56,8 +56,7 @@ typedef struct {
      * Quantized weights: products of 9..24 rows (int8 activations: of any M > 8) run as
      * chunks of 8 rows, each a decoding-sized product (attn_quant_gemm_batch: the M <= 8 path,
      * in the run's quant_act): a batched decoding step of several sequences
-     * (attn_gpt_decode_batch). With int8 activations a row's result then does not depend on
-     * the rows beside it. */
+     * (attn_gpt_decode_batch). */
     bool few_rows;
     /* Linear maps on quantized weights (attn_nn_linear.qw): whether decoding-sized products
      * (M <= 8 rows) round the activations to int8 per 32 for integer dot products

@@ -30,9 +30,9 @@
  * 8.7 / 10.1 at 9 / 16 / 32 rows against the panels' 13.7 / 11.5 / 6.8; int8 activations,
  * chunks ~4-6 at 8 to 24 rows. */
 #define FEW_ROWS_QF32 24
-/* With int8 activations every M: the integer products give each row the same result whatever
- * rows share its call, so a server's batches do not change a request's tokens (and the chunks
- * cost about what the panels do over many rows). */
+/* With int8 activations every M: then every product of a batched pass, prompts included, is
+ * int8 whatever the number of rows (not int8 for a small pass and float32 for a large one),
+ * and the chunks cost about what the panels do over many rows. */
 #define COL_BLOCK 128 /* columns of W per block: 128 x K floats stay in L2 for K <= 1024 */
 
 attn_nn_linear attn_nn_linear_make(float *w, float *b, int in, int out, attn_nn_layout layout) {
