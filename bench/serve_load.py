@@ -4,13 +4,17 @@ a fixed number of requests, loopback only). Not part of CI: the lead runs it.
     build/attn serve --model smol=models/SmolLM2-135M-Instruct.Q4_1.gguf \
         --model minilm=models/all-MiniLM-L6-v2 --port 8080 --slots 16 &
     .venv/bin/python bench/serve_load.py [--port 8080] [--streams 1,4,16,64] [--tokens 32]
-        [--embed-clients 32] [--embed-requests 4]
+        [--embed-clients 32] [--embed-requests 4] [--conversations 4] [--repeat N]
+        [--no-embed] [--completions]
 
-Chat: for each concurrency C, C streamed greedy chat completions of the same conversation at
-once (max_tokens --tokens, the usage chunk asked for); every reply must equal the one a single
-stream gets (continuous batching must not change a token). Prints aggregate generated tokens/s
-(all streams' tokens / wall time), the speed-up over one stream, and p50 / p99 of the request
-latency and of the time to the first token.
+Chat: for each concurrency C, C streamed greedy chat completions at once (max_tokens --tokens,
+the usage chunk asked for), stream i asking conversation i mod --conversations (questions of
+different lengths, so the slots decode at different positions); every reply must equal the one a
+single stream gets for that conversation (measured first, one at a time; continuous batching must
+not change a token). Prints aggregate generated tokens/s (all streams' tokens / wall time), the
+speed-up over one stream, p50 / p99 of the request latency and of the time to the first token,
+and the mean decoding batch (attn_decode_slot_steps_total / attn_decode_iterations_total over
+the level, from /metrics). --repeat N runs every level N times.
 Embeddings: --embed-clients clients each send --embed-requests requests of 8 sentences at once;
 texts/s, compared with `attn embed` on the same sentences in one process (--attn build/attn)."""
 import argparse
@@ -34,11 +38,25 @@ ap.add_argument("--tokens", type=int, default=32)
 ap.add_argument("--embed-clients", type=int, default=32)
 ap.add_argument("--embed-requests", type=int, default=4)
 ap.add_argument("--threads", type=int, default=2, help="attn embed's --threads (the server's own)")
+ap.add_argument("--conversations", type=int, default=4, help="distinct chat questions (1..8)")
+ap.add_argument("--repeat", type=int, default=1, help="runs of each concurrency level")
+ap.add_argument("--no-embed", action="store_true", help="skip the embeddings part")
+ap.add_argument("--completions", action="store_true",
+                help="streamed /v1/completions of the questions as prompts (a model without a "
+                     "chat template, e.g. GPT-2) instead of chat")
 a = ap.parse_args()
 
 client = openai.AsyncOpenAI(base_url="http://127.0.0.1:%d/v1" % a.port, api_key=a.key,
                             max_retries=0, timeout=600)
-MESSAGES = [{"role": "user", "content": "Write a short story about a robot who learns to paint."}]
+QUESTIONS = ["Write a short story about a robot who learns to paint.",
+             "Why is the sky blue?",
+             "Explain, step by step and for a beginner, how a bicycle's gears make it easier to "
+             "climb a steep hill, and when a rider should change them.",
+             "Hi!",
+             "List some fruits.",
+             "What should I see in Paris if I only have one day there?",
+             "Describe the water cycle.",
+             "Tell me a joke about computers."]
 
 
 def pct(xs, p):
@@ -46,17 +64,38 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-async def one_stream():
+def metrics():
+    import urllib.request
+    req = urllib.request.Request("http://127.0.0.1:%d/metrics" % a.port,
+                                 headers={"Authorization": "Bearer " + a.key})
+    out = {}
+    for line in urllib.request.urlopen(req).read().decode().splitlines():
+        if line.startswith("attn_decode_"):
+            k, v = line.split()
+            out[k] = float(v)
+    return out
+
+
+async def one_stream(q):
     t0 = time.perf_counter()
     first, text, tokens = None, [], 0
-    stream = await client.chat.completions.create(
-        model=a.model, messages=MESSAGES, max_tokens=a.tokens, temperature=0, stream=True,
-        stream_options={"include_usage": True})
+    if a.completions:
+        stream = await client.completions.create(
+            model=a.model, prompt=QUESTIONS[q], max_tokens=a.tokens, temperature=0, stream=True,
+            stream_options={"include_usage": True})
+    else:
+        stream = await client.chat.completions.create(
+            model=a.model, messages=[{"role": "user", "content": QUESTIONS[q]}],
+            max_tokens=a.tokens, temperature=0, stream=True,
+            stream_options={"include_usage": True})
     async for ch in stream:
-        if ch.choices and ch.choices[0].delta.content:
+        piece = None
+        if ch.choices:
+            piece = ch.choices[0].text if a.completions else ch.choices[0].delta.content
+        if piece:
             if first is None:
                 first = time.perf_counter() - t0
-            text.append(ch.choices[0].delta.content)
+            text.append(piece)
         if ch.usage:
             tokens = ch.usage.completion_tokens
     return "".join(text), tokens, time.perf_counter() - t0, first or 0.0
@@ -64,7 +103,7 @@ async def one_stream():
 
 async def chat_level(c):
     t0 = time.perf_counter()
-    rs = await asyncio.gather(*[one_stream() for _ in range(c)])
+    rs = await asyncio.gather(*[one_stream(i % a.conversations) for i in range(c)])
     return rs, time.perf_counter() - t0
 
 
@@ -80,26 +119,34 @@ async def embed_client(texts):
 
 
 async def main():
-    ref = None
+    a.conversations = max(1, min(a.conversations, len(QUESTIONS)))
+    ref = [(await one_stream(q))[0] for q in range(a.conversations)]
     base = None
-    print("chat: %d greedy tokens per stream, model %s" % (a.tokens, a.model))
+    print("%s: %d greedy tokens per stream, model %s, %d conversations" %
+          ("completions" if a.completions else "chat", a.tokens, a.model, a.conversations))
     for c in [int(x) for x in a.streams.split(",")]:
-        rs, wall = await chat_level(c)
-        texts = [r[0] for r in rs]
-        if ref is None:
-            ref = texts[0]
-        ok = all(t == ref for t in texts)
-        toks = sum(r[1] for r in rs)
-        tps = toks / wall
-        base = base or tps
-        lat = [r[2] for r in rs]
-        ttft = [r[3] for r in rs]
-        print("  %3d streams: %5d tokens in %6.2f s = %7.1f tokens/s (x%.2f of 1 stream); "
-              "latency p50 %.2f s p99 %.2f s; first token p50 %.2f s p99 %.2f s; outputs %s"
-              % (c, toks, wall, tps, tps / base, pct(lat, 50), pct(lat, 99), pct(ttft, 50),
-                 pct(ttft, 99), "all correct" if ok else "DIFFER"))
-        if not ok:
-            sys.exit(1)
+        for _ in range(a.repeat):
+            m0 = metrics()
+            rs, wall = await chat_level(c)
+            m1 = metrics()
+            steps = m1["attn_decode_iterations_total"] - m0["attn_decode_iterations_total"]
+            slots = m1["attn_decode_slot_steps_total"] - m0["attn_decode_slot_steps_total"]
+            bad = sum(r[0] != ref[i % a.conversations] for i, r in enumerate(rs))
+            toks = sum(r[1] for r in rs)
+            tps = toks / wall
+            base = base or tps
+            lat = [r[2] for r in rs]
+            ttft = [r[3] for r in rs]
+            print("  %3d streams: %5d tokens in %6.2f s = %7.1f tokens/s (x%.2f of 1 stream); "
+                  "latency p50 %.2f s p99 %.2f s; first token p50 %.2f s p99 %.2f s; mean batch "
+                  "%.1f; outputs %s"
+                  % (c, toks, wall, tps, tps / base, pct(lat, 50), pct(lat, 99), pct(ttft, 50),
+                     pct(ttft, 99), slots / max(steps, 1),
+                     "all %d correct" % c if not bad else "%d DIFFER" % bad), flush=True)
+            if bad:
+                sys.exit(1)
+    if a.no_embed:
+        return
     sents = ["Sentence number %d is about %s." % (i, w) for i, w in
              enumerate(["cats", "stocks", "rain", "music", "rivers", "bread", "chess", "stars"])]
     t0 = time.perf_counter()

@@ -579,20 +579,34 @@ attn_status attn_gpt_trainer_eval(attn_gpt_trainer *t, int B, int T, const int32
 /* ==== inference with a KV cache ============================================================== */
 
 /* The run state of generation: the keys and values of every layer for B sequences of up to max_T
- * positions (all sequences share one length), plus scratch for one pass of up to 512 new
- * positions per sequence (a longer prompt runs in several passes, with the same result).
- * Mutable; the model is not. */
+ * positions (one length for all with attn_gpt_decode; each its own with attn_gpt_decode_seq and
+ * attn_gpt_decode_ragged), plus scratch for one pass of up to 256 new positions per sequence (a
+ * longer prompt runs in several passes, with the same result). Mutable; the model is not. */
 typedef struct attn_gpt_kv attn_gpt_kv;
 
 /* 1 <= B, 1 <= max_T <= n_positions. TOO_LARGE before allocating when absurd. */
 attn_status attn_gpt_kv_init(const attn_gpt_model *m, int B, int max_T, attn_gpt_kv **out);
+/* A cache of n_slots independent sequences (slots) of up to max_T positions each, for
+ * attn_gpt_decode_seq and attn_gpt_decode_ragged (a server's requests, each at its own length):
+ * the same cache as attn_gpt_kv_init's, with scratch for one pass over one sequence's up to 256
+ * positions or one position of every slot (max(n_slots, min(max_T, 256)) rows) rather than
+ * n_slots × 256 rows. attn_gpt_decode works on it too (in passes of fewer positions). */
+attn_status attn_gpt_kv_init_slots(const attn_gpt_model *m, int n_slots, int max_T,
+                                   attn_gpt_kv **out);
 void attn_gpt_kv_free(attn_gpt_kv *kv);
 /* Forget every cached position (len = 0). */
 void attn_gpt_kv_reset(attn_gpt_kv *kv);
 /* Keep only the first len positions (0 <= len <= current length); INVALID_ARGUMENT otherwise. */
 attn_status attn_gpt_kv_truncate(attn_gpt_kv *kv, int len);
-/* Positions cached so far (the position the next token gets). */
+/* Positions cached so far (the position the next token gets). When the sequences have different
+ * lengths (attn_gpt_decode_seq / attn_gpt_decode_ragged), the longest; truncate then keeps at most
+ * the shortest's. */
 int attn_gpt_kv_len(const attn_gpt_kv *kv);
+/* Sequence b's own length (0 when b is out of range). */
+int attn_gpt_kv_seq_len(const attn_gpt_kv *kv, int b);
+/* Keep only the first len positions of sequence b (0 <= len <= its length; 0 frees the slot for
+ * a new sequence); INVALID_ARGUMENT otherwise. The other sequences are untouched. */
+attn_status attn_gpt_kv_seq_truncate(attn_gpt_kv *kv, int b, int len);
 /* Capacity: batch size and positions. */
 int attn_gpt_kv_batch(const attn_gpt_kv *kv);
 int attn_gpt_kv_max_len(const attn_gpt_kv *kv);
@@ -618,6 +632,36 @@ void attn_gpt_kv_set_capture(attn_gpt_kv *kv, const attn_gpt_capture *cap);
  * rounding order. */
 attn_status attn_gpt_decode(const attn_gpt_model *m, attn_gpt_kv *kv, int B, int n_new,
                             const int32_t *ids, float *logits, bool all);
+/* (attn_gpt_decode needs every sequence at one length: INVALID_ARGUMENT when they differ.) */
+
+/* ---- ragged batches: sequences at their own lengths (continuous batching) ----
+ * Sequence b of the cache (0 <= b < B) alone: n_new new positions at its own positions
+ * len_b .. len_b + n_new − 1 (len_b = attn_gpt_kv_seq_len), e.g. a new request's prompt, while the
+ * other sequences keep theirs. ids (n_new); logits as attn_gpt_decode's for one sequence: (V) or,
+ * with all, (n_new, V), or NULL. Exactly attn_gpt_decode of a batch-1 cache holding that
+ * sequence (the same passes, bit for bit). Capture is not supported (UNSUPPORTED). */
+attn_status attn_gpt_decode_seq(const attn_gpt_model *m, attn_gpt_kv *kv, int b, int n_new,
+                                 const int32_t *ids, float *logits, bool all);
+
+/* One new token for each of n distinct sequences seqs[0..n) of the cache (NULL: sequences
+ * 0..n − 1), each at its own position len_seqs[i] — one decoding step of several requests in ONE
+ * pass: the linear maps and the head run as (n, C) products over the weights (read once for all
+ * n rows), attention per sequence over its own cache. ids (n), logits (n, V) (row i for seqs[i]),
+ * or NULL. 1 <= n <= B; each sequence must have room for one more position. Numerically each
+ * row equals attn_gpt_decode_seq of that sequence alone up to the products' summation order,
+ * which may depend on the row count n (tests/test_ragged.c measures it). Capture is not
+ * supported (UNSUPPORTED). On failure nothing changes. */
+attn_status attn_gpt_decode_ragged(const attn_gpt_model *m, attn_gpt_kv *kv, int n,
+                                   const int32_t *seqs, const int32_t *ids, float *logits);
+/* The same with counts[i] >= 1 new positions for sequence seqs[i] (counts NULL: one each):
+ * ids holds sequence 0's counts[0] ids, then sequence 1's, ... (Σ counts in all, at most the
+ * cache's scratch rows: max(B, min(max_T, 256)) for attn_gpt_kv_init_slots), each sequence's at
+ * its own positions len .. len + counts[i] − 1 — decoding steps and new prompts (or parts of
+ * them) in one pass. logits (n, V): each sequence's last new position. attn_gpt_decode_ragged
+ * is this with counts NULL. */
+attn_status attn_gpt_decode_batch(const attn_gpt_model *m, attn_gpt_kv *kv, int n,
+                                  const int32_t *seqs, const int32_t *counts, const int32_t *ids,
+                                  float *logits);
 
 #ifdef __cplusplus
 }

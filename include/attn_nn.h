@@ -52,7 +52,11 @@ typedef struct {
      * from the same row in a larger batch. Off by default. Row independence then holds for
      * pre-packed weights (always the panel path) and for calls of more than 8 rows; a call of
      * 8 rows or fewer on unpacked weights takes attn_gemm's direct path, whose sums may differ in
-     * the last bit (~2e-7) from the blocked path's. The translator packs its decoder for this. */
+     * the last bit (~2e-7) from the blocked path's. The translator packs its decoder for this.
+     * Quantized weights: products of 9..24 rows (int8 activations: of any M > 8) run as
+     * chunks of 8 rows, each a decoding-sized product (attn_quant_gemm_batch: the M <= 8 path,
+     * in the run's quant_act): a batched decoding step of several sequences
+     * (attn_gpt_decode_batch). */
     bool few_rows;
     /* Linear maps on quantized weights (attn_nn_linear.qw): whether decoding-sized products
      * (M <= 8 rows) round the activations to int8 per 32 for integer dot products
@@ -325,6 +329,18 @@ typedef struct {
     const float *bias;
     ptrdiff_t bias_sb, bias_sh, bias_sq;
     float *dbias;
+    /* Ragged KV cache (self-attention with a cache, evaluation only): B sequences that each have
+     * their own cache length, e.g. one new token for each of several requests, or a new
+     * request's prompt beside them (variable-length layout: sequence b's rows off[b] ..
+     * off[b + 1] − 1, n_b of them, Tq >= every n_b; padded: n_b = Tq).
+     * pos0s (B), when not NULL, replaces pos0 per sequence: sequence b's n_b rows are appended
+     * at its positions pos0s[b] .. pos0s[b] + n_b − 1, take those RoPE positions (unless pos is
+     * given) and attend over its first pos0s[b] + n_b cached keys (causal, window as usual).
+     * slot (B), when not NULL, maps the call's sequence b to the cache's sequence slot[b] (distinct
+     * entries in [0, cache->B): a subset of a cache's sequences in any order; cache->B may then
+     * differ from B). Not with kv_len, a score bias or captured probabilities. */
+    const int32_t *pos0s;
+    const int32_t *slot;
 } attn_nn_seqs;
 
 /* Padded layout of B sequences of T rows, no padding, positions from 0. */

@@ -216,6 +216,20 @@ attn_status attn_quant_gemm_packed(int M, const float *x, int ldx, const attn_qu
                                    float beta, float *y, int ldy, const float *bias,
                                    attn_act act, attn_quant_act qact);
 
+/* A batched decoding step (several sequences, one row each: attn_gpt_decode_ragged): the same
+ * products with the M <= 8 decoding path for any M, the rows in chunks of 8 per strip of W (the
+ * strip stays in L1 between the chunks, so W is streamed from memory once). The result is
+ * exactly attn_quant_gemm / attn_quant_gemm_packed over each chunk of 8 rows (the last chunk
+ * M mod 8), in qact (Q8: int8 activations for every row). Faster than the dequantized-panel
+ * GEMM up to a few dozen rows (attn_nn.h's few_rows says where it is used). */
+attn_status attn_quant_gemm_batch(int M, int N, int K, const float *x, int ldx, attn_qtype t,
+                                  const void *w, float beta, float *y, int ldy, const float *bias,
+                                  attn_act act, attn_quant_act qact);
+attn_status attn_quant_gemm_packed_batch(int M, const float *x, int ldx,
+                                         const attn_quant_packed *P, float beta, float *y,
+                                         int ldy, const float *bias, attn_act act,
+                                         attn_quant_act qact);
+
 /* out (n_ids, C) = rows ids (n_ids) of table (V, C) of type t, dequantized: an embedding lookup
  * on quantized weights. An id outside [0, V) is ATTN_STATUS_INVALID_ARGUMENT. */
 attn_status attn_quant_embedding_forward(int n_ids, int V, int C, const int32_t *ids,

@@ -3,9 +3,10 @@
     python tests/serve_client.py PORT API_KEY OUT.json
 
 Asks, through the official client, for: embeddings of a few texts (the client's default base64
-encoding), a greedy completion, a streamed greedy chat reply (chunks gathered), four greedy
-completions at once (AsyncOpenAI: they share the server's decoding loop) and the same four one
-after the other; writes what came back as JSON for the C test to compare with the CLI. Exits 3
+encoding), a greedy completion, a streamed greedy chat reply (chunks gathered), six greedy
+completions of different prompt and reply lengths and three streamed greedy chats all at once
+(AsyncOpenAI: more requests than slots, sharing the server's batched decoding steps) and the six
+completions again one after the other; writes what came back as JSON for the C test to compare with the CLI. Exits 3
 when the openai package is missing (the test then skips)."""
 import asyncio
 import json
@@ -41,19 +42,42 @@ for ch in client.chat.completions.create(model="smol", messages=messages, max_to
 out["chat_stream"] = "".join(chunks)
 out["chat_chunks"] = len(chunks)
 
-prompts = ["Once upon a time", "The best way to learn", "In 1492,", "Water boils at"]
+# Prompts of different lengths (1 to 19 tokens) and replies of different lengths, more requests
+# than the test server's 4 slots: they join the batched decoding steps at different positions and
+# times, and leave at different times.
+prompts = ["Once upon a time", "The best way to learn", "In 1492,", "Water boils at",
+           "Hello", "The history of the Roman Empire is long and complicated, and historians "
+           "still disagree about why it"]
+max_toks = [8, 16, 12, 20, 6, 24]
+chats = ["What is 2+2?", "Name three colors.", "Write a haiku about the sea."]
 aclient = openai.AsyncOpenAI(base_url=base, api_key=key, max_retries=0, timeout=120)
 
 
+async def stream_chat(q):
+    parts = []
+    st = await aclient.chat.completions.create(
+        model="smol", messages=[{"role": "user", "content": q}], max_tokens=20, temperature=0,
+        stream=True)
+    async for ch in st:
+        if ch.choices and ch.choices[0].delta.content:
+            parts.append(ch.choices[0].delta.content)
+    return "".join(parts)
+
+
 async def together():
-    rs = await asyncio.gather(*[aclient.completions.create(model="smol", prompt=p, max_tokens=8,
-                                                           temperature=0) for p in prompts])
-    return [r.choices[0].text for r in rs]
+    comps = [aclient.completions.create(model="smol", prompt=p, max_tokens=n, temperature=0)
+             for p, n in zip(prompts, max_toks)]
+    rs = await asyncio.gather(*comps, *[stream_chat(q) for q in chats])
+    return [r.choices[0].text for r in rs[:len(prompts)]], rs[len(prompts):]
 
 
-out["concurrent"] = asyncio.run(together())
-out["sequential"] = [client.completions.create(model="smol", prompt=p, max_tokens=8,
-                                               temperature=0).choices[0].text for p in prompts]
+out["concurrent_prompts"] = prompts
+out["concurrent_max_tokens"] = max_toks
+out["concurrent_chat_questions"] = chats
+out["concurrent"], out["concurrent_chats"] = asyncio.run(together())
+out["sequential"] = [client.completions.create(model="smol", prompt=p, max_tokens=n,
+                                               temperature=0).choices[0].text
+                     for p, n in zip(prompts, max_toks)]
 
 try:
     client.completions.create(model="no-such-model", prompt="x", max_tokens=1)

@@ -1,9 +1,10 @@
 /* test_serve.c — `attn serve` with real clients, on a loopback port the test picks (--port 0:
  * the server prints the one it got), started and stopped by the test itself:
  *   - the `openai` Python package (tests/serve_client.py): embeddings, a greedy completion, a
- *     streamed chat reply, four concurrent completions; each identical to the CLI's output for the
- *     same input (`attn embed`, `attn generate --greedy`, `attn chat --greedy`) and the concurrent
- *     ones to the same requests one at a time (continuous batching changes no token);
+ *     streamed chat reply, six concurrent completions (prompts of 1 to 19 tokens) and three
+ *     concurrent streamed chats on 4 slots; each identical to the CLI's output for the same input
+ *     (`attn embed`, `attn generate --greedy`, `attn chat --greedy`) and the concurrent ones to
+ *     the same requests one at a time (continuous batching's batched steps change no token);
  *   - curl for the rest: /health, /v1/models, /metrics, /translate (identical to `attn
  *     translate`), /tokenize and /detokenize, /v1/attention (JSON and the HTML page);
  *   - bad requests, each with its status and an OpenAI-style error body, the server still serving:
@@ -238,13 +239,48 @@ static void test_openai_client(void **state) {
     json_decref(r);
     free(ref);
 
-    /* concurrent requests give what they give alone */
+    /* Concurrent requests (more than the 4 slots, prompts of 1 to 19 tokens: batched decoding
+     * steps over slots at different positions) give what they give alone, and what the CLI
+     * gives: `attn generate --greedy`, `attn chat --greedy`. */
     json_t *c = json_object_get(o, "concurrent"), *s = json_object_get(o, "sequential");
-    assert_int_equal(json_array_size(c), 4);
-    for (size_t i = 0; i < 4; i++) {
-        printf("  concurrent %zu: \"%s\"\n", i, json_string_value(json_array_get(c, i)));
+    json_t *cp = json_object_get(o, "concurrent_prompts");
+    json_t *cn = json_object_get(o, "concurrent_max_tokens");
+    assert_int_equal(json_array_size(c), 6);
+    assert_int_equal(json_array_size(cp), 6);
+    for (size_t i = 0; i < 6; i++) {
+        char args[1024], pq[600];
+        tu_shq(json_string_value(json_array_get(cp, i)), pq, sizeof pq);
+        snprintf(args, sizeof args,
+                 "generate --model " SMOL " --prompt %s --greedy --max-tokens %lld --no-echo "
+                 "--quiet",
+                 pq, (long long)json_integer_value(json_array_get(cn, i)));
+        ref = cli(args, NULL);
+        printf("  concurrent %zu: \"%s\" (attn generate: \"%s\")\n", i,
+               json_string_value(json_array_get(c, i)), ref);
+        assert_string_equal(json_string_value(json_array_get(c, i)), ref);
         assert_string_equal(json_string_value(json_array_get(c, i)),
                             json_string_value(json_array_get(s, i)));
+        free(ref);
+    }
+    json_t *cc = json_object_get(o, "concurrent_chats");
+    json_t *cq = json_object_get(o, "concurrent_chat_questions");
+    assert_int_equal(json_array_size(cc), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *m = json_pack("[{s:s, s:s}]", "role", "user", "content",
+                              json_string_value(json_array_get(cq, i)));
+        char *msgline = json_dumps(m, JSON_COMPACT);
+        json_decref(m);
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s\n", msgline);
+        free(msgline);
+        tu_write_all(convq, buf, strlen(buf));
+        ref = cli("chat --model " SMOL " --greedy --max-tokens 20 --jsonl --quiet", convq);
+        json_t *want = parse(ref);
+        printf("  concurrent chat %zu: \"%s\"\n", i, json_string_value(json_array_get(cc, i)));
+        assert_string_equal(json_string_value(json_array_get(cc, i)),
+                            json_string_value(json_object_get(want, "content")));
+        json_decref(want);
+        free(ref);
     }
     assert_int_equal(json_integer_value(json_object_get(o, "not_found")), 404);
     json_decref(o);

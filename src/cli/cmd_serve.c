@@ -18,7 +18,7 @@ static const char serve_usage[] =
     "usage: attn serve --model NAME=PATH [--model NAME=PATH ...] [--host 127.0.0.1] [--port 8080]\n"
     "                  [--threads N] [--api-key KEY | --api-key-file F] [--slots N] [--ctx N]\n"
     "                  [--max-batch-tokens N] [--max-queue N] [--max-body BYTES]\n"
-    "                  [--max-tokens N] [--max-input-tokens N] [--timeout S]\n"
+    "                  [--max-tokens N] [--max-input-tokens N] [--timeout S] [--quant-act f32|q8]\n"
     "\n"
     "An HTTP server for every model family at once (docs/serve.md):\n"
     "  GET  /health, /v1/models, /metrics (Prometheus text)\n"
@@ -32,8 +32,8 @@ static const char serve_usage[] =
     "  POST /v1/attention               the attention maps of any model on a text, as JSON or\n"
     "                                   as the self-contained HTML page (\"format\": \"html\")\n"
     "Concurrent generations share the decoding loop (continuous batching over --slots slots,\n"
-    "each with its own KV cache); concurrent embedding and translation requests are batched\n"
-    "by tokens. A client that disconnects cancels its work. Errors are OpenAI-style JSON\n"
+    "each with its own KV cache: one batched step advances every running slot by a token);\n"
+    "concurrent embedding and translation requests are batched by tokens. A client that disconnects cancels its work. Errors are OpenAI-style JSON\n"
     "({\"error\": {\"message\", \"type\", \"code\"}}) with 400, 401, 404, 413, 429 or 503.\n"
     "\n"
     "  --model NAME=PATH      serve PATH (a model directory or a GGUF file) as NAME; the\n"
@@ -52,6 +52,10 @@ static const char serve_usage[] =
     "  --max-input-tokens N   tokens of one prompt or text (default 8192)\n"
     "  --timeout S            seconds a request body may take to arrive, and to finish the\n"
     "                         requests in flight at SIGTERM (default 30)\n"
+    "  --quant-act f32|q8     products on quantized weights (GGUF) while generating, as 'attn\n"
+    "                         generate --quant-act': f32 (default; 'attn generate's tokens) or q8\n"
+    "                         (int8 activations, llama.cpp's arithmetic: faster, batched steps\n"
+    "                         most of all, and the text may differ)\n"
     "On SIGTERM or SIGINT the server stops accepting connections, lets the requests in flight\n"
     "finish (at most --timeout seconds), and exits with status 0.\n";
 
@@ -93,6 +97,15 @@ int cmd_serve(int argc, char **argv) {
             continue;
         }
         if (!strcmp(a, "--api-key-file")) { key_file = v; continue; }
+        if (!strcmp(a, "--quant-act")) {
+            if (!strcmp(v, "q8"))
+                cfg.quant_act = ATTN_QUANT_ACT_Q8;
+            else if (!strcmp(v, "f32"))
+                cfg.quant_act = ATTN_QUANT_ACT_F32;
+            else
+                return cli_usage_error("serve: --quant-act needs q8 or f32, got '%s'", v);
+            continue;
+        }
         int threads = 0;
         CLI_INT_OPT("serve", "--threads", 1, 1024, threads, attn_set_num_threads(threads))
         CLI_INT_OPT("serve", "--port", 0, 65535, cfg.port, (void)0)

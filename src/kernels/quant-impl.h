@@ -89,8 +89,15 @@ void attn_quant_block_dequant(attn_qtype t, const uint8_t *blk, float *out);
                                const void *w, size_t row_bytes, float beta, float *y, int ldy,   \
                                const float *bias, attn_act act, attn_quant_act qact);
 ATTN_QUANT_GEMM_DECLARE(ref)
-ATTN_QUANT_GEMM_DECLARE(avx2)
-ATTN_QUANT_GEMM_DECLARE(avx512)
+/* The SIMD ones: chunked (attn_quant_gemm_batch) runs any M on the decoding path, in chunks of 8
+ * rows per strip of W. */
+#define ATTN_QUANT_GEMM_SIMD_DECLARE(sfx)                                                        \
+    void attn_quant_gemm_##sfx(int M, int N, int K, const float *x, int ldx, attn_qtype t,       \
+                               const void *w, size_t row_bytes, float beta, float *y, int ldy,   \
+                               const float *bias, attn_act act, attn_quant_act qact,             \
+                               bool chunked);
+ATTN_QUANT_GEMM_SIMD_DECLARE(avx2)
+ATTN_QUANT_GEMM_SIMD_DECLARE(avx512)
 
 /* ---- the x8 layout (attn_quant.h: attn_quant_pack) ---- */
 /* Bytes of one panel group (8 blocks) and the offset of its codes; 0 for a type not packed. */
@@ -114,7 +121,7 @@ static inline void qx8_block(const attn_quant_packed *P, int n, int g, uint8_t *
 #define ATTN_QUANT_GEMM_X8_DECLARE(sfx)                                                          \
     bool attn_quant_gemm_x8_##sfx(int M, const float *x, int ldx, const attn_quant_packed *P,    \
                                   float beta, float *y, int ldy, const float *bias,              \
-                                  attn_act act, attn_quant_act qact);
+                                  attn_act act, attn_quant_act qact, bool chunked);
 ATTN_QUANT_GEMM_X8_DECLARE(avx2)
 ATTN_QUANT_GEMM_X8_DECLARE(avx512)
 

@@ -634,9 +634,9 @@ attn_status attn_quant_quantize(attn_qtype t, int64_t n, const float *src, void 
         if (!(cond)) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, __VA_ARGS__);                \
     } while (0)
 
-attn_status attn_quant_gemm(int M, int N, int K, const float *x, int ldx, attn_qtype t,
-                            const void *w, float beta, float *y, int ldy, const float *bias,
-                            attn_act act, attn_quant_act qact) {
+static attn_status quant_gemm(int M, int N, int K, const float *x, int ldx, attn_qtype t,
+                              const void *w, float beta, float *y, int ldy, const float *bias,
+                              attn_act act, attn_quant_act qact, bool chunked) {
     REQUIRE(M >= 0 && N >= 0 && K >= 0, "quant gemm: sizes must be >= 0 (M=%d N=%d K=%d)", M, N,
             K);
     REQUIRE(act >= ATTN_ACT_NONE && act <= ATTN_ACT_SILU, "quant gemm: unknown activation %d",
@@ -654,12 +654,25 @@ attn_status attn_quant_gemm(int M, int N, int K, const float *x, int ldx, attn_q
     REQUIRE(y && (K == 0 || (x && w)), "quant gemm: NULL matrix");
     const attn_backend be = attn_get_backend();
     if (be == ATTN_BACKEND_AVX512)
-        attn_quant_gemm_avx512(M, N, K, x, ldx, t, w, rb, beta, y, ldy, bias, act, qact);
+        attn_quant_gemm_avx512(M, N, K, x, ldx, t, w, rb, beta, y, ldy, bias, act, qact,
+                               chunked);
     else if (be == ATTN_BACKEND_AVX2)
-        attn_quant_gemm_avx2(M, N, K, x, ldx, t, w, rb, beta, y, ldy, bias, act, qact);
+        attn_quant_gemm_avx2(M, N, K, x, ldx, t, w, rb, beta, y, ldy, bias, act, qact, chunked);
     else
         attn_quant_gemm_ref(M, N, K, x, ldx, t, w, rb, beta, y, ldy, bias, act, qact);
     return ATTN_STATUS_OK;
+}
+
+attn_status attn_quant_gemm(int M, int N, int K, const float *x, int ldx, attn_qtype t,
+                            const void *w, float beta, float *y, int ldy, const float *bias,
+                            attn_act act, attn_quant_act qact) {
+    return quant_gemm(M, N, K, x, ldx, t, w, beta, y, ldy, bias, act, qact, false);
+}
+
+attn_status attn_quant_gemm_batch(int M, int N, int K, const float *x, int ldx, attn_qtype t,
+                                  const void *w, float beta, float *y, int ldy, const float *bias,
+                                  attn_act act, attn_quant_act qact) {
+    return quant_gemm(M, N, K, x, ldx, t, w, beta, y, ldy, bias, act, qact, true);
 }
 
 /* ---- the x8 layout ---------------------------------------------------------------------------- */
@@ -776,9 +789,9 @@ static attn_status gemm_packed_ref(int M, const float *x, int ldx, const attn_qu
     return ATTN_STATUS_OK;
 }
 
-attn_status attn_quant_gemm_packed(int M, const float *x, int ldx, const attn_quant_packed *P,
-                                   float beta, float *y, int ldy, const float *bias,
-                                   attn_act act, attn_quant_act qact) {
+static attn_status quant_gemm_packed(int M, const float *x, int ldx, const attn_quant_packed *P,
+                                     float beta, float *y, int ldy, const float *bias,
+                                     attn_act act, attn_quant_act qact, bool chunked) {
     size_t rb;
     ATTN_TRY(check_packed("quant gemm", P, &rb));
     const int N = P->N, K = P->K;
@@ -795,14 +808,27 @@ attn_status attn_quant_gemm_packed(int M, const float *x, int ldx, const attn_qu
     const attn_backend be = attn_get_backend();
     bool ok = true;
     if (be == ATTN_BACKEND_AVX512)
-        ok = attn_quant_gemm_x8_avx512(M, x, ldx, P, beta, y, ldy, bias, act, qact);
+        ok = attn_quant_gemm_x8_avx512(M, x, ldx, P, beta, y, ldy, bias, act, qact, chunked);
     else if (be == ATTN_BACKEND_AVX2)
-        ok = attn_quant_gemm_x8_avx2(M, x, ldx, P, beta, y, ldy, bias, act, qact);
+        ok = attn_quant_gemm_x8_avx2(M, x, ldx, P, beta, y, ldy, bias, act, qact, chunked);
     else
         return gemm_packed_ref(M, x, ldx, P, rb, beta, y, ldy, bias, act, qact);
     return ok ? ATTN_STATUS_OK
               : attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "quant gemm: out of memory for (%d, %d, %d)",
                           M, N, K);
+}
+
+attn_status attn_quant_gemm_packed(int M, const float *x, int ldx, const attn_quant_packed *P,
+                                   float beta, float *y, int ldy, const float *bias,
+                                   attn_act act, attn_quant_act qact) {
+    return quant_gemm_packed(M, x, ldx, P, beta, y, ldy, bias, act, qact, false);
+}
+
+attn_status attn_quant_gemm_packed_batch(int M, const float *x, int ldx,
+                                         const attn_quant_packed *P, float beta, float *y,
+                                         int ldy, const float *bias, attn_act act,
+                                         attn_quant_act qact) {
+    return quant_gemm_packed(M, x, ldx, P, beta, y, ldy, bias, act, qact, true);
 }
 
 attn_status attn_quant_embedding_forward(int n_ids, int V, int C, const int32_t *ids,

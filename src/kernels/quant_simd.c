@@ -3,7 +3,9 @@
  *
  * Two paths:
  *   - M <= SMALL_M rows (decoding): W is streamed once, straight from its blocks, the rows of W
- *     split over the OpenMP team in contiguous runs (one sequential stream per thread). A block
+ *     split over the OpenMP team in contiguous runs (one sequential stream per thread); for any
+ *     M from attn_quant_gemm_batch (a batched step of several sequences) the same in chunks of
+ *     SMALL_M rows per strip of W, which stays in L1 between the chunks. A block
  *     is decoded into registers 32 elements (a "group") at a time and used for every row of x:
  *       F32 activations: codes -> floats, products with x in float32, the group's scale applied to
  *         the partial sum (w = a·q + c, so Σ w·x = a·Σ q·x + c·Σ x with Σ x per 16 precomputed);
@@ -692,16 +694,35 @@ static strip_fn strip_for(attn_qtype t, int Mc, bool vnni) {
     return NULL;
 }
 
-/* Rows [n0, n1) of y: strips of STRIP outputs, then the epilogue per row of y. */
+/* The activations of rows r0 .. of a (rows of K values): a view for a chunk of rows. */
+static acts acts_rows(const acts *a, int K, int r0) {
+    const size_t G = (size_t)(K / 32), r = (size_t)r0;
+    acts b = *a;
+    b.x = a->x + r * (size_t)a->ldx;
+    if (a->xq) b.xq = a->xq + r * (size_t)K;
+    if (a->xd) b.xd = a->xd + r * G;
+    if (a->s16lo) b.s16lo = a->s16lo + r * G;
+    if (a->s16hi) b.s16hi = a->s16hi + r * G;
+    if (a->s32) b.s32 = a->s32 + r * G;
+    return b;
+}
+
+/* Rows [n0, n1) of y: strips of STRIP outputs, each for the rows of x in chunks of SMALL_M (more
+ * only from attn_quant_gemm_batch), then the epilogue per row of y. */
 static void small_range(const small_job *j, int n0, int n1) {
-    const strip_fn fn = strip_for(j->t, j->M, j->vnni);
     float out[SMALL_M * STRIP];
     for (int s = n0; s < n1; s += STRIP) {
         const int nb = ATTN_MIN(STRIP, n1 - s);
-        fn(j, s, nb, out);
-        for (int m = 0; m < j->M; m++)
-            ATTN_FN(attn_gemm_store_row)(j->y + (size_t)m * j->ldy + s, nb, out + m * STRIP, 1.0f,
-                                         j->beta, j->bias ? j->bias + s : NULL, j->act);
+        for (int r0 = 0; r0 < j->M; r0 += SMALL_M) {
+            small_job c = *j;
+            c.M = ATTN_MIN(SMALL_M, j->M - r0);
+            if (r0) c.a = acts_rows(&j->a, j->K, r0);
+            strip_for(j->t, c.M, j->vnni)(&c, s, nb, out);
+            for (int m = 0; m < c.M; m++)
+                ATTN_FN(attn_gemm_store_row)(j->y + (size_t)(r0 + m) * j->ldy + s, nb,
+                                             out + m * STRIP, 1.0f, j->beta,
+                                             j->bias ? j->bias + s : NULL, j->act);
+        }
     }
 }
 
@@ -956,22 +977,35 @@ X8_SET(ATTN_QTYPE_Q8_0, x8f_q8_0, x8_panel_f32)
 X8_SET(ATTN_QTYPE_Q4_0, x8f_q4_0, x8_panel_f32)
 X8_SET(ATTN_QTYPE_Q4_1, x8f_q4_1, x8_panel_f32)
 
-/* Panels [p0, p1) of y's columns: STRIP / 8 panels at a time, then the epilogue. */
-static void x8_range(const x8_job *j, int p0, int p1) {
+/* The panel kernel of a job's type and mode for Mc <= SMALL_M rows. */
+static x8_fn x8_for(const x8_job *j, int Mc) {
     const attn_qtype t = j->P->type;
-    const x8_fn fn = j->q8 ? (t == ATTN_QTYPE_Q8_0   ? x8_q8_0s[j->M]
-                              : t == ATTN_QTYPE_Q4_0 ? x8_q4_0s[j->M]
-                                                     : x8_q4_1s[j->M])
-                           : (t == ATTN_QTYPE_Q8_0   ? x8f_q8_0s[j->M]
-                              : t == ATTN_QTYPE_Q4_0 ? x8f_q4_0s[j->M]
-                                                     : x8f_q4_1s[j->M]);
+    return j->q8 ? (t == ATTN_QTYPE_Q8_0   ? x8_q8_0s[Mc]
+                    : t == ATTN_QTYPE_Q4_0 ? x8_q4_0s[Mc]
+                                           : x8_q4_1s[Mc])
+                 : (t == ATTN_QTYPE_Q8_0   ? x8f_q8_0s[Mc]
+                    : t == ATTN_QTYPE_Q4_0 ? x8f_q4_0s[Mc]
+                                           : x8f_q4_1s[Mc]);
+}
+
+/* Panels [p0, p1) of y's columns: STRIP / 8 panels at a time, for the rows of x in chunks of
+ * SMALL_M (more only from attn_quant_gemm_packed_batch; the strip's panels stay in L1 between
+ * the chunks), then the epilogue. */
+static void x8_range(const x8_job *j, int p0, int p1) {
     float out[SMALL_M * STRIP];
     for (int p = p0; p < p1; p += STRIP / 8) {
         const int np = ATTN_MIN(STRIP / 8, p1 - p), n0 = 8 * p;
-        for (int i = 0; i < np; i++) fn(j, p + i, out + 8 * i, STRIP);
-        for (int m = 0; m < j->M; m++)
-            ATTN_FN(attn_gemm_store_row)(j->y + (size_t)m * j->ldy + n0, 8 * np, out + m * STRIP,
-                                         1.0f, j->beta, j->bias ? j->bias + n0 : NULL, j->act);
+        for (int r0 = 0; r0 < j->M; r0 += SMALL_M) {
+            x8_job c = *j;
+            c.M = ATTN_MIN(SMALL_M, j->M - r0);
+            if (r0) c.a = acts_rows(&j->a, j->K, r0);
+            const x8_fn fn = x8_for(j, c.M);
+            for (int i = 0; i < np; i++) fn(&c, p + i, out + 8 * i, STRIP);
+            for (int m = 0; m < c.M; m++)
+                ATTN_FN(attn_gemm_store_row)(j->y + (size_t)(r0 + m) * j->ldy + n0, 8 * np,
+                                             out + m * STRIP, 1.0f, j->beta,
+                                             j->bias ? j->bias + n0 : NULL, j->act);
+        }
     }
 }
 
@@ -1200,7 +1234,7 @@ static bool many_q8(int M, const float *x, int ldx, const attn_quant_packed *P, 
 
 bool ATTN_FN(attn_quant_gemm_x8)(int M, const float *x, int ldx, const attn_quant_packed *P,
                                  float beta, float *y, int ldy, const float *bias, attn_act act,
-                                 attn_quant_act qact) {
+                                 attn_quant_act qact, bool chunked) {
     const int N = P->N, K = P->K, N8 = N - N % 8;
     size_t rb;
     (void)attn_quant_row_bytes(P->type, K, &rb);
@@ -1218,7 +1252,7 @@ bool ATTN_FN(attn_quant_gemm_x8)(int M, const float *x, int ldx, const attn_quan
         return many_q8(M, x, ldx, P, beta, y, ldy, bias, act);
 #endif
     if (qact == ATTN_QUANT_ACT_Q8_ALL) qact = ATTN_QUANT_ACT_Q8;
-    if (M <= SMALL_M) {
+    if (M <= SMALL_M || chunked) {
         const bool q8 = qact == ATTN_QUANT_ACT_Q8;
         x8_job j = {M, K, q8, P, {NULL, 0, NULL, NULL, NULL, NULL, NULL}, beta, y, ldy, bias, act};
         void *scratch;
@@ -1254,7 +1288,7 @@ void ATTN_FN(attn_quant_gemm)(int M, int N, int K,
                               float *y, // (M, N), row stride ldy
                               int ldy,
                               const float *bias, // (N) or NULL
-                              attn_act act, attn_quant_act qact) {
+                              attn_act act, attn_quant_act qact, bool chunked) {
     if (t == ATTN_QTYPE_F32) { /* plain floats (4-byte aligned, as a GGUF tensor is) */
         ATTN_FN(attn_gemm)(false, true, M, N, K, 1.0f, x, ldx, (const float *)w,
                            ATTN_MAX(1, K), beta, y, ldy, bias, act);
@@ -1270,7 +1304,7 @@ void ATTN_FN(attn_quant_gemm)(int M, int N, int K,
         return;
     }
     if (qact == ATTN_QUANT_ACT_Q8_ALL) qact = ATTN_QUANT_ACT_Q8; /* no many-row int8 path here */
-    if (M <= SMALL_M) {
+    if (M <= SMALL_M || chunked) {
         small_job j = {M, N, K, t, w, row_bytes, bb, qact, false,
                        {NULL, 0, NULL, NULL, NULL, NULL, NULL}, beta, y, ldy, bias, act};
         if (small_m(&j, x, ldx)) return;

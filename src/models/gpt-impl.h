@@ -36,6 +36,9 @@ attn_status gpt_check_ids(const char *what, const attn_gpt_config *c, int B, int
 
 /* out (B·T, C) = wte[ids] + wpe[pos0 + t] (ids already checked, pos0 + T <= P). */
 void gpt_embed(const attn_gpt_model *m, int B, int T, int pos0, const int32_t *ids, float *out);
+/* The same for M rows at their own positions pos (M) (each < P). */
+void gpt_embed_pos(const attn_gpt_model *m, int M, const int32_t *pos, const int32_t *ids,
+                   float *out);
 
 /* Block l's two pre-norm sub-layers (attention, MLP) over the views W, residual dropout p. */
 void gpt_sublayers(const attn_gpt_model *m, const attn_gpt_block *W, int l, float p_drop,

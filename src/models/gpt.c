@@ -346,11 +346,12 @@ attn_status gpt_check_ids(const char *what, const attn_gpt_config *c, int B, int
     return ATTN_STATUS_OK;
 }
 
-/* out (rows of B sequences, T positions each; row b·T + t) = wte[ids] + wpe[pos0 + t]. A
+/* out (rows of B sequences, T positions each; row b·T + t) = wte[ids] + wpe[pos0 + t] (or
+ * wpe[pos[r]] when pos is given). A
  * quantized table's rows are dequantized (attn_quant_dequantize: any bytes are valid blocks). */
-void gpt_embed(const attn_gpt_model *m, int B, int T, int pos0, const int32_t *ids, float *out) {
+static void embed_rows(const attn_gpt_model *m, long M, int T, int pos0, const int32_t *pos,
+                       const int32_t *ids, float *out) {
     const int C = m->cfg.n_embd;
-    const long M = (long)B * T;
     size_t rb = 0;
     if (m->wte_q) (void)attn_quant_row_bytes(m->wte_qtype, C, &rb); /* checked at load */
 #pragma omp parallel for schedule(static) if (M * C >= 65536)
@@ -369,9 +370,18 @@ void gpt_embed(const attn_gpt_model *m, int B, int T, int pos0, const int32_t *i
             if (e != o) memcpy(o, e, (size_t)C * sizeof(float));
             continue;
         }
-        const float *p = m->w.wpe + (size_t)(pos0 + t) * C;
+        const float *p = m->w.wpe + (size_t)(pos ? pos[r] : pos0 + t) * C;
         for (int i = 0; i < C; i++) o[i] = e[i] + p[i];
     }
+}
+
+void gpt_embed(const attn_gpt_model *m, int B, int T, int pos0, const int32_t *ids, float *out) {
+    embed_rows(m, (long)B * T, T, pos0, NULL, ids, out);
+}
+
+void gpt_embed_pos(const attn_gpt_model *m, int M, const int32_t *pos, const int32_t *ids,
+                   float *out) {
+    embed_rows(m, M, 1, 0, pos, ids, out);
 }
 
 /* Block l's two sub-layers over views W (weights or gradients). */

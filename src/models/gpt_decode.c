@@ -9,7 +9,12 @@
  * are GEMMs with beta = 1 straight into the stream, and the MLP's bias and activation are fused
  * into the GEMM's epilogue: inference keeps no activations for a backward. For one new token per
  * sequence every GEMM has M = B rows, which attn_gemm runs as a weight-streaming small-M
- * product. */
+ * product.
+ * Each sequence keeps its own length (lens): attn_gpt_decode moves them together, while
+ * attn_gpt_decode_seq runs one sequence alone (a server's new request: its prompt) and
+ * attn_gpt_decode_ragged steps any subset of sequences by one token each in one pass, each row
+ * at its own position (attn_nn_seqs.pos0s / slot: the attention sub-layer appends every row at
+ * its sequence's position and attends per sequence), the products over all rows at once. */
 #include "attn_gpt.h"
 
 #include "../core/core-impl.h"
@@ -23,17 +28,23 @@
 
 struct attn_gpt_kv {
     const attn_gpt_model *model;
-    int B, max_T, len;
-    int chunk;    /* positions per sequence per pass: min(max_T, CHUNK) */
+    int B, max_T;
+    int32_t *lens; /* (B) each sequence's cached positions */
+    int rows;     /* rows of scratch: B·chunk (attn_gpt_kv_init), or max(B, seq_chunk) (slots) */
+    int chunk;    /* positions per sequence per attn_gpt_decode pass: rows / B, at most CHUNK */
+    int seq_chunk; /* positions per attn_gpt_decode_seq pass: min(max_T, CHUNK, rows) */
     int KD;       /* H_kv·D: a cached key's (or value's) floats */
     float *k, *v; /* (L, B, max_T, KD) */
-    float *x;     /* (B·chunk, C) the residual stream */
-    float *a;     /* (B·chunk, C) norm output */
-    float *qkv;   /* (B·chunk, (H + 2·H_kv)·D) */
-    float *att;   /* (B·chunk, H·D) */
-    float *h;     /* the MLP's evaluation activations over B·chunk rows
-                     (attn_nn_ffn_acts_floats: (B·chunk, F), gated (B·chunk, 3F)) */
+    float *x;     /* (rows, C) the residual stream */
+    float *a;     /* (rows, C) norm output */
+    float *qkv;   /* (rows, (H + 2·H_kv)·D) */
+    float *att;   /* (rows, H·D) */
+    float *h;     /* the MLP's evaluation activations over the rows
+                     (attn_nn_ffn_acts_floats: (rows, F), gated (rows, 3F)) */
     float *last;  /* (B, C) ln_f of each sequence's last position */
+    int32_t *step_pos; /* (rows) attn_gpt_decode_batch: each row's position */
+    int32_t *step_p0;  /* (B) each sequence's first position */
+    int32_t *step_off; /* (B + 1) each sequence's first row */
     float *probs; /* (B, H, chunk, max_T) capture scratch, allocated on demand */
     attn_gpt_capture cap;
     attn_quant_act quant_act; /* activations of products on quantized weights (default F32) */
@@ -49,11 +60,18 @@ void attn_gpt_kv_free(attn_gpt_kv *kv) {
     attn_free(kv->att);
     attn_free(kv->h);
     attn_free(kv->last);
+    attn_free(kv->lens);
+    attn_free(kv->step_pos);
+    attn_free(kv->step_p0);
+    attn_free(kv->step_off);
     attn_free(kv->probs);
     attn_free(kv);
 }
 
-attn_status attn_gpt_kv_init(const attn_gpt_model *m, int B, int max_T, attn_gpt_kv **out) {
+/* A cache of B sequences of max_T positions with scratch for `slots` ? max(B, min(max_T, CHUNK))
+ * : B·min(max_T, CHUNK) rows. */
+static attn_status kv_make(const attn_gpt_model *m, int B, int max_T, bool slots,
+                           attn_gpt_kv **out) {
     if (!m || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt kv: NULL argument");
     *out = NULL;
     const attn_gpt_config *c = &m->cfg;
@@ -67,7 +85,7 @@ attn_status attn_gpt_kv_init(const attn_gpt_model *m, int B, int max_T, attn_gpt
     const int HD = c->n_head * D, KD = attn_gpt_kv_heads(c) * D, W = HD + 2 * KD;
     const int chunk = ATTN_MIN(max_T, CHUNK);
     const double cache = 2.0 * L * B * (double)max_T * KD;
-    const double rows = (double)B * chunk;
+    const double rows = slots ? (double)ATTN_MAX(B, chunk) : (double)B * chunk;
     const double Fh = (attn_gpt_is_llama(c) ? 3.0 : 1.0) * F;
     const double scratch = rows * (3.0 * C + W + HD + Fh) + (double)B * C;
     if (cache + scratch > (double)(ATTN_MAX_BUFFER_BYTES / sizeof(float)) ||
@@ -78,8 +96,11 @@ attn_status attn_gpt_kv_init(const attn_gpt_model *m, int B, int max_T, attn_gpt
     attn_gpt_kv *kv = attn_calloc(sizeof *kv);
     if (!kv) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt kv: out of memory");
     kv->model = m;
-    kv->B = B, kv->max_T = max_T, kv->chunk = chunk, kv->KD = KD;
-    const size_t ncache = (size_t)L * B * max_T * KD, nr = (size_t)B * chunk;
+    kv->B = B, kv->max_T = max_T, kv->KD = KD;
+    kv->rows = (int)rows;
+    kv->chunk = ATTN_MAX(1, ATTN_MIN(chunk, kv->rows / B));
+    kv->seq_chunk = ATTN_MIN(chunk, kv->rows);
+    const size_t ncache = (size_t)L * B * max_T * KD, nr = (size_t)kv->rows;
     kv->k = attn_alloc(ncache * sizeof(float));
     kv->v = attn_alloc(ncache * sizeof(float));
     kv->x = attn_alloc(nr * C * sizeof(float));
@@ -88,7 +109,12 @@ attn_status attn_gpt_kv_init(const attn_gpt_model *m, int B, int max_T, attn_gpt
     kv->att = attn_alloc(nr * HD * sizeof(float));
     kv->h = attn_alloc(attn_nn_ffn_acts_floats(&m->w.h[0].mlp, (int)nr, false) * sizeof(float));
     kv->last = attn_alloc((size_t)B * C * sizeof(float));
-    if (!kv->k || !kv->v || !kv->x || !kv->a || !kv->qkv || !kv->att || !kv->h || !kv->last) {
+    kv->lens = attn_calloc((size_t)B * sizeof(int32_t));
+    kv->step_pos = attn_alloc(nr * sizeof(int32_t));
+    kv->step_p0 = attn_alloc((size_t)B * sizeof(int32_t));
+    kv->step_off = attn_alloc((size_t)(B + 1) * sizeof(int32_t));
+    if (!kv->k || !kv->v || !kv->x || !kv->a || !kv->qkv || !kv->att || !kv->h || !kv->last ||
+        !kv->lens || !kv->step_pos || !kv->step_p0 || !kv->step_off) {
         attn_gpt_kv_free(kv);
         return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt kv: out of memory for B=%d max_T=%d", B,
                          max_T);
@@ -97,21 +123,62 @@ attn_status attn_gpt_kv_init(const attn_gpt_model *m, int B, int max_T, attn_gpt
     return ATTN_STATUS_OK;
 }
 
+attn_status attn_gpt_kv_init(const attn_gpt_model *m, int B, int max_T, attn_gpt_kv **out) {
+    return kv_make(m, B, max_T, false, out);
+}
+
+attn_status attn_gpt_kv_init_slots(const attn_gpt_model *m, int n_slots, int max_T,
+                                   attn_gpt_kv **out) {
+    return kv_make(m, n_slots, max_T, true, out);
+}
+
 void attn_gpt_kv_reset(attn_gpt_kv *kv) {
-    if (kv) kv->len = 0;
+    if (kv) memset(kv->lens, 0, (size_t)kv->B * sizeof(int32_t));
+}
+
+/* The shortest and longest sequence. */
+static void len_range(const attn_gpt_kv *kv, int *lo, int *hi) {
+    *lo = *hi = kv->lens[0];
+    for (int b = 1; b < kv->B; b++) {
+        *lo = ATTN_MIN(*lo, (int)kv->lens[b]);
+        *hi = ATTN_MAX(*hi, (int)kv->lens[b]);
+    }
 }
 
 attn_status attn_gpt_kv_truncate(attn_gpt_kv *kv, int len) {
     if (!kv) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt kv: NULL cache");
-    if (len < 0 || len > kv->len)
+    int lo, hi;
+    len_range(kv, &lo, &hi);
+    if (len < 0 || len > lo)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "gpt kv: cannot truncate to %d positions (the cache holds %d)", len,
-                         kv->len);
-    kv->len = len;
+                         "gpt kv: cannot truncate to %d positions (the cache holds %d)", len, lo);
+    for (int b = 0; b < kv->B; b++) kv->lens[b] = len;
     return ATTN_STATUS_OK;
 }
 
-int attn_gpt_kv_len(const attn_gpt_kv *kv) { return kv ? kv->len : 0; }
+int attn_gpt_kv_len(const attn_gpt_kv *kv) {
+    if (!kv) return 0;
+    int lo, hi;
+    len_range(kv, &lo, &hi);
+    return hi;
+}
+
+int attn_gpt_kv_seq_len(const attn_gpt_kv *kv, int b) {
+    return kv && b >= 0 && b < kv->B ? kv->lens[b] : 0;
+}
+
+attn_status attn_gpt_kv_seq_truncate(attn_gpt_kv *kv, int b, int len) {
+    if (!kv) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt kv: NULL cache");
+    if (b < 0 || b >= kv->B)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt kv: sequence %d is outside the cache's [0, %d)", b, kv->B);
+    if (len < 0 || len > kv->lens[b])
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt kv: cannot truncate sequence %d to %d positions (it holds %d)", b,
+                         len, (int)kv->lens[b]);
+    kv->lens[b] = len;
+    return ATTN_STATUS_OK;
+}
 int attn_gpt_kv_batch(const attn_gpt_kv *kv) { return kv ? kv->B : 0; }
 int attn_gpt_kv_max_len(const attn_gpt_kv *kv) { return kv ? kv->max_T : 0; }
 
@@ -210,31 +277,31 @@ static void capture_hidden(attn_gpt_kv *kv, int entry, int n_new, int t0, int tq
                (size_t)tq * C * sizeof(float));
 }
 
-/* One chunk: tq new positions per sequence (ids (B, tq)), starting at cache position
- * pos0 = kv->len. Leaves the final stream in kv->x. */
-static attn_status run_chunk(const attn_gpt_model *m, attn_gpt_kv *kv, int tq, const int32_t *ids,
-                             int n_new, int t0) {
+/* One pass over the rows of s (the embeddings already in kv->x): the cache's sequences
+ * b0 .. b0 + cacheB − 1 (s->slot indexes them when given), the capture (for attn_gpt_decode's
+ * passes: rows [t0, t0 + tq) of n_new) when set. Leaves the final stream in kv->x. */
+static attn_status run_layers(const attn_gpt_model *m, attn_gpt_kv *kv, const attn_nn_seqs *s,
+                              int b0, int cacheB, int n_new, int t0) {
     const attn_gpt_config *c = &m->cfg;
-    const int B = kv->B, L = c->n_layer, H = c->n_head;
-    const int M = B * tq, pos0 = kv->len, Tk = pos0 + tq;
+    const int L = c->n_layer, H = c->n_head, B = s->B, tq = s->Tq;
+    const int M = s->off ? s->off[B] : B * tq, pos0 = s->pos0, Tk = pos0 + tq;
     attn_nn_run run = attn_nn_default_run();
     run.quant_act = kv->quant_act;
-    attn_nn_seqs s = attn_nn_seqs_dense(B, tq, tq);
-    s.pos0 = pos0;
-    gpt_embed(m, B, tq, pos0, ids, kv->x);
+    /* a ragged step's rows (one per sequence): decoding-sized products, chunked */
+    run.few_rows = s->pos0s != NULL;
     for (int l = 0; l < L; l++) {
         attn_nn_sublayer S[2];
         gpt_sublayers(m, &m->w.h[l], l, 0.0f, S);
         gpt_use_packed(m, l, M, S);
         if (kv->cap.hidden) capture_hidden(kv, l, n_new, t0, tq, kv->x);
-        const size_t layer = (size_t)l * B * kv->max_T * kv->KD;
-        const attn_nn_kv cache = {kv->k + layer, kv->v + layer, B, kv->max_T, 0};
+        const size_t layer = ((size_t)l * kv->B + b0) * kv->max_T * kv->KD;
+        const attn_nn_kv cache = {kv->k + layer, kv->v + layer, cacheB, kv->max_T, 0};
         attn_nn_sub_acts A;
         memset(&A, 0, sizeof A);
         A.ln = kv->a, A.res = kv->x;
         A.attn.proj = kv->qkv, A.attn.ctx = kv->att;
         float *probs_out = kv->cap.attn_probs ? kv->cap.attn_probs[l] : NULL;
-        ATTN_TRY(attn_nn_sub_forward(&run, &S[0], &s, M, attn_nn_rows_plain(tq), kv->x, NULL,
+        ATTN_TRY(attn_nn_sub_forward(&run, &S[0], s, M, attn_nn_rows_plain(tq), kv->x, NULL,
                                      &cache, &A, probs_out ? kv->probs : NULL, NULL));
         if (probs_out) {
             /* (B, H, tq, Tk) of this chunk into (B, H, n_new, Tkf), Tkf = the cache length after
@@ -250,32 +317,26 @@ static attn_status run_chunk(const attn_gpt_model *m, attn_gpt_kv *kv, int tq, c
                     }
         }
         attn_nn_ffn_acts_view(&S[1].ffn, M, false, kv->h, &A.ffn);
-        ATTN_TRY(attn_nn_sub_forward(&run, &S[1], &s, M, attn_nn_rows_plain(tq), kv->x, NULL, NULL,
+        ATTN_TRY(attn_nn_sub_forward(&run, &S[1], s, M, attn_nn_rows_plain(tq), kv->x, NULL, NULL,
                                      &A, NULL, NULL));
     }
     return ATTN_STATUS_OK;
 }
 
-attn_status attn_gpt_decode(const attn_gpt_model *m, attn_gpt_kv *kv, int B, int n_new,
-                            const int32_t *ids, float *logits, bool all) {
-    if (!m || !kv || !ids)
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt decode: NULL argument");
+static attn_status check_model(const attn_gpt_model *m, const attn_gpt_kv *kv, const void *ids,
+                               const char *what) {
+    if (!m || !kv || !ids) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: NULL argument", what);
     if (kv->model != m)
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "gpt decode: the cache was made for another model");
-    if (B != kv->B)
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "gpt decode: B = %d but the cache holds %d sequences", B, kv->B);
-    if (n_new < 1)
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt decode: n_new must be >= 1 (got %d)",
-                         n_new);
-    if (n_new > kv->max_T - kv->len)
-        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                         "gpt decode: %d new positions after %d cached exceed the cache's %d "
-                         "positions",
-                         n_new, kv->len, kv->max_T);
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "%s: the cache was made for another model",
+                         what);
+    return ATTN_STATUS_OK;
+}
+
+/* attn_gpt_decode over the cache's sequences b0 .. b0 + B − 1, which all hold kv->lens[b0]
+ * positions, in passes of `chunk` positions per sequence. */
+static attn_status decode_run(const attn_gpt_model *m, attn_gpt_kv *kv, int B, int b0, int chunk,
+                              int n_new, const int32_t *ids, float *logits, bool all) {
     const attn_gpt_config *c = &m->cfg;
-    ATTN_TRY(gpt_check_ids("gpt decode", c, B, n_new, ids));
     const int C = c->n_embd, V = c->vocab_size, L = c->n_layer, H = c->n_head;
     attn_nn_run run = attn_nn_default_run();
     run.quant_act = kv->quant_act;
@@ -284,15 +345,15 @@ attn_status attn_gpt_decode(const attn_gpt_model *m, attn_gpt_kv *kv, int B, int
         kv->probs = attn_alloc((size_t)B * H * kv->chunk * kv->max_T * sizeof(float));
         if (!kv->probs) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt decode: out of memory");
     }
-    const int start = kv->len;
+    const int start = kv->lens[b0];
     int32_t *chunk_ids = NULL;
     attn_status s = ATTN_STATUS_OK;
-    for (int t0 = 0; t0 < n_new; t0 += kv->chunk) {
-        const int tq = ATTN_MIN(kv->chunk, n_new - t0);
+    for (int t0 = 0; t0 < n_new; t0 += chunk) {
+        const int tq = ATTN_MIN(chunk, n_new - t0);
         const int32_t *cid = ids;
         if (tq != n_new) {
             /* The chunk's ids (B, tq) gathered from ids (B, n_new). */
-            if (!chunk_ids) chunk_ids = attn_alloc((size_t)B * kv->chunk * sizeof(int32_t));
+            if (!chunk_ids) chunk_ids = attn_alloc((size_t)B * chunk * sizeof(int32_t));
             if (!chunk_ids) {
                 s = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt decode: out of memory");
                 break;
@@ -302,9 +363,13 @@ attn_status attn_gpt_decode(const attn_gpt_model *m, attn_gpt_kv *kv, int B, int
                        (size_t)tq * sizeof(int32_t));
             cid = chunk_ids;
         }
-        s = run_chunk(m, kv, tq, cid, n_new, t0);
+        const int pos0 = start + t0;
+        attn_nn_seqs sq = attn_nn_seqs_dense(B, tq, tq);
+        sq.pos0 = pos0;
+        gpt_embed(m, B, tq, pos0, cid, kv->x);
+        s = run_layers(m, kv, &sq, b0, B, n_new, t0);
         if (s) break;
-        kv->len += tq;
+        for (int b = b0; b < b0 + B; b++) kv->lens[b] = pos0 + tq;
         const int M = B * tq;
         const bool last_chunk = t0 + tq == n_new;
         if (all || kv->cap.hidden) {
@@ -336,6 +401,127 @@ attn_status attn_gpt_decode(const attn_gpt_model *m, attn_gpt_kv *kv, int B, int
         }
     }
     attn_free(chunk_ids);
-    if (s) kv->len = start; /* nothing of a failed call stays in the cache */
+    if (s) /* nothing of a failed call stays in the cache */
+        for (int b = b0; b < b0 + B; b++) kv->lens[b] = start;
     return s;
+}
+
+attn_status attn_gpt_decode(const attn_gpt_model *m, attn_gpt_kv *kv, int B, int n_new,
+                            const int32_t *ids, float *logits, bool all) {
+    ATTN_TRY(check_model(m, kv, ids, "gpt decode"));
+    if (B != kv->B)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt decode: B = %d but the cache holds %d sequences", B, kv->B);
+    if (n_new < 1)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt decode: n_new must be >= 1 (got %d)",
+                         n_new);
+    int lo, hi;
+    len_range(kv, &lo, &hi);
+    if (lo != hi)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt decode: the cache's sequences have different lengths (%d to %d): "
+                         "use attn_gpt_decode_seq / attn_gpt_decode_ragged",
+                         lo, hi);
+    if (n_new > kv->max_T - lo)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt decode: %d new positions after %d cached exceed the cache's %d "
+                         "positions",
+                         n_new, lo, kv->max_T);
+    ATTN_TRY(gpt_check_ids("gpt decode", &m->cfg, B, n_new, ids));
+    return decode_run(m, kv, B, 0, kv->chunk, n_new, ids, logits, all);
+}
+
+attn_status attn_gpt_decode_seq(const attn_gpt_model *m, attn_gpt_kv *kv, int b, int n_new,
+                                 const int32_t *ids, float *logits, bool all) {
+    ATTN_TRY(check_model(m, kv, ids, "gpt decode_seq"));
+    if (b < 0 || b >= kv->B)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt decode_seq: sequence %d is outside the cache's [0, %d)", b, kv->B);
+    if (kv->cap.hidden || kv->cap.attn_probs)
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "gpt decode_seq: capture is for attn_gpt_decode");
+    if (n_new < 1 || n_new > kv->max_T - kv->lens[b])
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt decode_seq: %d new positions after sequence %d's %d cached: must "
+                         "be >= 1 and fit the cache's %d positions",
+                         n_new, b, (int)kv->lens[b], kv->max_T);
+    ATTN_TRY(gpt_check_ids("gpt decode_seq", &m->cfg, 1, n_new, ids));
+    return decode_run(m, kv, 1, b, kv->seq_chunk, n_new, ids, logits, all);
+}
+
+attn_status attn_gpt_decode_batch(const attn_gpt_model *m, attn_gpt_kv *kv, int n,
+                                  const int32_t *seqs, const int32_t *counts, const int32_t *ids,
+                                  float *logits) {
+    ATTN_TRY(check_model(m, kv, ids, "gpt decode_batch"));
+    if (kv->cap.hidden || kv->cap.attn_probs)
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "gpt decode_batch: capture is for attn_gpt_decode");
+    if (n < 1 || n > kv->B)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt decode_batch: n = %d sequences, the cache holds %d", n, kv->B);
+    long rows = 0;
+    int most = 1;
+    kv->step_off[0] = 0;
+    for (int i = 0; i < n; i++) {
+        const int b = seqs ? seqs[i] : i, c = counts ? counts[i] : 1;
+        if (b < 0 || b >= kv->B)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "gpt decode_batch: sequence %d is outside the cache's [0, %d)", b,
+                             kv->B);
+        for (int j = 0; seqs && j < i; j++)
+            if (seqs[j] == b)
+                return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                                 "gpt decode_batch: sequence %d given twice", b);
+        if (c < 1)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "gpt decode_batch: sequence %d gets %d new positions (must be >= 1)",
+                             b, c);
+        if (c > kv->max_T - kv->lens[b])
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "gpt decode_batch: sequence %d's cache is full (%d positions cached, "
+                             "%d new, %d in all)",
+                             b, (int)kv->lens[b], c, kv->max_T);
+        rows += c;
+        if (rows > kv->rows)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "gpt decode_batch: more than the cache's %d rows in one pass",
+                             kv->rows);
+        most = ATTN_MAX(most, c);
+        kv->step_p0[i] = kv->lens[b];
+        kv->step_off[i + 1] = (int32_t)rows;
+        for (int t = 0; t < c; t++) kv->step_pos[kv->step_off[i] + t] = kv->lens[b] + t;
+    }
+    const attn_gpt_config *c = &m->cfg;
+    ATTN_TRY(gpt_check_ids("gpt decode_batch", c, 1, (int)rows, ids));
+    const int C = c->n_embd, V = c->vocab_size;
+    attn_nn_seqs sq = attn_nn_seqs_dense(n, most, most);
+    sq.pos0s = kv->step_p0;
+    sq.slot = seqs;
+    if (counts) sq.off = kv->step_off; /* else one row each: the padded layout */
+    gpt_embed_pos(m, (int)rows, kv->step_pos, ids, kv->x);
+    /* no slot map: the first n */
+    ATTN_TRY(run_layers(m, kv, &sq, 0, seqs ? kv->B : n, 1, 0));
+    if (logits) {
+        attn_nn_run run = attn_nn_default_run();
+        run.quant_act = kv->quant_act;
+        run.few_rows = true;
+        const attn_nn_linear head = gpt_head(m, &m->w);
+        const float *last = kv->x;
+        if (counts) { /* each sequence's last row */
+            for (int i = 0; i < n; i++)
+                memcpy(kv->last + (size_t)i * C, kv->x + (size_t)(kv->step_off[i + 1] - 1) * C,
+                       C * sizeof(float));
+            last = kv->last;
+        }
+        ATTN_TRY(attn_nn_norm_forward(&m->w.ln_f, n, last, kv->a, NULL, NULL));
+        ATTN_TRY(attn_nn_linear_forward(&run, &head, n, kv->a, C, 0.0f, logits, V,
+                                        ATTN_ACT_NONE));
+    }
+    for (int i = 0; i < n; i++) kv->lens[seqs ? seqs[i] : i] += counts ? counts[i] : 1;
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_gpt_decode_ragged(const attn_gpt_model *m, attn_gpt_kv *kv, int n,
+                                   const int32_t *seqs, const int32_t *ids, float *logits) {
+    return attn_gpt_decode_batch(m, kv, n, seqs, NULL, ids, logits);
 }

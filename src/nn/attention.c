@@ -285,7 +285,10 @@ static attn_status positions(const attn_nn_seqs *s, int M, int P, int32_t *stack
     if (!p) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "attention: out of memory");
     if (s->off) {
         for (int b = 0; b < s->B; b++)
-            for (int r = s->off[b]; r < s->off[b + 1]; r++) p[r] = s->pos0 + (r - s->off[b]);
+            for (int r = s->off[b]; r < s->off[b + 1]; r++)
+                p[r] = (s->pos0s ? s->pos0s[b] : s->pos0) + (r - s->off[b]);
+    } else if (s->pos0s) {
+        for (int r = 0; r < M; r++) p[r] = s->pos0s[r / s->Tq] + r % s->Tq;
     } else {
         for (int r = 0; r < M; r++) p[r] = s->pos0 + r % s->Tq;
     }
@@ -407,11 +410,93 @@ static attn_status varlen_run(const varlen *v, bool backward) {
     return ATTN_STATUS_OK;
 }
 
+/* A ragged KV cache (attn_nn_seqs.pos0s / slot): each sequence's new keys and values into its
+ * cache slot at its own positions, then one kernel call per sequence over its own cached keys
+ * (causal_offset = its cache length), the sequences spread over threads as varlen_run does. */
+static int ragged_one(const attn_nn_attn_cfg *c, const geom *g, const attn_nn_seqs *s,
+                      const float *P, const attn_nn_kv *cache, attn_nn_attn_acts *a, int b) {
+    const int sl = s->slot ? s->slot[b] : b;
+    const int p0 = s->pos0s ? s->pos0s[b] : s->pos0;
+    const int ld = kv_ld(cache, g);
+    const size_t rowb = (size_t)g->KD * sizeof(float);
+    float *kc = cache->k + (size_t)sl * cache->max_T * ld;
+    float *vc = cache->v + (size_t)sl * cache->max_T * ld;
+    /* the sequence's rows: off[b] .. off[b + 1] (variable-length), else b·Tq .. */
+    const size_t o = s->off ? (size_t)s->off[b] : (size_t)b * s->Tq;
+    const int nq = s->off ? s->off[b + 1] - s->off[b] : s->Tq;
+    if (nq <= 0) return 0;
+    const float *q = P + o * g->W;
+    for (int t = 0; t < nq; t++) {
+        const float *row = q + (size_t)t * g->W;
+        memcpy(kc + (size_t)(p0 + t) * ld, row + g->HD, rowb);
+        memcpy(vc + (size_t)(p0 + t) * ld, row + g->HD + g->KD, rowb);
+    }
+    attn_attention_params p = base_params(c, g, 1, nq, p0 + nq);
+    p.causal = c->causal;
+    p.window = c->window;
+    p.causal_offset = p0;
+    p.ldq = g->W;
+    p.ldk = p.ldv = ld;
+    return attn_attention_forward(&p, q, kc, vc, a->ctx + o * g->HD,
+                                  a->lse ? a->lse + o * g->H : NULL, NULL) != ATTN_STATUS_OK;
+}
+
+static attn_status ragged_run(const attn_nn_attn_cfg *c, const geom *g, const attn_nn_seqs *s,
+                              const float *P, const attn_nn_kv *cache, attn_nn_attn_acts *a) {
+    const int B = s->B;
+    (void)attn_get_backend(); /* settle the dispatch before the threads start */
+    int bad = 0;
+    if (B > 1) {
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad)
+        for (int b = 0; b < B; b++) bad |= ragged_one(c, g, s, P, cache, a, b);
+    } else {
+        bad = ragged_one(c, g, s, P, cache, a, 0);
+    }
+    if (bad)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "attention: forward over a sequence of a ragged cache failed");
+    return ATTN_STATUS_OK;
+}
+
 static attn_status check_seqs(const attn_nn_attn_cfg *c, const attn_nn_seqs *s,
                               const attn_nn_kv *cache) {
     if (!s || s->B <= 0 || s->Tq <= 0 || s->Tk <= 0)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attention: bad sequence sizes (B=%d Tq=%d "
                          "Tk=%d)", s ? s->B : 0, s ? s->Tq : 0, s ? s->Tk : 0);
+    if (s->pos0s || s->slot) {
+        if (c->cross || !cache)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "attention: per-sequence positions (pos0s, slot) are for "
+                             "self-attention with a cache");
+        if (s->kv_len || s->bias)
+            return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                             "attention: per-sequence positions with key padding or a score bias");
+        if (!cache->k || !cache->v)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attention: NULL cache");
+        if (!s->slot && cache->B != s->B)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "attention: the cache holds %d sequences, the call %d",
+                             cache->B, s->B);
+        for (int b = 0; b < s->B; b++) {
+            const int sl = s->slot ? s->slot[b] : b;
+            const long p0 = s->pos0s ? s->pos0s[b] : s->pos0;
+            const long nq = s->off ? (long)s->off[b + 1] - s->off[b] : s->Tq;
+            if (s->off && (nq < 0 || nq > s->Tq))
+                return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                                 "attention: sequence %d's rows %d..%d exceed T = %d", b,
+                                 (int)s->off[b], (int)s->off[b + 1], s->Tq);
+            if (sl < 0 || sl >= cache->B)
+                return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                                 "attention: sequence %d's cache slot %d is outside [0, %d)", b,
+                                 sl, cache->B);
+            if (p0 < 0 || p0 + nq > cache->max_T)
+                return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                                 "attention: sequence %d's positions up to %ld exceed the "
+                                 "cache's %d",
+                                 b, p0 + nq, cache->max_T);
+        }
+        return ATTN_STATUS_OK;
+    }
     if (s->off) {
         if (c->cross || cache)
             return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
@@ -462,7 +547,12 @@ attn_status attn_nn_attention_forward(const attn_nn_run *run, const attn_nn_attn
         ATTN_TRY(project_self(run, &g, w, Mq, x, P));
         if (has_qk_norm(w)) ATTN_TRY(qk_norm_forward(&g, w, Mq, P, a, a->ctx));
         if (cfg->rope_dim) ATTN_TRY(rope(cfg, &g, s, Mq, P, false));
-        if (s->off) {
+        if (s->pos0s || s->slot) {
+            if (probs)
+                return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                                 "attention: no probabilities with per-sequence positions");
+            ATTN_TRY(ragged_run(cfg, &g, s, P, cache, a));
+        } else if (s->off) {
             varlen v = {cfg, &g, s, P, NULL, NULL, NULL, a->ctx, a->lse, NULL, probs, NULL};
             if (probs) {
                 v.tmp = attn_alloc((size_t)g.H * s->Tq * s->Tq * sizeof(float));

@@ -5,15 +5,18 @@
  *                what it would get alone;
  *   translation  the same with attn_translate_texts (attn_infer.h: results independent of the
  *                batch);
- *   generation   continuous batching: `slots` slots, each with its own KV cache, sampler and
- *                streaming detokenizer. Each iteration of the scheduler admits waiting requests
- *                into free slots, then advances every active slot by one token (a new slot runs
- *                its prompt in one pass first), so a request joins and leaves between two
- *                iterations and concurrent streams share the decoding time. Each slot is one
- *                attn_gpt_decode of batch 1: attn_gpt_decode batches only sequences of one length
- *                (docs/serve.md says what a batched step over ragged caches would take). The
- *                token choices are attn_gen_session_generate's (the same decode calls, the same
- *                sampler draws), so a request gives what `attn generate` / `attn chat` give. */
+ *   generation   continuous batching: `slots` slots, each a sequence of one shared ragged KV
+ *                cache (attn_gpt_kv_init_slots) with its own sampler and streaming
+ *                detokenizer. Each iteration of the scheduler admits waiting requests into free
+ *                slots, then runs ONE pass (attn_gpt_decode_batch: (rows, C) products over the
+ *                weights, attention per slot at its own position) that advances every running
+ *                slot by one token and feeds new slots' prompts (up to the pass's rows: a long
+ *                prompt continues in the next passes), so a request joins and leaves between
+ *                two iterations and concurrent streams share the weights' reads. The sampler
+ *                draws are attn_gen_session_generate's; a batched pass's logits equal a batch-1
+ *                decode's to float rounding (tests/test_ragged.c: ~1e-7 relative), so a request
+ *                gives what `attn generate` / `attn chat` give unless two candidates tie to
+ *                that precision. */
 #include "serve.h"
 
 #include "../cli/gen_opts.h"
@@ -38,6 +41,7 @@ serve_config serve_default_config(void) {
     c.max_batch_tokens = 16384;
     c.slots = 8;
     c.ctx = 0;
+    c.quant_act = ATTN_QUANT_ACT_F32;
     c.max_queue = 256;
     c.timeout = 30;
     return c;
@@ -177,8 +181,6 @@ static void run_text_batch(serve_model *m, serve_job **batch, int k) {
 
 typedef struct {
     serve_job *job;          /* NULL: free */
-    attn_gpt_kv *kv;         /* (made on first use) m->ctx positions */
-    float *logits;           /* (V) */
     attn_gen_sampler *smp;
     attn_gen_stream *ts;
     const int32_t *stop_ids;
@@ -186,8 +188,49 @@ typedef struct {
     int max_T;               /* positions this request may fill */
     int i;                   /* tokens generated so far */
     int32_t last;            /* the token to feed next */
-    bool prefilled;
+    int fed;                 /* prompt tokens in the cache so far */
+    bool prefilled;          /* the whole prompt is */
 } slot;
+
+/* A decoder model's scheduler state (serve_model.slots). */
+typedef struct {
+    slot *sl;                /* [slots] */
+    attn_gpt_kv *kv;         /* every slot's cache: slot i is sequence i (made on first use) */
+    float *logits;           /* (slots, V): a pass's rows, one per slot in it */
+    int32_t *seqs, *counts;  /* (slots): the slots of a pass and how many tokens each feeds */
+    int32_t *toks;           /* (rows): the tokens fed */
+    int rows;                /* the most tokens one pass feeds (the cache's scratch rows) */
+} gen_state;
+
+static attn_status gen_state_new(serve_model *m) {
+    const int n = m->eng->cfg.slots;
+    gen_state *g = calloc(1, sizeof *g);
+    if (!g) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
+    m->slots = g;
+    g->sl = calloc((size_t)n, sizeof *g->sl);
+    /* attn_gpt_kv_init_slots' scratch rows: max(slots, min(ctx, 256)) */
+    g->rows = m->ctx < 256 ? m->ctx : 256;
+    if (g->rows < n) g->rows = n;
+    g->seqs = malloc((size_t)n * sizeof *g->seqs);
+    g->counts = malloc((size_t)n * sizeof *g->counts);
+    g->toks = malloc((size_t)g->rows * sizeof *g->toks);
+    if (!g->sl || !g->seqs || !g->counts || !g->toks)
+        return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
+    return ATTN_STATUS_OK;
+}
+
+static void gen_state_free(serve_model *m) {
+    gen_state *g = m->slots;
+    if (!g) return;
+    attn_gpt_kv_free(g->kv);
+    free(g->logits);
+    free(g->sl);
+    free(g->seqs);
+    free(g->counts);
+    free(g->toks);
+    free(g);
+    m->slots = NULL;
+}
 
 static void slot_end(serve_model *m, slot *sl, attn_status s, const char *finish) {
     serve_job *j = sl->job;
@@ -215,17 +258,24 @@ static void slot_end(serve_model *m, slot *sl, attn_status s, const char *finish
     pthread_mutex_unlock(&m->mu);
 }
 
-/* Set a slot up for its job (the cache reset: every request starts from an empty cache). */
-static attn_status slot_begin(serve_model *m, slot *sl) {
+/* Set slot k up for its job: the slot's sequence emptied (every request starts from an empty
+ * cache), its sampler and streaming detokenizer. The shared cache is made on first use. */
+static attn_status slot_begin(serve_model *m, gen_state *g, int k) {
+    slot *sl = &g->sl[k];
     serve_job *j = sl->job;
     const int V = m->gpt->cfg.vocab_size;
-    if (!sl->kv) {
-        SERVE_TRY(attn_gpt_kv_init(m->gpt, 1, m->ctx, &sl->kv));
-        sl->logits = malloc((size_t)V * sizeof *sl->logits);
-        if (!sl->logits) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
+    if (!g->kv) {
+        SERVE_TRY(attn_gpt_kv_init_slots(m->gpt, m->eng->cfg.slots, m->ctx, &g->kv));
+        attn_gpt_kv_set_quant_act(g->kv, m->eng->cfg.quant_act);
+        g->logits = malloc((size_t)m->eng->cfg.slots * V * sizeof *g->logits);
+        if (!g->logits) {
+            attn_gpt_kv_free(g->kv);
+            g->kv = NULL;
+            return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
+        }
     }
-    attn_gpt_kv_reset(sl->kv);
-    sl->i = 0, sl->prefilled = false;
+    SERVE_TRY(attn_gpt_kv_seq_truncate(g->kv, k, 0));
+    sl->i = 0, sl->fed = 0, sl->prefilled = false;
     /* The positions fed: the prompt and every generated token but the last (attn_gen_gpt). */
     const long long need = (long long)j->n_ids + j->max_new - 1;
     sl->max_T = (int)(need < m->ctx ? need : m->ctx);
@@ -240,24 +290,13 @@ static attn_status slot_begin(serve_model *m, slot *sl) {
     return attn_gen_stream_set_stops(sl->ts, j->stops, (size_t)j->n_stops);
 }
 
-/* One token of one slot: the attn_gen_session_generate loop body. */
-static void slot_step(serve_model *m, slot *sl) {
+/* Slot k's next token from its logits (V): the rest of attn_gen_session_generate's loop body
+ * (sample, stream, stop). */
+static void slot_take(serve_model *m, gen_state *g, int k, const float *logits) {
+    slot *sl = &g->sl[k];
     serve_job *j = sl->job;
-    if (atomic_load(&j->cancelled)) {
-        atomic_fetch_add(&m->eng->met.cancelled, 1);
-        slot_end(m, sl, attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "cancelled"), NULL);
-        return;
-    }
-    attn_status s;
-    if (!sl->prefilled) {
-        s = attn_gpt_decode(m->gpt, sl->kv, 1, j->n_ids, j->ids, sl->logits, false);
-        sl->prefilled = true;
-        atomic_fetch_add(&m->eng->met.tokens_in, j->n_ids);
-    } else {
-        s = attn_gpt_decode(m->gpt, sl->kv, 1, 1, &sl->last, sl->logits, false);
-    }
     int32_t tok = 0;
-    if (!s) s = attn_gen_sampler_next(sl->smp, sl->logits, (uint64_t)sl->i, &tok);
+    attn_status s = attn_gen_sampler_next(sl->smp, logits, (uint64_t)sl->i, &tok);
     if (s) {
         slot_end(m, sl, s, NULL);
         return;
@@ -276,12 +315,12 @@ static void slot_step(serve_model *m, slot *sl) {
     serve_gen_emit(j, piece, n, NULL);
     pthread_mutex_unlock(&j->mu);
     bool eos = false;
-    for (int k = 0; k < sl->n_stop; k++) eos |= sl->stop_ids[k] == tok;
+    for (int q = 0; q < sl->n_stop; q++) eos |= sl->stop_ids[q] == tok;
     if (eos || attn_gen_stream_stopped(sl->ts)) {
         slot_end(m, sl, ATTN_STATUS_OK, "stop");
         return;
     }
-    if (sl->i == j->max_new || attn_gpt_kv_len(sl->kv) >= sl->max_T) {
+    if (sl->i == j->max_new || attn_gpt_kv_seq_len(g->kv, k) >= sl->max_T) {
         slot_end(m, sl, ATTN_STATUS_OK, "length");
         return;
     }
@@ -291,7 +330,7 @@ static void slot_step(serve_model *m, slot *sl) {
 /* Admit waiting jobs into free slots. Under m->mu; the slots' setup runs unlocked by the caller
  * (slot_begin), so this only moves jobs. Returns the slots to set up in `fresh`. */
 static int admit(serve_model *m, int *fresh) {
-    slot *sl = m->slots;
+    slot *sl = ((gen_state *)m->slots)->sl;
     int k = 0;
     for (int i = 0; i < m->eng->cfg.slots && m->n_queue > 0; i++) {
         if (sl[i].job) continue;
@@ -304,23 +343,58 @@ static int admit(serve_model *m, int *fresh) {
     return k;
 }
 
-/* One scheduler iteration over the active slots (the worker thread, or inline). */
+/* One scheduler iteration over the active slots (the worker thread, or inline): the slots the
+ * client left are freed; then ONE pass (attn_gpt_decode_batch: the weights read once for all its
+ * rows) advances every running slot by one token, each at its own position, and feeds the new
+ * slots' prompts (in slot order, as many tokens as the pass has rows left: a long prompt goes on
+ * in the next iterations); a slot whose prompt is complete takes its first token. Only the
+ * worker changes slots, so it reads them without the lock. */
 static void gen_iteration(serve_model *m, const int *fresh, int n_fresh) {
-    slot *sl = m->slots;
+    gen_state *g = m->slots;
+    slot *sl = g->sl;
+    const int n_slots = m->eng->cfg.slots, V = m->gpt->cfg.vocab_size;
     for (int k = 0; k < n_fresh; k++) {
-        attn_status s = slot_begin(m, &sl[fresh[k]]);
+        attn_status s = slot_begin(m, g, fresh[k]);
         if (s) slot_end(m, &sl[fresh[k]], s, NULL);
     }
-    int stepped = 0;
-    for (int i = 0; i < m->eng->cfg.slots; i++) {
-        if (!sl[i].job) continue; /* only the worker changes slots: reading without the lock */
-        slot_step(m, &sl[i]);
-        stepped++;
+    for (int i = 0; i < n_slots; i++)
+        if (sl[i].job && atomic_load(&sl[i].job->cancelled)) {
+            atomic_fetch_add(&m->eng->met.cancelled, 1);
+            slot_end(m, &sl[i], attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "cancelled"), NULL);
+        }
+    int n = 0, rows = 0;
+    for (int i = 0; i < n_slots; i++)
+        if (sl[i].job && sl[i].prefilled)
+            g->seqs[n] = i, g->counts[n] = 1, g->toks[rows++] = sl[i].last, n++;
+    const int stepped = n;
+    for (int i = 0; i < n_slots && rows < g->rows; i++) {
+        if (!sl[i].job || sl[i].prefilled) continue;
+        const serve_job *j = sl[i].job;
+        const int left = j->n_ids - sl[i].fed, room = g->rows - rows;
+        const int c = left < room ? left : room;
+        memcpy(g->toks + rows, j->ids + sl[i].fed, (size_t)c * sizeof *g->toks);
+        g->seqs[n] = i, g->counts[n] = c, n++;
+        rows += c;
     }
-    if (stepped) {
-        atomic_fetch_add(&m->eng->met.gen_steps, 1);
-        atomic_fetch_add(&m->eng->met.gen_step_slots, stepped);
+    if (!n) return;
+    attn_status s = attn_gpt_decode_batch(m->gpt, g->kv, n, g->seqs, g->counts, g->toks,
+                                          g->logits);
+    for (int k = 0; k < n; k++) {
+        slot *q = &sl[g->seqs[k]];
+        if (s) {
+            slot_end(m, q, s, NULL);
+            continue;
+        }
+        if (k >= stepped) { /* a prompt's tokens */
+            q->fed += g->counts[k];
+            atomic_fetch_add(&m->eng->met.tokens_in, g->counts[k]);
+            if (q->fed < q->job->n_ids) continue;
+            q->prefilled = true;
+        }
+        slot_take(m, g, g->seqs[k], g->logits + (size_t)k * V);
     }
+    atomic_fetch_add(&m->eng->met.gen_steps, 1);
+    atomic_fetch_add(&m->eng->met.gen_step_slots, n);
 }
 
 /* ---- workers ------------------------------------------------------------------------------- */
@@ -442,7 +516,7 @@ static void model_stop(serve_model *m) {
         serve_job_release(m->queue[i]);
     }
     m->n_queue = 0;
-    slot *sl = m->slots;
+    slot *sl = m->slots ? ((gen_state *)m->slots)->sl : NULL;
     for (int i = 0; sl && i < m->eng->cfg.slots; i++) {
         if (!sl[i].job) continue;
         attn_gen_sampler_free(sl[i].smp);
@@ -462,12 +536,7 @@ void serve_engine_stop(serve_engine *e) {
 static void model_free(serve_model *m) {
     if (!m) return;
     model_stop(m);
-    slot *sl = m->slots;
-    for (int i = 0; sl && i < m->eng->cfg.slots; i++) {
-        attn_gpt_kv_free(sl[i].kv);
-        free(sl[i].logits);
-    }
-    free(m->slots);
+    gen_state_free(m);
     free(m->queue);
     pthread_mutex_destroy(&m->mu);
     pthread_cond_destroy(&m->cv);
@@ -521,10 +590,7 @@ static attn_status model_new(serve_engine *e, const char *name, const char *path
 
 /* Register m (its worker started) or free it on failure. */
 static attn_status model_add(serve_engine *e, serve_model *m, attn_status s) {
-    if (!s && m->kind == SERVE_GEN) {
-        m->slots = calloc((size_t)e->cfg.slots, sizeof(slot));
-        if (!m->slots) s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
-    }
+    if (!s && m->kind == SERVE_GEN) s = gen_state_new(m);
     serve_model **grown = NULL;
     if (!s) {
         grown = realloc(e->models, (size_t)(e->n_models + 1) * sizeof *grown);

@@ -54,6 +54,7 @@ typedef struct {
     int max_batch_tokens;   /* embedding / translation batches: tokens per forward batch */
     int slots;              /* concurrent generations per decoder model */
     int ctx;                /* KV-cache positions per slot (0: the model's, at most 4096) */
+    attn_quant_act quant_act; /* products on quantized weights (attn_gpt_kv_set_quant_act) */
     int max_queue;          /* waiting requests per model (429 above) */
     double timeout;         /* seconds: a request's body upload and draining at shutdown */
     bool inline_work;       /* no worker threads: work runs in the calling thread (fuzzing) */

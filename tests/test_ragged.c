@@ -1,0 +1,408 @@
+/* test_ragged.c — ragged KV caches: sequences at their own lengths in one batch (continuous
+ * batching, `attn serve`).
+ *   - block layer: attn_nn_attention_forward with attn_nn_seqs.pos0s / slot (each sequence's new
+ *     rows appended at its own cache position, attention per sequence) against the
+ *     single-sequence path (the same cache rows as a batch-1 cache, the same outputs);
+ *   - models: attn_gpt_decode_seq (one sequence alone: bit for bit attn_gpt_decode of a batch-1
+ *     cache), attn_gpt_decode_ragged (one token each for a subset of sequences in one pass) and
+ *     attn_gpt_decode_batch (a new prompt in the same pass) against each sequence decoded alone, on GPT-2, Llama (grouped-query heads), Qwen3 (q/k
+ *     norms), Mistral (a sliding window shorter than the sequences), and the real SmolLM2 Q4_1
+ *     GGUF file when models/ has it;
+ *   - argument checks.
+ * Tolerance: the batched step runs every linear map as an (n, C) product where the reference
+ * runs (1, C) ones; the GEMM sums in another order for another row count, so rows agree to float
+ * rounding, not bit for bit. Measured on an AVX-512 Xeon (each check prints its error): block
+ * layer up to 2.5e-7 of max|y|; float32 models up to 2.5e-7 of max|logit| (GPT-2, Llama GQA,
+ * Qwen3, Mistral window); SmolLM2 Q4_1 up to 2.0e-6 (6.5e-5 absolute on logits of ~35).
+ * Checked at 1e-6 (block layer), 2e-5 (float32 models) and 2e-4 (Q4_1) times max|ref|. The
+ * prompt path (attn_gpt_decode_seq) is checked bit for bit. */
+#include "tu.h"
+
+#include "attn_gguf.h"
+#include "attn_gpt.h"
+#include "attn_nn.h"
+#include "attn_quant.h"
+
+/* ---- block layer --------------------------------------------------------------------------- */
+
+/* Self-attention, H = 4 query heads over H_kv = 2 key/value heads of D = 8, C = 32, causal,
+ * optional sliding window; NS cache slots of MT positions. Each slot first gets its own prompt
+ * (a single-sequence call on a batch-1 view of the slot), then ragged calls append Tq rows to a
+ * subset of slots; the same rows go through the single-sequence path on a second cache. */
+static void attention_ragged(int window, int Tq) {
+    enum { C = 32, H = 4, HK = 2, D = 8, NS = 4, MT = 24, W = (H + 2 * HK) * D, KD = HK * D };
+    attn_nn_attn_cfg cfg = attn_nn_attn_default_cfg(C, H);
+    cfg.n_kv_head = HK, cfg.d_head = D, cfg.causal = true, cfg.window = window;
+    tu_rng r = {42};
+    float *wqkv = malloc(sizeof(float) * W * C), *bqkv = malloc(sizeof(float) * W);
+    float *wo = malloc(sizeof(float) * C * H * D);
+    tu_fill(&r, wqkv, (size_t)W * C, -0.3f, 0.3f);
+    tu_fill(&r, bqkv, W, -0.1f, 0.1f);
+    tu_fill(&r, wo, (size_t)C * H * D, -0.3f, 0.3f);
+    attn_nn_attn w;
+    memset(&w, 0, sizeof w);
+    w.qkv = attn_nn_linear_make(wqkv, bqkv, C, W, ATTN_NN_OUT_IN);
+    w.o = attn_nn_linear_make(wo, NULL, H * D, C, ATTN_NN_OUT_IN);
+    const size_t ncache = (size_t)NS * MT * KD;
+    float *k1 = calloc(ncache, sizeof(float)), *v1 = calloc(ncache, sizeof(float));
+    float *k2 = calloc(ncache, sizeof(float)), *v2 = calloc(ncache, sizeof(float));
+    float *x = malloc(sizeof(float) * NS * MT * C);
+    float *proj = malloc(sizeof(float) * NS * MT * W), *ctx = malloc(sizeof(float) * NS * MT * H * D);
+    float *y = malloc(sizeof(float) * NS * MT * C), *yref = malloc(sizeof(float) * NS * MT * C);
+    attn_nn_attn_acts a = {proj, ctx, NULL, NULL, NULL};
+    const attn_nn_run run = attn_nn_default_run();
+    int32_t len[NS] = {5, 1, 9, 3};
+    /* Prompts: the same single-sequence call into both caches. */
+    for (int sl = 0; sl < NS; sl++) {
+        tu_fill(&r, x, (size_t)len[sl] * C, -1, 1);
+        attn_nn_seqs s = attn_nn_seqs_dense(1, len[sl], len[sl]);
+        const size_t at = (size_t)sl * MT * KD;
+        const attn_nn_kv c1 = {k1 + at, v1 + at, 1, MT, 0}, c2 = {k2 + at, v2 + at, 1, MT, 0};
+        assert_int_equal(attn_nn_attention_forward(&run, &cfg, &w, &s, x, NULL, &c1, &a, NULL,
+                                                   0.0f, y), ATTN_STATUS_OK);
+        assert_int_equal(attn_nn_attention_forward(&run, &cfg, &w, &s, x, NULL, &c2, &a, NULL,
+                                                   0.0f, y), ATTN_STATUS_OK);
+    }
+    /* Ragged steps over varying subsets (slot order not sorted). */
+    const int32_t subsets[3][NS] = {{2, 0, 3, 1}, {3, 1, -1, -1}, {0, 2, 3, -1}};
+    const int nsub[3] = {4, 2, 3};
+    for (int step = 0; step < 3; step++) {
+        const int n = nsub[step];
+        int32_t pos0s[NS];
+        for (int i = 0; i < n; i++) pos0s[i] = len[subsets[step][i]];
+        tu_fill(&r, x, (size_t)n * Tq * C, -1, 1);
+        attn_nn_seqs s = attn_nn_seqs_dense(n, Tq, Tq);
+        s.pos0s = pos0s, s.slot = subsets[step];
+        const attn_nn_kv c1 = {k1, v1, NS, MT, 0};
+        assert_int_equal(attn_nn_attention_forward(&run, &cfg, &w, &s, x, NULL, &c1, &a, NULL,
+                                                   0.0f, y), ATTN_STATUS_OK);
+        for (int i = 0; i < n; i++) {
+            const int sl = subsets[step][i];
+            attn_nn_seqs s1 = attn_nn_seqs_dense(1, Tq, Tq);
+            s1.pos0 = len[sl];
+            const size_t at = (size_t)sl * MT * KD;
+            const attn_nn_kv c2 = {k2 + at, v2 + at, 1, MT, 0};
+            assert_int_equal(attn_nn_attention_forward(&run, &cfg, &w, &s1, x + (size_t)i * Tq * C,
+                                                       NULL, &c2, &a, NULL, 0.0f,
+                                                       yref + (size_t)i * Tq * C), ATTN_STATUS_OK);
+            len[sl] += Tq;
+        }
+        char what[96];
+        snprintf(what, sizeof what, "ragged attention w=%d Tq=%d step %d: y", window, Tq, step);
+        tu_close(what, y, yref, (size_t)n * Tq * C, 1e-6, 0);
+    }
+    /* Every slot's cache rows: what the single-sequence calls wrote. */
+    for (int sl = 0; sl < NS; sl++) {
+        const size_t at = (size_t)sl * MT * KD, nr = (size_t)len[sl] * KD;
+        char what[96];
+        snprintf(what, sizeof what, "ragged attention w=%d Tq=%d slot %d: keys", window, Tq, sl);
+        tu_close(what, k1 + at, k2 + at, nr, 1e-6, 0);
+        snprintf(what, sizeof what, "ragged attention w=%d Tq=%d slot %d: values", window, Tq, sl);
+        tu_close(what, v1 + at, v2 + at, nr, 1e-6, 0);
+    }
+    /* Refused: a slot out of range, positions past the cache, probabilities, key padding. */
+    int32_t bad_slot[1] = {NS}, p0[1] = {0}, full[1] = {MT}, kvl[1] = {1};
+    attn_nn_seqs s = attn_nn_seqs_dense(1, 1, 1);
+    s.pos0s = p0, s.slot = bad_slot;
+    const attn_nn_kv c1 = {k1, v1, NS, MT, 0};
+    tu_expect_fail(attn_nn_attention_forward(&run, &cfg, &w, &s, x, NULL, &c1, &a, NULL, 0.0f, y),
+                   ATTN_STATUS_INVALID_ARGUMENT, "slot", NULL);
+    bad_slot[0] = 1, s.pos0s = full;
+    tu_expect_fail(attn_nn_attention_forward(&run, &cfg, &w, &s, x, NULL, &c1, &a, NULL, 0.0f, y),
+                   ATTN_STATUS_INVALID_ARGUMENT, "exceed", NULL);
+    s.pos0s = p0;
+    tu_expect_fail(attn_nn_attention_forward(&run, &cfg, &w, &s, x, NULL, &c1, &a, y, 0.0f, y),
+                   ATTN_STATUS_UNSUPPORTED, "probabilities", NULL);
+    s.kv_len = kvl;
+    tu_expect_fail(attn_nn_attention_forward(&run, &cfg, &w, &s, x, NULL, &c1, &a, NULL, 0.0f, y),
+                   ATTN_STATUS_UNSUPPORTED, "padding", NULL);
+    s.kv_len = NULL;
+    tu_expect_fail(attn_nn_attention_forward(&run, &cfg, &w, &s, x, NULL, NULL, &a, NULL, 0.0f, y),
+                   ATTN_STATUS_INVALID_ARGUMENT, "with a cache", NULL);
+    free(wqkv), free(bqkv), free(wo), free(k1), free(v1), free(k2), free(v2), free(x);
+    free(proj), free(ctx), free(y), free(yref);
+}
+
+static void test_attention_ragged(void **state) {
+    (void)state;
+    attention_ragged(0, 1);
+    attention_ragged(0, 3);
+    attention_ragged(4, 1); /* a window shorter than most sequences */
+    attention_ragged(4, 2);
+}
+
+/* ---- the batched quantized products --------------------------------------------------------- */
+
+/* attn_quant_gemm_batch / attn_quant_gemm_packed_batch over M rows: bit for bit the plain
+ * products over each chunk of 8 rows (the decoding path), on every backend this CPU has, for
+ * both activation modes, the row layout (Q4_1, Q6_K) and the x8 layout (Q4_1, Q8_0), N not a
+ * multiple of 8 (the packed tail rows). */
+static void test_quant_batch(void **state) {
+    (void)state;
+    enum { N = 75, K = 96, M = 21 };
+    tu_rng r = {3};
+    float *w = malloc(sizeof(float) * N * 256), *x = malloc(sizeof(float) * M * 256);
+    float *y = malloc(sizeof(float) * M * N), *yref = malloc(sizeof(float) * M * N);
+    float bias[N];
+    tu_fill(&r, w, (size_t)N * 256, -1, 1);
+    tu_fill(&r, x, (size_t)M * 256, -1, 1);
+    tu_fill(&r, bias, N, -1, 1);
+    const attn_qtype types[3] = {ATTN_QTYPE_Q4_1, ATTN_QTYPE_Q8_0, ATTN_QTYPE_Q6_K};
+    const attn_backend bes[3] = {ATTN_BACKEND_REF, ATTN_BACKEND_AVX2, ATTN_BACKEND_AVX512};
+    const attn_backend was = attn_get_backend();
+    int checked = 0;
+    for (int bi = 0; bi < 3; bi++) {
+        if (!attn_backend_available(bes[bi])) continue;
+        attn_set_backend(bes[bi]);
+        for (int ti = 0; ti < 3; ti++) {
+            const int Kt = types[ti] == ATTN_QTYPE_Q6_K ? 256 : K;
+            size_t rb;
+            assert_int_equal(attn_quant_row_bytes(types[ti], Kt, &rb), ATTN_STATUS_OK);
+            uint8_t *q = malloc(rb * N);
+            assert_int_equal(attn_quant_quantize(types[ti], (int64_t)N * Kt, w, q), ATTN_STATUS_OK);
+            attn_quant_packed P;
+            const bool packed = attn_quant_pack_supported(types[ti]);
+            if (packed) assert_int_equal(attn_quant_pack(types[ti], N, Kt, q, &P), ATTN_STATUS_OK);
+            for (int qa = 0; qa < 2; qa++) {
+                const attn_quant_act act = qa ? ATTN_QUANT_ACT_Q8 : ATTN_QUANT_ACT_F32;
+                for (int lay = 0; lay < (packed ? 2 : 1); lay++) {
+                    for (int i = 0; i < M * N; i++) y[i] = yref[i] = 0.5f;
+                    for (int r0 = 0; r0 < M; r0 += 8) {
+                        const int mc = M - r0 < 8 ? M - r0 : 8;
+                        const float *xr = x + (size_t)r0 * 256;
+                        float *yr = yref + (size_t)r0 * N;
+                        assert_int_equal(lay ? attn_quant_gemm_packed(mc, xr, 256, &P, 1.0f, yr, N,
+                                                                      bias, ATTN_ACT_GELU_TANH, act)
+                                             : attn_quant_gemm(mc, N, Kt, xr, 256, types[ti], q,
+                                                               1.0f, yr, N, bias,
+                                                               ATTN_ACT_GELU_TANH, act),
+                                         ATTN_STATUS_OK);
+                    }
+                    assert_int_equal(lay ? attn_quant_gemm_packed_batch(M, x, 256, &P, 1.0f, y, N,
+                                                                        bias, ATTN_ACT_GELU_TANH,
+                                                                        act)
+                                         : attn_quant_gemm_batch(M, N, Kt, x, 256, types[ti], q,
+                                                                 1.0f, y, N, bias,
+                                                                 ATTN_ACT_GELU_TANH, act),
+                                     ATTN_STATUS_OK);
+                    if (memcmp(y, yref, sizeof(float) * M * N)) {
+                        printf("  %s %s %s %s: the batched product differs from its chunks\n",
+                               attn_backend_name(bes[bi]), attn_quant_type_name(types[ti]),
+                               qa ? "q8" : "f32", lay ? "x8" : "rows");
+                        tu_failures++;
+                    }
+                    checked++;
+                }
+            }
+            if (packed) attn_quant_packed_free(&P);
+            free(q);
+        }
+    }
+    attn_set_backend(was);
+    printf("  %d batched products equal their 8-row chunks bit for bit\n", checked);
+    free(w), free(x), free(y), free(yref);
+}
+
+/* ---- models -------------------------------------------------------------------------------- */
+
+enum { NSEQ = 6, STEPS = 6 };
+
+/* Decode NSEQ prompts of different lengths and STEPS tokens each (subsets stepping at
+ * different times, one sequence restarted mid-way) through one slot cache, against each
+ * sequence in its own batch-1 cache. rtol: the tolerance on the batched steps' logits. */
+static void model_ragged(const char *name, const attn_gpt_model *m, double rtol) {
+    const int V = m->cfg.vocab_size, MT = 48;
+    static const int plen[NSEQ] = {3, 11, 1, 7, 20, 5};
+    tu_rng r = {7};
+    attn_gpt_kv *ref[NSEQ + 1], *kv = NULL;
+    for (int b = 0; b <= NSEQ; b++)
+        assert_int_equal(attn_gpt_kv_init(m, 1, MT, &ref[b]), ATTN_STATUS_OK);
+    assert_int_equal(attn_gpt_kv_init_slots(m, NSEQ, MT, &kv), ATTN_STATUS_OK);
+    float *lg = malloc(sizeof(float) * NSEQ * V), *lref = malloc(sizeof(float) * NSEQ * V);
+    float *l1 = malloc(sizeof(float) * V);
+    int32_t ids[32], next[NSEQ];
+    /* Prompts: decode_seq equals the batch-1 cache's decode bit for bit. */
+    double worst = 0;
+    for (int b = 0; b < NSEQ; b++) {
+        for (int t = 0; t < plen[b]; t++) ids[t] = (int32_t)(tu_uniform(&r, 0, 1) * V) % V;
+        assert_int_equal(attn_gpt_decode_seq(m, kv, b, plen[b], ids, lg + (size_t)b * V, false),
+                         ATTN_STATUS_OK);
+        assert_int_equal(attn_gpt_decode(m, ref[b], 1, plen[b], ids, l1, false), ATTN_STATUS_OK);
+        if (memcmp(lg + (size_t)b * V, l1, sizeof(float) * V)) {
+            printf("  %s: decode_seq of sequence %d differs from a batch-1 decode\n", name, b);
+            tu_failures++;
+        }
+        assert_int_equal(attn_gpt_kv_seq_len(kv, b), plen[b]);
+        next[b] = (int32_t)(b * 31 + 5) % V;
+    }
+    assert_int_equal(attn_gpt_kv_len(kv), 20);
+    /* A cache whose sequences differ in length: attn_gpt_decode refuses it. */
+    tu_expect_fail(attn_gpt_decode(m, kv, NSEQ, 1, next, lg, false), ATTN_STATUS_INVALID_ARGUMENT,
+                   "different lengths", NULL);
+    for (int step = 0; step < STEPS; step++) {
+        /* All sequences, then subsets in shuffled order. */
+        int32_t seqs[NSEQ];
+        int n = 0;
+        for (int i = 0; i < NSEQ; i++) {
+            const int b = (i * 5 + step) % NSEQ;
+            if (step % 2 == 0 || b % 3 != 1) seqs[n++] = b;
+        }
+        int32_t tok[NSEQ + 16], counts[NSEQ];
+        int fed = 0, restart = -1;
+        for (int i = 0; i < n; i++) {
+            counts[i] = 1;
+            if (step >= 3 && seqs[i] == 2 - 3 + step) {
+                /* Sequence 2 (step 3; then 3, 4) ends and a new one starts in its slot (a
+                 * server's next request): its 9-token prompt in the same pass as the others'
+                 * steps (attn_gpt_decode_batch). */
+                restart = i;
+                assert_int_equal(attn_gpt_kv_seq_truncate(kv, seqs[i], 0), ATTN_STATUS_OK);
+                attn_gpt_kv_reset(ref[seqs[i]]);
+                counts[i] = 9;
+                for (int t = 0; t < 9; t++) tok[fed + t] = (int32_t)(t * 17 + 3 + step) % V;
+            } else {
+                tok[fed] = next[seqs[i]];
+            }
+            fed += counts[i];
+        }
+        const attn_status st = restart >= 0
+                                   ? attn_gpt_decode_batch(m, kv, n, seqs, counts, tok, lg)
+                                   : attn_gpt_decode_ragged(m, kv, n, seqs, tok, lg);
+        if (st) fail_msg("%s", attn_last_error());
+        for (int i = 0, at = 0; i < n; at += counts[i], i++) {
+            const int b = seqs[i];
+            assert_int_equal(attn_gpt_decode(m, ref[b], 1, counts[i], &tok[at],
+                                             lref + (size_t)i * V, false), ATTN_STATUS_OK);
+            assert_int_equal(attn_gpt_kv_seq_len(kv, b), attn_gpt_kv_len(ref[b]));
+            /* The next token: the reference's argmax (what greedy decoding feeds). */
+            int best = 0;
+            for (int v = 1; v < V; v++)
+                if (lref[(size_t)i * V + v] > lref[(size_t)i * V + best]) best = v;
+            next[b] = best;
+        }
+        for (size_t i = 0; i < (size_t)n * V; i++) {
+            const double e = fabs((double)lg[i] - lref[i]);
+            if (e > worst) worst = e;
+        }
+        char what[96];
+        snprintf(what, sizeof what, "%s: ragged step %d (%d seqs): logits", name, step, n);
+        tu_close(what, lg, lref, (size_t)n * V, rtol, 0);
+    }
+    printf("  %s: largest |batched - alone| over all steps: %.3e\n", name, worst);
+    /* The first n sequences (seqs NULL), and a cache-filling check. */
+    assert_int_equal(attn_gpt_decode_ragged(m, kv, 2, NULL, next, lg), ATTN_STATUS_OK);
+    /* Refused: a sequence twice, one out of range, n out of range, a full sequence; nothing
+     * changes. */
+    int32_t dup[2] = {1, 1}, out[1] = {NSEQ};
+    const int len1 = attn_gpt_kv_seq_len(kv, 1);
+    tu_expect_fail(attn_gpt_decode_ragged(m, kv, 2, dup, next, lg), ATTN_STATUS_INVALID_ARGUMENT,
+                   "twice", NULL);
+    tu_expect_fail(attn_gpt_decode_ragged(m, kv, 1, out, next, lg), ATTN_STATUS_INVALID_ARGUMENT,
+                   "outside", NULL);
+    tu_expect_fail(attn_gpt_decode_ragged(m, kv, NSEQ + 1, NULL, next, lg),
+                   ATTN_STATUS_INVALID_ARGUMENT, "n = ", NULL);
+    int32_t bad_id[1] = {V};
+    int32_t one[1] = {1};
+    tu_expect_fail(attn_gpt_decode_ragged(m, kv, 1, one, bad_id, lg),
+                   ATTN_STATUS_INVALID_ARGUMENT, "vocabulary", NULL);
+    assert_int_equal(attn_gpt_kv_seq_len(kv, 1), len1);
+    tu_expect_fail(attn_gpt_decode_seq(m, kv, 0, MT, ids, lg, false),
+                   ATTN_STATUS_INVALID_ARGUMENT, "fit", NULL);
+    tu_expect_fail(attn_gpt_kv_seq_truncate(kv, 0, MT), ATTN_STATUS_INVALID_ARGUMENT, "holds",
+                   NULL);
+    /* Fill sequence 0 to the end: the next step on it is refused. */
+    const int room = MT - attn_gpt_kv_seq_len(kv, 0);
+    for (int t = 0; t < room; t++) ids[t % 32] = 1;
+    for (int t = 0; t < room; t++)
+        assert_int_equal(attn_gpt_decode_ragged(m, kv, 1, NULL, ids, NULL), ATTN_STATUS_OK);
+    tu_expect_fail(attn_gpt_decode_ragged(m, kv, 1, NULL, ids, lg), ATTN_STATUS_INVALID_ARGUMENT,
+                   "full", NULL);
+    /* truncate keeps at most the shortest sequence. */
+    tu_expect_fail(attn_gpt_kv_truncate(kv, MT), ATTN_STATUS_INVALID_ARGUMENT, "truncate", NULL);
+    assert_int_equal(attn_gpt_kv_truncate(kv, 0), ATTN_STATUS_OK);
+    assert_int_equal(attn_gpt_kv_len(kv), 0);
+    for (int b = 0; b <= NSEQ; b++) attn_gpt_kv_free(ref[b]);
+    attn_gpt_kv_free(kv);
+    free(lg), free(lref), free(l1);
+}
+
+static attn_gpt_model *model_from(const char *json) {
+    attn_gpt_config c;
+    if (attn_gpt_config_parse(json, "<test>", &c)) fail_msg("%s", attn_last_error());
+    attn_gpt_model *m = NULL;
+    if (attn_gpt_model_init(&c, 11, &m)) fail_msg("%s", attn_last_error());
+    return m;
+}
+
+static void test_gpt2_ragged(void **state) {
+    (void)state;
+    attn_gpt_model *m = model_from("{\"model_type\": \"gpt2\", \"vocab_size\": 300, "
+                                   "\"n_positions\": 64, \"n_embd\": 64, \"n_head\": 4, "
+                                   "\"n_layer\": 2}");
+    model_ragged("gpt2", m, 2e-5);
+    /* Packed weights (more than 8 rows take the panels: none here) give the same. */
+    assert_int_equal(attn_gpt_pack_weights(m), ATTN_STATUS_OK);
+    model_ragged("gpt2 packed", m, 2e-5);
+    attn_gpt_model_free(m);
+}
+
+static void test_llama_ragged(void **state) {
+    (void)state;
+    attn_gpt_model *m = model_from(
+        "{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 64, "
+        "\"intermediate_size\": 96, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+        "\"num_hidden_layers\": 2, \"max_position_embeddings\": 64}");
+    model_ragged("llama gqa", m, 2e-5);
+    attn_gpt_model_free(m);
+}
+
+static void test_qwen3_ragged(void **state) {
+    (void)state;
+    attn_gpt_model *m = model_from(
+        "{\"model_type\": \"qwen3\", \"vocab_size\": 256, \"hidden_size\": 64, "
+        "\"intermediate_size\": 96, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+        "\"head_dim\": 16, \"num_hidden_layers\": 2, \"max_position_embeddings\": 64, "
+        "\"tie_word_embeddings\": true}");
+    model_ragged("qwen3 qk-norm", m, 2e-5);
+    attn_gpt_model_free(m);
+}
+
+static void test_mistral_window_ragged(void **state) {
+    (void)state;
+    attn_gpt_model *m = model_from(
+        "{\"model_type\": \"mistral\", \"vocab_size\": 256, \"hidden_size\": 64, "
+        "\"intermediate_size\": 96, \"num_attention_heads\": 4, \"num_key_value_heads\": 1, "
+        "\"num_hidden_layers\": 2, \"max_position_embeddings\": 64, \"sliding_window\": 6}");
+    model_ragged("mistral window 6", m, 2e-5);
+    attn_gpt_model_free(m);
+}
+
+/* The real SmolLM2-135M-Instruct Q4_1 file (tools/get_smollm2.sh puts it in models/). */
+static void test_smollm2_q4_1_ragged(void **state) {
+    (void)state;
+    const char *b = getenv("ATTN_BUILD");
+    char path[512];
+    snprintf(path, sizeof path, "%s/../models/SmolLM2-135M-Instruct.Q4_1.gguf",
+             b && *b ? b : "build");
+    FILE *f = fopen(path, "rb");
+    if (!f) tu_skip("%s not found (tools/install_deps.sh fetches it)", path);
+    fclose(f);
+    if (tu_valgrind()) tu_skip_env("a 135M-parameter model under valgrind");
+    attn_gpt_model *m = NULL;
+    if (attn_gpt_load_gguf(path, &m)) fail_msg("%s", attn_last_error());
+    model_ragged("smollm2 q4_1", m, 2e-4);
+    attn_gpt_model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_attention_ragged),
+        cmocka_unit_test(test_quant_batch),
+        cmocka_unit_test(test_gpt2_ragged),
+        cmocka_unit_test(test_llama_ragged),
+        cmocka_unit_test(test_qwen3_ragged),
+        cmocka_unit_test(test_mistral_window_ragged),
+        cmocka_unit_test(test_smollm2_q4_1_ragged),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
