@@ -39,7 +39,13 @@ typedef struct {
     double t0;
     bool error_sent;
     int route;
+    size_t injected; /* bytes of keep-alive comments sent: MHD's pos counts them, j->sse not */
 } stream_ctx;
+
+/* An SSE comment (clients ignore lines that start with ':') sent when a stream has had nothing to
+ * send for a third of --timeout (a queued request, a slow step): libmicrohttpd closes a
+ * connection idle for --timeout, and a stream waiting its turn is not idle. */
+static const char k_keepalive[] = ": keep-alive\n\n";
 
 static bool client_gone(void *ctx) {
     struct MHD_Connection *c = ctx;
@@ -63,12 +69,15 @@ static enum MHD_Result send_response(struct MHD_Connection *c, const serve_respo
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     stream_ctx *s = cls;
     serve_job *j = s->job;
+    const double ka = s->h->e->cfg.timeout / 3.0;
+    const double t_wait = serve_now();
     pthread_mutex_lock(&j->mu);
     for (;;) {
-        if (j->sse_len > pos) {
-            size_t n = j->sse_len - (size_t)pos;
+        const size_t jp = (size_t)pos - s->injected;
+        if (j->sse_len > jp) {
+            size_t n = j->sse_len - jp;
             if (n > max) n = max;
-            memcpy(buf, j->sse + pos, n);
+            memcpy(buf, j->sse + jp, n);
             pthread_mutex_unlock(&j->mu);
             return (ssize_t)n;
         }
@@ -100,10 +109,17 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         ts.tv_nsec += 50 * 1000 * 1000;
         if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
         pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-        if (!j->done && j->sse_len <= pos && client_gone(s->conn)) {
+        if (!j->done && j->sse_len <= jp && client_gone(s->conn)) {
             atomic_store(&j->cancelled, true);
             pthread_mutex_unlock(&j->mu);
             return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        if (!j->done && j->sse_len <= jp && ka > 0 && serve_now() - t_wait >= ka &&
+            max >= sizeof k_keepalive - 1) {
+            pthread_mutex_unlock(&j->mu);
+            memcpy(buf, k_keepalive, sizeof k_keepalive - 1);
+            s->injected += sizeof k_keepalive - 1;
+            return (ssize_t)(sizeof k_keepalive - 1);
         }
     }
 }
