@@ -124,6 +124,10 @@
 #include "attn_core.h"
 #include "attn_kernels.h"
 
+/* The most rows a product quantizes its activations for with ATTN_QUANT_ACT_Q8 (above: M <= 8);
+ * a product of more rows keeps float32 activations. */
+#define ATTN_QUANT_Q8_MAX_ROWS 8
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

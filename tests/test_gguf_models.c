@@ -372,7 +372,8 @@ static void test_smollm2_file(void **state) {
     if (tu_valgrind()) tu_skip_env("valgrind: the real SmolLM2 file is checked by make test and make san");
     if (access(SMOLLM2, R_OK) != 0) tu_skip("%s missing (tools/get_smollm2.sh)", SMOLLM2);
     if (!open_ref("gguf_smollm2.safetensors"))
-        tu_skip("no %s (tools/ref_gguf_smollm2.py)", tu_ref_path("gguf_smollm2.safetensors"));
+        tu_skip("no %s (tools/refnew_gguf_smollm2.py, .venv-bench)",
+                tu_ref_path("gguf_smollm2.safetensors"));
     attn_gpt_model *m;
     attn_tok *tok;
     double t0 = tu_now();

@@ -12,7 +12,9 @@
  *     oversized body, a huge max_tokens, invalid UTF-8, deep nesting, a missing or wrong API key,
  *     a wrong method; a client sending its body a byte at a time (cut at --timeout) and one that
  *     vanishes in the middle of a stream (its generation cancelled);
- *   - SIGTERM with a stream in flight: the stream completes, the server exits 0.
+ *   - SIGTERM with a stream in flight: the stream completes, the server exits 0;
+ *   - a second server with --quant-act q8: concurrent completions equal to `attn generate
+ *     --quant-act q8 --greedy`.
  * Models: models/all-MiniLM-L6-v2, models/SmolLM2-135M-Instruct.Q4_1.gguf (tools/install_deps.sh),
  * the tiny translator of tools/ref_tiny_translator.py; without them, curl, or the openai package, the tests skip. The
  * server runs natively even under valgrind (a child process, untraced): there the test keeps the
@@ -37,6 +39,8 @@ static char g_err[1024];
 
 static bool have(const char *path) { return access(path, R_OK) == 0; }
 
+static void server_start(const char *args);
+
 /* Start the server once; skip when something it needs is missing. */
 static void server_up(void) {
     if (g_pid > 0) return;
@@ -48,13 +52,22 @@ static void server_up(void) {
                 "tools/ref_tiny_translator.py, run by tests/run.sh)", ENZH);
     char out[256];
     if (tu_sh_capture("command -v curl", 0, out, sizeof out) != 0) tu_skip("curl is not installed");
+    char args[4400];
+    snprintf(args, sizeof args,
+             "--model minilm=" MINILM " --model smol=" SMOL " --model enzh='%s' --slots 4"
+             " --max-body 65536 --max-tokens 2000 --timeout 3",
+             ENZH);
+    server_start(args);
+}
+
+/* Start `attn --threads 1 serve ARGS --port 0 --api-key KEY` and read the port it got. */
+static void server_start(const char *args) {
     snprintf(g_err, sizeof g_err, "%.1000s", tu_tmp("serve.err"));
     char cmd[10240];
-    snprintf(cmd, sizeof cmd,
-             "exec '%s' --threads 1 serve --model minilm=" MINILM " --model smol=" SMOL
-             " --model enzh='%s' --port 0 --api-key " KEY " --slots 4 --max-body 65536"
-             " --max-tokens 2000 --timeout 3 2> '%s'",
-             tu_attn_bin(), ENZH, g_err);
+    snprintf(cmd, sizeof cmd, "exec '%s' --threads 1 serve %s --port 0 --api-key " KEY " 2> '%s'",
+             tu_attn_bin(), args, g_err);
+    g_port = 0;
+    unlink(g_err); /* a previous server's log holds its port */
     g_pid = fork();
     assert_true(g_pid >= 0);
     if (g_pid == 0) {
@@ -575,6 +588,89 @@ static void test_sigterm_drains(void **state) {
     free(s), free(log);
 }
 
+/* --quant-act q8 (int8 activations for the products on the GGUF file's quantized weights, as
+ * `attn generate --quant-act q8`): a second server; four concurrent greedy completions (prompts of
+ * different lengths, so the batched steps mix positions) each give `attn generate --quant-act q8
+ * --greedy`'s text, as the same request alone does. */
+static void test_quant_act_q8(void **state) {
+    (void)state;
+    if (!have(SMOL)) tu_skip("%s missing (sh tools/install_deps.sh)", SMOL);
+    char out[256];
+    if (tu_sh_capture("command -v curl", 0, out, sizeof out) != 0) tu_skip("curl is not installed");
+    if (g_pid > 0) { /* the first server, if a test failed before it was stopped */
+        kill(g_pid, SIGTERM);
+        waitpid(g_pid, NULL, 0);
+        g_pid = -1;
+    }
+    server_start("--model smol=" SMOL " --slots 4 --quant-act q8 --timeout 30");
+    static const char *const prompts[4] = {"Hi", "The capital of France is",
+                                           "Once upon a time, in a small village by the sea,",
+                                           "def fibonacci(n):"};
+    char cmd[8192], files[4][1100];
+    int k = 0;
+    for (int i = 0; i < 4; i++) {
+        char name[32], body[512], bq[600];
+        snprintf(name, sizeof name, "q8-%d.json", i);
+        snprintf(files[i], sizeof files[i], "%s", tu_tmp(name));
+        json_t *b = json_pack("{s:s, s:s, s:i, s:i}", "model", "smol", "prompt", prompts[i],
+                              "max_tokens", 12, "temperature", 0);
+        char *bs = json_dumps(b, JSON_COMPACT);
+        json_decref(b);
+        snprintf(body, sizeof body, "%s", bs);
+        free(bs);
+        k += snprintf(cmd + k, sizeof cmd - (size_t)k,
+                      "curl -s -m 120 -o '%s' -H 'Authorization: Bearer " KEY "' -H "
+                      "'Content-Type: application/json' -d %s "
+                      "http://127.0.0.1:%d/v1/completions & ",
+                      files[i], tu_shq(body, bq, sizeof bq), g_port);
+    }
+    snprintf(cmd + k, sizeof cmd - (size_t)k, "wait");
+    assert_int_equal(system(cmd), 0);
+    for (int i = 0; i < 4; i++) {
+        size_t n;
+        char *txt = tu_read_all(files[i], &n);
+        assert_non_null(txt);
+        json_t *o = parse(txt);
+        free(txt);
+        const char *got =
+            json_string_value(json_object_get(json_array_get(json_object_get(o, "choices"), 0),
+                                              "text"));
+        if (!got) fail_msg("completion %d: no choices[0].text", i);
+        char args[1024], pq[600];
+        snprintf(args, sizeof args,
+                 "generate --model " SMOL " --quant-act q8 --prompt %s --greedy --max-tokens 12 "
+                 "--no-echo --quiet",
+                 tu_shq(prompts[i], pq, sizeof pq));
+        char *ref = cli(args, NULL);
+        printf("  q8 concurrent %d: \"%s\" (attn generate --quant-act q8: \"%s\")\n", i, got,
+               ref);
+        assert_string_equal(got, ref);
+        /* the same request alone */
+        char req[512], *body = NULL;
+        json_t *b = json_pack("{s:s, s:s, s:i, s:i}", "model", "smol", "prompt", prompts[i],
+                              "max_tokens", 12, "temperature", 0);
+        char *bs = json_dumps(b, JSON_COMPACT);
+        json_decref(b);
+        snprintf(req, sizeof req, "%s", bs);
+        free(bs);
+        assert_int_equal(post("/v1/completions", req, &body), 200);
+        json_t *a = parse(body);
+        assert_string_equal(
+            json_string_value(json_object_get(json_array_get(json_object_get(a, "choices"), 0),
+                                              "text")),
+            ref);
+        json_decref(a);
+        free(body);
+        free(ref);
+        json_decref(o);
+    }
+    kill(g_pid, SIGTERM);
+    int st;
+    assert_int_equal(waitpid(g_pid, &st, 0), g_pid);
+    g_pid = -1;
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 int main(void) {
     if (tu_mkdtemp(tu_dir, sizeof tu_dir, "serve")) return 1;
     const struct CMUnitTest tests[] = {
@@ -584,6 +680,7 @@ int main(void) {
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_slow_and_vanishing_clients),
         cmocka_unit_test(test_sigterm_drains),
+        cmocka_unit_test(test_quant_act_q8),
     };
     const int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (g_pid > 0) { /* a test failed before the last one */

@@ -27,6 +27,7 @@
 #endif
 
 #define SMALL_M 8
+_Static_assert(SMALL_M == ATTN_QUANT_Q8_MAX_ROWS, "attn_quant.h documents this bound");
 #define STRIP 64 /* outputs of a row of y gathered before the epilogue */
 #ifndef QUANT_PARALLEL_MIN
 #define QUANT_PARALLEL_MIN (64 * 64 * 64) /* multiply-adds below which one thread runs it */

@@ -20,6 +20,7 @@
 #include "serve.h"
 
 #include "../cli/gen_opts.h"
+#include "attn_quant.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -361,6 +362,26 @@ static void gen_iteration(serve_model *m, const int *fresh, int n_fresh) {
         if (sl[i].job && atomic_load(&sl[i].job->cancelled)) {
             atomic_fetch_add(&m->eng->met.cancelled, 1);
             slot_end(m, &sl[i], attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "cancelled"), NULL);
+        }
+    /* With int8 activations (--quant-act q8) a product quantizes its rows only when it has at
+     * most ATTN_QUANT_Q8_MAX_ROWS of them (prompt passes keep float32 activations): a longer
+     * prompt then runs whole in its own pass, as `attn generate --quant-act q8` runs it, so the
+     * server gives the CLI's tokens (a batched pass would quantize its rows). */
+    if (attn_gpt_kv_quant_act(g->kv) == ATTN_QUANT_ACT_Q8)
+        for (int i = 0; i < n_slots; i++) {
+            if (!sl[i].job || sl[i].prefilled || sl[i].fed ||
+                sl[i].job->n_ids <= ATTN_QUANT_Q8_MAX_ROWS)
+                continue;
+            const serve_job *j = sl[i].job;
+            attn_status s = attn_gpt_decode_seq(m->gpt, g->kv, i, j->n_ids, j->ids, g->logits,
+                                                false);
+            if (s) {
+                slot_end(m, &sl[i], s, NULL);
+                continue;
+            }
+            sl[i].fed = j->n_ids, sl[i].prefilled = true;
+            atomic_fetch_add(&m->eng->met.tokens_in, j->n_ids);
+            slot_take(m, g, i, g->logits);
         }
     int n = 0, rows = 0;
     for (int i = 0; i < n_slots; i++)

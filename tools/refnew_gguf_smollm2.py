@@ -2,7 +2,7 @@
 tests/test_gguf_models.c: 20 prompts (14 plain texts, 6 chat turns rendered by the chat
 template), their token ids, the logits at every position, and greedy decoding of 32 tokens.
 
-    .venv/bin/python tools/ref_gguf_smollm2.py OUTDIR
+    .venv-bench/bin/python tools/refnew_gguf_smollm2.py OUTDIR
       ->  OUTDIR/gguf_smollm2.safetensors: pN.ids (T) int32, pN.logits (T, V) float32,
           pN.greedy (32) int32, pN.greedy_gap (32) float32 (top-1 minus top-2 logit);
           metadata "prompts" (the count), "texts" (JSON list of the prompt texts),
@@ -15,7 +15,14 @@ models/SmolLM2-135M-Instruct.Q4_1.gguf (every tensor dequantized to float32; too
 made the directory that way and checked its logits against the GGUF model's), run here in float32
 as transformers runs it. Greedy decoding runs 32 tokens whatever they are (an end-of-text token
 included), as a loop over transformers' KV cache. Without the model nothing is written and the
-test skips."""
+test skips.
+
+It runs with .venv-bench (tests/run.sh runs every tools/refnew_*.py with it) only for speed: the
+newest torch's BLAS takes ~40 s here where Debian's torch 1.13 (reference BLAS) took ~260 s. The
+gguf package (for the tokenizer read from the GGUF file) comes from the project venv (.venv), as in
+tools/refnew_gguf_qwen3.py. Both venvs give the same ids, greedy tokens and tokenizer ids, and
+logits within 1e-5 of each other relative to their largest."""
+import glob
 import json
 import os
 import sys
@@ -23,8 +30,15 @@ import sys
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 import stfile  # noqa: E402
+
+try:
+    import gguf  # noqa: F401
+except ImportError:
+    sys.path += glob.glob(os.path.join(HERE, "..", ".venv", "lib", "python3*", "site-packages"))
+    import gguf  # noqa: F401,E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct")
@@ -61,7 +75,7 @@ def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else "build/ref"
     out = os.path.join(outdir, "gguf_smollm2.safetensors")
     if not (os.path.isfile(os.path.join(MODEL, "model.safetensors")) and os.path.isfile(GGUF)):
-        print(f"ref_gguf_smollm2: no {MODEL} or {GGUF} (sh tools/get_smollm2.sh): nothing written")
+        print(f"refnew_gguf_smollm2: no {MODEL} or {GGUF} (sh tools/get_smollm2.sh): nothing written")
         if os.path.exists(out):
             os.remove(out)
         return
@@ -94,7 +108,7 @@ def main():
         tensors[f"p{i}.ids"] = np.array(ids, dtype=np.int32)
         tensors[f"p{i}.greedy"] = np.array(out_ids, dtype=np.int32)
         tensors[f"p{i}.greedy_gap"] = np.array(gaps, dtype=np.float32)
-        print(f"ref_gguf_smollm2: {text[-40:]!r} -> {tok.decode(out_ids)[:60]!r}")
+        print(f"refnew_gguf_smollm2: {text[-40:]!r} -> {tok.decode(out_ids)[:60]!r}")
     stfile.save(out, tensors, {"prompts": str(len(texts)), "texts": json.dumps(texts),
                                "tf_gguf_ids": json.dumps(tf_gguf)})
 
