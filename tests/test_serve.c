@@ -39,7 +39,7 @@ static char g_err[1024];
 
 static bool have(const char *path) { return access(path, R_OK) == 0; }
 
-static void server_start(const char *args);
+static void server_start(int threads, const char *args);
 
 /* Start the server once; skip when something it needs is missing. */
 static void server_up(void) {
@@ -57,15 +57,15 @@ static void server_up(void) {
              "--model minilm=" MINILM " --model smol=" SMOL " --model enzh='%s' --slots 4"
              " --max-body 65536 --max-tokens 2000 --timeout 3",
              ENZH);
-    server_start(args);
+    server_start(1, args);
 }
 
-/* Start `attn --threads 1 serve ARGS --port 0 --api-key KEY` and read the port it got. */
-static void server_start(const char *args) {
+/* Start `attn --threads N serve ARGS --port 0 --api-key KEY` and read the port it got. */
+static void server_start(int threads, const char *args) {
     snprintf(g_err, sizeof g_err, "%.1000s", tu_tmp("serve.err"));
     char cmd[10240];
-    snprintf(cmd, sizeof cmd, "exec '%s' --threads 1 serve %s --port 0 --api-key " KEY " 2> '%s'",
-             tu_attn_bin(), args, g_err);
+    snprintf(cmd, sizeof cmd, "exec '%s' --threads %d serve %s --port 0 --api-key " KEY " 2> '%s'",
+             tu_attn_bin(), threads, args, g_err);
     g_port = 0;
     unlink(g_err); /* a previous server's log holds its port */
     g_pid = fork();
@@ -591,7 +591,8 @@ static void test_sigterm_drains(void **state) {
 /* --quant-act q8 (int8 activations for the products on the GGUF file's quantized weights, as
  * `attn generate --quant-act q8`): a second server; four concurrent greedy completions (prompts of
  * different lengths, so the batched steps mix positions) each give `attn generate --quant-act q8
- * --greedy`'s text, as the same request alone does. */
+ * --greedy`'s text, as the same request alone does; at 2 threads, and SIGTERM then ends it (exit
+ * 0). */
 static void test_quant_act_q8(void **state) {
     (void)state;
     if (!have(SMOL)) tu_skip("%s missing (sh tools/install_deps.sh)", SMOL);
@@ -602,7 +603,8 @@ static void test_quant_act_q8(void **state) {
         waitpid(g_pid, NULL, 0);
         g_pid = -1;
     }
-    server_start("--model smol=" SMOL " --slots 4 --quant-act q8 --timeout 30");
+    /* two threads: the compute thread's OpenMP team, and SIGTERM still reaching the server */
+    server_start(2, "--model smol=" SMOL " --slots 4 --quant-act q8 --timeout 30");
     static const char *const prompts[4] = {"Hi", "The capital of France is",
                                            "Once upon a time, in a small village by the sea,",
                                            "def fibonacci(n):"};

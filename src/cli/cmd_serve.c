@@ -8,6 +8,7 @@
 #include "attn_kernels.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,34 @@ static attn_status read_key_file(const char *path, char *buf, size_t cap) {
     buf[strcspn(buf, "\r\n")] = '\0';
     if (!buf[0]) return attn_set_error(ATTN_STATUS_FORMAT, "--api-key-file %s: empty", path);
     return ATTN_STATUS_OK;
+}
+
+/* SIGTERM / SIGINT: refuse new requests, wait up to the timeout for those in flight, then stop
+ * the compute thread (what is left ends with 503, so that its connections end too). */
+typedef struct {
+    serve_engine *e;
+    serve_http *h;
+    const sigset_t *sigs;
+    double timeout;
+    int left; /* requests still in flight at the stop */
+} drain_args;
+
+static void *drain_on_signal(void *arg) {
+    drain_args *d = arg;
+    int sig = 0;
+    sigwait(d->sigs, &sig);
+    fprintf(stderr, "attn serve: %s: finishing %d request(s) in flight\n",
+            sig == SIGTERM ? "SIGTERM" : "SIGINT", atomic_load(&d->e->met.in_flight));
+    atomic_store(&d->e->draining, true);
+    serve_http_quiesce(d->h);
+    const double t0 = serve_now();
+    while (atomic_load(&d->e->met.in_flight) > 0 && serve_now() - t0 < d->timeout) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    d->left = atomic_load(&d->e->met.in_flight);
+    serve_engine_stop(d->e);
+    return NULL;
 }
 
 int cmd_serve(int argc, char **argv) {
@@ -133,6 +162,11 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+#ifdef _OPENMP
+    /* and not to the OpenMP threads either, made earlier (attn_set_flush_denormals in main) */
+#pragma omp parallel
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+#endif
     signal(SIGPIPE, SIG_IGN);
 
     serve_engine *e = NULL;
@@ -165,21 +199,20 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "attn serve: listening on http://%s%s%s:%d (%d thread%s)\n",
             strchr(cfg.host, ':') ? "[" : "", cfg.host, strchr(cfg.host, ':') ? "]" : "",
             serve_http_port(h), attn_get_num_threads(), attn_get_num_threads() == 1 ? "" : "s");
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    fprintf(stderr, "attn serve: %s: finishing %d request(s) in flight\n",
-            sig == SIGTERM ? "SIGTERM" : "SIGINT", atomic_load(&e->met.in_flight));
-    atomic_store(&e->draining, true);
-    serve_http_quiesce(h);
-    const double t0 = serve_now();
-    while (atomic_load(&e->met.in_flight) > 0 && serve_now() - t0 < cfg.timeout) {
-        struct timespec ts = {0, 20 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+    /* This thread computes (serve_engine_run: OpenMP teams belong on the first thread); another
+     * waits for the signal and stops it. */
+    drain_args d = {e, h, &sigs, cfg.timeout, 0};
+    pthread_t waiter;
+    if (pthread_create(&waiter, NULL, drain_on_signal, &d)) {
+        serve_http_stop(h);
+        serve_engine_free(e);
+        return cli_fail(attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: cannot start a thread"));
     }
-    const int left = atomic_load(&e->met.in_flight);
-    serve_engine_stop(e); /* what is left ends (503), so that its connections end too */
+    serve_engine_run(e);
+    pthread_join(waiter, NULL);
     serve_http_stop(h);
     serve_engine_free(e);
-    fprintf(stderr, "attn serve: stopped%s\n", left ? " (requests still running were cancelled)" : "");
+    fprintf(stderr, "attn serve: stopped%s\n",
+            d.left ? " (requests still running were cancelled)" : "");
     return CLI_EXIT_OK;
 }

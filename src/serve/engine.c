@@ -1,4 +1,6 @@
-/* engine.c — the models `attn serve` serves and their workers (serve.h): one thread per model.
+/* engine.c — the models `attn serve` serves and the compute thread that runs their work
+ * (serve.h: serve_engine_run, on the program's first thread; each model's work one unit at a time
+ * in turn: a generation step, an embedding or translation batch).
  *   embeddings   the texts of every waiting request, up to max_batch_tokens tokens, go through
  *                one attn_embed_encode call (sorted into batches there); each text's embedding
  *                does not depend on the others (attn_embed.h), so a batched request gets exactly
@@ -344,12 +346,12 @@ static int admit(serve_model *m, int *fresh) {
     return k;
 }
 
-/* One scheduler iteration over the active slots (the worker thread, or inline): the slots the
+/* One scheduler iteration over the active slots (the compute thread, or inline): the slots the
  * client left are freed; then ONE pass (attn_gpt_decode_batch: the weights read once for all its
  * rows) advances every running slot by one token, each at its own position, and feeds the new
  * slots' prompts (in slot order, as many tokens as the pass has rows left: a long prompt goes on
  * in the next iterations); a slot whose prompt is complete takes its first token. Only the
- * worker changes slots, so it reads them without the lock. */
+ * compute thread changes slots, so it reads them without the lock. */
 static void gen_iteration(serve_model *m, const int *fresh, int n_fresh) {
     gen_state *g = m->slots;
     slot *sl = g->sl;
@@ -418,39 +420,62 @@ static void gen_iteration(serve_model *m, const int *fresh, int n_fresh) {
     atomic_fetch_add(&m->eng->met.gen_step_slots, n);
 }
 
-/* ---- workers ------------------------------------------------------------------------------- */
+/* ---- the compute thread ---------------------------------------------------------------------- */
 
-static void *worker(void *arg) {
-    serve_model *m = arg;
-    const int cap = m->eng->cfg.max_queue > 0 ? m->eng->cfg.max_queue : 1;
-    serve_job **batch = malloc((size_t)cap * sizeof *batch);
-    int *fresh = malloc((size_t)m->eng->cfg.slots * sizeof *fresh);
+/* One unit of m's work, if it has some: a generation step over its slots (new requests admitted
+ * first) or one batch of its queue. Returns whether it did something. batch: (cap) jobs, fresh:
+ * (slots) slot indices, scratch. */
+static bool model_step(serve_model *m, serve_job **batch, int cap, int *fresh) {
     pthread_mutex_lock(&m->mu);
-    while (!m->stop) {
-        if (m->kind == SERVE_GEN) {
-            const int n_fresh = fresh ? admit(m, fresh) : 0;
-            if (m->n_active == 0) {
-                pthread_cond_wait(&m->cv, &m->mu);
-                continue;
-            }
-            pthread_mutex_unlock(&m->mu);
-            gen_iteration(m, fresh, n_fresh);
-            pthread_mutex_lock(&m->mu);
-        } else {
-            if (m->n_queue == 0 || !batch) {
-                pthread_cond_wait(&m->cv, &m->mu);
-                continue;
-            }
-            const int k = take_batch(m, batch, cap);
-            pthread_mutex_unlock(&m->mu);
-            run_text_batch(m, batch, k);
-            pthread_mutex_lock(&m->mu);
-        }
+    if (m->stop) {
+        pthread_mutex_unlock(&m->mu);
+        return false;
     }
+    if (m->kind == SERVE_GEN) {
+        const int n_fresh = admit(m, fresh);
+        if (m->n_active == 0) {
+            pthread_mutex_unlock(&m->mu);
+            return false;
+        }
+        pthread_mutex_unlock(&m->mu);
+        gen_iteration(m, fresh, n_fresh);
+        return true;
+    }
+    if (m->n_queue == 0) {
+        pthread_mutex_unlock(&m->mu);
+        return false;
+    }
+    const int k = take_batch(m, batch, cap);
     pthread_mutex_unlock(&m->mu);
+    run_text_batch(m, batch, k);
+    return true;
+}
+
+void serve_engine_run(serve_engine *e) {
+    attn_set_num_threads(e->threads);
+    const int cap = e->cfg.max_queue;
+    serve_job **batch = malloc((size_t)cap * sizeof *batch);
+    int *fresh = malloc((size_t)e->cfg.slots * sizeof *fresh);
+    pthread_mutex_lock(&e->mu);
+    e->running = batch && fresh && !e->stop;
+    bool go = e->running;
+    pthread_mutex_unlock(&e->mu);
+    while (go) {
+        bool did = false;
+        for (int i = 0; i < e->n_models; i++) did |= model_step(e->models[i], batch, cap, fresh);
+        pthread_mutex_lock(&e->mu);
+        /* nothing done: sleep until serve_submit queues work (wake) or serve_engine_stop */
+        while (!did && !e->wake && !e->stop) pthread_cond_wait(&e->cv, &e->mu);
+        e->wake = false;
+        go = !e->stop;
+        pthread_mutex_unlock(&e->mu);
+    }
+    pthread_mutex_lock(&e->mu);
+    e->running = false;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
     free(batch);
     free(fresh);
-    return NULL;
 }
 
 attn_status serve_submit(serve_engine *e, serve_job *j, int *http_status) {
@@ -473,29 +498,20 @@ attn_status serve_submit(serve_engine *e, serve_job *j, int *http_status) {
     pthread_mutex_unlock(&j->mu);
     j->t_start = serve_now();
     m->queue[m->n_queue++] = j;
-    pthread_cond_signal(&m->cv);
     pthread_mutex_unlock(&m->mu);
-    if (!e->cfg.inline_work) return ATTN_STATUS_OK;
+    if (!e->cfg.inline_work) {
+        pthread_mutex_lock(&e->mu);
+        e->wake = true;
+        pthread_cond_signal(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        return ATTN_STATUS_OK;
+    }
     /* Inline: run until nothing waits or runs. */
     serve_job **batch = malloc((size_t)e->cfg.max_queue * sizeof *batch);
     int *fresh = malloc((size_t)e->cfg.slots * sizeof *fresh);
     attn_status s = ATTN_STATUS_OK;
     if (!batch || !fresh) s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
-    for (;;) {
-        pthread_mutex_lock(&m->mu);
-        if (s || (m->n_queue == 0 && m->n_active == 0)) {
-            pthread_mutex_unlock(&m->mu);
-            break;
-        }
-        if (m->kind == SERVE_GEN) {
-            const int n_fresh = admit(m, fresh);
-            pthread_mutex_unlock(&m->mu);
-            gen_iteration(m, fresh, n_fresh);
-        } else {
-            const int k = take_batch(m, batch, e->cfg.max_queue);
-            pthread_mutex_unlock(&m->mu);
-            run_text_batch(m, batch, k);
-        }
+    while (!s && model_step(m, batch, e->cfg.max_queue, fresh)) {
     }
     free(batch);
     free(fresh);
@@ -512,6 +528,9 @@ attn_status serve_engine_init(const serve_config *cfg, serve_engine **out) {
     if (e->cfg.slots < 1) e->cfg.slots = 1;
     if (e->cfg.max_queue < 1) e->cfg.max_queue = 1;
     e->t_start = serve_now();
+    e->threads = attn_get_num_threads();
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
     *out = e;
     return ATTN_STATUS_OK;
 }
@@ -522,16 +541,11 @@ serve_model *serve_engine_find(serve_engine *e, const char *name) {
     return NULL;
 }
 
-/* Stop the worker and end every job it holds (503). */
+/* End every job m holds (503); the compute thread has stopped. */
 static void model_stop(serve_model *m) {
-    if (m->has_thread) {
-        pthread_mutex_lock(&m->mu);
-        m->stop = true;
-        pthread_cond_broadcast(&m->cv);
-        pthread_mutex_unlock(&m->mu);
-        pthread_join(m->thread, NULL);
-        m->has_thread = false;
-    }
+    pthread_mutex_lock(&m->mu);
+    m->stop = true;
+    pthread_mutex_unlock(&m->mu);
     for (int i = 0; i < m->n_queue; i++) {
         serve_job_finish(m->queue[i], ATTN_STATUS_UNSUPPORTED, 503, "the server is shutting down");
         serve_job_release(m->queue[i]);
@@ -551,7 +565,13 @@ static void model_stop(serve_model *m) {
 }
 
 void serve_engine_stop(serve_engine *e) {
-    for (int i = 0; e && i < e->n_models; i++) model_stop(e->models[i]);
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    e->stop = true;
+    pthread_cond_broadcast(&e->cv);
+    while (e->running) pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+    for (int i = 0; i < e->n_models; i++) model_stop(e->models[i]);
 }
 
 static void model_free(serve_model *m) {
@@ -560,7 +580,6 @@ static void model_free(serve_model *m) {
     gen_state_free(m);
     free(m->queue);
     pthread_mutex_destroy(&m->mu);
-    pthread_cond_destroy(&m->cv);
     attn_embed_free(m->embed);
     attn_chat_template_free(m->tpl);
     attn_tok_free(m->gpt_tok);
@@ -575,8 +594,11 @@ static void model_free(serve_model *m) {
 
 void serve_engine_free(serve_engine *e) {
     if (!e) return;
+    serve_engine_stop(e);
     for (int i = 0; i < e->n_models; i++) model_free(e->models[i]);
     free(e->models);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
     free(e);
 }
 
@@ -600,7 +622,6 @@ static attn_status model_new(serve_engine *e, const char *name, const char *path
     m->path = strdup(path);
     m->queue = malloc((size_t)e->cfg.max_queue * sizeof *m->queue);
     pthread_mutex_init(&m->mu, NULL);
-    pthread_cond_init(&m->cv, NULL);
     if (!m->name || !m->path || !m->queue) {
         model_free(m);
         return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
@@ -609,7 +630,7 @@ static attn_status model_new(serve_engine *e, const char *name, const char *path
     return ATTN_STATUS_OK;
 }
 
-/* Register m (its worker started) or free it on failure. */
+/* Register m or free it on failure. */
 static attn_status model_add(serve_engine *e, serve_model *m, attn_status s) {
     if (!s && m->kind == SERVE_GEN) s = gen_state_new(m);
     serve_model **grown = NULL;
@@ -617,12 +638,6 @@ static attn_status model_add(serve_engine *e, serve_model *m, attn_status s) {
         grown = realloc(e->models, (size_t)(e->n_models + 1) * sizeof *grown);
         if (!grown) s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
         else e->models = grown;
-    }
-    if (!s && !e->cfg.inline_work) {
-        if (pthread_create(&m->thread, NULL, worker, m))
-            s = attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: cannot start a worker thread");
-        else
-            m->has_thread = true;
     }
     if (s) {
         model_free(m);

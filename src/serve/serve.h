@@ -4,11 +4,12 @@
  * (gen_opts.h: generation defaults, GGUF chat templates), and keeps libmicrohttpd out of libattn.
  *
  * Layers:
- *   engine.c  models (NAME=PATH, the family found from the path), their worker threads and queues:
- *             an embedding worker and a translation worker per model that batch the texts of
- *             concurrent requests by tokens, and a generation scheduler per decoder model whose
- *             slots (each with its own KV cache) advance one token per iteration (continuous
- *             batching: a request joins or leaves between two iterations);
+ *   engine.c  models (NAME=PATH, the family found from the path), their queues and ONE compute
+ *             thread (serve_engine_run) that takes each model's work in turn: embedding and
+ *             translation batches (the texts of concurrent requests, by tokens), and a
+ *             generation scheduler per decoder model whose slots (each with its own KV cache)
+ *             advance one token per iteration (continuous batching: a request joins or leaves
+ *             between two iterations);
  *   api.c     the HTTP API as functions of (method, path, headers, body) -> response: routing,
  *             authentication, limits, JSON parsing and validation, OpenAI / LibreTranslate /
  *             llama-server formats, errors, /metrics. No sockets: the fuzz target and the HTTP
@@ -57,7 +58,7 @@ typedef struct {
     attn_quant_act quant_act; /* products on quantized weights (attn_gpt_kv_set_quant_act) */
     int max_queue;          /* waiting requests per model (429 above) */
     double timeout;         /* seconds: a request's body upload and draining at shutdown */
-    bool inline_work;       /* no worker threads: work runs in the calling thread (fuzzing) */
+    bool inline_work;       /* no compute thread: work runs in serve_submit's caller (fuzzing) */
     bool fixed_seed;        /* a request without "seed" samples with seed 0 (fuzzing) */
 } serve_config;
 
@@ -73,8 +74,8 @@ typedef struct serve_engine serve_engine;
 typedef struct serve_model serve_model;
 typedef struct serve_job serve_job;
 
-/* One request's work, shared by the connection (which waits on it or streams it) and the worker
- * (which fills it in). Reference-counted: the last of the two frees it. */
+/* One request's work, shared by the connection (which waits on it or streams it) and the compute
+ * thread (which fills it in). Reference-counted: the last of the two frees it. */
 struct serve_job {
     serve_kind kind;
     serve_model *model;
@@ -147,11 +148,8 @@ struct serve_model {
     attn_tok *mt_tok;
     attn_translate_session *ts;
     attn_translate_options to;
-    /* the worker */
-    pthread_t thread;
-    bool has_thread;
+    /* the queue (the engine's compute thread takes its work: serve_engine_run) */
     pthread_mutex_t mu;           /* the queue and the slots */
-    pthread_cond_t cv;
     serve_job **queue;            /* waiting jobs (FIFO), capacity max_queue */
     int n_queue;
     void *slots;                  /* generation: the slots (engine.c) */
@@ -183,17 +181,32 @@ struct serve_engine {
     serve_metrics met;
     atomic_bool draining;                    /* SIGTERM: refuse new work (503) */
     double t_start;
+    int threads;                             /* kernel threads (the caller's
+                                              * attn_get_num_threads() at serve_engine_init) */
+    /* the compute thread (serve_engine_run) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool wake;                               /* work was queued since the thread last looked */
+    bool stop;                               /* serve_engine_stop: the thread returns */
+    bool running;                            /* serve_engine_run is in its loop */
 };
 
 attn_status serve_engine_init(const serve_config *cfg, serve_engine **out);
-/* Stop the workers; the jobs they hold or that wait end with 503. */
+/* The engine's compute thread: every model's work (generation steps, embedding and translation
+ * batches) runs here, one unit at a time, until serve_engine_stop. Call it on the program's
+ * first thread: OpenMP teams started from other threads add to the threads libgomp manages, and
+ * with more of them than cores its idle threads sleep between parallel regions instead of
+ * spinning (a decoding step then waits for the kernel to wake them: 2x slower on 2 cores). */
+void serve_engine_run(serve_engine *e);
+/* From another thread: serve_engine_run returns (after the unit in progress), then the jobs held
+ * or waiting end with 503. */
 void serve_engine_stop(serve_engine *e);
 /* serve_engine_stop, then free everything. */
 void serve_engine_free(serve_engine *e);
 
 /* Load PATH under NAME: a GGUF file or a directory whose config.json says the family (attn's
  * translator: "src_vocab"; "model_type" bert / gpt2 / llama / mistral / qwen2 / qwen3; a
- * sentence-transformers directory: modules.json). Starts the model's worker. */
+ * sentence-transformers directory: modules.json). */
 attn_status serve_engine_load(serve_engine *e, const char *name, const char *path);
 /* A decoder already in memory (the fuzz target): the engine takes m, tok and tpl (tpl may be
  * NULL). */
