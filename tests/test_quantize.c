@@ -102,11 +102,12 @@ static double logits_err(const char *dir, const char *gguf) {
     return e;
 }
 
-/* attn quantize DIR -> file, GGUFReader's check, logits within bound. Under valgrind only the
- * cases marked vg run (one per code path: float, Q8_0, a k-quant mix, the row-length fallback,
- * GPT-2's transposed weights); the rest repeat those paths with other types. */
+/* attn quantize DIR -> file, GGUFReader's check, logits within bound. Under valgrind and
+ * AddressSanitizer only the cases marked vg run (one per code path: float, Q8_0, a k-quant mix,
+ * the row-length fallback, GPT-2's transposed weights); the rest repeat those paths with other
+ * types (make test runs them all). */
 static void one(const char *model, const char *type, bool pure, double bound, bool vg) {
-    if (tu_valgrind() && !vg) return;
+    if ((tu_valgrind() || tu_sanitized()) && !vg) return;
     char out[4300], cmd[32000], buf[8192];
     snprintf(out, sizeof out, "%s", tu_tmp(model));
     strcat(out, "-");
@@ -166,7 +167,7 @@ static void test_requantize(void **state) {
              model_dir("llama8"), a);
     assert_int_equal(run(cmd, buf, sizeof buf), 0);
     const char *types[] = {"q4_0", "q4_k_m", "f16"};
-    for (int i = 0; i < (tu_valgrind() ? 1 : 3); i++) {
+    for (int i = 0; i < (tu_valgrind() || tu_sanitized() ? 1 : 3); i++) {
         snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' --type %s --quiet", attn_bin(), a, b,
                  types[i]);
         int rc = run(cmd, buf, sizeof buf);

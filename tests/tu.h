@@ -228,6 +228,23 @@ static inline int tu_valgrind(void) {
 #endif
 }
 
+/* Whether the test was built with AddressSanitizer (make san): tests whose cases repeat one code
+ * path with other data (and spend their time in unsanitized Python checks) may run a subset, as
+ * under valgrind; the full set runs in make test. */
+static inline int tu_sanitized(void) {
+#if defined(__SANITIZE_ADDRESS__)
+    return 1;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return 1;
+#else
+    return 0;
+#endif
+#else
+    return 0;
+#endif
+}
+
 /* Whether ATTN_TEST_QUIET is set (print only failures). */
 static inline int tu_quiet(void) { return getenv("ATTN_TEST_QUIET") != NULL; }
 
