@@ -588,6 +588,22 @@ static void test_sigterm_drains(void **state) {
     free(s), free(log);
 }
 
+/* A greedy /v1/completions body for smol: 12 tokens of prompt p. */
+static void greedy_body(const char *p, char *buf, size_t cap) {
+    json_t *b = json_pack("{s:s, s:s, s:i, s:i}", "model", "smol", "prompt", p, "max_tokens", 12,
+                          "temperature", 0);
+    char *s = json_dumps(b, JSON_COMPACT);
+    json_decref(b);
+    snprintf(buf, cap, "%s", s ? s : "");
+    free(s);
+}
+
+/* A completion's choices[0].text (NULL: none). */
+static const char *first_text(json_t *o) {
+    return json_string_value(
+        json_object_get(json_array_get(json_object_get(o, "choices"), 0), "text"));
+}
+
 /* --quant-act q8 (int8 activations for the products on the GGUF file's quantized weights, as
  * `attn generate --quant-act q8`): a second server; four (two under ASan) concurrent greedy
  * completions (prompts of different lengths, so the batched steps mix positions) each give
@@ -617,12 +633,7 @@ static void test_quant_act_q8(void **state) {
         char name[32], body[512], bq[600];
         snprintf(name, sizeof name, "q8-%d.json", i);
         snprintf(files[i], sizeof files[i], "%s", tu_tmp(name));
-        json_t *b = json_pack("{s:s, s:s, s:i, s:i}", "model", "smol", "prompt", prompts[i],
-                              "max_tokens", 12, "temperature", 0);
-        char *bs = json_dumps(b, JSON_COMPACT);
-        json_decref(b);
-        snprintf(body, sizeof body, "%s", bs);
-        free(bs);
+        greedy_body(prompts[i], body, sizeof body);
         k += snprintf(cmd + k, sizeof cmd - (size_t)k,
                       "curl -s -m 120 -o '%s' -H 'Authorization: Bearer " KEY "' -H "
                       "'Content-Type: application/json' -d %s "
@@ -637,9 +648,7 @@ static void test_quant_act_q8(void **state) {
         assert_non_null(txt);
         json_t *o = parse(txt);
         free(txt);
-        const char *got =
-            json_string_value(json_object_get(json_array_get(json_object_get(o, "choices"), 0),
-                                              "text"));
+        const char *got = first_text(o);
         if (!got) fail_msg("completion %d: no choices[0].text", i);
         char args[1024], pq[600];
         snprintf(args, sizeof args,
@@ -652,18 +661,10 @@ static void test_quant_act_q8(void **state) {
         assert_string_equal(got, ref);
         /* the same request alone */
         char req[512], *body = NULL;
-        json_t *b = json_pack("{s:s, s:s, s:i, s:i}", "model", "smol", "prompt", prompts[i],
-                              "max_tokens", 12, "temperature", 0);
-        char *bs = json_dumps(b, JSON_COMPACT);
-        json_decref(b);
-        snprintf(req, sizeof req, "%s", bs);
-        free(bs);
+        greedy_body(prompts[i], req, sizeof req);
         assert_int_equal(post("/v1/completions", req, &body), 200);
         json_t *a = parse(body);
-        assert_string_equal(
-            json_string_value(json_object_get(json_array_get(json_object_get(a, "choices"), 0),
-                                              "text")),
-            ref);
+        assert_string_equal(first_text(a), ref);
         json_decref(a);
         free(body);
         free(ref);
