@@ -452,7 +452,6 @@ static bool model_step(serve_model *m, serve_job **batch, int cap, int *fresh) {
 }
 
 void serve_engine_run(serve_engine *e) {
-    attn_set_num_threads(e->threads);
     const int cap = e->cfg.max_queue;
     serve_job **batch = malloc((size_t)cap * sizeof *batch);
     int *fresh = malloc((size_t)e->cfg.slots * sizeof *fresh);
@@ -528,7 +527,6 @@ attn_status serve_engine_init(const serve_config *cfg, serve_engine **out) {
     if (e->cfg.slots < 1) e->cfg.slots = 1;
     if (e->cfg.max_queue < 1) e->cfg.max_queue = 1;
     e->t_start = serve_now();
-    e->threads = attn_get_num_threads();
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     *out = e;

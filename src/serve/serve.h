@@ -181,8 +181,6 @@ struct serve_engine {
     serve_metrics met;
     atomic_bool draining;                    /* SIGTERM: refuse new work (503) */
     double t_start;
-    int threads;                             /* kernel threads (the caller's
-                                              * attn_get_num_threads() at serve_engine_init) */
     /* the compute thread (serve_engine_run) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
