@@ -254,6 +254,13 @@ typedef struct attn_hf_translator attn_hf_translator;
 attn_status attn_hf_translator_init(const attn_encdec_model *m, const char *dir,
                                     const attn_hf_translator_params *p, attn_hf_translator **out);
 void attn_hf_translator_free(attn_hf_translator *t);
+/* Change the languages (as the params' src_lang / tgt_lang; NULL: none, the tokenizer's and
+ * generation_config.json's defaults) for the calls that follow: `attn serve` uses one translator
+ * for every language pair of its requests. An unknown code, a source language on a Marian model,
+ * or a language on a directory without a Marian / NLLB tokenizer is INVALID_ARGUMENT, and
+ * leaves the languages as they were. */
+attn_status attn_hf_translator_set_langs(attn_hf_translator *t, const char *src_lang,
+                                         const char *tgt_lang);
 /* The generation settings in use, max_length (the longest output, </s> included, of
  * attn_hf_translator_generate), and the tokenizer: one of the two, or neither (ids only). */
 const attn_hf_generate_options *attn_hf_translator_options(const attn_hf_translator *t);

@@ -677,6 +677,173 @@ static void test_quant_act_q8(void **state) {
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+/* The /translate reply in file: its translatedText array, a line each, is what `attn translate
+ * --model DIR LANGS QUOTED` prints (texts: the request, for the messages). */
+static void hf_expect_cli(const char *file, const char *dir, const char *langs, const char *texts,
+                          const char *quoted) {
+    size_t n;
+    char *txt = tu_read_all(file, &n);
+    assert_non_null(txt);
+    json_t *o = parse(txt);
+    json_t *t = json_object_get(o, "translatedText");
+    if (!json_is_array(t)) fail_msg("%s: no translatedText array: %s", texts, txt);
+    char got[8192] = "";
+    for (size_t i = 0; i < json_array_size(t); i++) {
+        strncat(got, json_string_value(json_array_get(t, i)), sizeof got - strlen(got) - 2);
+        strcat(got, "\n");
+    }
+    char args[8192];
+    snprintf(args, sizeof args, "translate --model '%s' %s %s", dir, langs, quoted);
+    char *ref = cli(args, NULL);
+    printf("  %s %s: %s", strrchr(dir, '/') + 1, langs, got);
+    assert_string_equal(got, ref);
+    free(ref), free(txt);
+    json_decref(o);
+}
+
+/* Hugging Face translators (tools/ref_seq2seq_text.py's random Marian with >>lang<< tokens and
+ * NLLB-style M2M100, with their own tokenizers): a server of their own; concurrent /translate
+ * requests for different language pairs (batched per pair) each give `attn translate --model
+ * DIR --src-lang S --tgt-lang T`'s output; LibreTranslate's source / target checked against the
+ * model's codes; /tokenize and /detokenize through the Marian / NLLB tokenizer; /v1/attention
+ * with the languages' tokens. */
+static void test_hf_translators(void **state) {
+    (void)state;
+    char mar[4096], nllb[4096], cfg[4200];
+    snprintf(mar, sizeof mar, "%s", tu_ref_path("seq2seq_text/marian"));
+    snprintf(nllb, sizeof nllb, "%s", tu_ref_path("seq2seq_text/nllb"));
+    snprintf(cfg, sizeof cfg, "%s/config.json", nllb);
+    if (!have(cfg)) tu_skip("%s missing (tools/ref_seq2seq_text.py, run by tests/run.sh)", nllb);
+    char out[256];
+    if (tu_sh_capture("command -v curl", 0, out, sizeof out) != 0) tu_skip("curl is not installed");
+    if (g_pid > 0) {
+        kill(g_pid, SIGTERM);
+        waitpid(g_pid, NULL, 0);
+        g_pid = -1;
+    }
+    char args[9000];
+    snprintf(args, sizeof args, "--model mar='%s' --model nllb='%s' --timeout 30", mar, nllb);
+    server_start(1, args);
+
+    /* four requests at once: two language pairs of NLLB (the first and last share one), Marian */
+    static const struct {
+        const char *model, *body, *langs, *quoted;
+    } rq[4] = {
+        {"nllb", "{\"model\": \"nllb\", \"q\": [\"Knowledge is power.\", \"Where is the station?\"], "
+                 "\"source\": \"eng_Latn\", \"target\": \"zho_Hans\"}",
+         "--src-lang eng_Latn --tgt-lang zho_Hans", "'Knowledge is power.' 'Where is the station?'"},
+        {"nllb", "{\"model\": \"nllb\", \"q\": [\"I like green tea very much.\"], "
+                 "\"source\": \"fra_Latn\", \"target\": \"deu_Latn\"}",
+         "--src-lang fra_Latn --tgt-lang deu_Latn", "'I like green tea very much.'"},
+        {"mar", "{\"model\": \"mar\", \"q\": [\"Knowledge is power.\", \"I like green tea very much.\"], "
+                "\"source\": \"en\", \"target\": \"cmn_Hans\"}",
+         "--tgt-lang cmn_Hans", "'Knowledge is power.' 'I like green tea very much.'"},
+        {"nllb", "{\"model\": \"nllb\", \"q\": [\"Where is the station?\"], "
+                 "\"source\": \"eng_Latn\", \"target\": \"zho_Hans\"}",
+         "--src-lang eng_Latn --tgt-lang zho_Hans", "'Where is the station?'"},
+    };
+    char cmd[16384], files[4][1100];
+    int k = 0;
+    for (int i = 0; i < 4; i++) {
+        char name[32], bq[1200];
+        snprintf(name, sizeof name, "hf-%d.json", i);
+        snprintf(files[i], sizeof files[i], "%s", tu_tmp(name));
+        k += snprintf(cmd + k, sizeof cmd - (size_t)k,
+                      "curl -s -m 120 -o '%s' -H 'Authorization: Bearer " KEY "' -H "
+                      "'Content-Type: application/json' -d %s http://127.0.0.1:%d/translate & ",
+                      files[i], tu_shq(rq[i].body, bq, sizeof bq), g_port);
+    }
+    snprintf(cmd + k, sizeof cmd - (size_t)k, "wait");
+    assert_int_equal(system(cmd), 0);
+    for (int i = 0; i < 4; i++) {
+        if (tu_valgrind()) { /* the CLI comparisons run outside valgrind: the replies' shape */
+            size_t n;
+            char *txt = tu_read_all(files[i], &n);
+            json_t *o = parse(txt);
+            assert_true(json_is_array(json_object_get(o, "translatedText")));
+            json_decref(o), free(txt);
+            continue;
+        }
+        hf_expect_cli(files[i], strcmp(rq[i].model, "mar") ? nllb : mar, rq[i].langs, rq[i].body,
+                      rq[i].quoted);
+    }
+
+    /* the languages are checked against the model's codes */
+    static const struct {
+        const char *body, *what;
+    } bad[] = {
+        {"{\"model\": \"nllb\", \"q\": \"x\", \"source\": \"auto\", \"target\": \"zho_Hans\"}",
+         "NLLB source auto"},
+        {"{\"model\": \"nllb\", \"q\": \"x\", \"source\": \"eng_Latn\", \"target\": \"zh\"}",
+         "NLLB unknown target"},
+        {"{\"model\": \"nllb\", \"q\": \"x\", \"source\": \"english\", \"target\": \"zho_Hans\"}",
+         "NLLB unknown source"},
+        {"{\"model\": \"mar\", \"q\": \"x\", \"source\": \"en\", \"target\": \"xx\"}",
+         "Marian unknown >>xx<<"},
+    };
+    char *b;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const int got = post("/translate", bad[i].body, &b);
+        expect_error(got, 400, b, bad[i].what);
+        free(b);
+    }
+
+    /* tokenize: the source side (NLLB: [src_lang] ... </s>), without them on request */
+    assert_int_equal(post("/tokenize", "{\"model\": \"nllb\", \"content\": \"Knowledge is power.\"}", &b), 200);
+    json_t *o = parse(b);
+    json_t *ids = json_object_get(o, "tokens");
+    const size_t n_all = json_array_size(ids);
+    assert_true(n_all >= 3);
+    free(b);
+    assert_int_equal(post("/tokenize", "{\"model\": \"nllb\", \"content\": \"Knowledge is power.\", "
+                                       "\"add_special\": false}", &b), 200);
+    json_t *o2 = parse(b);
+    json_t *ids2 = json_object_get(o2, "tokens");
+    assert_int_equal(json_array_size(ids2), n_all - 2);
+    for (size_t i = 0; i < n_all - 2; i++)
+        assert_int_equal(json_integer_value(json_array_get(ids2, i)),
+                         json_integer_value(json_array_get(ids, i + 1)));
+    free(b);
+    json_t *req = json_pack("{s:s, s:O}", "model", "nllb", "tokens", ids2);
+    char *rqs = json_dumps(req, 0);
+    assert_int_equal(post("/detokenize", rqs, &b), 200);
+    json_t *d = parse(b);
+    printf("  nllb tokenize: %zu ids (%zu without specials), detokenized \"%s\"\n", n_all,
+           n_all - 2, json_string_value(json_object_get(d, "content")));
+    assert_string_equal(json_string_value(json_object_get(d, "content")), "Knowledge is power.");
+    json_decref(d), json_decref(req), json_decref(o), json_decref(o2), free(rqs), free(b);
+
+    /* attention: the source opens with eng_Latn, the translation's decoder sequence holds
+     * zho_Hans (forced), three kinds of map, rows summing to 1 */
+    assert_int_equal(post("/v1/attention", "{\"model\": \"nllb\", \"input\": \"Knowledge is power.\", "
+                                           "\"src_lang\": \"eng_Latn\", \"tgt_lang\": \"zho_Hans\"}", &b), 200);
+    o = parse(b);
+    json_t *src = json_object_get(o, "tokens"), *tgt = json_object_get(o, "target");
+    assert_int_equal(json_array_size(src), n_all);
+    assert_string_equal(json_string_value(json_array_get(src, 0)), "eng_Latn");
+    assert_string_equal(json_string_value(json_array_get(tgt, 1)), "zho_Hans");
+    json_t *maps = json_object_get(o, "maps");
+    int kinds[3] = {0, 0, 0};
+    for (size_t i = 0; i < json_array_size(maps); i++) {
+        const char *kd = json_string_value(json_object_get(json_array_get(maps, i), "kind"));
+        kinds[0] += !strcmp(kd, "encoder.self"), kinds[1] += !strcmp(kd, "decoder.self");
+        kinds[2] += !strcmp(kd, "decoder.cross");
+    }
+    printf("  nllb /v1/attention: %zu source tokens, %zu target tokens, maps %d / %d / %d\n",
+           json_array_size(src), json_array_size(tgt), kinds[0], kinds[1], kinds[2]);
+    assert_true(kinds[0] == 1 && kinds[1] == 2 && kinds[2] == 2); /* 1 encoder, 2 decoder layers */
+    json_decref(o), free(b);
+    const int got = post("/v1/attention", "{\"model\": \"nllb\", \"input\": \"x\", \"tgt_lang\": \"zz\"}", &b);
+    expect_error(got, 400, b, "attention: unknown tgt_lang");
+    free(b);
+
+    kill(g_pid, SIGTERM);
+    int st;
+    assert_int_equal(waitpid(g_pid, &st, 0), g_pid);
+    g_pid = -1;
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 int main(void) {
     if (tu_mkdtemp(tu_dir, sizeof tu_dir, "serve")) return 1;
     const struct CMUnitTest tests[] = {
@@ -687,6 +854,7 @@ int main(void) {
         cmocka_unit_test(test_slow_and_vanishing_clients),
         cmocka_unit_test(test_sigterm_drains),
         cmocka_unit_test(test_quant_act_q8),
+        cmocka_unit_test(test_hf_translators),
     };
     const int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (g_pid > 0) { /* a test failed before the last one */

@@ -19,6 +19,7 @@ struct attn_hf_translator {
     attn_tok *tok;       /* or a plain tokenizer.json (attn export) */
     char *src_lang;      /* NLLB's source code, or NULL */
     int32_t lang_prefix; /* Marian: the target language token put before the source, or -1 */
+    int32_t cfg_forced_bos; /* generation_config.json's forced_bos_token_id (-1: none) */
     attn_translate_session *s;
     int max_sentences;
     int max_out; /* max_length: tokens after the decoder start, </s> included */
@@ -69,32 +70,11 @@ static attn_status setup(attn_hf_translator *t, const char *dir, const attn_hf_t
     }
     if (s) return s;
     t->lang_prefix = -1;
-    const bool nllb = t->mt && attn_mt_tok_kind_of(t->mt) == ATTN_MT_TOK_NLLB;
-    if ((p->src_lang || p->tgt_lang) && !t->mt)
-        return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
-                              "%s: --src-lang / --tgt-lang need a Marian or NLLB tokenizer "
-                              "(source.spm, or tokenizer.json with an NLLB tokenizer_config.json)",
-                              dir);
-    if (p->src_lang && !nllb)
-        return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
-                              "%s: --src-lang: a Marian model has no source language token "
-                              "(--tgt-lang puts its >>lang<< token first)",
-                              dir);
-    if (p->src_lang) { /* checked now: an unknown code is one error, not one per line */
-        int32_t id;
-        if ((s = attn_mt_tok_lang_id(t->mt, p->src_lang, &id))) return s;
-        if (!(t->src_lang = strdup(p->src_lang)))
-            return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
-    }
-    if (p->tgt_lang) {
-        int32_t id;
-        char wrapped[300]; /* Marian's token of cmn_Hans is ">>cmn_Hans<<" */
-        const char *lang = p->tgt_lang;
-        if (!nllb && strncmp(lang, ">>", 2) != 0 && strlen(lang) < sizeof wrapped - 5)
-            snprintf(wrapped, sizeof wrapped, ">>%s<<", lang), lang = wrapped;
-        if ((s = attn_mt_tok_lang_id(t->mt, lang, &id))) return s;
-        if (nllb) t->o.forced_bos_token_id = id;
-        else t->lang_prefix = id;
+    t->cfg_forced_bos = t->o.forced_bos_token_id;
+    if ((s = attn_hf_translator_set_langs(t, p->src_lang, p->tgt_lang))) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s", attn_last_error());
+        return attn_set_error(s, "%s: %s", dir, msg);
     }
     if (p->num_beams > 0) t->o.num_beams = p->num_beams;
     if (p->max_new_tokens > 0) t->o.max_new_tokens = p->max_new_tokens;
@@ -109,6 +89,41 @@ static attn_status setup(attn_hf_translator *t, const char *dir, const attn_hf_t
     t->max_sentences = p->max_sentences;
     return attn_translate_session_init(t->m, p->max_sentences, t->o.num_beams, t->m->cfg.max_len,
                                        ml - 1, &t->s);
+}
+
+attn_status attn_hf_translator_set_langs(attn_hf_translator *t, const char *src_lang,
+                                         const char *tgt_lang) {
+    if (!t) return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "attn_hf_translator_set_langs: NULL");
+    if ((src_lang || tgt_lang) && !t->mt)
+        return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                              "a source or target language needs a Marian or NLLB tokenizer "
+                              "(source.spm, or tokenizer.json with an NLLB tokenizer_config.json)");
+    const bool nllb = t->mt && attn_mt_tok_kind_of(t->mt) == ATTN_MT_TOK_NLLB;
+    if (src_lang && !nllb)
+        return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                              "a Marian model has no source language token (the target "
+                              "language is its >>lang<< token put before the source)");
+    attn_status s;
+    int32_t tgt_id = -1;
+    if (src_lang) { /* checked now: an unknown code is one error, not one per line */
+        int32_t id;
+        if ((s = attn_mt_tok_lang_id(t->mt, src_lang, &id))) return s;
+    }
+    if (tgt_lang) {
+        char wrapped[300]; /* Marian's token of cmn_Hans is ">>cmn_Hans<<" */
+        const char *lang = tgt_lang;
+        if (!nllb && strncmp(lang, ">>", 2) != 0 && strlen(lang) < sizeof wrapped - 5)
+            snprintf(wrapped, sizeof wrapped, ">>%s<<", lang), lang = wrapped;
+        if ((s = attn_mt_tok_lang_id(t->mt, lang, &tgt_id))) return s;
+    }
+    char *src_copy = NULL;
+    if (src_lang && !(src_copy = strdup(src_lang)))
+        return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
+    free(t->src_lang);
+    t->src_lang = src_copy;
+    t->o.forced_bos_token_id = nllb && tgt_id >= 0 ? tgt_id : t->cfg_forced_bos;
+    t->lang_prefix = !nllb ? tgt_id : -1;
+    return ATTN_STATUS_OK;
 }
 
 attn_status attn_hf_translator_init(const attn_encdec_model *m, const char *dir,

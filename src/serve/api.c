@@ -676,6 +676,38 @@ static void h_generate(serve_engine *e, json_t *root, bool chat, serve_gone_fn g
 
 /* ---- /translate (LibreTranslate) ------------------------------------------------------------ */
 
+/* A Hugging Face translator's languages from LibreTranslate's source and target (strings,
+ * checked): NLLB / M2M100 take both as the model's codes (eng_Latn, zho_Hans); a multi-target
+ * Marian model takes the target as its >>lang<< token (cmn_Hans or >>cmn_Hans<<) and has no source
+ * token; a one-pair Marian model or an export translates its one pair, as attn's own models do.
+ * False: answered with 400. */
+static bool translate_langs(serve_model *m, json_t *root, serve_job *j, serve_response *r) {
+    const char *src = json_string_value(json_object_get(root, "source"));
+    const char *tgt = json_string_value(json_object_get(root, "target"));
+    if (m->hf_nllb && !strcmp(src, "auto")) {
+        serve_error(r, 400, "invalid_request_error",
+                    "'source': auto-detection is not supported; give the model's code of the "
+                    "source language (e.g. eng_Latn)");
+        return false;
+    }
+    if (m->hf_nllb) j->src_lang = src;
+    if (m->hf_nllb || m->hf_multi) j->tgt_lang = tgt;
+    int32_t id;
+    char wrapped[300];
+    if (j->src_lang && attn_mt_tok_lang_id(m->hf_mt, src, &id)) {
+        serve_error(r, 400, "invalid_request_error", "'source': %s", attn_last_error());
+        return false;
+    }
+    const char *t = tgt;
+    if (m->hf_multi && strncmp(tgt, ">>", 2) && strlen(tgt) < sizeof wrapped - 5)
+        snprintf(wrapped, sizeof wrapped, ">>%s<<", tgt), t = wrapped;
+    if (j->tgt_lang && attn_mt_tok_lang_id(m->hf_mt, t, &id)) {
+        serve_error(r, 400, "invalid_request_error", "'target': %s", attn_last_error());
+        return false;
+    }
+    return true;
+}
+
 static void h_translate(serve_engine *e, json_t *root, serve_gone_fn gone, void *ctx,
                         serve_response *r) {
     json_t *q = json_object_get(root, "q");
@@ -709,10 +741,15 @@ static void h_translate(serve_engine *e, json_t *root, serve_gone_fn gone, void 
         return;
     }
     j->texts = texts, j->lens = lens, j->n = n;
+    if (m->hf && !translate_langs(m, root, j, r)) {
+        serve_job_release(j);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         int32_t *ids = NULL;
         size_t k = 0;
-        if (attn_tok_encode_alloc(m->mt_tok, texts[i], lens[i], &ids, &k)) {
+        if (m->hf_mt ? attn_mt_tok_encode_source(m->hf_mt, j->src_lang, texts[i], lens[i], &ids, &k)
+                     : attn_tok_encode_alloc(m->tok, texts[i], lens[i], &ids, &k)) {
             serve_error(r, 400, "invalid_request_error", "'q': %s", attn_last_error());
             serve_job_release(j);
             return;
@@ -742,6 +779,26 @@ static void h_translate(serve_engine *e, json_t *root, serve_gone_fn gone, void 
 
 /* ---- /tokenize, /detokenize (llama-server's format) ---------------------------------------- */
 
+/* ids[k0 .. k1) without the special tokens a Marian / NLLB tokenizer puts around a source (what
+ * it gives for the empty text: [src_lang] </s>, </s> [src_lang] or </s>). */
+static void mt_strip_special(const attn_mt_tok *mt, const int32_t *ids, size_t k, size_t *k0,
+                             size_t *k1) {
+    int32_t *e = NULL;
+    size_t ne = 0;
+    *k0 = 0, *k1 = k;
+    if (attn_mt_tok_encode_source(mt, NULL, "", 0, &e, &ne) || ne > k) {
+        attn_clear_error();
+        attn_free(e);
+        return;
+    }
+    size_t p = 0;
+    while (p < ne && ids[p] == e[p]) p++;
+    size_t q = 0; /* e[p ..] ends ids */
+    while (p + q < ne && ids[k - (ne - p) + q] == e[p + q]) q++;
+    if (p + q == ne) *k0 = p, *k1 = k - (ne - p);
+    attn_free(e);
+}
+
 static void h_tokenize(serve_engine *e, json_t *root, serve_response *r) {
     json_t *c = json_object_get(root, "content");
     if (!json_is_string(c)) {
@@ -755,6 +812,22 @@ static void h_tokenize(serve_engine *e, json_t *root, serve_response *r) {
     }
     serve_model *m = pick_model(e, root, (serve_kind)-1, "/tokenize", r);
     if (!m) return;
+    if (!m->tok) { /* a Marian / NLLB tokenizer: the source side, as tokenizer(text) */
+        int32_t *mids = NULL;
+        size_t k = 0;
+        if (attn_mt_tok_encode_source(m->hf_mt, NULL, json_string_value(c), json_string_length(c),
+                                      &mids, &k)) {
+            serve_error(r, 400, "invalid_request_error", "'content': %s", attn_last_error());
+            return;
+        }
+        size_t k0 = 0, k1 = k;
+        if (json_is_false(sp)) mt_strip_special(m->hf_mt, mids, k, &k0, &k1);
+        json_t *ids = json_array();
+        for (size_t i = k0; i < k1; i++) json_array_append_new(ids, json_integer(mids[i]));
+        attn_free(mids);
+        set_json(r, 200, json_pack("{s:o, s:s}", "tokens", ids, "model", m->name));
+        return;
+    }
     attn_tok_encode_params ep = attn_tok_encode_default_params();
     ep.add_special_tokens = !json_is_false(sp);
     attn_tok_encoding enc;
@@ -783,7 +856,7 @@ static void h_detokenize(serve_engine *e, json_t *root, serve_response *r) {
         serve_error(r, 500, "server_error", "out of memory");
         return;
     }
-    const int32_t V = attn_tok_vocab_size(m->tok);
+    const int32_t V = m->tok ? attn_tok_vocab_size(m->tok) : attn_mt_tok_vocab_size(m->hf_mt, true);
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(t, i);
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= V) {
@@ -796,7 +869,8 @@ static void h_detokenize(serve_engine *e, json_t *root, serve_response *r) {
     }
     char *text = NULL;
     size_t len = 0;
-    attn_status s = attn_tok_decode_alloc(m->tok, ids, n, 0, &text, &len);
+    attn_status s = m->tok ? attn_tok_decode_alloc(m->tok, ids, n, 0, &text, &len)
+                           : attn_mt_tok_decode(m->hf_mt, ids, n, 0, &text, &len);
     free(ids);
     if (s) {
         serve_error(r, 400, "invalid_request_error", "'tokens': %s", attn_last_error());

@@ -68,6 +68,52 @@ static attn_status encode(const attn_tok *tok, const char *text, size_t len, siz
     return s; /* ids[1 .. k]: room for a start token at 0 */
 }
 
+/* A Hugging Face translator (Marian, M2M100 / NLLB) on text and its translation (or target), as
+ * `attn attention --model DIR` captures it: a translator of its own for the request (the compute
+ * thread's is busy), with the request's "src_lang" / "tgt_lang" (NLLB codes; Marian's target
+ * >>lang<<). */
+static attn_status hf_capture(serve_model *m, json_t *root, const char *text, const char *target,
+                              attn_viz **v) {
+    const char *lang[2] = {NULL, NULL};
+    static const char *const key[2] = {"src_lang", "tgt_lang"};
+    for (int i = 0; i < 2; i++) {
+        json_t *l = json_object_get(root, key[i]);
+        if (l && !json_is_null(l) && (!json_is_string(l) || !json_string_length(l)))
+            return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "'%s' must be a language code",
+                                  key[i]);
+        lang[i] = json_string_value(l);
+    }
+    attn_hf_translator_params p = attn_hf_translator_default_params();
+    p.src_lang = lang[0], p.tgt_lang = lang[1], p.max_sentences = 1;
+    attn_hf_translator *t = NULL;
+    int32_t *src = NULL, *tgt = NULL;
+    size_t Ts = 0, n_tgt = 0;
+    attn_status s = attn_hf_translator_init(m->encdec, m->path, &p, &t);
+    const size_t pl = strlen(m->path);
+    if (s && !strncmp(attn_last_error(), m->path, pl) && !strncmp(attn_last_error() + pl, ": ", 2)) {
+        char msg[600]; /* the message without the server's path */
+        snprintf(msg, sizeof msg, "%s", attn_last_error() + pl + 2);
+        s = attn_set_error(s, "%s", msg);
+    }
+    if (!s)
+        s = attn_hf_translator_capture_input(t, text, NULL, 0, target, NULL, 0, &src, &Ts, &tgt,
+                                             &n_tgt, NULL);
+    if (!s && (Ts > ATTENTION_MAX_TOKENS || n_tgt > ATTENTION_MAX_TOKENS))
+        s = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
+                           "the source is %zu tokens and the target %zu; /v1/attention takes up "
+                           "to %d each",
+                           Ts, n_tgt, ATTENTION_MAX_TOKENS);
+    if (!s && attn_hf_translator_mt_tok(t))
+        s = attn_viz_capture_encdec_mt(m->encdec, attn_hf_translator_mt_tok(t), src, (int)Ts, tgt,
+                                       (int)n_tgt, v);
+    else if (!s)
+        s = attn_viz_capture_encdec(m->encdec, attn_hf_translator_tok(t), src, (int)Ts, tgt,
+                                    (int)n_tgt, v);
+    attn_free(src), attn_free(tgt);
+    attn_hf_translator_free(t);
+    return s;
+}
+
 void serve_attention(serve_engine *e, json_t *root, serve_response *r);
 void serve_attention(serve_engine *e, json_t *root, serve_response *r) {
     json_t *in = json_object_get(root, "input"), *tg = json_object_get(root, "target");
@@ -139,6 +185,9 @@ void serve_attention(serve_engine *e, json_t *root, serve_response *r) {
             if (n > m->gpt->cfg.n_positions) n = m->gpt->cfg.n_positions;
         }
         if (!s) s = attn_viz_capture_gpt(m->gpt, m->gpt_tok, ids + 1, n, &v);
+    } else if (m->hf) {
+        /* NUL-terminated: the JSON parser refuses \u0000 */
+        s = hf_capture(m, root, text, json_is_string(tg) ? json_string_value(tg) : NULL, &v);
     } else {
         s = encode(m->mt_tok, text, tlen, 0, &ids, &n);
         if (!s) ids[n + 1] = m->to.eos_id; /* the source: ids + </s> at ids[1 .. n + 1] */

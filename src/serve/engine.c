@@ -6,7 +6,8 @@
  *                does not depend on the others (attn_embed.h), so a batched request gets exactly
  *                what it would get alone;
  *   translation  the same with attn_translate_texts (attn_infer.h: results independent of the
- *                batch);
+ *                batch), or for a Hugging Face directory attn_hf_translator_texts, one language
+ *                pair per batch (attn_hf_translator_set_langs);
  *   generation   continuous batching: `slots` slots, each a sequence of one shared ragged KV
  *                cache (attn_gpt_kv_init_slots) with its own sampler and streaming
  *                detokenizer. Each iteration of the scheduler admits waiting requests into free
@@ -102,13 +103,19 @@ void serve_job_finish(serve_job *j, attn_status s, int http_status, const char *
 
 /* ---- embeddings and translation: batches of whole requests ----------------------------------- */
 
+static bool same_lang(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
+
 /* Take the first waiting job and those after it that keep the batch within max_batch_tokens
- * (the first always goes). Under m->mu. */
+ * (the first always goes) and, for a Hugging Face translator, ask for the first one's languages.
+ * Under m->mu. */
 static int take_batch(serve_model *m, serve_job **batch, int cap) {
     int k = 0, tokens = 0;
     while (k < cap && m->n_queue > 0) {
         serve_job *j = m->queue[0];
         if (k > 0 && tokens + j->n_tokens > m->eng->cfg.max_batch_tokens) break;
+        if (k > 0 && m->hf &&
+            !(same_lang(j->src_lang, batch[0]->src_lang) && same_lang(j->tgt_lang, batch[0]->tgt_lang)))
+            break;
         tokens += j->n_tokens;
         batch[k++] = j;
         memmove(m->queue, m->queue + 1, (size_t)(m->n_queue - 1) * sizeof *m->queue);
@@ -140,6 +147,11 @@ static void run_text_batch(serve_model *m, serve_job **batch, int k) {
     if (!s && n) {
         if (m->kind == SERVE_EMBED) {
             s = attn_embed_encode(m->embed, n, texts, lens, emb);
+        } else if (m->hf) {
+            /* NUL-terminated texts (the request's JSON strings are), in batches of the
+             * translator's max_sentences, as `attn translate --model DIR` runs them. */
+            s = attn_hf_translator_set_langs(m->hf, batch[0]->src_lang, batch[0]->tgt_lang);
+            if (!s) s = attn_hf_translator_texts(m->hf, texts, n, out, NULL);
         } else {
             /* attn_translate_texts takes NUL-terminated texts: the request's JSON strings are. */
             s = attn_translate_texts(m->ts, &m->to, m->mt_tok, texts, n, out, NULL, NULL);
@@ -584,6 +596,7 @@ static void model_free(serve_model *m) {
     attn_gpt_model_free(m->gpt);
     attn_translate_session_free(m->ts);
     attn_tok_free(m->mt_tok);
+    attn_hf_translator_free(m->hf);
     attn_encdec_model_free(m->encdec);
     free(m->name);
     free(m->path);
@@ -725,13 +738,29 @@ static attn_status detect_family(const char *path, family *f) {
     return s;
 }
 
+/* A Hugging Face translation directory: one attn_hf_translator (the directory's tokenizer and
+ * generation_config.json, as `attn translate --model DIR`), its languages set per batch. */
+static attn_status hf_translate_setup(serve_model *m) {
+    attn_hf_translator_params p = attn_hf_translator_default_params();
+    SERVE_TRY(attn_hf_translator_init(m->encdec, m->path, &p, &m->hf));
+    m->hf_mt = attn_hf_translator_mt_tok(m->hf);
+    m->tok = attn_hf_translator_tok(m->hf);
+    m->hf_nllb = m->hf_mt && attn_mt_tok_kind_of(m->hf_mt) == ATTN_MT_TOK_NLLB;
+    if (m->hf_mt && !m->hf_nllb) { /* a multi-target Marian model has >>lang<< tokens */
+        const int32_t V = attn_mt_tok_vocab_size(m->hf_mt, false);
+        for (int32_t id = 0; id < V && !m->hf_multi; id++) {
+            const char *t = attn_mt_tok_id_to_token(m->hf_mt, id, false);
+            const size_t n = t ? strlen(t) : 0;
+            m->hf_multi = n > 4 && !strncmp(t, ">>", 2) && !strcmp(t + n - 2, "<<");
+        }
+    }
+    m->kind = SERVE_TRANSLATE;
+    return ATTN_STATUS_OK;
+}
+
 static attn_status translate_setup(serve_model *m) {
     SERVE_TRY(attn_encdec_load_dir(m->path, &m->encdec));
-    if (m->encdec->cfg.arch != ATTN_ENCDEC_ARCH_ATTN)
-        return attn_set_error(ATTN_STATUS_UNSUPPORTED,
-                              "%s: Hugging Face translation models (Marian, M2M100 / NLLB) are not "
-                              "served yet: use attn's own translator (attn train)",
-                              m->path);
+    if (m->encdec->cfg.arch != ATTN_ENCDEC_ARCH_ATTN) return hf_translate_setup(m);
     SERVE_TRY(attn_tok_load(m->path, &m->mt_tok));
     m->to = attn_translate_default_options();
     const int32_t bos = attn_tok_special_id(m->mt_tok, ATTN_TOK_BOS);

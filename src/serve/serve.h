@@ -96,6 +96,9 @@ struct serve_job {
     const char **texts;
     size_t *lens;
     int n_tokens;          /* the texts' tokens in all (usage; batching budget) */
+    const char *src_lang;  /* Hugging Face translators: the languages (NULL: the model's
+                              default), borrowed from the request's JSON; one batch, one pair */
+    const char *tgt_lang;
     float *emb;            /* output (n, dim) */
     char **out;            /* output translations (n), attn_alloc'd */
     /* generation */
@@ -143,11 +146,16 @@ struct serve_model {
     int32_t chat_stop_ids[ATTN_GEN_MAX_STOP_IDS]; /* plus the template's eos_token */
     int n_chat_stop_ids;
     int ctx;                      /* positions per slot */
-    /* translation */
+    /* translation: attn's own model (mt_tok, ts, to) or a Hugging Face directory (hf) */
     attn_encdec_model *encdec;
     attn_tok *mt_tok;
     attn_translate_session *ts;
     attn_translate_options to;
+    attn_hf_translator *hf;       /* Marian, M2M100 / NLLB: the compute thread's translator */
+    const attn_mt_tok *hf_mt;     /* its Marian / NLLB tokenizer (read-only: any thread), or
+                                     NULL (a plain tokenizer.json: tok) */
+    bool hf_nllb;                 /* languages are NLLB codes: source and target both count */
+    bool hf_multi;                /* Marian with >>lang<< tokens: the target picks one */
     /* the queue (the engine's compute thread takes its work: serve_engine_run) */
     pthread_mutex_t mu;           /* the queue and the slots */
     serve_job **queue;            /* waiting jobs (FIFO), capacity max_queue */
