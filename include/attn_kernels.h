@@ -143,6 +143,11 @@ attn_status attn_gemm_packed(bool trans_a, int M, int N, int K, float alpha, con
 attn_status attn_softmax_forward(int N, int D, const float *x, float *y);
 /* dx (N, D) = y ⊙ (dy − rowsum(dy ⊙ y)). dx may equal dy. */
 attn_status attn_softmax_backward(int N, int D, const float *y, const float *dy, float *dx);
+/* y (N, D) = log_softmax over each row of x (N, D), in float32 as (x − max) − log Σ exp(x − max)
+ * (the sum accumulated in double: ref exactly, SIMD in float blocks with double totals). A row of
+ * only -inf gives -inf everywhere (PyTorch: NaN). y may equal x. What beam search scores
+ * with (attn_hf_generate). */
+attn_status attn_log_softmax_forward(int N, int D, const float *x, float *y);
 
 /* Layer norm over the last dimension (biased variance, as PyTorch):
  *   y (N, C) = (x − mean) · rstd · w + b; mean (N) and rstd (N) saved for backward (or NULL).

@@ -131,6 +131,46 @@ static void torch_softmax(size_t b) {
 }
 PER_BACKEND(torch_softmax)
 
+/* log_softmax against PyTorch's (float64) on the softmax cases: -inf exactly where PyTorch's is
+ * (masked entries, and a fully masked row by attn's convention), the rest within TOL_TORCH of the
+ * largest |log-probability|. */
+static void torch_log_softmax(size_t b) {
+    tu_need_backend(ALL[b]);
+    attn_st_file *f = open_ref();
+    int k = 0;
+    for (;; k++) {
+        const attn_st_tensor *t;
+        float *x = getf(f, "log_softmax", k, "x", &t);
+        if (!x) break;
+        int N = (int)t->shape[0], D = (int)t->shape[1];
+        size_t n = (size_t)N * D;
+        float *y = getf(f, "log_softmax", k, "y", NULL), *gy = falloc(n);
+        assert_int_equal(attn_set_backend(ALL[b]), ATTN_STATUS_OK);
+        assert_int_equal(attn_log_softmax_forward(N, D, x, gy), ATTN_STATUS_OK);
+        size_t ninf = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (isinf(y[i]) || isinf(gy[i])) {
+                if (!(isinf(y[i]) && y[i] < 0 && gy[i] == y[i]))
+                    fail_msg("log_softmax.%d: entry %zu is %g, PyTorch's %g", k, i, (double)gy[i],
+                             (double)y[i]);
+                y[i] = gy[i] = 0, ninf++;
+            }
+        }
+        check(gy, y, n, TOL_TORCH, 0, "log_softmax.%d (%dx%d, %zu -inf) %s", k, N, D, ninf,
+              attn_backend_name(ALL[b]));
+        /* in place */
+        assert_int_equal(attn_log_softmax_forward(N, D, x, x), ATTN_STATUS_OK);
+        for (size_t i = 0; i < n; i++)
+            if (isinf(x[i])) x[i] = 0;
+        check(x, y, n, TOL_TORCH, 0, "log_softmax.%d in place %s", k, attn_backend_name(ALL[b]));
+        attn_free(x), attn_free(y), attn_free(gy);
+    }
+    assert_true(k > 0);
+    attn_st_close(f);
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+PER_BACKEND(torch_log_softmax)
+
 static void torch_layernorm(size_t b) {
     tu_need_backend(ALL[b]);
     attn_st_file *f = open_ref();
@@ -1181,6 +1221,8 @@ static void test_bad_arguments(void **state) {
     EXPECT_INVALID(attn_softmax_forward(-2, 4, x, y));
     EXPECT_INVALID(attn_softmax_forward(2, 0, x, y));
     EXPECT_INVALID(attn_softmax_backward(2, -4, x, x, y));
+    EXPECT_INVALID(attn_log_softmax_forward(2, 0, x, y));
+    EXPECT_INVALID(attn_log_softmax_forward(2, 6, NULL, y));
     EXPECT_INVALID(attn_layernorm_forward(2, -6, x, NULL, NULL, 1e-5f, y, NULL, NULL));
     EXPECT_INVALID(attn_layernorm_forward(2, 6, x, NULL, NULL, -1.0f, y, NULL, NULL));
     EXPECT_INVALID(attn_layernorm_backward(-1, 6, x, NULL, x, x, x, y, NULL, NULL));
@@ -1293,6 +1335,9 @@ int main(void) {
         cmocka_unit_test(test_torch_softmax_ref),
         cmocka_unit_test(test_torch_softmax_avx2),
         cmocka_unit_test(test_torch_softmax_avx512),
+        cmocka_unit_test(test_torch_log_softmax_ref),
+        cmocka_unit_test(test_torch_log_softmax_avx2),
+        cmocka_unit_test(test_torch_log_softmax_avx512),
         cmocka_unit_test(test_torch_layernorm_ref),
         cmocka_unit_test(test_torch_layernorm_avx2),
         cmocka_unit_test(test_torch_layernorm_avx512),

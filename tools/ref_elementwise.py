@@ -55,6 +55,9 @@ def softmax_case(k, x):
     dead = np.all(np.isneginf(x), axis=-1)
     y[dead], dx[dead] = 0, 0  # attn's convention for rows with no finite entry
     put(f"softmax.{k}", x=x, dy=dy, y=y, dx=dx)
+    ly = F.log_softmax(leaf(x), dim=-1).detach().numpy().copy()
+    ly[dead] = -np.inf  # attn's convention: log 0 (PyTorch: NaN)
+    put(f"log_softmax.{k}", x=x, y=ly)
 
 
 cases = [rng.randn(1, 1), rng.randn(3, 7) * 3, rng.randn(5, 17), rng.randn(4, 100) * 5,

@@ -178,17 +178,6 @@ static void process(const procs *p, const int32_t *h, int len, float *x) {
     }
 }
 
-/* x (V) = log_softmax(logits) in float32: (x − max) − log Σ exp(x − max). Returns false on a
- * row without a finite maximum. */
-static void log_softmax(const float *l, int V, float *x) {
-    float mx = l[0];
-    for (int v = 1; v < V; v++) mx = l[v] > mx ? l[v] : mx;
-    double sum = 0;
-    for (int v = 0; v < V; v++) sum += exp((double)(l[v] - mx));
-    const float ls = (float)log(sum);
-    for (int v = 0; v < V; v++) x[v] = (l[v] - mx) - ls;
-}
-
 /* ---- greedy (transformers' _sample with do_sample=False) ---------------------------------- */
 
 static attn_status greedy(attn_translate_session *s, const procs *p, int B, int32_t *hist,
@@ -219,11 +208,9 @@ static attn_status greedy(attn_translate_session *s, const procs *p, int B, int3
                 for (int v = 1; v < V; v++)
                     if (x[v] > x[arg]) arg = v;
                 next = arg;
-                float mx = l[0];
-                for (int v = 1; v < V; v++) mx = l[v] > mx ? l[v] : mx;
-                double sum = 0;
-                for (int v = 0; v < V; v++) sum += exp((double)l[v] - mx);
-                lp[b] += (double)l[arg] - mx - log(sum);
+                /* the chosen token's log-probability under the unprocessed scores (x is free) */
+                attn_log_softmax_forward(1, V, l, x);
+                lp[b] += (double)x[arg];
                 if (out_len[b] >= max_out) {
                     st = attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
                                    "hf generate: sentence %d needs more than max_out %d tokens", b,
@@ -305,6 +292,24 @@ static void cand_insert(cand *top, int *nt, int M, float sc, int idx) {
     top[i].sc = sc, top[i].idx = idx;
 }
 
+/* cand_insert of x[v] + b (index base + v) for v = 0 .. V-1 in order, skipping blocks of 16 where
+ * no score beats the list's last once it is full (the same float sums and the same comparison as
+ * cand_insert, so the list is exactly the element-by-element one; the branch-free test of a block
+ * vectorizes). */
+static void cand_scan(cand *top, int *nt, int M, const float *x, int V, float b, int base) {
+    int v = 0;
+    for (; v + 16 <= V; v += 16) {
+        if (*nt == M) {
+            const float thr = top[M - 1].sc;
+            int hit = 0;
+            for (int j = 0; j < 16; j++) hit |= x[v + j] + b > thr;
+            if (!hit) continue;
+        }
+        for (int j = 0; j < 16; j++) cand_insert(top, nt, M, x[v + j] + b, base + v + j);
+    }
+    for (; v < V; v++) cand_insert(top, nt, M, x[v] + b, base + v);
+}
+
 static attn_status beam(attn_translate_session *s, const procs *p, int B, int K, int32_t *hist,
                         int capL, float *x, int32_t *tok, int max_out, int32_t *out_ids,
                         int32_t *out_len, float *out_score) {
@@ -346,9 +351,9 @@ static attn_status beam(attn_translate_session *s, const procs *p, int B, int K,
             int nt = 0;
             for (int k = 0; k < K; k++) {
                 const int n = r0 + k;
-                log_softmax(logits + (size_t)n * V, V, x);
+                attn_log_softmax_forward(1, V, logits + (size_t)n * V, x); /* float32, as torch */
                 process(p, hist + (size_t)n * capL, len, x);
-                for (int v = 0; v < V; v++) cand_insert(top, &nt, M, x[v] + bs[n], k * V + v);
+                cand_scan(top, &nt, M, x, V, bs[n], k * V);
             }
             int nb = 0;
             for (int i = 0; i < nt && nb < K; i++) {

@@ -11,6 +11,7 @@
         attn_gemm_##sfx,                                                                         \
         attn_softmax_forward_##sfx,                                                              \
         attn_softmax_backward_##sfx,                                                             \
+        attn_log_softmax_forward_##sfx,                                                          \
         attn_layernorm_forward_##sfx,                                                            \
         attn_layernorm_backward_##sfx,                                                           \
         attn_act_forward_##sfx,                                                                  \
@@ -161,6 +162,13 @@ attn_status attn_softmax_backward(int N, int D, const float *y, const float *dy,
     REQUIRE(N >= 0 && D > 0, "softmax backward: need N >= 0 and D > 0 (N=%d D=%d)", N, D);
     REQUIRE(N == 0 || (y && dy && dx), "softmax backward: NULL tensor");
     if (N) attn_kernels_current()->softmax_backward(N, D, y, dy, dx);
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_log_softmax_forward(int N, int D, const float *x, float *y) {
+    REQUIRE(N >= 0 && D > 0, "log_softmax: need N >= 0 and D > 0 (N=%d D=%d)", N, D);
+    REQUIRE(N == 0 || (x && y), "log_softmax: NULL tensor");
+    if (N) attn_kernels_current()->log_softmax_forward(N, D, x, y);
     return ATTN_STATUS_OK;
 }
 

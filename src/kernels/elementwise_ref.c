@@ -33,6 +33,23 @@ void attn_softmax_forward_ref(int N, int D, const float *x, float *y) { // x, y:
     }
 }
 
+void attn_log_softmax_forward_ref(int N, int D, const float *x, float *y) { // x, y: (N, D)
+    for (int i = 0; i < N; i++) {
+        const float *xr = x + (size_t)i * D;
+        float *yr = y + (size_t)i * D;
+        float m = -INFINITY;
+        for (int j = 0; j < D; j++) m = fmaxf(m, xr[j]);
+        if (m == -INFINITY) { /* every entry -inf: log 0 everywhere */
+            for (int j = 0; j < D; j++) yr[j] = -INFINITY;
+            continue;
+        }
+        double s = 0;
+        for (int j = 0; j < D; j++) s += exp((double)xr[j] - m);
+        const float ls = (float)log(s);
+        for (int j = 0; j < D; j++) yr[j] = (xr[j] - m) - ls;
+    }
+}
+
 void attn_softmax_backward_ref(int N, int D, const float *y, const float *dy,
                                float *dx) { // y, dy, dx: (N, D)
     for (int i = 0; i < N; i++) {

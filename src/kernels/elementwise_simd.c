@@ -92,6 +92,24 @@ void ATTN_FN(attn_softmax_forward)(int N, int D, const float *x, float *y) { // 
     }
 }
 
+void ATTN_FN(attn_log_softmax_forward)(int N, int D, const float *x, float *y) { // x, y: (N, D)
+#pragma omp parallel for schedule(static) if ((size_t)N * D >= PAR_MIN_WORK && N > 1)
+    for (int i = 0; i < N; i++) {
+        const float *xr = x + (size_t)i * D;
+        float *yr = y + (size_t)i * D;
+        const float m = row_max(D, xr);
+        /* all -inf: -inf everywhere, as the reference path (m − m would be NaN) */
+        const float ls = m == -INFINITY ? 0.0f : (float)log(exp_shift_sum(D, xr, m, NULL));
+        const vf vm_ = v_set(m == -INFINITY ? 0.0f : m), vls = v_set(m == -INFINITY ? INFINITY : ls);
+        int j = 0;
+        for (; j + VL <= D; j += VL) v_st(yr + j, v_sub(v_sub(v_ld(xr + j), vm_), vls));
+        if (j < D) {
+            vm msk = v_tail(D - j);
+            v_stm(yr + j, msk, v_sub(v_sub(v_ldm(xr + j, msk, v_zero()), vm_), vls));
+        }
+    }
+}
+
 void ATTN_FN(attn_softmax_backward)(int N, int D, const float *y, const float *dy,
                                     float *dx) { // y, dy, dx: (N, D)
 #pragma omp parallel for schedule(static) if ((size_t)N * D >= PAR_MIN_WORK && N > 1)

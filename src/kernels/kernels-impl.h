@@ -30,6 +30,7 @@ typedef void (*attn_gemm_fn)(bool trans_a, bool trans_b, int M, int N, int K, fl
                              const float *A, int lda, const float *B, int ldb, float beta,
                              float *C, int ldc, const float *bias, attn_act act);
 typedef void (*attn_softmax_forward_fn)(int N, int D, const float *x, float *y);
+typedef void (*attn_log_softmax_forward_fn)(int N, int D, const float *x, float *y);
 typedef void (*attn_softmax_backward_fn)(int N, int D, const float *y, const float *dy,
                                          float *dx);
 typedef void (*attn_layernorm_forward_fn)(int N, int C, const float *x, const float *w,
@@ -76,6 +77,7 @@ typedef struct {
     attn_gemm_fn gemm;
     attn_softmax_forward_fn softmax_forward;
     attn_softmax_backward_fn softmax_backward;
+    attn_log_softmax_forward_fn log_softmax_forward;
     attn_layernorm_forward_fn layernorm_forward;
     attn_layernorm_backward_fn layernorm_backward;
     attn_act_forward_fn act_forward;
@@ -101,6 +103,7 @@ const attn_kernel_table *attn_kernels_current(void);
                          int, float, float *, int, const float *, attn_act);                     \
     void attn_softmax_forward_##sfx(int, int, const float *, float *);                           \
     void attn_softmax_backward_##sfx(int, int, const float *, const float *, float *);           \
+    void attn_log_softmax_forward_##sfx(int, int, const float *, float *);                       \
     void attn_layernorm_forward_##sfx(int, int, const float *, const float *, const float *,     \
                                       float, float *, float *, float *);                         \
     void attn_layernorm_backward_##sfx(int, int, const float *, const float *, const float *,    \
