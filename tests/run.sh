@@ -101,23 +101,52 @@ if [ -n "${ATTN_REF_FROM:-}" ] && [ -d "$ATTN_REF_FROM" ] && [ -n "$(ls -A "$ATT
 else
   REF_GENS=$(ls tools/ref_*.py 2>/dev/null) REFNEW_GENS=$(ls tools/refnew_*.py 2>/dev/null)
 fi
-for gen in $REF_GENS; do
-  [ -e "$gen" ] || continue
-  echo "== reference: $gen"
-  t0=$(date +%s)
-  if ! "$PY" "$gen" "$ATTN_REF_DIR"; then echo "error: $gen failed"; fail=1; fi
-  echo "   ($(( $(date +%s) - t0 )) s)"
-done
-# References that need the newest torch and transformers (Qwen3, transformers 5's files): the
-# .venv-bench venv (sh bench/setup.sh; tools/install_deps.sh makes it). Without it their tests
+# The generators are independent (each writes its own files under $ATTN_REF_DIR and only reads
+# models/), so they run in two lanes at once (ATTN_REF_JOBS=1: one after another); each one's
+# output goes to $ATTN_REF_DIR/.gen/NAME.log and is printed afterwards in order.
+# References that need the newest torch and transformers (Qwen3, transformers 5's files) run in
+# the .venv-bench venv (sh bench/setup.sh; tools/install_deps.sh makes it). Without it their tests
 # skip (as a software skip: an error under CI).
 PYNEW="$ROOT/.venv-bench/bin/python"
-for gen in $REFNEW_GENS; do
-  [ -e "$gen" ] || continue
-  if [ ! -x "$PYNEW" ]; then echo "== reference: $gen skipped: no $PYNEW (sh bench/setup.sh)"; continue; fi
-  echo "== reference: $gen (newest transformers)"
-  if ! "$PYNEW" "$gen" "$ATTN_REF_DIR"; then echo "error: $gen failed"; fail=1; fi
+gendir="$ATTN_REF_DIR/.gen"
+rm -rf "$gendir"; mkdir -p "$gendir"
+run_gen() { # $1 python, $2 generator: its log, seconds and exit status into $gendir
+  n=$(basename "$2" .py); t0=$(date +%s)
+  "$1" "$2" "$ATTN_REF_DIR" > "$gendir/$n.log" 2>&1
+  echo "$? $(( $(date +%s) - t0 ))" > "$gendir/$n.rc"
+}
+lane() { # $1 lane number of $2 lanes: every $2-th generator from the $1-th
+  i=0
+  for gen in $REF_GENS $REFNEW_GENS; do
+    i=$((i + 1))
+    [ $(( (i - 1) % $2 )) -eq $(( $1 - 1 )) ] || continue
+    case $gen in
+      tools/refnew_*) [ -x "$PYNEW" ] && run_gen "$PYNEW" "$gen" ;;
+      *) run_gen "$PY" "$gen" ;;
+    esac
+  done
+}
+lanes=${ATTN_REF_JOBS:-2}
+case $lanes in 1 | 2) ;; *) lanes=2 ;; esac
+t_ref=$(date +%s)
+l=1
+while [ $l -le $lanes ]; do lane $l $lanes & l=$((l + 1)); done
+wait
+for gen in $REF_GENS $REFNEW_GENS; do
+  n=$(basename "$gen" .py)
+  case $gen in
+    tools/refnew_*) if [ ! -x "$PYNEW" ]; then
+                      echo "== reference: $gen skipped: no $PYNEW (sh bench/setup.sh)"; continue
+                    fi
+                    echo "== reference: $gen (newest transformers)" ;;
+    *) echo "== reference: $gen" ;;
+  esac
+  cat "$gendir/$n.log" 2>/dev/null
+  read -r rc secs < "$gendir/$n.rc" 2>/dev/null || { rc=1; secs=?; }
+  echo "   ($secs s)"
+  if [ "$rc" != 0 ]; then echo "error: $gen failed"; fail=1; fi
 done
+[ -n "$REF_GENS$REFNEW_GENS" ] && echo "== references: $(( $(date +%s) - t_ref )) s in $lanes lane(s)"
 
 passed=0; failed=0; skipped=0
 log="$ATTN_REF_DIR/.last-test.log"
