@@ -50,44 +50,51 @@ static attn_encdec_model *make_model(bool pre_ln, bool gelu, bool learned, bool 
 /* ---- KV cache ---------------------------------------------------------------------------- */
 
 static void check_kv_cache(bool pre_ln, bool gelu, bool learned, bool shared) {
-    enum { B = 3, Ts = 7, Tt = 8, V = 30, R = 2 };
+    enum { B = 3, Ts = 7, Tt = 8, V = 30, R = 4 };
     attn_encdec_model *m = make_model(pre_ln, gelu, learned, shared, V, pre_ln ? 11 : 12);
     tu_rng r = {99};
     int32_t src_len[B] = {7, 4, 2}, src[B * Ts];
     tu_make_src(&r, B, Ts, V, src_len, EOS, src);
-    /* Two target sequences per sentence (A, B); the full forward runs on all 2B of them. */
-    int32_t tgt[2 * B * Tt], tgt_len[2 * B], src2[2 * B * Ts], src_len2[2 * B];
-    for (int i = 0; i < 2 * B; i++) {
+    /* R target sequences per sentence; the full forward runs on all R·B of them. */
+    int32_t tgt[R * B * Tt], tgt_len[R * B], src2[R * B * Ts], src_len2[R * B];
+    for (int i = 0; i < R * B; i++) {
         tgt_len[i] = Tt;
-        src_len2[i] = src_len[i / 2];
-        memcpy(src2 + i * Ts, src + (i / 2) * Ts, sizeof(int32_t) * Ts);
+        src_len2[i] = src_len[i / R];
+        memcpy(src2 + i * Ts, src + (i / R) * Ts, sizeof(int32_t) * Ts);
         for (int t = 0; t < Tt; t++)
             tgt[i * Tt + t] = t == 0 ? BOS : 3 + (int32_t)(tu_uniform(&r, 0, 1) * (V - 3.01f));
     }
     attn_encdec_state *st;
-    assert_int_equal(attn_encdec_state_init(m, 2 * B, Ts, Tt, &st), ATTN_STATUS_OK);
-    float *ref = malloc(sizeof(float) * 2 * B * Tt * V);
-    assert_int_equal(attn_encdec_forward(m, st, 2 * B, Ts, Tt, src2, src_len2, tgt, tgt_len, ref),
+    assert_int_equal(attn_encdec_state_init(m, R * B, Ts, Tt, &st), ATTN_STATUS_OK);
+    float *ref = malloc(sizeof(float) * R * B * Tt * V);
+    assert_int_equal(attn_encdec_forward(m, st, R * B, Ts, Tt, src2, src_len2, tgt, tgt_len, ref),
                      ATTN_STATUS_OK);
 
     attn_translate_session *s;
     assert_int_equal(attn_translate_session_init(m, B, R, Ts, Tt, &s), ATTN_STATUS_OK);
     assert_int_equal(attn_translate_begin(s, B, Ts, src, src_len, R), ATTN_STATUS_OK);
-    /* Row b·R + r follows sequence 2b + which[row]; after step 3 the two rows of every
-     * sentence swap caches (reorder), and so swap sequences. */
+    /* Row b·R + k follows sequence R·b + which[row]. The caches are reordered (row k continues
+     * row perm[k] of its sentence) after step 2 by a swap of pairs, after step 4 by a 3-cycle
+     * and a fixed row, after step 6 by a 2-cycle read twice plus a chain into it: each row then
+     * follows the sequence its parent followed. */
+    static const int32_t perms[3][R] = {{1, 0, 3, 2}, {1, 2, 0, 3}, {3, 3, 1, 0}};
+    static const int at[3] = {2, 4, 6};
     int which[B * R];
     for (int n = 0; n < B * R; n++) which[n] = n % R;
     float *exp_ = malloc(sizeof(float) * B * R * V);
     for (int t = 0; t < Tt; t++) {
-        if (t == 3) {
+        for (int q = 0; q < 3; q++) {
+            if (t != at[q]) continue;
             int32_t parent[B * R];
-            for (int n = 0; n < B * R; n++) parent[n] = (n / R) * R + (R - 1 - n % R);
+            int w2[B * R];
+            for (int n = 0; n < B * R; n++) parent[n] = (n / R) * R + perms[q][n % R];
             assert_int_equal(attn_translate_reorder(s, parent), ATTN_STATUS_OK);
-            for (int n = 0; n < B * R; n++) which[n] = R - 1 - which[n];
+            for (int n = 0; n < B * R; n++) w2[n] = which[parent[n]];
+            memcpy(which, w2, sizeof which);
         }
         int32_t tok[B * R];
         for (int n = 0; n < B * R; n++) {
-            int seq = 2 * (n / R) + which[n];
+            int seq = R * (n / R) + which[n];
             tok[n] = tgt[seq * Tt + t];
             memcpy(exp_ + (size_t)n * V, ref + ((size_t)seq * Tt + t) * V, sizeof(float) * V);
         }

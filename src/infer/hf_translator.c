@@ -101,8 +101,8 @@ attn_status attn_hf_translator_set_langs(attn_hf_translator *t, const char *src_
     const bool nllb = t->mt && attn_mt_tok_kind_of(t->mt) == ATTN_MT_TOK_NLLB;
     if (src_lang && !nllb)
         return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
-                              "a Marian model has no source language token (the target "
-                              "language is its >>lang<< token put before the source)");
+                              "--src-lang: a Marian model has no source language token "
+                              "(--tgt-lang puts its >>lang<< token first)");
     attn_status s;
     int32_t tgt_id = -1;
     if (src_lang) { /* checked now: an unknown code is one error, not one per line */

@@ -279,18 +279,74 @@ const float *attn_translate_logits(const attn_translate_session *s) {
     return s && s->begun && s->t > 0 ? s->logits : NULL;
 }
 
+/* One copy of a gather schedule: row dst of the cache (or, when stage_dst, stage slot dst) gets
+ * row src of the cache (or, when stage_src, stage slot src). */
+typedef struct {
+    int32_t dst, src;
+    bool stage_dst, stage_src;
+} row_copy;
+
+/* The copies that make new row i continue old row src[i] (i < Nnew, src[i] < capN) writing each
+ * moved row once: a row is overwritten only after every row that reads it has been written (a
+ * chain 0 -> 1 -> 2 is done from its end), and a cycle parks one row in the stage first. *ops has
+ * room for 2 * Nnew copies; scratch (3 * capN ints). Returns the number of copies. */
+static int gather_schedule(const int32_t *src, int Nnew, int capN, int *scratch, row_copy *ops) {
+    int *readers = scratch, *parked = scratch + capN, *queue = scratch + 2 * capN;
+    int n_ops = 0, n_pending = 0, qh = 0, qt = 0, n_parked = 0;
+    memset(readers, 0, (size_t)capN * sizeof *readers);
+    for (int i = 0; i < Nnew; i++) {
+        parked[i] = -1;
+        if (src[i] != i) readers[src[i]]++, n_pending++;
+    }
+    for (int i = 0; i < Nnew; i++)
+        if (src[i] != i && readers[i] == 0) queue[qt++] = i;
+    int scan = 0; /* where to look for a row on a cycle */
+    while (n_pending > 0) {
+        if (qh == qt) { /* only cycles left: park one of their rows */
+            while (!(src[scan] != scan && readers[scan] > 0 && parked[scan] != -2)) scan++;
+            const int r = scan, k = n_parked++;
+            ops[n_ops++] = (row_copy){k, r, true, false};
+            for (int j = 0; j < Nnew; j++)
+                if (src[j] == r && j != r && parked[j] == -1) parked[j] = k;
+            readers[r] = 0;
+            queue[qt++] = r;
+        }
+        const int i = queue[qh++];
+        const bool from_stage = parked[i] >= 0;
+        ops[n_ops++] = (row_copy){i, from_stage ? parked[i] : src[i], false, from_stage};
+        parked[i] = -2; /* written */
+        n_pending--;
+        if (!from_stage) {
+            const int r = src[i];
+            if (r < Nnew && src[r] != r && parked[r] != -2 && --readers[r] == 0) queue[qt++] = r;
+        }
+    }
+    return n_ops;
+}
+
 /* New row i continues old row src[i] (i < Nnew): the caches' first t positions are gathered.
- * All reads go to the stage before any write, so any mapping (permutation, duplicates,
- * compaction) is safe; rows that keep their place are not copied at all. */
+ * Any mapping (permutation, duplicates, compaction) is safe; rows that keep their place are not
+ * copied, and the others once (gather_schedule; without memory for the schedule: every moved row
+ * through the stage, twice). */
 static void gather_rows(attn_translate_session *s, const int32_t *src, int Nnew) {
     const size_t row = (size_t)s->t * s->C, stride = (size_t)s->capT * s->C;
     if (row == 0) return;
     int moved = 0;
     for (int i = 0; i < Nnew; i++) moved += src[i] != i;
     if (!moved) return;
+    int *scratch = malloc((size_t)3 * s->capN * sizeof *scratch);
+    row_copy *ops = malloc((size_t)2 * Nnew * sizeof *ops);
+    const int n_ops = scratch && ops ? gather_schedule(src, Nnew, s->capN, scratch, ops) : -1;
     for (int l = 0; l < s->L; l++)
         for (int kv = 0; kv < 2; kv++) {
             float *cache = kv ? s->vc[l] : s->kc[l];
+            if (n_ops >= 0) {
+                for (int o = 0; o < n_ops; o++)
+                    memcpy((ops[o].stage_dst ? s->stage : cache) + (size_t)ops[o].dst * stride,
+                           (ops[o].stage_src ? s->stage : cache) + (size_t)ops[o].src * stride,
+                           row * sizeof(float));
+                continue;
+            }
             int j = 0;
             for (int i = 0; i < Nnew; i++)
                 if (src[i] != i)
@@ -302,6 +358,8 @@ static void gather_rows(attn_translate_session *s, const int32_t *src, int Nnew)
                     memcpy(cache + (size_t)i * stride, s->stage + (size_t)j++ * stride,
                            row * sizeof(float));
         }
+    free(scratch);
+    free(ops);
 }
 
 attn_status attn_translate_reorder(attn_translate_session *s, const int32_t *parent) {
