@@ -102,8 +102,9 @@ else
   REF_GENS=$(ls tools/ref_*.py 2>/dev/null) REFNEW_GENS=$(ls tools/refnew_*.py 2>/dev/null)
 fi
 # The generators are independent (each writes its own files under $ATTN_REF_DIR and only reads
-# models/), so they run in two lanes at once (ATTN_REF_JOBS=1: one after another); each one's
-# output goes to $ATTN_REF_DIR/.gen/NAME.log and is printed afterwards in order.
+# models/), so two lanes run them at once, each taking the next one not yet taken
+# (ATTN_REF_JOBS=1: one lane); each one's output goes to $ATTN_REF_DIR/.gen/NAME.log and is
+# printed afterwards in order.
 # References that need the newest torch and transformers (Qwen3, transformers 5's files) run in
 # the .venv-bench venv (sh bench/setup.sh; tools/install_deps.sh makes it). Without it their tests
 # skip (as a software skip: an error under CI).
@@ -115,11 +116,10 @@ run_gen() { # $1 python, $2 generator: its log, seconds and exit status into $ge
   "$1" "$2" "$ATTN_REF_DIR" > "$gendir/$n.log" 2>&1
   echo "$? $(( $(date +%s) - t0 ))" > "$gendir/$n.rc"
 }
-lane() { # $1 lane number of $2 lanes: every $2-th generator from the $1-th
-  i=0
-  for gen in $REF_GENS $REFNEW_GENS; do
-    i=$((i + 1))
-    [ $(( (i - 1) % $2 )) -eq $(( $1 - 1 )) ] || continue
+lane() { # take the next generator nobody has taken (mkdir is atomic), run it; the newest-torch
+         # ones first (the longest: their venv's torch starts slowly)
+  for gen in $REFNEW_GENS $REF_GENS; do
+    mkdir "$gendir/$(basename "$gen" .py).taken" 2>/dev/null || continue
     case $gen in
       tools/refnew_*) [ -x "$PYNEW" ] && run_gen "$PYNEW" "$gen" ;;
       *) run_gen "$PY" "$gen" ;;
@@ -130,7 +130,7 @@ lanes=${ATTN_REF_JOBS:-2}
 case $lanes in 1 | 2) ;; *) lanes=2 ;; esac
 t_ref=$(date +%s)
 l=1
-while [ $l -le $lanes ]; do lane $l $lanes & l=$((l + 1)); done
+while [ $l -le $lanes ]; do lane & l=$((l + 1)); done
 wait
 for gen in $REF_GENS $REFNEW_GENS; do
   n=$(basename "$gen" .py)
