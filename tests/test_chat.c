@@ -413,6 +413,9 @@ static void test_errors(void **state) {
     assert_int_equal(render_src("{{ raise_exception('Roles must alternate\nplease') }}", NULL, &p, &out),
                      ATTN_STATUS_INVALID_ARGUMENT);
     assert_string_equal(attn_last_error(), "Roles must alternate please");
+    /* an empty message (here: of an undefined name) still gives one (fuzz/regress/chat_template) */
+    assert_int_equal(render_src("{{ raise_exception(e) }}", NULL, &p, &out), ATTN_STATUS_INVALID_ARGUMENT);
+    assert_string_equal(attn_last_error(), "the chat template raised an exception with an empty message");
     attn_chat_template *l2 = named("llama-2-chat");
     attn_chat_conv *bad = conv_named("bad_alternation");
     size_t n;

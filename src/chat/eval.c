@@ -691,6 +691,9 @@ static ch_val call_builtin(ch_cx *cx, const ch_node *at, int id, ch_args *a) {
         ch_val m = a->npos ? a->pos[0] : kwarg(a, "message", -1, ch_undef(NULL));
         m = ch_to_str(E, m);
         E->raised = true;
+        if (m.u.s->len == 0) /* raise_exception('') or of an undefined name: still a message */
+            ch_fail(E, ATTN_STATUS_INVALID_ARGUMENT, "the chat template raised an exception with "
+                    "an empty message");
         ch_fail(E, ATTN_STATUS_INVALID_ARGUMENT, "%.*s", (int)(m.u.s->len > 500 ? 500 : m.u.s->len),
                 m.u.s->s);
     }
