@@ -60,6 +60,8 @@ ext = Extension(
     extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter",
                         "-Wno-missing-field-initializers", "-Wno-cast-function-type"],
     extra_objects=cli_objs + [lib],
+    # relink when the library changes (setuptools reuses python/build/ otherwise: a stale module)
+    depends=cli_objs + [lib],
     libraries=["jansson", "utf8proc", "pcre2-8", "png16", "freetype", "sentencepiece",
                "stdc++", "m", "pthread"],
     # libgomp (the kernels' OpenMP); libattn's own symbols stay inside the module
