@@ -201,6 +201,8 @@ typedef struct {
     int N, K;        /* W's shape */
     size_t bytes;
     void *data;      /* panels (N8/8, K/32, S bytes), then N − N8 rows of the row layout */
+    int32_t *nsum;   /* Q8_0 after attn_quant_pack_sums: (N8/8, K/32, 8) −128 · Σ of each row's 32
+                        codes per group (the many-row VNNI product's correction), else NULL */
 } attn_quant_packed;
 
 /* Whether attn_quant_pack takes type t. */
@@ -209,6 +211,10 @@ bool attn_quant_pack_supported(attn_qtype t);
  * another type or a K that is not a multiple of 32; TOO_LARGE / OUT_OF_MEMORY before writing
  * out. Free with attn_quant_packed_free. */
 attn_status attn_quant_pack(attn_qtype t, int N, int K, const void *w, attn_quant_packed *out);
+/* For a packed Q8_0 W that many-row int8 products (ATTN_QUANT_ACT_Q8_ALL, M > 8) will use again
+ * and again (a translator's beam steps): compute P->nsum once, which those products otherwise
+ * compute per call (N·K/8 bytes more; the results are the same bits). Other types: a no-op. */
+attn_status attn_quant_pack_sums(attn_quant_packed *P);
 void attn_quant_packed_free(attn_quant_packed *p);
 /* Row n (0 <= n < N) of a packed W back in the row layout: row (attn_quant_row_bytes bytes). */
 attn_status attn_quant_packed_row(const attn_quant_packed *p, int n, void *row);

@@ -804,6 +804,22 @@ static void test_q8_all_many_rows(void **state) {
                         printf("  %s: not the M <= 8 path's bits FAIL\n", what);
                         tu_failures++;
                     }
+                    /* the group sums precomputed (attn_quant_pack_sums): the same bits */
+                    attn_quant_packed Ps = P;
+                    Ps.nsum = NULL;
+                    assert_int_equal(attn_quant_pack_sums(&Ps), ATTN_STATUS_OK);
+                    assert_non_null(Ps.nsum);
+                    float *got3 = xalloc(n * sizeof(float));
+                    for (size_t i = 0; i < n; i++) got3[i] = (float)(i % 7) * 0.25f;
+                    assert_int_equal(attn_quant_gemm_packed(M, x, K, &Ps, beta, got3, N, bp, act,
+                                                            ATTN_QUANT_ACT_Q8_ALL),
+                                     ATTN_STATUS_OK);
+                    if (memcmp(got, got3, n * sizeof(float))) {
+                        printf("  %s: precomputed sums change the bits FAIL\n", what);
+                        tu_failures++;
+                    }
+                    attn_free(Ps.nsum);
+                    attn_free(got3);
                     q8_reference(M, N, K, x, w, beta, ref, bp, act);
                     tu_close(what, got, ref, n, 1e-5, 1e-6);
                 } else { /* a tail of rows: Q8 (the blocked path for M > 8) */

@@ -126,10 +126,11 @@ static void test_api(void **state) {
     OK(attn_encdec_set_precision(m, ATTN_ENCDEC_PRECISION_INT8, ATTN_QUANT_ACT_Q8));
     assert_int_equal(m->precision, ATTN_ENCDEC_PRECISION_INT8);
     /* every map quantized: encoder 4 + decoder 2 x 7 + the output projection, Q8_0 rows (34 bytes
-     * per 32 weights) twice (rows and x8 layout) */
+     * per 32 weights) twice (rows and x8 layout), and the x8 layout's group sums (4 bytes per 32
+     * weights: attn_quant_pack_sums) */
     const size_t C = 64, F = 96, V = 40;
     const size_t weights = 1 * (4 * C * C + 2 * C * F) + 2 * (8 * C * C + 2 * C * F) + V * C;
-    assert_int_equal(attn_encdec_quant_bytes(m), 2 * weights / 32 * 34);
+    assert_int_equal(attn_encdec_quant_bytes(m), 2 * weights / 32 * 34 + weights / 32 * 4);
     assert_non_null(m->w.dec[1].self_attn.qkv.qpacked);
     assert_non_null(m->w.dec[1].cross_attn.kv.qpacked);
     float *i8 = logits_of(m, B, Ts, Tt, src, src_len, tgt);
@@ -157,7 +158,7 @@ static void test_api(void **state) {
     assert_null(m->w.enc[0].self_attn.qkv.qw);
     assert_null(m->w.enc[0].ffn.up.qw);
     assert_non_null(m->w.enc[0].ffn.down.qw);
-    assert_int_equal(attn_encdec_quant_bytes(m), 2 * 3 * (24 * 64) / 32 * 34);
+    assert_int_equal(attn_encdec_quant_bytes(m), 2 * 3 * (24 * 64) / 32 * 34 + 3 * (24 * 64) / 32 * 4);
     attn_encdec_model_free(m);
 }
 

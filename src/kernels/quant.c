@@ -713,8 +713,30 @@ attn_status attn_quant_pack(attn_qtype t, int N, int K, const void *w, attn_quan
     return ATTN_STATUS_OK;
 }
 
+attn_status attn_quant_pack_sums(attn_quant_packed *P) {
+    REQUIRE(P && (P->data || P->N == 0 || P->K == 0), "quant pack sums: not a packed matrix");
+    if (P->type != ATTN_QTYPE_Q8_0 || P->nsum) return ATTN_STATUS_OK;
+    const int np = P->N / 8, G = P->K / 32;
+    const size_t S = qx8_group_bytes(ATTN_QTYPE_Q8_0), co = qx8_codes_off(ATTN_QTYPE_Q8_0);
+    int32_t *ns = attn_alloc(((size_t)np * (size_t)G * 8 + 1) * sizeof *ns);
+    if (!ns) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "quant pack sums: out of memory");
+    for (int p = 0; p < np; p++)
+        for (int g = 0; g < G; g++) {
+            const int8_t *pg = (const int8_t *)P->data + ((size_t)p * (size_t)G + (size_t)g) * S + co;
+            for (int r = 0; r < 8; r++) { /* row r's codes: 4 bytes at 4r of each 32-byte chunk */
+                int32_t sum = 0;
+                for (int c = 0; c < 8; c++)
+                    for (int b = 0; b < 4; b++) sum += pg[32 * c + 4 * r + b];
+                ns[((size_t)p * (size_t)G + (size_t)g) * 8 + (size_t)r] = -128 * sum;
+            }
+        }
+    P->nsum = ns;
+    return ATTN_STATUS_OK;
+}
+
 void attn_quant_packed_free(attn_quant_packed *p) {
     if (!p) return;
+    attn_free(p->nsum);
     attn_free(p->data);
     memset(p, 0, sizeof *p);
 }

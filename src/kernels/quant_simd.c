@@ -1185,7 +1185,17 @@ static void many_range(const many_job *j, int np, int q0, int q1, __m512i *nws) 
     for (int q = q0; q < q1; q++) {
         const int p = 2 * q, n0 = 8 * p;
         const bool two = p + 1 < np;
-        many_neg_sums(j, p, two, nws);
+        if (j->P->nsum) { /* precomputed (attn_quant_pack_sums): panel p low, p + 1 (or p) high */
+            const int G = j->K / 32;
+            const int32_t *na = j->P->nsum + (size_t)p * (size_t)G * 8;
+            const int32_t *nb = two ? na + (size_t)G * 8 : na;
+            for (int g = 0; g < G; g++)
+                nws[g] = _mm512_inserti64x4(
+                    _mm512_castsi256_si512(load256((const uint8_t *)(na + 8 * g))),
+                    load256((const uint8_t *)(nb + 8 * g)), 1);
+        } else {
+            many_neg_sums(j, p, two, nws);
+        }
         for (int m0 = 0; m0 < j->M; m0 += SMALL_M) {
             const int Mc = ATTN_MIN(SMALL_M, j->M - m0);
             manys[Mc](j, p, two, nws, m0, out);

@@ -80,7 +80,8 @@ static attn_status quantize_map(attn_encdec_quant *q, attn_nn_linear *L) {
     q->rows[q->n++] = rows; /* freed with q from here on */
     ATTN_TRY(attn_quant_quantize(t, (int64_t)L->out * L->in, L->w, rows));
     ATTN_TRY(attn_quant_pack(t, L->out, L->in, rows, P));
-    q->bytes += rb * (size_t)L->out + P->bytes;
+    ATTN_TRY(attn_quant_pack_sums(P)); /* beam steps: many-row products on it every step */
+    q->bytes += rb * (size_t)L->out + P->bytes + (size_t)(L->out / 8) * (size_t)(L->in / 32) * 32;
     L->qtype = t, L->qw = rows, L->qpacked = P;
     return ATTN_STATUS_OK;
 }
