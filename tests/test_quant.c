@@ -750,6 +750,24 @@ static void q8_reference(int M, int N, int K, const float *x, const void *w, flo
         }
 }
 
+/* y (M, N) = the packed product with activations qact on y's starting values (i % 7) / 4, bit for
+ * bit want; else "WHAT: DIFFER FAIL" and a failed check. */
+static void expect_same_bits(const float *want, int M, const float *x, int K,
+                             const attn_quant_packed *P, float beta, int N, const float *bias,
+                             attn_act act, attn_quant_act qact, const char *what,
+                             const char *differ) {
+    const size_t n = (size_t)M * N;
+    float *y = xalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) y[i] = (float)(i % 7) * 0.25f;
+    assert_int_equal(attn_quant_gemm_packed(M, x, K, P, beta, y, N, bias, act, qact),
+                     ATTN_STATUS_OK);
+    if (memcmp(want, y, n * sizeof(float))) {
+        printf("  %s: %s FAIL\n", what, differ);
+        tu_failures++;
+    }
+    attn_free(y);
+}
+
 /* ATTN_QUANT_ACT_Q8_ALL for M > 8 (AVX512-VNNI's many-row int8 kernel on x8 Q8_0 panels): every
  * row of y bit for bit what the M <= 8 Q8 path gives for that row alone, 1 and 2 threads the same
  * bits, and within 1e-5 of max|y| of the plain reference above (float32 sums in another order);
@@ -809,30 +827,14 @@ static void test_q8_all_many_rows(void **state) {
                     Ps.nsum = NULL;
                     assert_int_equal(attn_quant_pack_sums(&Ps), ATTN_STATUS_OK);
                     assert_non_null(Ps.nsum);
-                    float *got3 = xalloc(n * sizeof(float));
-                    for (size_t i = 0; i < n; i++) got3[i] = (float)(i % 7) * 0.25f;
-                    assert_int_equal(attn_quant_gemm_packed(M, x, K, &Ps, beta, got3, N, bp, act,
-                                                            ATTN_QUANT_ACT_Q8_ALL),
-                                     ATTN_STATUS_OK);
-                    if (memcmp(got, got3, n * sizeof(float))) {
-                        printf("  %s: precomputed sums change the bits FAIL\n", what);
-                        tu_failures++;
-                    }
+                    expect_same_bits(got, M, x, K, &Ps, beta, N, bp, act, ATTN_QUANT_ACT_Q8_ALL,
+                                     what, "precomputed sums change the bits");
                     attn_free(Ps.nsum);
-                    attn_free(got3);
                     q8_reference(M, N, K, x, w, beta, ref, bp, act);
                     tu_close(what, got, ref, n, 1e-5, 1e-6);
                 } else { /* a tail of rows: Q8 (the blocked path for M > 8) */
-                    float *q8 = xalloc(n * sizeof(float));
-                    for (size_t i = 0; i < n; i++) q8[i] = (float)(i % 7) * 0.25f;
-                    assert_int_equal(attn_quant_gemm_packed(M, x, K, &P, beta, q8, N, bp, act,
-                                                            ATTN_QUANT_ACT_Q8),
-                                     ATTN_STATUS_OK);
-                    if (memcmp(got, q8, n * sizeof(float))) {
-                        printf("  %s: not Q8's bits FAIL\n", what);
-                        tu_failures++;
-                    }
-                    attn_free(q8);
+                    expect_same_bits(got, M, x, K, &P, beta, N, bp, act, ATTN_QUANT_ACT_Q8, what,
+                                     "not Q8's bits");
                 }
                 if (memcmp(got, got2, n * sizeof(float))) {
                     printf("  %s: 1 and 2 threads differ FAIL\n", what);

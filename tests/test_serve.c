@@ -588,6 +588,15 @@ static void test_sigterm_drains(void **state) {
     free(s), free(log);
 }
 
+/* SIGTERM to the running server: it must end with exit status 0. */
+static void sigterm_expect_clean_exit(void) {
+    kill(g_pid, SIGTERM);
+    int st;
+    assert_int_equal(waitpid(g_pid, &st, 0), g_pid);
+    g_pid = -1;
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 /* A greedy /v1/completions body for smol: 12 tokens of prompt p. */
 static void greedy_body(const char *p, char *buf, size_t cap) {
     json_t *b = json_pack("{s:s, s:s, s:i, s:i}", "model", "smol", "prompt", p, "max_tokens", 12,
@@ -670,11 +679,7 @@ static void test_quant_act_q8(void **state) {
         free(ref);
         json_decref(o);
     }
-    kill(g_pid, SIGTERM);
-    int st;
-    assert_int_equal(waitpid(g_pid, &st, 0), g_pid);
-    g_pid = -1;
-    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    sigterm_expect_clean_exit();
 }
 
 /* The /translate reply in file: its translatedText array, a line each, is what `attn translate
@@ -837,11 +842,7 @@ static void test_hf_translators(void **state) {
     expect_error(got, 400, b, "attention: unknown tgt_lang");
     free(b);
 
-    kill(g_pid, SIGTERM);
-    int st;
-    assert_int_equal(waitpid(g_pid, &st, 0), g_pid);
-    g_pid = -1;
-    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    sigterm_expect_clean_exit();
 }
 
 int main(void) {
