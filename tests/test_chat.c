@@ -413,6 +413,11 @@ static void test_errors(void **state) {
     assert_int_equal(render_src("{{ raise_exception('Roles must alternate\nplease') }}", NULL, &p, &out),
                      ATTN_STATUS_INVALID_ARGUMENT);
     assert_string_equal(attn_last_error(), "Roles must alternate please");
+    /* an empty dict as a list, its keys and values: empty (fuzz/regress/chat_template: UB before) */
+    assert_int_equal(render_src("{{ {}|list|length }}{{ {}.keys()|list|length }}{{ {}.values()|length }}",
+                                NULL, &p, &out), ATTN_STATUS_OK);
+    assert_string_equal(out, "000");
+    free(out), out = NULL;
     /* an empty message (here: of an undefined name) still gives one (fuzz/regress/chat_template) */
     assert_int_equal(render_src("{{ raise_exception(e) }}", NULL, &p, &out), ATTN_STATUS_INVALID_ARGUMENT);
     assert_string_equal(attn_last_error(), "the chat template raised an exception with an empty message");

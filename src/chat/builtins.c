@@ -1114,7 +1114,7 @@ ch_val ch_call_method(ch_cx *cx, const ch_node *at, ch_func *f, ch_args *a) {
         case 2:
         case 3: {
             ch_list *l = ch_list_new(E, d->n);
-            memcpy(l->v, id == 202 ? d->k : d->v, d->n * sizeof(ch_val));
+            if (d->n) memcpy(l->v, id == 202 ? d->k : d->v, d->n * sizeof(ch_val)); /* {}: NULL */
             return list_val(l, false);
         }
         case 4: {

@@ -333,7 +333,7 @@ ch_list *ch_iterate(ch_cx *cx, ch_val v) {
     case CV_LIST: return v.u.l;
     case CV_DICT: {
         ch_list *l = ch_list_new(E, v.u.d->n);
-        memcpy(l->v, v.u.d->k, v.u.d->n * sizeof(ch_val));
+        if (v.u.d->n) memcpy(l->v, v.u.d->k, v.u.d->n * sizeof(ch_val)); /* {}: l->v may be NULL */
         return l;
     }
     case CV_STR: {
