@@ -434,6 +434,35 @@ static void test_bad_input(void **state) {
     const char *c1 = "{\"separate_vocabs\": true}";
     expect_error(marian_with("sep", "tokenizer_config.json", c1, strlen(c1)), ATTN_STATUS_FORMAT,
                  "separate_vocabs, no target_vocab.json");
+    /* an unknown group field (wire type 3: field 14 start 0x73 .. end 0x74) first: protobuf
+     * skips it and SentencePiece would load the model, so attn's charsmap check must walk past it
+     * too — a walk that cannot (here: a group without its end, which protobuf refuses as well, and
+     * a nested group, which it accepts) must not let an unchecked model through
+     * (fuzz/regress/spm/crash-fef338ea...) */
+    {
+        char err[256];
+        tok_spm *sp = NULL;
+        char *g = malloc(n + 4);
+        assert_non_null(g);
+        static const unsigned char grp[4] = {0x73, 0x73, 0x74, 0x74}; /* {14: {14: {}}} */
+        memcpy(g, grp, 4), memcpy(g + 4, spm, n);
+        assert_int_equal(tok_spm_load(g, n + 4, &sp, err, sizeof err), 0); /* walked: loads */
+        tok_spm_free(sp), sp = NULL;
+        g[2] = 0x7c; /* end of field 15: the group never ends */
+        assert_int_not_equal(tok_spm_load(g, n + 4, &sp, err, sizeof err), 0);
+        printf("  group without its end: %s\n", err);
+        assert_null(sp);
+        free(g);
+        /* 70 nested groups: protobuf takes them (its limit is 100), attn's walk stops at 64 */
+        g = malloc(n + 140);
+        assert_non_null(g);
+        memset(g, 0x73, 70), memset(g + 70, 0x74, 70), memcpy(g + 140, spm, n);
+        const int rc = tok_spm_load(g, n + 140, &sp, err, sizeof err);
+        printf("  70 nested groups: %s\n", rc ? err : "loaded");
+        assert_int_not_equal(rc, 0);
+        assert_non_null(strstr(err, "cannot be checked"));
+        free(g);
+    }
     free(spm);
     /* an NLLB tokenizer_config.json naming a language the tokenizer lacks */
     char d[1200], p[1400];
