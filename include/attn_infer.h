@@ -261,6 +261,10 @@ void attn_hf_translator_free(attn_hf_translator *t);
  * leaves the languages as they were. */
 attn_status attn_hf_translator_set_langs(attn_hf_translator *t, const char *src_lang,
                                          const char *tgt_lang);
+/* The same checks without changing t (any thread may call it while another translates):
+ * *tgt_id (or NULL) gets the target language's token id, -1 without one. */
+attn_status attn_hf_translator_check_langs(const attn_hf_translator *t, const char *src_lang,
+                                           const char *tgt_lang, int32_t *tgt_id);
 /* The generation settings in use, max_length (the longest output, </s> included, of
  * attn_hf_translator_generate), and the tokenizer: one of the two, or neither (ids only). */
 const attn_hf_generate_options *attn_hf_translator_options(const attn_hf_translator *t);

@@ -91,9 +91,10 @@ static attn_status setup(attn_hf_translator *t, const char *dir, const attn_hf_t
                                        ml - 1, &t->s);
 }
 
-attn_status attn_hf_translator_set_langs(attn_hf_translator *t, const char *src_lang,
-                                         const char *tgt_lang) {
-    if (!t) return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "attn_hf_translator_set_langs: NULL");
+attn_status attn_hf_translator_check_langs(const attn_hf_translator *t, const char *src_lang,
+                                           const char *tgt_lang, int32_t *tgt_id) {
+    if (!t) return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "attn_hf_translator_check_langs: NULL");
+    if (tgt_id) *tgt_id = -1;
     if ((src_lang || tgt_lang) && !t->mt)
         return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
                               "a source or target language needs a Marian or NLLB tokenizer "
@@ -104,18 +105,25 @@ attn_status attn_hf_translator_set_langs(attn_hf_translator *t, const char *src_
                               "--src-lang: a Marian model has no source language token "
                               "(--tgt-lang puts its >>lang<< token first)");
     attn_status s;
-    int32_t tgt_id = -1;
-    if (src_lang) { /* checked now: an unknown code is one error, not one per line */
-        int32_t id;
-        if ((s = attn_mt_tok_lang_id(t->mt, src_lang, &id))) return s;
-    }
+    int32_t id;
+    if (src_lang && (s = attn_mt_tok_lang_id(t->mt, src_lang, &id))) return s;
     if (tgt_lang) {
         char wrapped[300]; /* Marian's token of cmn_Hans is ">>cmn_Hans<<" */
         const char *lang = tgt_lang;
         if (!nllb && strncmp(lang, ">>", 2) != 0 && strlen(lang) < sizeof wrapped - 5)
             snprintf(wrapped, sizeof wrapped, ">>%s<<", lang), lang = wrapped;
-        if ((s = attn_mt_tok_lang_id(t->mt, lang, &tgt_id))) return s;
+        if ((s = attn_mt_tok_lang_id(t->mt, lang, &id))) return s;
+        if (tgt_id) *tgt_id = id;
     }
+    return ATTN_STATUS_OK;
+}
+
+attn_status attn_hf_translator_set_langs(attn_hf_translator *t, const char *src_lang,
+                                         const char *tgt_lang) {
+    int32_t tgt_id;
+    const attn_status s = attn_hf_translator_check_langs(t, src_lang, tgt_lang, &tgt_id);
+    if (s) return s;
+    const bool nllb = attn_mt_tok_kind_of(t->mt) == ATTN_MT_TOK_NLLB;
     char *src_copy = NULL;
     if (src_lang && !(src_copy = strdup(src_lang)))
         return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");

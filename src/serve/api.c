@@ -692,17 +692,9 @@ static bool translate_langs(serve_model *m, json_t *root, serve_job *j, serve_re
     }
     if (m->hf_nllb) j->src_lang = src;
     if (m->hf_nllb || m->hf_multi) j->tgt_lang = tgt;
-    int32_t id;
-    char wrapped[300];
-    if (j->src_lang && attn_mt_tok_lang_id(m->hf_mt, src, &id)) {
-        serve_error(r, 400, "invalid_request_error", "'source': %s", attn_last_error());
-        return false;
-    }
-    const char *t = tgt;
-    if (m->hf_multi && strncmp(tgt, ">>", 2) && strlen(tgt) < sizeof wrapped - 5)
-        snprintf(wrapped, sizeof wrapped, ">>%s<<", tgt), t = wrapped;
-    if (j->tgt_lang && attn_mt_tok_lang_id(m->hf_mt, t, &id)) {
-        serve_error(r, 400, "invalid_request_error", "'target': %s", attn_last_error());
+    /* the library's own check (read-only: the compute thread may be translating) */
+    if (attn_hf_translator_check_langs(m->hf, j->src_lang, j->tgt_lang, NULL)) {
+        serve_error(r, 400, "invalid_request_error", "'source' / 'target': %s", attn_last_error());
         return false;
     }
     return true;
