@@ -16,7 +16,12 @@ is the tokenizer's tokens, then </s> (what attn gives its own models; OUT_DIR/sr
 --ids); the decoder starts from config.json's decoder_start_token_id. Target tokens are counted
 the same way on both sides: the generated ids without the decoder start and without </s>
 (CTranslate2's hypotheses; attn's --ids output lines). Both decode as transformers' generate
-(length penalty 1, </s> allowed first, a forced </s> at max_length, bad words suppressed).
+(length penalty 1, </s> allowed first, a forced </s> at max_length, bad words suppressed) with
+early_stopping=True: CTranslate2's beam search with a length penalty ends a sentence once
+beam_size hypotheses have finished (its decoding.cc: _max_candidates = beam_size · patience),
+which is transformers' early_stopping=True, so attn runs with --early-stopping true for the
+ratio (the export's generation_config.json leaves transformers' default, False, which searches
+longer); --attn-early adds attn's runs with other values, each with its own ratio.
 
 Timing, CTranslate2: one Translator per thread split (inter_threads x intra_threads =
 --threads), a warm-up translate_batch of 64 sentences, then per batch setting the best of
@@ -123,9 +128,10 @@ def ct2_run(a, gen, tok, batch, splits, batches, types):
     return res
 
 
-def attn_cmd(a, bsize, act):
+def attn_cmd(a, bsize, act, early):
     cmd = [a.attn, "--threads", str(a.threads), "translate", "--model", a.hf_dir, "--ids",
-           "--beam", str(a.beam), "--batch", str(bsize), "--precision", a.precision]
+           "--beam", str(a.beam), "--batch", str(bsize), "--precision", a.precision,
+           "--early-stopping", early]
     if act:
         cmd += ["--int8-activations", act]
     return cmd
@@ -141,24 +147,25 @@ def timed(cmd, stdin_path):
     return dt, p.stdout.decode()
 
 
-def attn_run(a, ids_path, batches, acts):
+def attn_run(a, ids_path, batches, acts, early):
     res = []
     empty = os.path.join(a.out_dir, "empty.ids")
     open(empty, "w").close()
     for act in acts:
-        load = min(timed(attn_cmd(a, batches[0], act), empty)[0] for _ in range(3))
+        load = min(timed(attn_cmd(a, batches[0], act, early), empty)[0] for _ in range(3))
         for bsize in batches:
             best, outs = None, None
             for _ in range(a.passes):
                 oth = Others()
-                dt, text = timed(attn_cmd(a, bsize, act), ids_path)
+                dt, text = timed(attn_cmd(a, bsize, act, early), ids_path)
                 others = oth.cores()
                 if best is None or dt < best:
                     best = dt
                     outs = [[int(x) for x in ln.split()] for ln in text.splitlines()]
             n = sum(len(o) for o in outs)
             t = best - load
-            label = f"{a.precision}{' act ' + act if act else ''} --batch {bsize}"
+            label = (f"{a.precision}{' act ' + act if act else ''} --batch {bsize} "
+                     f"--early-stopping {early}")
             res.append((label, n / t, t, outs))
             print(f"  attn        {label:34s} {n / t:9.1f} tok/s ({len(outs) / t:7.1f} sent/s, "
                   f"{t:.3f} s = {best:.3f} s - {load:.3f} s load; others {others:.2f} cores)",
@@ -184,6 +191,11 @@ def main():
                             "tokens:2048")
     ap.add_argument("--attn-batches", default="16,32,64,128")
     ap.add_argument("--passes", type=int, default=1)
+    ap.add_argument("--attn-early", default="true,false",
+                    help="attn's --early-stopping values: the first is the ratio's (true: "
+                         "CTranslate2's own stopping rule for a beam search with a length "
+                         "penalty, so both sides run the same search); the others are reported "
+                         "with their own ratio")
     ap.add_argument("--int8-acts", default="int8,f32",
                     help="attn's --int8-activations values tried with --precision int8")
     a = ap.parse_args()
@@ -218,7 +230,9 @@ def main():
         print(f"  ctranslate2 has no compute_type {m} on this CPU: not measured", flush=True)
     ct = ct2_run(a, gen, tok, batch, splits, batches, types) if types else []
     acts = parse_list(a.int8_acts) if a.precision == "int8" else [None]
-    at = attn_run(a, ids_path, parse_list(a.attn_batches, int), acts)
+    earlies = parse_list(a.attn_early)
+    runs = {e: attn_run(a, ids_path, parse_list(a.attn_batches, int), acts, e) for e in earlies}
+    at = runs[earlies[0]]
 
     def save(res, name):
         with open(os.path.join(a.out_dir, name + ".ids"), "w") as f:
@@ -243,6 +257,14 @@ def main():
         print(f"ratio attn / ctranslate2 ({a.precision}, beam {a.beam}): {ba[1] / bc[1]:.2f}x; "
               f"{same} of {len(lines)} outputs identical")
         summary["ctranslate2"] = {"setting": bc[0], "tokens_per_s": bc[1], "identical": same}
+        for e in earlies[1:]:
+            bo = max(runs[e], key=lambda r: r[1])
+            same_o = sum(x == y for x, y in zip(bo[3], bc[3]))
+            print(f"attn with --early-stopping {e} (another search than CTranslate2's): "
+                  f"{bo[0]}: {bo[1]:.1f} target tokens/s, {bo[1] / bc[1]:.2f}x; {same_o} of "
+                  f"{len(lines)} outputs identical to CTranslate2's")
+            summary["attn_early_" + e] = {"setting": bo[0], "tokens_per_s": bo[1],
+                                          "identical_to_ct2": same_o}
     with open(os.path.join(a.out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
 

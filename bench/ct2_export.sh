@@ -16,6 +16,9 @@
 #   BEAMS="1 4" THREADS=2 PASSES=1             beam sizes (default 4), threads, timed passes
 #   CT2_BATCHES=... ATTN_BATCHES=...           the settings tried (ct2_export.py's defaults)
 #   INT8_ACTS=int8,int8-small,f32              attn's --int8-activations tried (default int8,f32)
+#   ATTN_EARLY=true,false                      attn's --early-stopping values (default both):
+#                                              the first (true: CTranslate2's own stopping rule)
+#                                              gives the ratio and PyTorch's early_stopping
 #   TORCH=0                                    skip PyTorch (bench/torch_translate_hf.py:
 #                                              transformers' generate with its KV cache on
 #                                              the export, same ids, same precision)
@@ -40,11 +43,13 @@ echo "== $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores
 for beam in ${BEAMS:-4}; do
   "$PY" bench/ct2_export.py "$OUT/hf" "$OUT/ct2" "$OUT/src.txt" "$OUT/beam$beam" --attn "$B/attn" \
     --precision "${PRECISION:-f32}" --beam "$beam" --threads "${THREADS:-2}" --passes "${PASSES:-1}" \
+    --attn-early "${ATTN_EARLY:-true,false}" \
     ${CT2_BATCHES:+--ct2-batches "$CT2_BATCHES"} ${ATTN_BATCHES:+--attn-batches "$ATTN_BATCHES"} \
     ${INT8_ACTS:+--int8-acts "$INT8_ACTS"}
   if [ "${TORCH:-1}" != 0 ]; then
     "$PY" bench/torch_translate_hf.py "$OUT/hf" "$OUT/beam$beam/src.ids" --beam "$beam" \
       --threads "${THREADS:-2}" --precision "${PRECISION:-f32}" --out "$OUT/beam$beam/torch.ids" \
+      --early-stopping "$(echo "${ATTN_EARLY:-true,false}" | cut -d, -f1)" \
       --compare "$OUT/beam$beam/attn.ids" --summary "$OUT/beam$beam/summary.json"
   fi
 done

@@ -7,6 +7,7 @@ encoder's cross-attention keys/values are computed once).
 
     .venv-bench/bin/python bench/torch_translate_hf.py HF_DIR IDS [--beam K] [--threads N]
         [--precision f32|int8|bf16] [--batch B] [--compare ATTN.ids]
+        [--early-stopping true|false|never]
 
 Batches of B sentences sorted by source length (padding on the right, with the attention mask),
 torch.inference_mode(), torch.set_num_threads(N); a warm-up generate on the first batch is not
@@ -33,6 +34,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--precision", default="f32", choices=["f32", "int8", "bf16"])
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--early-stopping", default=None, choices=["true", "false", "never"],
+                    help="generate's early_stopping (default: generation_config.json's)")
     ap.add_argument("--compare", default=None)
     ap.add_argument("--out", default=None, help="write the outputs' ids here")
     ap.add_argument("--summary", default=None,
@@ -61,8 +64,12 @@ def main():
             ids[r, :len(srcs[i])] = torch.tensor(srcs[i])
             mask[r, :len(srcs[i])] = 1
         with torch.inference_mode():
+            kw = {}
+            if a.early_stopping:
+                kw["early_stopping"] = {"true": True, "false": False}.get(a.early_stopping,
+                                                                        "never")
             return model.generate(input_ids=ids, attention_mask=mask, num_beams=a.beam,
-                                  use_cache=True)
+                                  use_cache=True, **kw)
 
     run(batches[0])  # warm-up
     outs = [None] * len(srcs)

@@ -242,6 +242,7 @@ typedef struct {
     int num_beams;                   /* > 0: overrides generation_config.json's */
     int max_new_tokens;              /* > 0: overrides (max_length = 1 + max_new_tokens) */
     float length_penalty;            /* not NaN: overrides (NaN) */
+    int early_stopping;              /* >= 0: an attn_hf_early_stopping that overrides (-1) */
     int max_sentences;               /* sentences per attn_hf_generate call, 1..4096 (32) */
     bool need_tokenizer;             /* false: a directory without a tokenizer is fine (ids only;
                                         one present is still loaded, for labels) (true) */

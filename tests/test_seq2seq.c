@@ -11,7 +11,8 @@
  *     no_repeat_ngram_size, early_stopping False / True / "never", length penalties 2, 1, 0.6,
  *     −0.5; the directory's generation_config.json alone with its bad_words_ids, forced EOS / BOS,
  *     num_beams): every sequence identical, token for token, padding included, and beam search's
- *     sequences_scores within 1e-4.
+ *     sequences_scores within 1e-4; on a batch of 4 and on one of 20 (".big": beam search's
+ *     first step with one row per sentence, sentences leaving the batch as they finish).
  * And bad directories: one-line errors naming the file and the field.
  * Attention capture (attn_viz_capture_encdec_mt) of one sentence per model: encoder self, decoder
  * self and cross attention of every layer and head within 1e-5 of transformers'
@@ -166,6 +167,7 @@ static void check_generate(const char *name, const char *dir, const attn_encdec_
     attn_translate_session *s;
     OK(attn_translate_session_init(m, B, 4, Ts, m->cfg.max_len, &s));
     const int max_out = m->cfg.max_len + 1;
+    assert_true(B <= 64);
     int32_t *ids = malloc((size_t)B * max_out * sizeof *ids), len[64];
     float score[64];
     for (int g = 0; g < n_gens; g++) {
@@ -224,6 +226,10 @@ static void test_hf_models(void **state) {
                m->cfg.share_embeddings ? "shared embeddings" : "separate embeddings");
         check_forward(name, m);
         check_generate(name, dir, m, n_gens);
+        /* 20 sentences: a first beam step of one row per sentence, sentences leaving as they end */
+        char big[160];
+        snprintf(big, sizeof big, "%s.big", name);
+        check_generate(big, dir, m, n_gens);
         attn_encdec_model_free(m);
     }
     assert_true(n >= 5);
@@ -321,7 +327,8 @@ static void test_bad_dirs(void **state) {
  * `attn translate --model DIR --ids` (one source per line, its </s> included; out: the generated
  * ids without the start and </s>) against transformers' generate: the directory's
  * generation_config.json alone (case 2), and for Marian --beam 1 --max-tokens 19 (case 0:
- * num_beams 1, max_length 20). */
+ * num_beams 1, max_length 20) and --early-stopping true --length-penalty 0.6 (case 7), on the
+ * 20-sentence batch too. */
 static int cli_case(const char *name, const char *dir, int g, const char *opts, const char *tmp) {
     char key[256], in[700], out[700], err[700], args[3000], q[1200];
     snprintf(key, sizeof key, "%s.src", name);
@@ -354,8 +361,11 @@ static int cli_case(const char *name, const char *dir, int g, const char *opts, 
     attn_hf_generate_options o;
     OK(attn_hf_generate_config_load(dir, &o));
     int same = 0;
-    char *save = NULL, *line = strtok_r(text, "\n", &save);
+    /* one line per sentence, empty ones included (an empty translation) */
+    char *line = n > 0 ? text : NULL;
     for (int b = 0; b < B; b++) {
+        char *nl = line ? strchr(line, '\n') : NULL;
+        if (nl) *nl = 0;
         /* transformers' tokens after the start, up to </s> or the padding */
         char want[1024];
         size_t k = 0;
@@ -369,7 +379,7 @@ static int cli_case(const char *name, const char *dir, int g, const char *opts, 
         if (strcmp(got, want) == 0) same++;
         else printf("    %s: sentence %d: attn translate: %s\n      transformers:     %s\n", name, b,
                     got, want);
-        line = line ? strtok_r(NULL, "\n", &save) : NULL;
+        line = nl && nl[1] ? nl + 1 : NULL;
     }
     printf("  attn translate --ids %-28s %-24s %d/%d identical to generate\n", name, opts, same,
            B);
@@ -390,7 +400,16 @@ static void test_translate_cli(void **state) {
          name = strtok_r(NULL, ",", &save), n++) {
         const char *dir = model_dir(name);
         bad += cli_case(name, dir, 2, "", tmp);
-        if (strncmp(name, "marian", 6) == 0) bad += cli_case(name, dir, 0, "--beam 1 --max-tokens 19", tmp);
+        if (strncmp(name, "marian", 6) == 0) {
+            char big[160];
+            snprintf(big, sizeof big, "%s.big", name);
+            static const char es[] = "--beam 4 --max-tokens 12 --early-stopping true "
+                                     "--length-penalty 0.6";
+            bad += cli_case(name, dir, 0, "--beam 1 --max-tokens 19", tmp);
+            bad += cli_case(name, dir, 7, es, tmp);
+            bad += cli_case(big, dir, 2, "", tmp);
+            bad += cli_case(big, dir, 7, es, tmp);
+        }
     }
     assert_true(n >= 5);
     /* one-line errors */
@@ -407,6 +426,10 @@ static void test_translate_cli(void **state) {
              tu_shq(model_dir("m2m100_relu"), q, sizeof q));
     assert_int_equal(tu_run_cli_files(args, in, out, err), 1);
     tu_expect_error_file(err, "tokenizer");
+    snprintf(args, sizeof args, "translate --model %s --ids --early-stopping maybe",
+             tu_shq(model_dir("m2m100_relu"), q, sizeof q));
+    assert_int_equal(tu_run_cli_files(args, in, out, err), 2);
+    tu_expect_error_file(err, "--early-stopping");
     tu_rm_tree(tmp);
     assert_int_equal(bad, 0);
 }

@@ -102,6 +102,10 @@ COMMON = dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, encode
               decoder_layerdrop=0.0)
 B, TS, TT = 4, 9, 7
 SRC_LEN = [9, 4, 7, 1]
+# A second batch ("big."), generated with the same cases: 20 sentences, enough for attn's search
+# to run its first beam step with one row per sentence (FIRST_ROWS_MIN, src/infer) and to drop
+# sentences as they finish while others go on.
+BIG_SRC_LEN = [9, 3, 8, 1, 6, 9, 2, 5, 7, 4, 9, 1, 3, 8, 6, 2, 9, 5, 4, 7]
 # generate cases: (num_beams, max_length, max_new_tokens, no_repeat_ngram_size, early_stopping,
 # length_penalty, use_defaults); forced_bos_token_id is the language code for M2M100 (5).
 GENS = [
@@ -112,6 +116,7 @@ GENS = [
     (4, 24, 0, 0, 2, 2.0, 0),          # early_stopping "never", length_penalty 2
     (3, 16, 0, 3, 0, -0.5, 0),         # negative length penalty, 3-gram ban
     (1, 0, 13, 2, 0, None, 0),         # greedy with an n-gram ban and max_new_tokens
+    (4, 0, 12, 0, 1, 0.6, 0),          # early_stopping True (`attn translate --early-stopping`)
 ]
 EARLY = {0: False, 1: True, 2: "never"}
 LANG = 5
@@ -186,35 +191,16 @@ def main():
         tensors[p + "tgt"] = tgt.to(torch.int32).numpy()
         tensors[p + "enc"] = out.encoder_last_hidden_state.numpy()
         tensors[p + "logits"] = out.logits.numpy()
-        lens = []
-        for k, (nb, ml, mnt, nr, es, lp, dflt) in enumerate(GENS):
-            kw2 = {}
-            if not dflt:
-                kw2 = dict(num_beams=nb, early_stopping=EARLY[es], do_sample=False)
-                if ml:
-                    kw2["max_length"] = ml
-                if mnt:
-                    kw2["max_new_tokens"] = mnt
-                kw2["no_repeat_ngram_size"] = nr
-                if lp is not None:
-                    kw2["length_penalty"] = lp
-                if not marian:
-                    kw2["forced_bos_token_id"] = LANG
-            with torch.no_grad():
-                res = model.generate(input_ids=src, attention_mask=mask, return_dict_in_generate=True,
-                                     output_scores=True, **kw2)
-            seq = res.sequences
-            q = f"{p}gen.{k}."
-            tensors[q + "opts"] = np.array([nb, ml, mnt, nr, es, LANG if not marian else -1, dflt],
-                                           dtype=np.int32)
-            tensors[q + "lp"] = np.array(np.nan if lp is None else lp, dtype=np.float32)
-            tensors[q + "seq"] = seq.to(torch.int32).numpy()
-            sc = getattr(res, "sequences_scores", None)
-            if sc is not None:
-                tensors[q + "scores"] = sc.float().numpy()
-            ends = [int((row == cfg.eos_token_id).nonzero()[0]) if (row == cfg.eos_token_id).any()
-                    else -1 for row in seq[:, 1:]]
-            lens.append(ends)
+        gen_cases(model, cfg, marian, src, mask, p, tensors)
+        bsrc = torch.randint(lo, hi, (len(BIG_SRC_LEN), TS), generator=g)
+        bmask = torch.zeros(len(BIG_SRC_LEN), TS, dtype=torch.long)
+        for b, n in enumerate(BIG_SRC_LEN):
+            bsrc[b, n - 1] = cfg.eos_token_id
+            bsrc[b, n:] = cfg.pad_token_id
+            bmask[b, :n] = 1
+        tensors[p + "big.src"] = bsrc.to(torch.int32).numpy()
+        tensors[p + "big.src_len"] = np.array(BIG_SRC_LEN, dtype=np.int32)
+        gen_cases(model, cfg, marian, bsrc, bmask, p + "big.", tensors)
         # attention capture (tests/test_seq2seq.c against attn_viz_capture_encdec_mt): sentence 0
         # alone, the decoder fed tgt[0] (its labels: tgt[0][1:] + one more id)
         a_src = src[:1, :SRC_LEN[0]]
@@ -227,9 +213,43 @@ def main():
                            ("cross", att.cross_attentions)):
             for layer, a in enumerate(maps):
                 tensors[f"{p}attn.{what}.{layer}"] = a[0].float().numpy()
-        print(f"ref seq2seq: {mname}: {cls.__name__}, eos positions per case {lens}")
     stfile.save(os.path.join(outdir, "seq2seq.safetensors"), tensors,
                 {"models": ",".join(m[0] for m in MODELS), "gens": str(len(GENS))})
+
+
+def gen_cases(model, cfg, marian, src, mask, p, tensors):
+    """transformers' generate on the batch src (mask) for every case of GENS: the options, the
+    sequences and the beam scores, named p + "gen.<k>." + what."""
+    lens = []
+    for k, (nb, ml, mnt, nr, es, lp, dflt) in enumerate(GENS):
+        kw2 = {}
+        if not dflt:
+            kw2 = dict(num_beams=nb, early_stopping=EARLY[es], do_sample=False)
+            if ml:
+                kw2["max_length"] = ml
+            if mnt:
+                kw2["max_new_tokens"] = mnt
+            kw2["no_repeat_ngram_size"] = nr
+            if lp is not None:
+                kw2["length_penalty"] = lp
+            if not marian:
+                kw2["forced_bos_token_id"] = LANG
+        with torch.no_grad():
+            res = model.generate(input_ids=src, attention_mask=mask, return_dict_in_generate=True,
+                                 output_scores=True, **kw2)
+        seq = res.sequences
+        q = f"{p}gen.{k}."
+        tensors[q + "opts"] = np.array([nb, ml, mnt, nr, es, LANG if not marian else -1, dflt],
+                                       dtype=np.int32)
+        tensors[q + "lp"] = np.array(np.nan if lp is None else lp, dtype=np.float32)
+        tensors[q + "seq"] = seq.to(torch.int32).numpy()
+        sc = getattr(res, "sequences_scores", None)
+        if sc is not None:
+            tensors[q + "scores"] = sc.float().numpy()
+        ends = [int((row == cfg.eos_token_id).nonzero()[0]) if (row == cfg.eos_token_id).any()
+                else -1 for row in seq[:, 1:]]
+        lens.append(ends)
+    print(f"ref seq2seq: {p}{type(model).__name__}, eos positions per case {lens}")
 
 
 if __name__ == "__main__":

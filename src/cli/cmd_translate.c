@@ -15,6 +15,7 @@
 #include "attn_models.h"
 #include "attn_tok.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 static const char translate_usage[] =
     "usage: attn translate --model DIR [--beam K] [--length-penalty A] [--max-len N]\n"
     "                      [--max-len-ratio R] [--batch N] [--heuristic-stop] [--scores]\n"
+    "                      [--early-stopping true|false|never]\n"
     "                      [--precision f32|bf16|int8] [--int8-activations A] [TEXT...]\n"
     "\n"
     "Translates each TEXT, or each line of standard input, writing one line per input line\n"
@@ -59,6 +61,12 @@ static const char translate_usage[] =
     "tokenizer_config.json; otherwise a plain tokenizer.json, </s> appended). Options there:\n"
     "  --beam K            num_beams (default: generation_config.json's)\n"
     "  --max-tokens N      max_new_tokens (default: generation_config.json's max_length)\n"
+    "  --length-penalty A  transformers' length_penalty: finished beams rank by logp / L^A\n"
+    "                      (default: generation_config.json's, else 1)\n"
+    "  --early-stopping E  true: a sentence ends once num_beams hypotheses have finished (what\n"
+    "                      CTranslate2 does with a length penalty); false: also until no live\n"
+    "                      one beats them at its current length (transformers' default); never:\n"
+    "                      until none can at any length (default: generation_config.json's)\n"
     "  --src-lang L        NLLB / M2M100: the source language code (e.g. eng_Latn; default the\n"
     "                      tokenizer's src_lang)\n"
     "  --tgt-lang L        NLLB / M2M100: the forced first token (e.g. zho_Hans); Marian: its\n"
@@ -181,7 +189,8 @@ int cmd_translate(int argc, char **argv) {
     int first_text = argc;
     translate_hf_args hf;
     memset(&hf, 0, sizeof hf);
-    bool beam_set = false;
+    bool beam_set = false, lp_set = false;
+    hf.early_stopping = -1;
     attn_encdec_precision prec = ATTN_ENCDEC_PRECISION_F32;
     attn_quant_act qact = ATTN_QUANT_ACT_Q8_ALL;
     for (int i = 1; i < argc; i++) {
@@ -200,6 +209,14 @@ int cmd_translate(int argc, char **argv) {
         } else if (!strcmp(a, "--length-penalty")) {
             if (!parse_float(v, -10.0f, 10.0f, &c.o.length_penalty))
                 return cli_usage_error("--length-penalty needs a number from -10 to 10");
+            lp_set = true;
+            i++;
+        } else if (!strcmp(a, "--early-stopping")) {
+            if (!v || (strcmp(v, "true") && strcmp(v, "false") && strcmp(v, "never")))
+                return cli_usage_error("--early-stopping must be true, false or never");
+            hf.early_stopping = !strcmp(v, "true")    ? ATTN_HF_EARLY_TRUE
+                                : !strcmp(v, "false") ? ATTN_HF_EARLY_FALSE
+                                                      : ATTN_HF_EARLY_NEVER;
             i++;
         } else if (!strcmp(a, "--ids")) {
             hf.ids = true;
@@ -249,15 +266,17 @@ int cmd_translate(int argc, char **argv) {
     if (!s && c.m->cfg.arch != ATTN_ENCDEC_ARCH_ATTN) {
         hf.dir = dir, hf.beam = beam_set ? c.o.beam_size : 0, hf.max_tokens = c.o.max_len;
         hf.batch = c.batch, hf.scores = c.scores;
+        hf.length_penalty = lp_set ? c.o.length_penalty : NAN;
         s = translate_hf(&hf, c.m, first_text < argc ? argv + first_text : NULL,
                          first_text < argc ? argc - first_text : 0);
         attn_encdec_model_free(c.m);
         return s ? cli_fail(s) : CLI_EXIT_OK;
     }
-    if (!s && (hf.ids || hf.src_lang || hf.tgt_lang))
+    if (!s && (hf.ids || hf.src_lang || hf.tgt_lang || hf.early_stopping >= 0))
         s = attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
-                           "%s: --ids, --src-lang and --tgt-lang are for Hugging Face translation "
-                           "directories (Marian, M2M100 / NLLB); this is attn's own model",
+                           "%s: --ids, --src-lang, --tgt-lang and --early-stopping are for Hugging "
+                           "Face translation directories (Marian, M2M100 / NLLB); this is attn's "
+                           "own model (--heuristic-stop)",
                            dir);
     if (!s) s = setup(&c, dir);
     const int wcap = c.batch * 16;

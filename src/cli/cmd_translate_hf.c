@@ -223,6 +223,7 @@ attn_status translate_hf(const translate_hf_args *a, const attn_encdec_model *m,
     attn_hf_translator_params p = attn_hf_translator_default_params();
     p.src_lang = a->src_lang, p.tgt_lang = a->tgt_lang;
     p.num_beams = a->beam, p.max_new_tokens = a->max_tokens, p.max_sentences = a->batch;
+    p.length_penalty = a->length_penalty, p.early_stopping = a->early_stopping;
     p.need_tokenizer = !a->ids;
     /* one translator per thread (the workers without a tokenizer: text is thread 0's work) */
     int nt = 1;

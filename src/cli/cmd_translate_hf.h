@@ -11,6 +11,8 @@ typedef struct {
     const char *dir;
     int beam;        /* > 0: num_beams (else generation_config.json's) */
     int max_tokens;  /* > 0: max_new_tokens */
+    float length_penalty; /* not NaN: transformers' length_penalty */
+    int early_stopping;   /* >= 0: an attn_hf_early_stopping (else generation_config.json's) */
     int batch;       /* sentences per attn_hf_generate call */
     bool ids;        /* input lines are source ids (</s> included), output lines ids */
     bool scores;     /* prefix each line with its score and a tab */

@@ -1,9 +1,11 @@
 /* hf_generate.c — transformers' generate for Hugging Face translation models (attn_infer.h:
  * attn_hf_generate): greedy decoding and beam search with transformers' logits processors, beam
  * scorer, length penalty and stopping rules, on the translation session's KV-cache decoder
- * (attn_translate_begin / step / reorder: the same sub-layers as the model's forward). Every
- * sentence's num_beams rows stay in place until the batch ends, as transformers keeps them
- * (finished sentences are fed padding), so the rows are transformers' rows. */
+ * (attn_translate_begin / step, translate_session_select: the same sub-layers as the model's
+ * forward). Unlike transformers, which feeds a finished sentence padding until the batch ends,
+ * a finished sentence leaves the session, and the first beam step runs one row per sentence
+ * (FIRST_ROWS_MIN): each row's values do not depend on the other rows, so the search and its
+ * results are transformers'. */
 #include "attn_infer.h"
 
 #include "../core/core-impl.h"
@@ -180,53 +182,65 @@ static void process(const procs *p, const int32_t *h, int len, float *x) {
 
 /* ---- greedy (transformers' _sample with do_sample=False) ---------------------------------- */
 
+/* Row j of the session is active sentence j, sentence sent[j] of the batch (hist row j is its
+ * sequence); a sentence that ends leaves the session (translate_session_select), so later steps
+ * cost only what the others need. transformers feeds finished rows padding instead: each row's
+ * values do not depend on the other rows, so the ids are the same. */
 static attn_status greedy(attn_translate_session *s, const procs *p, int B, int32_t *hist,
                           int capL, float *x, int32_t *tok, int max_out, int32_t *out_ids,
                           int32_t *out_len, float *out_score) {
     const attn_hf_generate_options *o = p->o;
     const int V = p->V;
-    uint8_t *live = malloc((size_t)B);
+    int32_t *sent = malloc((size_t)B * sizeof *sent), *keep = malloc((size_t)B * sizeof *keep);
     double *lp = calloc((size_t)B, sizeof *lp);
-    if (!live || !lp) {
-        free(live), free(lp);
+    if (!sent || !keep || !lp) {
+        free(sent), free(keep), free(lp);
         return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "hf generate: out of memory");
     }
-    for (int b = 0; b < B; b++) live[b] = 1, out_len[b] = 0;
+    for (int b = 0; b < B; b++) sent[b] = b, out_len[b] = 0;
     attn_status st = ATTN_STATUS_OK;
-    int len = 1, n_live = B;
-    while (!st && n_live > 0 && len < p->max_length) {
-        for (int b = 0; b < B; b++) tok[b] = hist[(size_t)b * capL + len - 1];
+    int len = 1, S = B;
+    while (!st && S > 0 && len < p->max_length) {
+        for (int j = 0; j < S; j++) tok[j] = hist[(size_t)j * capL + len - 1];
         if ((st = attn_translate_step(s, tok))) break;
         const float *logits = attn_translate_logits(s);
-        for (int b = 0; b < B; b++) {
-            int32_t next = o->pad_token_id;
-            if (live[b]) {
-                const float *l = logits + (size_t)b * V;
-                memcpy(x, l, (size_t)V * sizeof *x);
-                process(p, hist + (size_t)b * capL, len, x);
-                int arg = 0;
-                for (int v = 1; v < V; v++)
-                    if (x[v] > x[arg]) arg = v;
-                next = arg;
-                /* the chosen token's log-probability under the unprocessed scores (x is free) */
-                attn_log_softmax_forward(1, V, l, x);
-                lp[b] += (double)x[arg];
-                if (out_len[b] >= max_out) {
-                    st = attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                                   "hf generate: sentence %d needs more than max_out %d tokens", b,
-                                   max_out);
-                    break;
-                }
-                out_ids[(size_t)b * max_out + out_len[b]++] = next;
-                if (next == o->eos_token_id) live[b] = 0, n_live--;
+        int nk = 0;
+        for (int j = 0; j < S; j++) {
+            const int b = sent[j];
+            const float *l = logits + (size_t)j * V;
+            memcpy(x, l, (size_t)V * sizeof *x);
+            process(p, hist + (size_t)j * capL, len, x);
+            int arg = 0;
+            for (int v = 1; v < V; v++)
+                if (x[v] > x[arg]) arg = v;
+            /* the chosen token's log-probability under the unprocessed scores (x is free) */
+            attn_log_softmax_forward(1, V, l, x);
+            lp[b] += (double)x[arg];
+            if (out_len[b] >= max_out) {
+                st = attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                               "hf generate: sentence %d needs more than max_out %d tokens", b,
+                               max_out);
+                break;
             }
-            hist[(size_t)b * capL + len] = next;
+            out_ids[(size_t)b * max_out + out_len[b]++] = arg;
+            hist[(size_t)j * capL + len] = arg;
+            if (arg != o->eos_token_id) keep[nk++] = j;
         }
         len++;
+        if (st || nk == S) continue;
+        /* keep is ascending (keep[j] >= j): the moves go front to back in place */
+        for (int j = 0; j < nk; j++) {
+            sent[j] = sent[keep[j]];
+            if (keep[j] != j)
+                memcpy(hist + (size_t)j * capL, hist + (size_t)keep[j] * capL,
+                       (size_t)len * sizeof *hist);
+        }
+        st = translate_session_select(s, nk, keep, 1, keep);
+        S = nk;
     }
     if (out_score)
         for (int b = 0; b < B; b++) out_score[b] = (float)lp[b];
-    free(live), free(lp);
+    free(sent), free(keep), free(lp);
     return st;
 }
 
@@ -310,21 +324,30 @@ static void cand_scan(cand *top, int *nt, int M, const float *x, int V, float b,
     for (; v < V; v++) cand_insert(top, nt, M, x[v] + b, base + v);
 }
 
-static attn_status beam(attn_translate_session *s, const procs *p, int B, int K, int32_t *hist,
-                        int capL, float *x, int32_t *tok, int max_out, int32_t *out_ids,
-                        int32_t *out_len, float *out_score) {
+/* Active sentence j (sentence sent[j] of the batch) has R rows j·R .. j·R + R − 1 in the session
+ * and in hist: R = 1 at a first step run with one row per sentence (R0 = 1: transformers' K rows
+ * would all be the start token, beams 1 .. K−1 at score −1e9, so their scores are row 0's plus
+ * −1e9, computed here from row 0's), else K. A finished sentence leaves the session at once
+ * (translate_session_select); transformers keeps feeding it padding, which changes no other row's
+ * values, so the search is the same. */
+static attn_status beam(attn_translate_session *s, const procs *p, int B, int K, int R0,
+                        int32_t *hist, int capL, float *x, int32_t *tok, int max_out,
+                        int32_t *out_ids, int32_t *out_len, float *out_score) {
     const attn_hf_generate_options *o = p->o;
     const int V = p->V, N = B * K, M = 2 * K;
     const double lpen = o->length_penalty;
     float *bs = malloc((size_t)N * sizeof *bs), *nbs = malloc((size_t)N * sizeof *nbs);
     int32_t *ntok = malloc((size_t)N * sizeof *ntok), *npar = malloc((size_t)N * sizeof *npar);
+    int32_t *rows = malloc((size_t)N * sizeof *rows);
+    int32_t *sent = malloc((size_t)B * sizeof *sent), *keep = malloc((size_t)B * sizeof *keep);
     int32_t *hist2 = malloc((size_t)N * capL * sizeof *hist2);
     cand *top = malloc((size_t)M * sizeof *top);
     hyps *H = calloc((size_t)B, sizeof *H);
     hyp *pool = calloc((size_t)B * K, sizeof *pool);
     int32_t *ids_pool = malloc((size_t)B * K * capL * sizeof *ids_pool);
     attn_status st = ATTN_STATUS_OK;
-    if (!bs || !nbs || !ntok || !npar || !hist2 || !top || !H || !pool || !ids_pool) {
+    if (!bs || !nbs || !ntok || !npar || !rows || !sent || !keep || !hist2 || !top || !H ||
+        !pool || !ids_pool) {
         st = attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "hf generate: out of memory");
         goto done;
     }
@@ -332,32 +355,31 @@ static attn_status beam(attn_translate_session *s, const procs *p, int B, int K,
         H[b].h = pool + (size_t)b * K;
         for (int k = 0; k < K; k++) H[b].h[k].ids = ids_pool + ((size_t)b * K + k) * capL;
         H[b].worst = 1e9;
+        sent[b] = b;
     }
-    for (int n = 0; n < N; n++) bs[n] = n % K ? -1e9f : 0.0f;
+    int S = B, R = R0;
+    for (int n = 0; n < S * R; n++) bs[n] = n % R ? -1e9f : 0.0f;
     int len = 1; /* tokens in each row's sequence, the start included */
-    bool all_done = false;
-    while (!all_done && len < p->max_length) {
-        for (int n = 0; n < N; n++) tok[n] = hist[(size_t)n * capL + len - 1];
+    while (S > 0 && len < p->max_length) {
+        for (int n = 0; n < S * R; n++) tok[n] = hist[(size_t)n * capL + len - 1];
         if ((st = attn_translate_step(s, tok))) break;
         const float *logits = attn_translate_logits(s);
         const int cur_len = len + 1; /* transformers' cur_len in the scorer */
-        for (int b = 0; b < B; b++) {
-            const int r0 = b * K;
-            if (H[b].done) {
-                for (int k = 0; k < K; k++)
-                    nbs[r0 + k] = 0.0f, ntok[r0 + k] = o->pad_token_id, npar[r0 + k] = r0;
-                continue;
-            }
+        for (int j = 0; j < S; j++) {
+            const int b = sent[j], r0 = j * K;
             int nt = 0;
             for (int k = 0; k < K; k++) {
-                const int n = r0 + k;
-                attn_log_softmax_forward(1, V, logits + (size_t)n * V, x); /* float32, as torch */
-                process(p, hist + (size_t)n * capL, len, x);
-                cand_scan(top, &nt, M, x, V, bs[n], k * V);
+                const int n = j * R + (R == 1 ? 0 : k);
+                if (k == 0 || R > 1) {
+                    /* float32, as torch */
+                    attn_log_softmax_forward(1, V, logits + (size_t)n * V, x);
+                    process(p, hist + (size_t)n * capL, len, x);
+                }
+                cand_scan(top, &nt, M, x, V, R == 1 && k ? -1e9f : bs[n], k * V);
             }
             int nb = 0;
             for (int i = 0; i < nt && nb < K; i++) {
-                const int k = top[i].idx / V, v = top[i].idx % V, n = r0 + k;
+                const int k = top[i].idx / V, v = top[i].idx % V, n = j * R + (R == 1 ? 0 : k);
                 if (v == o->eos_token_id) {
                     if (i >= K) continue;
                     hyps_add(&H[b], K, hist + (size_t)n * capL + 1, len - 1, true,
@@ -389,28 +411,35 @@ static attn_status beam(attn_translate_session *s, const procs *p, int B, int K,
             }
         }
         if (st) break;
-        /* the new rows: parent's sequence + the new token; caches reordered the same way */
-        for (int n = 0; n < N; n++) {
-            memcpy(hist2 + (size_t)n * capL, hist + (size_t)npar[n] * capL,
-                   (size_t)len * sizeof *hist);
-            hist2[(size_t)n * capL + len] = ntok[n];
-        }
-        memcpy(hist, hist2, (size_t)N * capL * sizeof *hist);
-        memcpy(bs, nbs, (size_t)N * sizeof *bs);
-        if ((st = attn_translate_reorder(s, npar))) break;
+        /* the new rows of the sentences that go on: parent's sequence + the new token; the
+         * session's rows follow (reordered, the finished sentences' dropped) */
+        int nk = 0;
+        for (int j = 0; j < S; j++)
+            if (!H[sent[j]].done) keep[nk++] = j;
+        for (int jn = 0; jn < nk; jn++)
+            for (int r = 0; r < K; r++) {
+                const int o_row = keep[jn] * K + r, n_row = jn * K + r, par = npar[o_row];
+                rows[n_row] = par;
+                memcpy(hist2 + (size_t)n_row * capL, hist + (size_t)par * capL,
+                       (size_t)len * sizeof *hist);
+                hist2[(size_t)n_row * capL + len] = ntok[o_row];
+                bs[n_row] = nbs[o_row];
+            }
+        memcpy(hist, hist2, (size_t)nk * K * capL * sizeof *hist);
+        for (int jn = 0; jn < nk; jn++) sent[jn] = sent[keep[jn]];
+        if ((st = translate_session_select(s, nk, keep, K, rows))) break;
+        S = nk, R = K;
         len++;
-        all_done = true;
-        for (int b = 0; b < B; b++) all_done = all_done && H[b].done;
     }
     if (st) goto done;
-    /* finalize: the live hypotheses of unfinished sentences, then each sentence's best */
+    /* finalize: the live hypotheses of the unfinished sentences, then each sentence's best */
+    for (int j = 0; j < S; j++)
+        for (int k = 0; k < K; k++) {
+            const int n = j * R + (R == 1 ? 0 : k);
+            hyps_add(&H[sent[j]], K, hist + (size_t)n * capL + 1, len - 1, false,
+                     (double)(R == 1 && k ? -1e9f : bs[n]), len - 1, lpen);
+        }
     for (int b = 0; b < B; b++) {
-        if (!H[b].done)
-            for (int k = 0; k < K; k++) {
-                const int n = b * K + k;
-                hyps_add(&H[b], K, hist + (size_t)n * capL + 1, len - 1, false, (double)bs[n],
-                         len - 1, lpen);
-            }
         int best = 0; /* sorted by score, last popped: the last of equal maxima */
         for (int i = 1; i < H[b].n; i++)
             if (H[b].h[i].score >= H[b].h[best].score) best = i;
@@ -428,8 +457,8 @@ static attn_status beam(attn_translate_session *s, const procs *p, int B, int K,
         if (out_score) out_score[b] = (float)h->score;
     }
 done:
-    free(bs), free(nbs), free(ntok), free(npar), free(hist2), free(top), free(H), free(pool);
-    free(ids_pool);
+    free(bs), free(nbs), free(ntok), free(npar), free(rows), free(sent), free(keep), free(hist2);
+    free(top), free(H), free(pool), free(ids_pool);
     return st;
 }
 
@@ -472,7 +501,9 @@ attn_status attn_hf_generate(attn_translate_session *s, const attn_hf_generate_o
                          "hf generate: bad length_penalty, max_out or batch size %d (session: %d)",
                          B, capS);
     const int K = oo.num_beams, N = B * K, capL = max_length + 1;
-    ATTN_TRY(attn_translate_begin(s, B, Ts, src, src_len, K));
+    /* the first step with one row per sentence when the batch is large enough (beam's R0) */
+    const int R0 = K > 1 && B >= FIRST_ROWS_MIN ? 1 : K;
+    ATTN_TRY(attn_translate_begin(s, B, Ts, src, src_len, R0));
     int32_t *hist = malloc((size_t)N * capL * sizeof *hist), *tok = malloc((size_t)N * sizeof *tok);
     float *x = malloc((size_t)V * sizeof *x);
     attn_status st = ATTN_STATUS_OK;
@@ -481,7 +512,8 @@ attn_status attn_hf_generate(attn_translate_session *s, const attn_hf_generate_o
     if (!st) {
         for (int n = 0; n < N; n++) hist[(size_t)n * capL] = oo.decoder_start_token_id;
         st = K == 1 ? greedy(s, &p, B, hist, capL, x, tok, max_out, out_ids, out_len, out_score)
-                    : beam(s, &p, B, K, hist, capL, x, tok, max_out, out_ids, out_len, out_score);
+                    : beam(s, &p, B, K, R0, hist, capL, x, tok, max_out, out_ids, out_len,
+                           out_score);
     }
     free(hist), free(tok), free(x);
     return st;

@@ -30,6 +30,7 @@ attn_hf_translator_params attn_hf_translator_default_params(void) {
     memset(&p, 0, sizeof p);
     p.max_sentences = 32;
     p.length_penalty = NAN;
+    p.early_stopping = -1;
     p.need_tokenizer = true;
     return p;
 }
@@ -79,6 +80,7 @@ static attn_status setup(attn_hf_translator *t, const char *dir, const attn_hf_t
     if (p->num_beams > 0) t->o.num_beams = p->num_beams;
     if (p->max_new_tokens > 0) t->o.max_new_tokens = p->max_new_tokens;
     if (!isnan(p->length_penalty)) t->o.length_penalty = p->length_penalty;
+    if (p->early_stopping >= 0) t->o.early_stopping = (attn_hf_early_stopping)p->early_stopping;
     const int ml = t->o.max_new_tokens > 0 ? 1 + t->o.max_new_tokens : t->o.max_length;
     if (ml < 2 || ml > t->m->cfg.max_len + 1)
         return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
@@ -145,10 +147,13 @@ attn_status attn_hf_translator_init(const attn_encdec_model *m, const char *dir,
                               "%s: attn's own translator, not a Hugging Face directory (use "
                               "attn_translate)",
                               dir);
-    if (p->max_sentences < 1 || p->max_sentences > 4096 || p->num_beams < 0 || p->num_beams > 256)
+    if (p->max_sentences < 1 || p->max_sentences > 4096 || p->num_beams < 0 ||
+        p->num_beams > 256 || p->early_stopping < -1 || p->early_stopping > ATTN_HF_EARLY_NEVER ||
+        !(isnan(p->length_penalty) || isfinite(p->length_penalty)))
         return attn_set_error(ATTN_STATUS_INVALID_ARGUMENT,
                               "attn_hf_translator_init: max_sentences needs 1 to 4096, num_beams "
-                              "0 to 256");
+                              "0 to 256, early_stopping -1 to %d, length_penalty a number or NaN",
+                              ATTN_HF_EARLY_NEVER);
     attn_hf_translator *t = calloc(1, sizeof *t);
     if (!t) return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "translate: out of memory");
     t->m = m;

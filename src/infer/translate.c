@@ -393,6 +393,33 @@ static void compact(attn_translate_session *s, const int32_t *keep, int nk,
     s->S = nk, s->N = nk * s->R;
 }
 
+attn_status translate_session_select(attn_translate_session *s, int nk, const int32_t *keep,
+                                     int R, const int32_t *rows) {
+    if (!s || (nk > 0 && (!keep || !rows)))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "translate: NULL argument");
+    if (!s->begun)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "translate select: no attn_translate_begin");
+    if (nk < 0 || nk > s->S || R < 1 || R > s->capK)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "translate select: %d sentences of %d rows (session: %d sentences, beam "
+                         "%d)",
+                         nk, R, s->S, s->capK);
+    for (int j = 0; j < nk; j++)
+        if (keep[j] < (j ? keep[j - 1] + 1 : 0) || keep[j] >= s->S)
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "translate select: keep[%d] = %d is not an ascending sentence index "
+                             "below %d",
+                             j, (int)keep[j], s->S);
+    for (int i = 0; i < nk * R; i++)
+        if (rows[i] < 0 || rows[i] >= s->N || rows[i] / s->R != keep[i / R])
+            return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                             "translate select: rows[%d] = %d is not a row of sentence %d", i,
+                             (int)rows[i], (int)keep[i / R]);
+    s->R = R;
+    compact(s, keep, nk, rows);
+    return ATTN_STATUS_OK;
+}
+
 /* ---- search ---------------------------------------------------------------------------------- */
 
 /* lse[n] = log Σ_v exp(logits[n, v]) for the active rows: log-probabilities are logit − lse. */
@@ -751,7 +778,6 @@ static attn_status greedy(attn_translate_session *s, const attn_translate_option
     return ATTN_STATUS_OK;
 }
 
-#define FIRST_ROWS_MIN 16 /* sentences in a batch for a one-row first beam step */
 
 static attn_status beam(attn_translate_session *s, const attn_translate_options *o, int B,
                         int max_out, int32_t *out_ids, int32_t *out_len, float *out_score) {
