@@ -1123,7 +1123,11 @@ VNNI_FN static ALWAYS_INLINE void many_tile(int Mc, const many_job *j, int p, bo
     const int K = j->K, G = K / 32;
     const size_t S = qx8_group_bytes(ATTN_QTYPE_Q8_0), PS = (size_t)G * S;
     const uint8_t *pa = (const uint8_t *)j->P->data + (size_t)p * PS, *pb = two ? pa + PS : pa;
+    /* Every loop over the Mc rows is unrolled (Mc is a constant in each many_<Mc>): the rows'
+     * accumulators stay in registers and their VPDPBUSD chains interleave (a loop kept them in
+     * memory and ran one row's dependent chain of 8 at a time). */
     __m512 acc[SMALL_M];
+#pragma GCC unroll 8
     for (int m = 0; m < Mc; m++) acc[m] = _mm512_setzero_ps();
     for (int g = 0; g < G; g++) {
         const uint8_t *ga = pa + (size_t)g * S, *gb = pb + (size_t)g * S;
@@ -1134,9 +1138,11 @@ VNNI_FN static ALWAYS_INLINE void many_tile(int Mc, const many_job *j, int p, bo
         const __m512 dv = _mm512_cvtph_ps(_mm256_inserti128_si256(
             _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)ga)),
             _mm_loadu_si128((const __m128i *)(const void *)gb), 1));
+#pragma GCC unroll 8
         for (int m = 0; m < Mc; m++) {
             const uint8_t *xm = j->xu + (size_t)(m0 + m) * K + 32 * (size_t)g;
             __m512i isum = nws[g];
+#pragma GCC unroll 8
             for (int c = 0; c < 8; c++) {
                 int32_t v;
                 memcpy(&v, xm + 4 * c, sizeof v);
@@ -1147,6 +1153,7 @@ VNNI_FN static ALWAYS_INLINE void many_tile(int Mc, const many_job *j, int p, bo
             acc[m] = _mm512_fmadd_ps(dot, dv, acc[m]);
         }
     }
+#pragma GCC unroll 8
     for (int m = 0; m < Mc; m++) _mm512_storeu_ps(out + 16 * m, acc[m]);
 }
 
@@ -1196,13 +1203,28 @@ static void many_range(const many_job *j, int np, int q0, int q1, __m512i *nws) 
         } else {
             many_neg_sums(j, p, two, nws);
         }
+        /* The epilogue in registers for no activation or ReLU (the rest through
+         * attn_gemm_store_row): the same operations in the same order, so the same bits. */
+        const bool inl = j->act == ATTN_ACT_NONE || j->act == ATTN_ACT_RELU;
+        const __mmask16 mk = two ? 0xffff : 0x00ff;
+        const __m512 vb = j->bias ? _mm512_maskz_loadu_ps(mk, j->bias + n0) : _mm512_setzero_ps();
         for (int m0 = 0; m0 < j->M; m0 += SMALL_M) {
             const int Mc = ATTN_MIN(SMALL_M, j->M - m0);
             manys[Mc](j, p, two, nws, m0, out);
-            for (int m = 0; m < Mc; m++)
-                ATTN_FN(attn_gemm_store_row)(j->y + (size_t)(m0 + m) * j->ldy + n0, two ? 16 : 8,
-                                             out + 16 * m, 1.0f, j->beta,
-                                             j->bias ? j->bias + n0 : NULL, j->act);
+            for (int m = 0; m < Mc; m++) {
+                float *ym = j->y + (size_t)(m0 + m) * j->ldy + n0;
+                if (!inl) {
+                    ATTN_FN(attn_gemm_store_row)(ym, two ? 16 : 8, out + 16 * m, 1.0f, j->beta,
+                                                 j->bias ? j->bias + n0 : NULL, j->act);
+                    continue;
+                }
+                __m512 v = _mm512_mul_ps(_mm512_loadu_ps(out + 16 * m), _mm512_set1_ps(1.0f));
+                if (j->beta != 0.0f)
+                    v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, ym), _mm512_set1_ps(j->beta), v);
+                if (j->bias) v = _mm512_add_ps(v, vb);
+                if (j->act == ATTN_ACT_RELU) v = _mm512_max_ps(_mm512_setzero_ps(), v);
+                _mm512_mask_storeu_ps(ym, mk, v);
+            }
         }
     }
 }
