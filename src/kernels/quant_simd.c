@@ -287,31 +287,37 @@ static void sums_f32(int K, const float *x, float *lo, float *hi, float *s32) {
     }
 }
 
-/* Row x (K) in Q8 mode: per 32, d = max|x| / 127, codes round(x / d) (to nearest even; |code|
- * <= 127), and the sums of the halves and of the group of d·code. */
+/* One group of 32 of x in Q8 mode: d = max|x| / 127 (*d), c[i] the int32 codes round(x / d) (to
+ * nearest even; |code| <= 127) of x[8i .. 8i + 8); returns the 32 codes as bytes in order. */
+static ALWAYS_INLINE __m256i q8_group(const float *x, float *d, __m256i c[4]) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_loadu_ps(x + 8 * i);
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    *d = _mm_cvtss_f32(h) / 127.0f;
+    const float id = *d != 0.0f ? 1.0f / *d : 0.0f;
+    for (int i = 0; i < 4; i++) c[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(id)));
+    /* packs interleave the 128-bit lanes: (0 2 | 1 3) -> bytes 0-3 8-11 | 4-7 12-15 in dwords;
+     * vpermd restores the order. */
+    const __m256i p16a = _mm256_packs_epi32(c[0], c[1]), p16b = _mm256_packs_epi32(c[2], c[3]);
+    return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b),
+                                       _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* Row x (K) in Q8 mode: per 32, the codes and scale of q8_group, and the sums of the halves and
+ * of the group of d·code. */
 static void quantize_acts(int K, const float *x, int8_t *q, float *xd, float *lo, float *hi,
                           float *s32) {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
     for (int k = 0; k < K; k += 32) {
-        __m256 v[4];
-        __m256 amax = _mm256_setzero_ps();
-        for (int i = 0; i < 4; i++) {
-            v[i] = _mm256_loadu_ps(x + k + 8 * i);
-            amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
-        }
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        const float d = _mm_cvtss_f32(h) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         __m256i c[4];
-        for (int i = 0; i < 4; i++)
-            c[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(id)));
-        /* packs interleave the 128-bit lanes: (0 2 | 1 3) -> bytes 0-3 8-11 | 4-7 12-15 in
-         * dwords; vpermd restores the order. */
-        const __m256i p16a = _mm256_packs_epi32(c[0], c[1]), p16b = _mm256_packs_epi32(c[2], c[3]);
-        const __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b),
-                                                       _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-        _mm256_storeu_si256((__m256i *)(void *)(q + k), p8);
+        float d;
+        _mm256_storeu_si256((__m256i *)(void *)(q + k), q8_group(x + k, &d, c));
         const int ia = hsum_i32x8(_mm256_add_epi32(c[0], c[1]));
         const int ib = hsum_i32x8(_mm256_add_epi32(c[2], c[3]));
         xd[k / 32] = d;
@@ -319,6 +325,19 @@ static void quantize_acts(int K, const float *x, int8_t *q, float *xd, float *lo
         s32[k / 32] = d * (float)(ia + ib);
     }
 }
+
+#if ATTN_ISA == 512
+/* The codes of quantize_acts stored + 128 as unsigned bytes (for VPDPBUSD), and the scales,
+ * without the group sums. */
+static void quantize_acts_u8(int K, const float *x, uint8_t *q, float *xd) {
+    for (int k = 0; k < K; k += 32) {
+        __m256i c[4];
+        _mm256_storeu_si256((__m256i *)(void *)(q + k),
+                            _mm256_xor_si256(q8_group(x + k, xd + k / 32, c),
+                                             _mm256_set1_epi8((char)0x80)));
+    }
+}
+#endif
 
 /* ---- small M: the kernels -------------------------------------------------------------------- */
 
@@ -1234,20 +1253,21 @@ static void many_range(const many_job *j, int np, int q0, int q1, __m512i *nws) 
 static bool many_q8(int M, const float *x, int ldx, const attn_quant_packed *P, float beta,
                     float *y, int ldy, const float *bias, attn_act act) {
     const int K = P->K, G = K / 32, np = P->N / 8, pairs = (np + 1) / 2;
-    acts a;
-    void *scratch;
-    if (!acts_prepare(M, K, x, ldx, true, true, &a, &scratch)) return false;
-    uint8_t *xu = (uint8_t *)(uintptr_t)a.xq; /* the codes + 128, in place (scratch is ours) */
-    for (size_t i = 0; i < (size_t)M * (size_t)K; i += 32) /* K: a multiple of 32 */
-        _mm256_storeu_si256((__m256i *)(void *)(xu + i),
-                            _mm256_xor_si256(load256(xu + i), _mm256_set1_epi8((char)0x80)));
+    /* the activations' codes + 128 (M, K) and scales (M, G): quantize_acts' codes and scales,
+     * without the group sums the other paths need */
+    void *scratch = attn_alloc((size_t)M * (size_t)G * sizeof(float) + (size_t)M * (size_t)K);
+    if (!scratch) return false;
+    float *xd = scratch;
+    uint8_t *xu = (uint8_t *)(void *)(xd + (size_t)M * G);
+    for (int m = 0; m < M; m++)
+        quantize_acts_u8(K, x + (size_t)m * ldx, xu + (size_t)m * K, xd + (size_t)m * G);
     const int nt = team_for(M, P->N, K, pairs);
     __m512i *nws = attn_alloc((size_t)nt * (size_t)G * sizeof *nws);
     if (!nws) {
         attn_free(scratch);
         return false;
     }
-    const many_job j = {M, K, P, xu, a.xd, beta, y, ldy, bias, act};
+    const many_job j = {M, K, P, xu, xd, beta, y, ldy, bias, act};
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
