@@ -441,7 +441,8 @@ class Translator(Model):
                   beam: Optional[int] = None, length_penalty: Optional[float] = None,
                   max_len: int = 0, max_len_ratio: float = 2.0, batch_size: int = 32,
                   heuristic_stop: bool = False, scores: bool = False,
-                  src_lang: Optional[str] = None, tgt_lang: Optional[str] = None):
+                  src_lang: Optional[str] = None, tgt_lang: Optional[str] = None,
+                  early_stopping: Union[bool, str, None] = None):
         """Translations of texts (a list of str; one str gives a list of one), as ``attn
         translate`` with the same options (beam 1 = greedy). With scores=True returns
         (translations, scores).
@@ -451,14 +452,23 @@ class Translator(Model):
         transformers' generate with generation_config.json's settings, beam and length_penalty
         overriding them when given, max_len as ``--max-tokens``; src_lang / tgt_lang as
         ``--src-lang`` / ``--tgt-lang`` (NLLB codes such as "eng_Latn"; Marian's target
-        ">>xx<<" token)."""
+        ">>xx<<" token); early_stopping True, False or "never" as ``--early-stopping`` (True:
+        CTranslate2's stopping rule)."""
         t = _texts(texts)
+        early = {None: -1, False: 0, True: 1, "never": 2}.get(early_stopping, -2) \
+            if isinstance(early_stopping, (bool, str, type(None))) else -2
+        if early == -2:
+            raise InvalidArgumentError("translate: early_stopping must be True, False, \"never\" "
+                                       "or None")
+        if not self.hf and early != -1:
+            raise InvalidArgumentError("translate: early_stopping is for Hugging Face "
+                                       "translation directories (heuristic_stop for attn's own)")
         if self.hf:
             if heuristic_stop or max_len_ratio != 2.0:
                 raise InvalidArgumentError("translate: heuristic_stop and max_len_ratio are for "
                                            "attn's own translators")
             out, sc = _attn.hf_translate(self._h, t, 0 if beam is None else int(beam),
-                                         _nan_if_none(length_penalty), int(max_len),
+                                         _nan_if_none(length_penalty), early, int(max_len),
                                          int(batch_size), src_lang, tgt_lang)
             return (out, sc) if scores else out
         if src_lang is not None or tgt_lang is not None:

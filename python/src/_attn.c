@@ -1523,35 +1523,39 @@ static PyObject *py_encdec_attention(PyObject *self, PyObject *args) {
 }
 
 /* A Hugging Face translator of e's directory (attn_hf_translator) with these settings. */
-static attn_status hf_open(const encdec_h *e, int beam, double lp, int max_tokens, int batch,
-                           const char *src_lang, const char *tgt_lang, bool need_tok,
+static attn_status hf_open(const encdec_h *e, int beam, double lp, int early, int max_tokens,
+                           int batch, const char *src_lang, const char *tgt_lang, bool need_tok,
                            attn_hf_translator **t) {
     attn_hf_translator_params p = attn_hf_translator_default_params();
     p.num_beams = beam, p.max_new_tokens = max_tokens, p.max_sentences = batch;
     p.length_penalty = (float)lp; /* NaN: generation_config.json's */
+    p.early_stopping = early;     /* -1: generation_config.json's */
     p.src_lang = src_lang, p.tgt_lang = tgt_lang, p.need_tokenizer = need_tok;
     return attn_hf_translator_init(e->m, e->path, &p, t);
 }
 
 /* hf_translate(h, texts, beam (0: generation_config.json's), length_penalty (NaN: its),
- *   max_tokens (0: its max_length), batch, src_lang | None, tgt_lang | None)
+ *   early_stopping (-1: its; 0 False, 1 True, 2 "never"), max_tokens (0: its max_length), batch,
+ *   src_lang | None, tgt_lang | None)
  *   -> (list of str, list of float scores): `attn translate --model DIR` on a Marian / M2M100 /
  * NLLB directory, in batches of batch texts in order as the CLI's --batch. */
 static PyObject *py_hf_translate(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *ho, *seq;
-    int beam, max_tokens, batch;
+    int beam, early, max_tokens, batch;
     double lp;
     const char *sl, *tl;
-    if (!PyArg_ParseTuple(args, "OOidiizz", &ho, &seq, &beam, &lp, &max_tokens, &batch, &sl, &tl))
+    if (!PyArg_ParseTuple(args, "OOidiiizz", &ho, &seq, &beam, &lp, &early, &max_tokens, &batch,
+                          &sl, &tl))
         return NULL;
     Handle *h = get_handle(ho, H_ENCDEC);
     if (!h) return NULL;
     if (beam < 0 || beam > 256 || batch < 1 || batch > 4096 || max_tokens < 0 ||
-        max_tokens > (1 << 20) || !(isnan(lp) || (lp >= -10 && lp <= 10))) {
+        max_tokens > (1 << 20) || !(isnan(lp) || (lp >= -10 && lp <= 10)) || early < -1 ||
+        early > 2) {
         PyErr_SetString(ErrClass[ATTN_STATUS_INVALID_ARGUMENT],
                         "translate: beam needs 1 to 256, batch 1 to 4096, length_penalty -10 to "
-                        "10, max_len >= 0");
+                        "10, max_len >= 0, early_stopping None, True, False or \"never\"");
         return NULL;
     }
     texts_t t;
@@ -1563,7 +1567,7 @@ static PyObject *py_hf_translate(PyObject *self, PyObject *args) {
     if (!s) {
         WORK(h, s, {
             attn_hf_translator *tr = NULL;
-            s = hf_open(h->p, beam, lp, max_tokens, batch, sl, tl, true, &tr);
+            s = hf_open(h->p, beam, lp, early, max_tokens, batch, sl, tl, true, &tr);
             if (!s) s = attn_hf_translator_texts(tr, (const char *const *)in, t.n, out, score);
             attn_hf_translator_free(tr);
         });
@@ -1610,7 +1614,7 @@ static PyObject *py_hf_attention(PyObject *self, PyObject *args) {
             attn_hf_translator *tr = NULL;
             int32_t *src = NULL, *tgt = NULL;
             size_t Ts = 0, n_tgt = 0, ol;
-            s = hf_open(e, beam, lp, 0, 1, sl, tl, !have_i || (target && !have_t), &tr);
+            s = hf_open(e, beam, lp, -1, 0, 1, sl, tl, !have_i || (target && !have_t), &tr);
             if (!s)
                 s = attn_hf_translator_capture_input(
                     tr, text, have_i ? bi.buf : NULL, have_i ? (size_t)bi.len / 4 : 0, target,

@@ -44,6 +44,11 @@ def _cli_translate(d, args):
     ("marian", {}, []),
     ("marian", dict(tgt_lang="cmn_Hans", beam=2, max_len=5, batch_size=3),
      ["--tgt-lang", "cmn_Hans", "--beam", "2", "--max-tokens", "5", "--batch", "3"]),
+    ("nllb", dict(src_lang="eng_Latn", tgt_lang="zho_Hans", beam=3, early_stopping=True,
+                  length_penalty=0.5),
+     ["--src-lang", "eng_Latn", "--tgt-lang", "zho_Hans", "--beam", "3", "--early-stopping",
+      "true", "--length-penalty", "0.5"]),
+    ("marian", dict(early_stopping="never"), ["--early-stopping", "never"]),
 ])
 def test_hf_translate_same_as_cli(which, kw, args, request):
     m = request.getfixturevalue(which)
@@ -119,6 +124,8 @@ def test_hf_bad_input(nllb, marian):
         marian.translate(["a"], src_lang="eng_Latn")
     with pytest.raises(attn.InvalidArgumentError, match="heuristic_stop"):
         marian.translate(["a"], heuristic_stop=True)
+    with pytest.raises(attn.InvalidArgumentError, match="early_stopping"):
+        marian.translate(["a"], early_stopping="sometimes")
     with pytest.raises(attn.InvalidArgumentError, match="UTF-8"):
         marian.translate([b"\xc3("])
     with pytest.raises(attn.InvalidArgumentError, match="one of them"):
