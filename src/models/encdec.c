@@ -220,8 +220,10 @@ void attn_encdec_model_free(attn_encdec_model *m) {
     attn_free(m);
 }
 
-attn_status attn_encdec_model_init(const attn_encdec_config *cfg, uint64_t seed,
-                                   attn_encdec_model **out) {
+/* The model's memory and layout; its parameters initialized (seed) when init, else left for
+ * the caller to fill (a loader that writes every tensor). */
+static attn_status model_new(const attn_encdec_config *cfg, bool init, uint64_t seed,
+                             attn_encdec_model **out) {
     if (!out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec: NULL output");
     *out = NULL;
     ATTN_TRY(attn_encdec_config_check(cfg)); /* TOO_LARGE happens here, before any allocation */
@@ -259,9 +261,14 @@ attn_status attn_encdec_model_init(const attn_encdec_config *cfg, uint64_t seed,
         a->causal = k == 1;
         a->cross = k == 2;
     }
-    attn_encdec_init_params(m, seed);
+    if (init) attn_encdec_init_params(m, seed);
     *out = m;
     return ATTN_STATUS_OK;
+}
+
+attn_status attn_encdec_model_init(const attn_encdec_config *cfg, uint64_t seed,
+                                   attn_encdec_model **out) {
+    return model_new(cfg, true, seed, out);
 }
 
 /* ---- sub-layers ---------------------------------------------------------------------------- */
@@ -982,7 +989,8 @@ attn_status attn_encdec_load_dir(const char *dir, attn_encdec_model **out) {
     attn_encdec_config cfg;
     ATTN_TRY(encdec_config_load_any(path, &cfg)); /* names the file and field */
     attn_encdec_model *m;
-    ATTN_TRY(attn_encdec_model_init(&cfg, 0, &m));
+    /* no initialization: the strict load below writes every tensor, or fails and frees m */
+    ATTN_TRY(model_new(&cfg, false, 0, &m));
     mdl_weights *w;
     attn_status s = mdl_weights_open(dir, "encdec load", &w);
     if (!s) {
