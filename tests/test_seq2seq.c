@@ -228,9 +228,10 @@ static void test_hf_models(void **state) {
         check_forward(name, m);
         check_generate(name, dir, m, n_gens);
         /* 20 sentences: a first beam step of one row per sentence, sentences leaving as they end
-         * (under valgrind: on the first model of each architecture, the same code paths) */
+         * (under valgrind and sanitizers: on the first model of each architecture, the same
+         * code paths) */
         const bool marian = strncmp(name, "marian", 6) == 0;
-        if (!tu_valgrind() || !(marian ? big_marian : big_m2m)) {
+        if (!(tu_valgrind() || tu_sanitized()) || !(marian ? big_marian : big_m2m)) {
             char big[160];
             snprintf(big, sizeof big, "%s.big", name);
             check_generate(big, dir, m, n_gens);
@@ -413,7 +414,7 @@ static void test_translate_cli(void **state) {
                                      "--length-penalty 0.6";
             bad += cli_case(name, dir, 0, "--beam 1 --max-tokens 19", tmp);
             bad += cli_case(name, dir, 7, es, tmp);
-            if (!tu_valgrind() || n == 0) { /* valgrind: one model (the CLI runs untraced) */
+            if (!(tu_valgrind() || tu_sanitized()) || n == 0) { /* one model there */
                 bad += cli_case(big, dir, 2, "", tmp);
                 bad += cli_case(big, dir, 7, es, tmp);
             }
