@@ -16,6 +16,9 @@
 #   BEAMS="1 4" THREADS=2 PASSES=1             beam sizes (default 4), threads, timed passes
 #   CT2_BATCHES=... ATTN_BATCHES=...           the settings tried (ct2_export.py's defaults)
 #   INT8_ACTS=int8,int8-small,f32              attn's --int8-activations tried (default int8,f32)
+#   ROUNDS=3                                   every setting of both sides, in turn, this many
+#                                              times; each setting's best counts (default 1:
+#                                              this VM's speed drifts over minutes)
 #   ATTN_EARLY=true,false                      attn's --early-stopping values (default both):
 #                                              the first (true: CTranslate2's own stopping rule)
 #                                              gives the ratio and PyTorch's early_stopping
@@ -43,7 +46,7 @@ echo "== $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores
 for beam in ${BEAMS:-4}; do
   "$PY" bench/ct2_export.py "$OUT/hf" "$OUT/ct2" "$OUT/src.txt" "$OUT/beam$beam" --attn "$B/attn" \
     --precision "${PRECISION:-f32}" --beam "$beam" --threads "${THREADS:-2}" --passes "${PASSES:-1}" \
-    --attn-early "${ATTN_EARLY:-true,false}" \
+    --attn-early "${ATTN_EARLY:-true,false}" --rounds "${ROUNDS:-1}" \
     ${CT2_BATCHES:+--ct2-batches "$CT2_BATCHES"} ${ATTN_BATCHES:+--attn-batches "$ATTN_BATCHES"} \
     ${INT8_ACTS:+--int8-acts "$INT8_ACTS"}
   if [ "${TORCH:-1}" != 0 ]; then
