@@ -253,16 +253,6 @@ typedef struct {
     attn_act act;
 } epilogue;
 
-static inline av_f apply_act(av_f v, attn_act act) {
-    switch (act) {
-    case ATTN_ACT_RELU: return av_relu(v);
-    case ATTN_ACT_GELU_TANH: return av_gelu_tanh(v);
-    case ATTN_ACT_GELU_ERF: return av_gelu_erf(v);
-    case ATTN_ACT_SILU: return av_silu(v);
-    case ATTN_ACT_NONE: break;
-    }
-    return v;
-}
 
 /* The activation in a second sweep over an mr×nr tile of C (still in L1), which keeps the long
  * GELU code out of the register-hungry kernels. */
@@ -271,10 +261,10 @@ static void act_sweep(float *c, int ldc, int mr, int nr, attn_act act) {
         float *cr = c + (size_t)r * ldc;
         for (int j = 0; j < nr; j += AV_LEN) {
             if (nr - j >= AV_LEN) {
-                av_store(cr + j, apply_act(av_load(cr + j), act));
+                av_store(cr + j, av_act(av_load(cr + j), act));
             } else {
                 av_mask m = av_tail(nr - j);
-                av_store_mask(cr + j, m, apply_act(av_load_mask(cr + j, m), act));
+                av_store_mask(cr + j, m, av_act(av_load_mask(cr + j, m), act));
             }
         }
     }
@@ -672,19 +662,7 @@ typedef struct {
 /* c (n) = act(alpha·acc (n) + beta·c + bias (n)); bias may be NULL, beta == 0 never reads c. */
 void ATTN_FN(attn_gemm_store_row)(float *c, int n, const float *acc, float alpha, float beta,
                                   const float *bias, attn_act act) {
-    const av_f va = av_set1(alpha), vb = av_set1(beta);
-    for (int j = 0; j < n; j += AV_LEN) {
-        const int w = ATTN_MIN(AV_LEN, n - j);
-        const av_mask mk = av_tail(w);
-        av_f v = av_mul(w == AV_LEN ? av_load(acc + j) : av_load_mask(acc + j, mk), va);
-        if (beta != 0.0f) v = av_fmadd(w == AV_LEN ? av_load(c + j) : av_load_mask(c + j, mk), vb, v);
-        if (bias) v = av_add(v, w == AV_LEN ? av_load(bias + j) : av_load_mask(bias + j, mk));
-        v = apply_act(v, act);
-        if (w == AV_LEN)
-            av_store(c + j, v);
-        else
-            av_store_mask(c + j, mk, v);
-    }
+    av_store_row(c, n, acc, alpha, beta, bias, act);
 }
 
 /* The epilogue on C[m, j0 .. j0+n): C = act(alpha·acc + beta·C + bias). */
@@ -1167,7 +1145,7 @@ static void pb_scalar(const gemm_args *g, const float *P) {
             float v = g->alpha * s;
             if (g->beta != 0.0f) v += g->beta * *c;
             if (g->bias) v += g->bias[j];
-            av_f x = apply_act(av_set1(v), g->act);
+            av_f x = av_act(av_set1(v), g->act);
             float out[AV_LEN];
             av_store(out, x);
             *c = out[0];

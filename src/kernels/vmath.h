@@ -29,6 +29,8 @@
 #error "vmath.h needs ATTN_ISA == 512 or ATTN_ISA == 2"
 #endif
 
+#include "attn_kernels.h" /* attn_act */
+
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -331,5 +333,36 @@ static inline av_f av_gelu_erf(av_f x) {
 
 /* max(x, 0), keeping NaN (the second operand of max wins on NaN). */
 static inline av_f av_relu(av_f x) { return av_max(av_zero(), x); }
+
+/* An epilogue's activation (attn_kernels.h's attn_act) on a vector. */
+static inline av_f av_act(av_f v, attn_act act) {
+    switch (act) {
+    case ATTN_ACT_RELU: return av_relu(v);
+    case ATTN_ACT_GELU_TANH: return av_gelu_tanh(v);
+    case ATTN_ACT_GELU_ERF: return av_gelu_erf(v);
+    case ATTN_ACT_SILU: return av_silu(v);
+    case ATTN_ACT_NONE: break;
+    }
+    return v;
+}
+
+/* c (n) = act(alpha·acc (n) + beta·c + bias (n)); bias may be NULL, beta == 0 never reads c
+ * (attn_gemm_store_row's body, inlined where a kernel stores its tiles). */
+static inline void av_store_row(float *c, int n, const float *acc, float alpha, float beta,
+                                const float *bias, attn_act act) {
+    const av_f va = av_set1(alpha), vb = av_set1(beta);
+    for (int j = 0; j < n; j += AV_LEN) {
+        const int w = n - j < AV_LEN ? n - j : AV_LEN;
+        const av_mask mk = av_tail(w);
+        av_f v = av_mul(w == AV_LEN ? av_load(acc + j) : av_load_mask(acc + j, mk), va);
+        if (beta != 0.0f) v = av_fmadd(w == AV_LEN ? av_load(c + j) : av_load_mask(c + j, mk), vb, v);
+        if (bias) v = av_add(v, w == AV_LEN ? av_load(bias + j) : av_load_mask(bias + j, mk));
+        v = av_act(v, act);
+        if (w == AV_LEN)
+            av_store(c + j, v);
+        else
+            av_store_mask(c + j, mk, v);
+    }
+}
 
 #endif
