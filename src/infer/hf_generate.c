@@ -346,6 +346,14 @@ static void cand_scan(cand *top, int *nt, int M, const float *x, int V, float b,
  * −1e9, computed here from row 0's), else K. A finished sentence leaves the session at once
  * (translate_session_select); transformers keeps feeding it padding, which changes no other row's
  * values, so the search is the same. */
+/* The session / hist row holding beam k of active sentence j (R rows each: at R = 1 every beam
+ * is the sentence's one row), and that beam's running score (bs per row; at R = 1 beams 1 ..
+ * K−1 start at transformers' −1e9). */
+static inline int beam_row(int j, int R, int k) { return R == 1 ? j : j * R + k; }
+static inline float beam_score(const float *bs, int j, int R, int k) {
+    return R == 1 && k ? -1e9f : bs[beam_row(j, R, k)];
+}
+
 static attn_status beam(attn_translate_session *s, const procs *p, int B, int K, int R0,
                         int32_t *hist, int capL, float *x, int32_t *tok, int max_out,
                         int32_t *out_ids, int32_t *out_len, float *out_score) {
@@ -385,17 +393,17 @@ static attn_status beam(attn_translate_session *s, const procs *p, int B, int K,
             const int b = sent[j], r0 = j * K;
             int nt = 0;
             for (int k = 0; k < K; k++) {
-                const int n = j * R + (R == 1 ? 0 : k);
+                const int n = beam_row(j, R, k);
                 if (k == 0 || R > 1) {
                     /* float32, as torch */
                     attn_log_softmax_forward(1, V, logits + (size_t)n * V, x);
                     process(p, hist + (size_t)n * capL, len, x);
                 }
-                cand_scan(top, &nt, M, x, V, R == 1 && k ? -1e9f : bs[n], k * V);
+                cand_scan(top, &nt, M, x, V, beam_score(bs, j, R, k), k * V);
             }
             int nb = 0;
             for (int i = 0; i < nt && nb < K; i++) {
-                const int k = top[i].idx / V, v = top[i].idx % V, n = j * R + (R == 1 ? 0 : k);
+                const int k = top[i].idx / V, v = top[i].idx % V, n = beam_row(j, R, k);
                 if (v == o->eos_token_id) {
                     if (i >= K) continue;
                     hyps_add(&H[b], K, hist + (size_t)n * capL + 1, len - 1, true,
@@ -450,11 +458,9 @@ static attn_status beam(attn_translate_session *s, const procs *p, int B, int K,
     if (st) goto done;
     /* finalize: the live hypotheses of the unfinished sentences, then each sentence's best */
     for (int j = 0; j < S; j++)
-        for (int k = 0; k < K; k++) {
-            const int n = j * R + (R == 1 ? 0 : k);
-            hyps_add(&H[sent[j]], K, hist + (size_t)n * capL + 1, len - 1, false,
-                     (double)(R == 1 && k ? -1e9f : bs[n]), len - 1, lpen);
-        }
+        for (int k = 0; k < K; k++)
+            hyps_add(&H[sent[j]], K, hist + (size_t)beam_row(j, R, k) * capL + 1, len - 1, false,
+                     (double)beam_score(bs, j, R, k), len - 1, lpen);
     for (int b = 0; b < B; b++) {
         int best = 0; /* sorted by score, last popped: the last of equal maxima */
         for (int i = 1; i < H[b].n; i++)
