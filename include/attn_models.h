@@ -213,25 +213,32 @@ typedef attn_param_info attn_encdec_tensor;
  *         pre-packed as bfloat16). Needs a CPU with AVX512-BF16, or the ref backend (plain loops,
  *         for tests); elsewhere attn_encdec_set_precision fails with attn_precision_check's
  *         message.
- *   INT8  every linear map's weight (the encoder's and decoder's attention projections, with
- *         q|k|v and the cross-attention's k|v as one fused matrix each, the feed-forward maps and
- *         the output projection, the largest matrix) quantized at attn_encdec_set_precision to
- *         Q8_0 (attn_quant.h: int8 codes with one binary16 scale per 32 weights of a row: finer
- *         than CTranslate2's one scale per row, 6% more bytes) and repacked in the x8 layout;
- *         the products run on attn_quant_gemm_packed. Products of at most 8 rows (decoding: a few
- *         hypotheses per step) read the int8 codes directly, with the activations either rounded
- *         to int8 per 32 (ATTN_QUANT_ACT_Q8: integer dot products, CTranslate2's kind of int8) or
- *         float32 (ATTN_QUANT_ACT_F32); larger products dequantize the weights panel by panel
- *         into the float32 GEMM. Biases stay float32; a map whose input width is not a multiple
- *         of 32 stays float32. The embedding lookups read the float32 tables (the output
- *         projection's quantized copy is only used for the logits). */
+ *   INT8  CTranslate2's int8: every linear map's weight (the encoder's and decoder's attention
+ *         projections, with q|k|v and the cross-attention's k|v as one fused matrix each, the
+ *         feed-forward maps and the output projection, the largest matrix) quantized at
+ *         attn_encdec_set_precision to ATTN_QTYPE_I8 (attn_quant.h: int8 codes with one float32
+ *         scale per output row), each product's activations to int8 with one scale per row, the
+ *         sums over the whole row in int32 (AVX512-VNNI on CPUs that have it): the scheme of
+ *         CTranslate2's int8. The activation mode (act) is not used. A map whose input width is
+ *         not a multiple of 4 stays float32.
+ *   Q8_0  the same maps quantized to GGUF's Q8_0 (attn_quant.h: one binary16 scale per 32
+ *         weights of a row: finer, 6% more bytes) and repacked in the x8 layout; the products
+ *         run on attn_quant_gemm_packed. Products of at most 8 rows (decoding: a few hypotheses
+ *         per step) read the int8 codes directly, with the activations either rounded to int8
+ *         per 32 (ATTN_QUANT_ACT_Q8: integer dot products) or float32 (ATTN_QUANT_ACT_F32);
+ *         with ATTN_QUANT_ACT_Q8_ALL on an AVX512-VNNI CPU larger products take the int8 path
+ *         too, else they dequantize the weights panel by panel into the float32 GEMM. A map
+ *         whose input width is not a multiple of 32 stays float32.
+ *   In INT8 and Q8_0 the biases stay float32, and the embedding lookups read the float32 tables
+ *   (the output projection's quantized copy is only used for the logits). */
 typedef enum {
     ATTN_ENCDEC_PRECISION_F32 = 0,
     ATTN_ENCDEC_PRECISION_BF16,
-    ATTN_ENCDEC_PRECISION_INT8
+    ATTN_ENCDEC_PRECISION_INT8,
+    ATTN_ENCDEC_PRECISION_Q8_0
 } attn_encdec_precision;
 
-/* "f32", "bf16", "int8". */
+/* "f32", "bf16", "int8", "q8_0". */
 const char *attn_encdec_precision_name(attn_encdec_precision p);
 /* The names above ("fp32", "float32", "bfloat16" too), case-sensitive;
  * ATTN_STATUS_INVALID_ARGUMENT naming the known ones. */
@@ -253,20 +260,20 @@ typedef struct {
     attn_encdec_tensor *tensors; /* [n_tensors] in buffer order */
     /* Inference precision (attn_encdec_set_precision; F32 after init and load). */
     attn_encdec_precision precision;
-    attn_quant_act quant_act;    /* INT8: the activation mode of the products */
-    attn_encdec_quant *quant;    /* INT8: the quantized weights, else NULL */
+    attn_quant_act quant_act;    /* Q8_0: the activation mode of the products */
+    attn_encdec_quant *quant;    /* INT8, Q8_0: the quantized weights, else NULL */
 } attn_encdec_model;
 
-/* Switch m's forwards to precision p (see above): INT8 quantizes the weights now (the float32
- * parameters stay as they are: saving, exporting and switching back to F32 use them) with
- * activation mode act (ignored otherwise); BF16 checks that this CPU and backend run it
+/* Switch m's forwards to precision p (see above): INT8 and Q8_0 quantize the weights now (the
+ * float32 parameters stay as they are: saving, exporting and switching back to F32 use them),
+ * Q8_0 with activation mode act (ignored otherwise); BF16 checks that this CPU and backend run it
  * (attn_precision_check). The weight views m->w of the linear maps then carry the quantized
- * weights (attn_nn_linear.qw): backward refuses them (training needs F32 or BF16). Translation
+ * weights (attn_nn_linear.qpacked, and .qw for Q8_0): backward refuses them (training needs F32 or BF16). Translation
  * sessions (attn_infer.h) made before the switch keep the old weights: make them after it. A
  * failure leaves m in F32. */
 attn_status attn_encdec_set_precision(attn_encdec_model *m, attn_encdec_precision p,
                                       attn_quant_act act);
-/* Bytes of the quantized weights an INT8 model holds (both layouts), 0 otherwise. */
+/* Bytes of the quantized weights an INT8 or Q8_0 model holds (every layout), 0 otherwise. */
 size_t attn_encdec_quant_bytes(const attn_encdec_model *m);
 
 /* Allocate a model and initialize it from seed (deterministic, no global RNG):

@@ -142,7 +142,11 @@ typedef struct {
     attn_qtype qtype;
     const void *qw; /* (out, in) quantized, or NULL */
     /* qw repacked for the SIMD products (attn_quant_pack: the same matrix in the x8 layout), or
-     * NULL; forwards use it when set. qw stays valid (attn_nn_linear_rows falls back to it). */
+     * NULL; forwards use it when set. qw stays valid (attn_nn_linear_rows falls back to it).
+     * An ATTN_QTYPE_I8 matrix (attn_quant_pack_i8: CTranslate2's int8) has no row layout: qpacked
+     * alone, qw NULL, and w the float32 weight it was made from, which attn_nn_linear_rows (a
+     * slice of the rows) then uses: a slice of an I8 map computes in float32. Backwards and
+     * packing refuse a map with qw or qpacked. */
     const attn_quant_packed *qpacked;
 } attn_nn_linear;
 

@@ -149,7 +149,10 @@ typedef enum {
     ATTN_QTYPE_Q4_K = 12,
     ATTN_QTYPE_Q5_K = 13,
     ATTN_QTYPE_Q6_K = 14,
-    ATTN_QTYPE_BF16 = 30
+    ATTN_QTYPE_BF16 = 30,
+    /* attn's own, not a GGUF type (attn_quant_type_known is false for it, it has no row layout):
+     * CTranslate2's int8, a packed matrix only (attn_quant_pack_i8, below) */
+    ATTN_QTYPE_I8 = 1024
 } attn_qtype;
 
 /* How attn_quant_gemm treats the activations x on its M <= 8 SIMD path (see above). */
@@ -195,14 +198,17 @@ attn_status attn_quant_gemm(int M, int N, int K, const float *x, int ldx, attn_q
                             const void *w, float beta, float *y, int ldy, const float *bias,
                             attn_act act, attn_quant_act qact);
 
-/* W (N, K) of type t in the x8 layout (above): owned data of `bytes` bytes. */
+/* W (N, K) of type t in the x8 layout (above), or in the i8 layout (ATTN_QTYPE_I8, below):
+ * owned data of `bytes` bytes. */
 typedef struct {
-    attn_qtype type; /* ATTN_QTYPE_Q8_0, _Q4_0 or _Q4_1 */
+    attn_qtype type; /* ATTN_QTYPE_Q8_0, _Q4_0, _Q4_1 or _I8 */
     int N, K;        /* W's shape */
     size_t bytes;
     void *data;      /* panels (N8/8, K/32, S bytes), then N − N8 rows of the row layout */
     int32_t *nsum;   /* Q8_0 after attn_quant_pack_sums: (N8/8, K/32, 8) −128 · Σ of each row's 32
-                        codes per group (the many-row VNNI product's correction), else NULL */
+                        codes per group (the many-row VNNI product's correction); I8: (N16)
+                        −128 · Σ of each row's K codes (0 past N); else NULL */
+    float *scale;    /* I8: (N16) each row's scale d_n (0 past N); else NULL */
 } attn_quant_packed;
 
 /* Whether attn_quant_pack takes type t. */
@@ -225,6 +231,28 @@ attn_status attn_quant_packed_dequant_row(const attn_quant_packed *p, int n, flo
 attn_status attn_quant_gemm_packed(int M, const float *x, int ldx, const attn_quant_packed *P,
                                    float beta, float *y, int ldy, const float *bias,
                                    attn_act act, attn_quant_act qact);
+
+/* ---- CTranslate2's int8: ATTN_QTYPE_I8 ---------------------------------------------------------
+ * W (N, K) as int8 codes with one float32 scale per row (output channel), the scheme of
+ * CTranslate2's int8 (its oneDNN / MKL kernels):
+ *   d_n = max_k |w_nk| / 127,  q_nk = round(w_nk · (1 / d_n)) (to nearest even, |q| <= 127;
+ *   q = 0 when d_n = 0),  w_nk ≈ d_n · q_nk.
+ * The products quantize each row of x the same way (e_m = max_k |x_mk| / 127, p_mk the codes: one
+ * scale per row, whatever attn_quant_act says), sum the codes' products over the whole of K in
+ * int32 (exact: no per-block float work) and scale once:
+ *   y_mn = act((float)(Σ_k p_mk · q_nk) · (e_m · d_n) + beta · y_mn + bias_n)
+ * (beta · y + v fused as one fma). Every backend gives the same int32 sums and so the same bits
+ * for act NONE and RELU (ref: plain loops; AVX512-VNNI: VPDPBUSD on 16 rows x 4 k per
+ * instruction, the activations stored + 128 as unsigned bytes and the rows' −128 · Σ q
+ * correction precomputed); GELU and SiLU use each backend's own function.
+ * The i8 layout: data (N16/16, K/4, 16, 4) int8: panel p holds rows 16p .. 16p + 15 (zeros past N),
+ * for each 4 consecutive k the 16 rows' 4 codes (64 bytes: one VPDPBUSD operand); scale and nsum
+ * as in attn_quant_packed; N16 = N rounded up to 16; bytes = N16 · K.
+ * out = w (N, K float32, row-major, finite) quantized so. INVALID_ARGUMENT unless N >= 0 and K is a
+ * multiple of 4 from 4 to 65536 (int32 sums cannot overflow); TOO_LARGE / OUT_OF_MEMORY before
+ * writing out. attn_quant_gemm_packed(_batch) and attn_quant_packed_dequant_row take the result;
+ * attn_quant_packed_row refuses it (no row layout). Free with attn_quant_packed_free. */
+attn_status attn_quant_pack_i8(int N, int K, const float *w, attn_quant_packed *out);
 
 /* A batched decoding step (several sequences, one row each: attn_gpt_decode_ragged): the same
  * products with the M <= 8 decoding path for any M, the rows in chunks of 8 per strip of W (the

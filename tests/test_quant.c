@@ -885,6 +885,185 @@ static void strides_and_edges(attn_backend be) {
 }
 PER_BACKEND(strides_and_edges)
 
+/* ---- CTranslate2's int8 (ATTN_QTYPE_I8: one scale per row) ---------------------------------- */
+
+/* One row (n) in the i8 scheme, written from attn_quant.h's definition: d = max|v| / 127, codes
+ * round(v · (1 / d)) to nearest even (0 when d = 0). */
+static float i8_define(int n, const float *v, int32_t *q) {
+    float amax = 0.0f;
+    for (int k = 0; k < n; k++) amax = fabsf(v[k]) > amax ? fabsf(v[k]) : amax;
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int k = 0; k < n; k++) {
+        const float c = nearbyintf(v[k] * id);
+        q[k] = (int32_t)(c > 127.0f ? 127.0f : c < -127.0f ? -127.0f : c);
+    }
+    return d;
+}
+
+/* y (M, N) as attn_quant.h defines the i8 product: int sums of the codes (int64 here), one
+ * conversion, the scale e_m · d_n, fma(y, beta, v), bias, act (NONE or RELU: exact). */
+static void i8_reference(int M, int N, int K, const float *x, const float *w, float beta,
+                         float *y, const float *bias, attn_act act) {
+    int32_t *qx = xalloc((size_t)M * K * sizeof *qx), *qw = xalloc((size_t)N * K * sizeof *qw);
+    float *e = xalloc((size_t)M * sizeof *e), *d = xalloc((size_t)N * sizeof *d);
+    for (int m = 0; m < M; m++) e[m] = i8_define(K, x + (size_t)m * K, qx + (size_t)m * K);
+    for (int n = 0; n < N; n++) d[n] = i8_define(K, w + (size_t)n * K, qw + (size_t)n * K);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            int64_t sum = 0;
+            for (int k = 0; k < K; k++)
+                sum += (int64_t)qx[(size_t)m * K + k] * qw[(size_t)n * K + k];
+            float v = (float)sum * (e[m] * d[n]);
+            float *yv = y + (size_t)m * N + n;
+            if (beta != 0.0f) v = fmaf(*yv, beta, v);
+            if (bias) v += bias[n];
+            *yv = act == ATTN_ACT_RELU ? (v > 0.0f ? v : 0.0f) : v;
+        }
+    attn_free(qx), attn_free(qw), attn_free(e), attn_free(d);
+}
+
+/* attn_quant_pack_i8 and the products on it, on backend be: every output bit for bit the
+ * definition's (act NONE / RELU; GELU within 1e-5 of it), 1 and 2 threads and the batch entry the
+ * same bits, within 2.5% of max|y| of the float32 product (6% with outliers); rows dequantized as d · q; N with a
+ * partial last panel and an odd number of panels; a zero row (scale 0) and outlier rows. */
+static void i8_products(attn_backend be) {
+    use_backend(be);
+    tu_rng rng = {0x5eed1e8c0ffee123ull};
+    static const int Ns[] = {16, 37, 136, 8}, Ks[] = {4, 36, 256}, Ms[] = {1, 5, 8, 9, 33};
+    float bias[136];
+    tu_fill(&rng, bias, 136, -0.5f, 0.5f);
+    for (size_t ki = 0; ki < 3; ki++)
+        for (size_t ni = 0; ni < 4; ni++) {
+            const int N = Ns[ni], K = Ks[ki];
+            float *w = xalloc((size_t)N * K * sizeof(float));
+            tu_fill(&rng, w, (size_t)N * K, -1.0f, 1.0f);
+            for (int k = 0; k < K; k++) w[(size_t)(N / 2) * K + k] = 0.0f; /* scale 0 */
+            attn_quant_packed P;
+            assert_int_equal(attn_quant_pack_i8(N, K, w, &P), ATTN_STATUS_OK);
+            assert_int_equal(P.type, ATTN_QTYPE_I8);
+            { /* rows dequantized: d · q */
+                int32_t *q = xalloc((size_t)K * sizeof *q);
+                float *row = xalloc((size_t)K * sizeof(float));
+                for (int n = 0; n < N; n++) {
+                    const float dn = i8_define(K, w + (size_t)n * K, q);
+                    assert_int_equal(attn_quant_packed_dequant_row(&P, n, row), ATTN_STATUS_OK);
+                    for (int k = 0; k < K; k++) assert_true(row[k] == (float)q[k] * dn);
+                }
+                attn_free(q), attn_free(row);
+            }
+            for (size_t mi = 0; mi < 5; mi++) {
+                const int M = Ms[mi];
+                const size_t n = (size_t)M * N;
+                float *x = xalloc((size_t)M * K * sizeof(float));
+                tu_fill(&rng, x, (size_t)M * K, -1.0f, 1.0f);
+                if (mi == 4) /* an outlier per row: a coarse scale */
+                    for (int m = 0; m < M; m++) x[(size_t)m * K + (m * 7) % K] = 20.0f;
+                float *want = xalloc(n * sizeof(float)), *got = xalloc(n * sizeof(float));
+                float *got2 = xalloc(n * sizeof(float)), *got3 = xalloc(n * sizeof(float));
+                float *fl = xalloc(n * sizeof(float));
+                const attn_act act = (mi + ki) % 3 == 0   ? ATTN_ACT_NONE
+                                     : (mi + ki) % 3 == 1 ? ATTN_ACT_RELU
+                                                          : ATTN_ACT_GELU_ERF;
+                const float beta = ni % 2 ? 0.5f : 0.0f;
+                const float *bp = (mi + ni) % 2 ? bias : NULL;
+                for (size_t i = 0; i < n; i++)
+                    want[i] = got[i] = got2[i] = got3[i] = (float)(i % 7) * 0.25f;
+                i8_reference(M, N, K, x, w, beta, want, bp,
+                             act == ATTN_ACT_GELU_ERF ? ATTN_ACT_NONE : act);
+                if (act == ATTN_ACT_GELU_ERF)
+                    for (size_t i = 0; i < n; i++)
+                        want[i] = 0.5f * want[i] * (1.0f + erff(want[i] / sqrtf(2.0f)));
+                attn_set_num_threads(1);
+                assert_int_equal(attn_quant_gemm_packed(M, x, K, &P, beta, got, N, bp, act,
+                                                        ATTN_QUANT_ACT_F32),
+                                 ATTN_STATUS_OK);
+                attn_set_num_threads(2);
+                assert_int_equal(attn_quant_gemm_packed(M, x, K, &P, beta, got2, N, bp, act,
+                                                        ATTN_QUANT_ACT_Q8_ALL),
+                                 ATTN_STATUS_OK);
+                assert_int_equal(attn_quant_gemm_packed_batch(M, x, K, &P, beta, got3, N, bp,
+                                                              act, ATTN_QUANT_ACT_Q8),
+                                 ATTN_STATUS_OK);
+                attn_set_num_threads(0);
+                char what[96];
+                snprintf(what, sizeof what, "i8 %s N=%d K=%d M=%d act %d", attn_backend_name(be),
+                         N, K, M, (int)act);
+                if (act == ATTN_ACT_GELU_ERF) {
+                    tu_close(what, got, want, n, 1e-5, 1e-6);
+                } else if (memcmp(got, want, n * sizeof(float))) {
+                    printf("  %s: not the definition's bits FAIL\n", what);
+                    tu_failures++;
+                }
+                if (memcmp(got, got2, n * sizeof(float)) || memcmp(got, got3, n * sizeof(float))) {
+                    printf("  %s: 1 / 2 threads / batch differ FAIL\n", what);
+                    tu_failures++;
+                }
+                /* against float32: the quantization's error only */
+                for (size_t i = 0; i < n; i++) fl[i] = (float)(i % 7) * 0.25f;
+                for (int m = 0; m < M; m++)
+                    for (int c = 0; c < N; c++) {
+                        double v = 0;
+                        for (int k = 0; k < K; k++)
+                            v += (double)x[(size_t)m * K + k] * w[(size_t)c * K + k];
+                        float f = (float)v, *yv = fl + (size_t)m * N + c;
+                        if (beta != 0.0f) f += beta * *yv;
+                        if (bp) f += bp[c];
+                        *yv = act == ATTN_ACT_RELU ? (f > 0 ? f : 0)
+                              : act == ATTN_ACT_GELU_ERF ? 0.5f * f * (1.0f + erff(f / sqrtf(2.0f)))
+                                                         : f;
+                    }
+                snprintf(what, sizeof what, "i8 vs f32 N=%d K=%d M=%d", N, K, M);
+                /* (with an outlier of 20 the row's step is 20/127 for values in [-1, 1]:
+                 * measured up to 4.5e-2 of max|y|) */
+                tu_close(what, got, fl, n, mi == 4 ? 6e-2 : 2.5e-2, 1e-6);
+                attn_free(x), attn_free(want), attn_free(got), attn_free(got2), attn_free(got3);
+                attn_free(fl);
+            }
+            attn_quant_packed_free(&P);
+            attn_free(w);
+        }
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+PER_BACKEND(i8_products)
+
+/* Bad arguments to the i8 functions: one-line errors, out zeroed, nothing written. */
+static void test_i8_bad(void **state) {
+    (void)state;
+    float w[64] = {0}, x[16] = {0}, y[16] = {0}, row[16];
+    attn_quant_packed P;
+    tu_expect_fail(attn_quant_pack_i8(4, 6, w, &P), ATTN_STATUS_INVALID_ARGUMENT, "multiple of 4",
+                   NULL);
+    assert_null(P.data);
+    tu_expect_fail(attn_quant_pack_i8(4, 0, w, &P), ATTN_STATUS_INVALID_ARGUMENT, NULL, NULL);
+    tu_expect_fail(attn_quant_pack_i8(-1, 4, w, &P), ATTN_STATUS_INVALID_ARGUMENT, NULL, NULL);
+    tu_expect_fail(attn_quant_pack_i8(1, 65540, w, &P), ATTN_STATUS_INVALID_ARGUMENT, NULL, NULL);
+    tu_expect_fail(attn_quant_pack_i8(4, 16, NULL, &P), ATTN_STATUS_INVALID_ARGUMENT, NULL, NULL);
+    tu_expect_fail(attn_quant_pack_i8(4, 16, w, NULL), ATTN_STATUS_INVALID_ARGUMENT, NULL, NULL);
+    tu_expect_fail(attn_quant_pack_i8(1 << 30, 1 << 15, w, &P), ATTN_STATUS_TOO_LARGE, NULL, NULL);
+    assert_int_equal(attn_quant_pack_i8(4, 16, w, &P), ATTN_STATUS_OK);
+    uint8_t raw[64];
+    tu_expect_fail(attn_quant_packed_row(&P, 0, raw), ATTN_STATUS_INVALID_ARGUMENT, "row layout",
+                   NULL);
+    tu_expect_fail(attn_quant_packed_dequant_row(&P, 4, row), ATTN_STATUS_INVALID_ARGUMENT, NULL,
+                   NULL);
+    tu_expect_fail(attn_quant_gemm_packed(1, x, 8, &P, 0.0f, y, 4, NULL, ATTN_ACT_NONE,
+                                          ATTN_QUANT_ACT_F32),
+                   ATTN_STATUS_INVALID_ARGUMENT, "ldx", NULL);
+    attn_quant_packed bad = P;
+    bad.bytes--; /* inconsistent fields */
+    tu_expect_fail(attn_quant_gemm_packed(1, x, 16, &bad, 0.0f, y, 4, NULL, ATTN_ACT_NONE,
+                                          ATTN_QUANT_ACT_F32),
+                   ATTN_STATUS_INVALID_ARGUMENT, "i8", NULL);
+    bad = P, bad.scale = NULL;
+    tu_expect_fail(attn_quant_packed_dequant_row(&bad, 0, row), ATTN_STATUS_INVALID_ARGUMENT, "i8",
+                   NULL);
+    assert_string_equal(attn_quant_type_name(ATTN_QTYPE_I8), "i8");
+    assert_false(attn_quant_type_known(ATTN_QTYPE_I8));
+    attn_quant_packed_free(&P);
+    assert_null(P.data);
+    assert_null(P.scale);
+}
+
 static void test_bad_arguments(void **state) {
     (void)state;
     float x[64] = {0}, y[64] = {0};
@@ -1116,6 +1295,10 @@ int main(void) {
         cmocka_unit_test(test_packed_vs_rows_avx2),
         cmocka_unit_test(test_packed_vs_rows_avx512),
         cmocka_unit_test(test_q8_all_many_rows),
+        cmocka_unit_test(test_i8_products_ref),
+        cmocka_unit_test(test_i8_products_avx2),
+        cmocka_unit_test(test_i8_products_avx512),
+        cmocka_unit_test(test_i8_bad),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_nn_linear),

@@ -1,9 +1,10 @@
 /* test_translate_quant.c — translation in reduced precision (attn_models.h:
- * attn_encdec_set_precision; attn translate --precision): int8 weights (Q8_0, activations int8
- * or float32) and bfloat16 products, against the same model in float32.
+ * attn_encdec_set_precision; attn translate --precision): int8 weights (CTranslate2's: one scale
+ * per row, int8 activations; or GGUF's Q8_0, activations int8 or float32) and bfloat16 products,
+ * against the same model in float32.
  *   - the API: names, bad arguments, bf16 refused where the CPU cannot run it, backward refused
  *     on int8 weights, F32 again after INT8 gives the float32 logits bit for bit, which maps are
- *     quantized (a width that is not a multiple of 32 stays float32);
+ *     quantized (a width that is not a multiple of 4 for int8, of 32 for q8_0 stays float32);
  *   - random Hugging Face models made by tools/ref_seq2seq.py (Marian with swish, M2M100 with a
  *     feed-forward width of 48, whose down projection stays float32): teacher-forced logits within
  *     a bound of max|logit| of the float32 model's, and transformers-style generate (greedy and
@@ -12,7 +13,7 @@
  *     small one) on the first sentences of its test
  *     split: logits bound, outputs mostly identical to float32's, BLEU of the subset close (the
  *     whole split's BLEU: tools/translate_precision.sh, docs/translation.md);
- *   - the CLI: --precision int8 equals the library, bad values are one-line errors.
+ *   - the CLI: --precision int8 and q8_0 equal the library, bad values are one-line errors.
  * bf16 runs on the avx512 backend of a CPU with AVX512-BF16, else on the ref backend (plain loops:
  * the same arithmetic, slowly), on fewer sentences. */
 #include "attn_eval.h"
@@ -49,9 +50,9 @@ typedef struct {
     attn_encdec_precision p;
     attn_quant_act act;
 } mode;
-static const mode MODES[] = {{"int8", ATTN_ENCDEC_PRECISION_INT8, ATTN_QUANT_ACT_Q8},
-                             {"int8 (f32 activations)", ATTN_ENCDEC_PRECISION_INT8,
-                              ATTN_QUANT_ACT_F32},
+/* (q8_0 with float32 activations is float32 on the dequantized weights: test_dequantized) */
+static const mode MODES[] = {{"int8", ATTN_ENCDEC_PRECISION_INT8, ATTN_QUANT_ACT_F32},
+                             {"q8_0", ATTN_ENCDEC_PRECISION_Q8_0, ATTN_QUANT_ACT_Q8_ALL},
                              {"bf16", ATTN_ENCDEC_PRECISION_BF16, ATTN_QUANT_ACT_F32}};
 #define N_MODES (int)(sizeof MODES / sizeof MODES[0])
 
@@ -94,8 +95,8 @@ static attn_encdec_config small_config(int V, int C, int F) {
 static void test_api(void **state) {
     (void)state;
     attn_encdec_precision p;
-    const char *names[] = {"f32", "bf16", "int8"};
-    for (int i = 0; i < 3; i++) {
+    const char *names[] = {"f32", "bf16", "int8", "q8_0"};
+    for (int i = 0; i < 4; i++) {
         OK(attn_encdec_precision_parse(names[i], &p));
         assert_int_equal((int)p, i);
         assert_string_equal(attn_encdec_precision_name(p), names[i]);
@@ -118,55 +119,75 @@ static void test_api(void **state) {
                        ATTN_STATUS_UNSUPPORTED, "AVX512-BF16", NULL);
         assert_int_equal(m->precision, ATTN_ENCDEC_PRECISION_F32);
     }
-    /* a batch: logits in f32, int8, f32 again (bit for bit the first) */
+    /* a batch: logits in f32, int8 / q8_0, f32 again (bit for bit the first) */
     enum { B = 2, Ts = 5, Tt = 4 };
     const int32_t src[B * Ts] = {5, 9, 13, 8, 3, 7, 3, 0, 0, 0}, src_len[B] = {5, 2};
     const int32_t tgt[B * Tt] = {2, 11, 12, 30, 2, 6, 7, 8};
     float *f32 = logits_of(m, B, Ts, Tt, src, src_len, tgt);
-    OK(attn_encdec_set_precision(m, ATTN_ENCDEC_PRECISION_INT8, ATTN_QUANT_ACT_Q8));
-    assert_int_equal(m->precision, ATTN_ENCDEC_PRECISION_INT8);
-    /* every map quantized: encoder 4 + decoder 2 x 7 + the output projection, Q8_0 rows (34 bytes
-     * per 32 weights) twice (rows and x8 layout), and the x8 layout's group sums (4 bytes per 32
-     * weights: attn_quant_pack_sums) */
     const size_t C = 64, F = 96, V = 40;
     const size_t weights = 1 * (4 * C * C + 2 * C * F) + 2 * (8 * C * C + 2 * C * F) + V * C;
-    assert_int_equal(attn_encdec_quant_bytes(m), 2 * weights / 32 * 34 + weights / 32 * 4);
-    assert_non_null(m->w.dec[1].self_attn.qkv.qpacked);
-    assert_non_null(m->w.dec[1].cross_attn.kv.qpacked);
-    float *i8 = logits_of(m, B, Ts, Tt, src, src_len, tgt);
-    tu_close("random model: int8 logits vs f32", i8, f32, (size_t)B * Tt * V, TOL_RAND_INT8, 0);
-    /* training needs float weights */
-    attn_encdec_state *st;
-    OK(attn_encdec_state_init(m, B, Ts, Tt, &st));
-    int32_t tl[B] = {Tt, Tt};
-    float loss;
-    OK(attn_encdec_forward(m, st, B, Ts, Tt, src, src_len, tgt, tl, NULL));
-    OK(attn_encdec_loss(m, st, tgt, 0.0f, &loss));
-    tu_expect_fail(attn_encdec_backward(m, st), ATTN_STATUS_UNSUPPORTED, "int8", NULL);
-    attn_encdec_state_free(st);
-    OK(attn_encdec_set_precision(m, ATTN_ENCDEC_PRECISION_F32, ATTN_QUANT_ACT_F32));
-    assert_null(m->quant);
-    assert_int_equal(attn_encdec_quant_bytes(m), 0);
-    float *again = logits_of(m, B, Ts, Tt, src, src_len, tgt);
-    assert_memory_equal(again, f32, (size_t)B * Tt * V * sizeof(float));
-    free(f32), free(i8), free(again);
+    for (int q8 = 0; q8 < 2; q8++) {
+        const attn_encdec_precision pr = q8 ? ATTN_ENCDEC_PRECISION_Q8_0 : ATTN_ENCDEC_PRECISION_INT8;
+        OK(attn_encdec_set_precision(m, pr, ATTN_QUANT_ACT_Q8));
+        assert_int_equal(m->precision, pr);
+        /* every map quantized: encoder 4 + decoder 2 x 7 + the output projection. q8_0: Q8_0
+         * rows (34 bytes per 32 weights) twice (rows and x8 layout), and the x8 layout's group
+         * sums (4 bytes per 32 weights: attn_quant_pack_sums). int8: a byte per weight, rows
+         * rounded up to 16 (the output projection's 40 to 48), and a scale and a sum (8 bytes)
+         * per row: (5C + F) encoder rows, (9C + F) per decoder layer, 48 output rows. */
+        const size_t rows16 = (5 * C + F) + 2 * (9 * C + F) + 48;
+        assert_int_equal(attn_encdec_quant_bytes(m),
+                         q8 ? 2 * weights / 32 * 34 + weights / 32 * 4
+                            : weights + (48 - V) * C + 8 * rows16);
+        assert_non_null(m->w.dec[1].self_attn.qkv.qpacked);
+        assert_non_null(m->w.dec[1].cross_attn.kv.qpacked);
+        assert_int_equal(m->w.dec[1].ffn.down.qpacked->type, q8 ? ATTN_QTYPE_Q8_0 : ATTN_QTYPE_I8);
+        if (!q8) assert_null(m->w.dec[1].ffn.down.qw); /* no row layout */
+        float *i8 = logits_of(m, B, Ts, Tt, src, src_len, tgt);
+        tu_close(q8 ? "random model: q8_0 logits vs f32" : "random model: int8 logits vs f32", i8,
+                 f32, (size_t)B * Tt * V, TOL_RAND_INT8, 0);
+        free(i8);
+        /* training needs float weights */
+        attn_encdec_state *st;
+        OK(attn_encdec_state_init(m, B, Ts, Tt, &st));
+        int32_t tl[B] = {Tt, Tt};
+        float loss;
+        OK(attn_encdec_forward(m, st, B, Ts, Tt, src, src_len, tgt, tl, NULL));
+        OK(attn_encdec_loss(m, st, tgt, 0.0f, &loss));
+        tu_expect_fail(attn_encdec_backward(m, st), ATTN_STATUS_UNSUPPORTED, "int8", NULL);
+        attn_encdec_state_free(st);
+        OK(attn_encdec_set_precision(m, ATTN_ENCDEC_PRECISION_F32, ATTN_QUANT_ACT_F32));
+        assert_null(m->quant);
+        assert_int_equal(attn_encdec_quant_bytes(m), 0);
+        float *again = logits_of(m, B, Ts, Tt, src, src_len, tgt);
+        assert_memory_equal(again, f32, (size_t)B * Tt * V * sizeof(float));
+        free(again);
+    }
+    free(f32);
     attn_encdec_model_free(m);
-    /* widths that are not multiples of 32 stay float32: nothing but the FFN's down map (in 64) */
+    /* widths that are not multiples of 32 stay float32 in q8_0: nothing but the FFN's down map
+     * (in 64); int8 takes every width that is a multiple of 4 */
     const attn_encdec_config c2 = small_config(40, 24, 64);
     OK(attn_encdec_model_init(&c2, 8, &m));
-    OK(attn_encdec_set_precision(m, ATTN_ENCDEC_PRECISION_INT8, ATTN_QUANT_ACT_Q8));
+    OK(attn_encdec_set_precision(m, ATTN_ENCDEC_PRECISION_Q8_0, ATTN_QUANT_ACT_Q8));
     assert_null(m->w.enc[0].self_attn.qkv.qw);
     assert_null(m->w.enc[0].ffn.up.qw);
     assert_non_null(m->w.enc[0].ffn.down.qw);
     assert_int_equal(attn_encdec_quant_bytes(m), 2 * 3 * (24 * 64) / 32 * 34 + 3 * (24 * 64) / 32 * 4);
+    OK(attn_encdec_set_precision(m, ATTN_ENCDEC_PRECISION_INT8, ATTN_QUANT_ACT_Q8));
+    assert_non_null(m->w.enc[0].self_attn.qkv.qpacked);
+    assert_non_null(m->w.enc[0].ffn.up.qpacked);
+    assert_non_null(m->w.dec[1].cross_attn.q.qpacked);
     attn_encdec_model_free(m);
 }
 
-/* int8 with float32 activations is float32 on the dequantized weights: m's every quantized matrix
+/* q8_0 with float32 activations is float32 on the dequantized weights: m's every quantized matrix
  * (a linear map's, in-width a multiple of 32; not the embedding tables) replaced by its Q8_0
  * values, through the whole forward (products of > 8 rows) and the translator's decoding steps
- * (<= 8 rows: the integer path's float form). With int8 activations the steps are close. */
-static void dequantize_matrices(attn_encdec_model *m) {
+ * (<= 8 rows: the integer path's float form). With int8 activations the steps are close. int8
+ * (one scale per row) against float32 on its dequantized weights: only the activations' rounding
+ * differs, the forward and the steps are close. */
+static void dequantize_matrices(attn_encdec_model *m, attn_qtype qt) {
     static const char *const tables[] = {"emb", "src_emb", "tgt_emb", "enc_pos", "dec_pos"};
     for (int i = 0; i < m->n_tensors; i++) {
         const attn_encdec_tensor *t = &m->tensors[i];
@@ -174,6 +195,14 @@ static void dequantize_matrices(attn_encdec_model *m) {
         for (size_t k = 0; k < sizeof tables / sizeof tables[0]; k++)
             table = table || !strcmp(t->name, tables[k]);
         if (t->ndim != 2 || table || t->shape[1] % 32) continue;
+        if (qt == ATTN_QTYPE_I8) {
+            attn_quant_packed P;
+            OK(attn_quant_pack_i8((int)t->shape[0], (int)t->shape[1], m->params + t->offset, &P));
+            for (int r = 0; r < (int)t->shape[0]; r++)
+                OK(attn_quant_packed_dequant_row(&P, r, m->params + t->offset + (size_t)r * t->shape[1]));
+            attn_quant_packed_free(&P);
+            continue;
+        }
         size_t rb;
         OK(attn_quant_row_bytes(ATTN_QTYPE_Q8_0, t->shape[1], &rb));
         void *q = malloc(rb * (size_t)t->shape[0]);
@@ -200,7 +229,9 @@ static void step_logits(const attn_encdec_model *m, int B, int Ts, const int32_t
 
 static void test_dequantized(void **state) {
     (void)state;
-    for (int pre = 0; pre < 2; pre++) {
+    for (int run = 0; run < 4; run++) {
+        const int pre = run % 2;
+        const bool i8 = run >= 2;
         attn_encdec_config c = small_config(48, 64, 96);
         c.share_embeddings = false, c.tie_output = false, c.pre_ln = pre;
         c.activation = pre ? ATTN_ENCDEC_GELU : ATTN_ENCDEC_RELU;
@@ -210,7 +241,7 @@ static void test_dequantized(void **state) {
         for (size_t i = 0; i < m->num_params; i++) /* biases and norms away from 0 / 1 too */
             m->params[i] += 0.05f * (float)((i * 2654435761u) % 1000) / 1000.0f,
                 d->params[i] = m->params[i];
-        dequantize_matrices(d);
+        dequantize_matrices(d, i8 ? ATTN_QTYPE_I8 : ATTN_QTYPE_Q8_0);
         enum { B = 3, Ts = 6, Tt = 5 };
         const int32_t src[B * Ts] = {5, 9, 13, 8, 17, 3, 7, 30, 3, 0, 0, 0, 44, 3, 0, 0, 0, 0};
         const int32_t src_len[B] = {6, 3, 2}, tgt[B * Tt] = {2, 11, 12, 30, 5, 2, 6, 7, 8, 9,
@@ -219,19 +250,32 @@ static void test_dequantized(void **state) {
         float *want = logits_of(d, B, Ts, Tt, src, src_len, tgt);
         float *sw = malloc(ns * sizeof *sw), *sg = malloc(ns * sizeof *sg);
         step_logits(d, B, Ts, src, src_len, tgt, sw); /* the step tokens: any ids */
-        OK(attn_encdec_set_precision(m, ATTN_ENCDEC_PRECISION_INT8, ATTN_QUANT_ACT_F32));
-        float *got = logits_of(m, B, Ts, Tt, src, src_len, tgt);
+        const char *ln = pre ? "pre" : "post";
         char what[128];
-        snprintf(what, sizeof what, "%s-LN: int8 forward = f32 on Q8_0 values", pre ? "pre" : "post");
-        tu_close(what, got, want, nl, TOL_DEQUANT, 0);
-        step_logits(m, B, Ts, src, src_len, tgt, sg);
-        snprintf(what, sizeof what, "%s-LN: int8 decoding steps = the same", pre ? "pre" : "post");
-        tu_close(what, sg, sw, ns, TOL_DEQUANT, 0);
-        OK(attn_encdec_set_precision(m, ATTN_ENCDEC_PRECISION_INT8, ATTN_QUANT_ACT_Q8));
-        step_logits(m, B, Ts, src, src_len, tgt, sg);
-        snprintf(what, sizeof what, "%s-LN: ... with int8 activations", pre ? "pre" : "post");
-        tu_close(what, sg, sw, ns, 2e-2, 0);
-        free(want), free(got), free(sw), free(sg);
+        if (i8) {
+            OK(attn_encdec_set_precision(m, ATTN_ENCDEC_PRECISION_INT8, ATTN_QUANT_ACT_F32));
+            float *got = logits_of(m, B, Ts, Tt, src, src_len, tgt);
+            snprintf(what, sizeof what, "%s-LN: int8 forward ~ f32 on its values", ln);
+            tu_close(what, got, want, nl, 2e-2, 0);
+            step_logits(m, B, Ts, src, src_len, tgt, sg);
+            snprintf(what, sizeof what, "%s-LN: int8 decoding steps ~ the same", ln);
+            tu_close(what, sg, sw, ns, 2e-2, 0);
+            free(got);
+        } else {
+            OK(attn_encdec_set_precision(m, ATTN_ENCDEC_PRECISION_Q8_0, ATTN_QUANT_ACT_F32));
+            float *got = logits_of(m, B, Ts, Tt, src, src_len, tgt);
+            snprintf(what, sizeof what, "%s-LN: q8_0 forward = f32 on Q8_0 values", ln);
+            tu_close(what, got, want, nl, TOL_DEQUANT, 0);
+            step_logits(m, B, Ts, src, src_len, tgt, sg);
+            snprintf(what, sizeof what, "%s-LN: q8_0 decoding steps = the same", ln);
+            tu_close(what, sg, sw, ns, TOL_DEQUANT, 0);
+            OK(attn_encdec_set_precision(m, ATTN_ENCDEC_PRECISION_Q8_0, ATTN_QUANT_ACT_Q8));
+            step_logits(m, B, Ts, src, src_len, tgt, sg);
+            snprintf(what, sizeof what, "%s-LN: ... with int8 activations", ln);
+            tu_close(what, sg, sw, ns, 2e-2, 0);
+            free(got);
+        }
+        free(want), free(sw), free(sg);
         attn_encdec_model_free(m);
         attn_encdec_model_free(d);
     }
@@ -576,24 +620,35 @@ static void test_cli(void **state) {
     snprintf(err, sizeof err, "%s/err.txt", tmp);
     char *texts[] = {"Knowledge is power.", "I like tea.", "Where is the station?"};
     tu_write_all(in, "Knowledge is power.\nI like tea.\nWhere is the station?\n", 54);
-    OK(attn_encdec_set_precision(m, ATTN_ENCDEC_PRECISION_INT8, ATTN_QUANT_ACT_Q8));
     /* (greedy under valgrind: the library's side is traced, the CLI's not) */
     const int K = tu_valgrind() ? 1 : 4;
-    char **want = translate(m, tok, texts, 3, K);
-    snprintf(args, sizeof args, "translate --model '%s' --precision int8 --beam %d", DEMO, K);
-    assert_int_equal(tu_run_cli_files(args, in, out, err), 0);
     size_t len0;
-    char *got = tu_read_all(out, &len0);
-    char expect[2000];
-    snprintf(expect, sizeof expect, "%s\n%s\n%s\n", want[0], want[1], want[2]);
-    printf("  attn translate --precision int8:\n%s", got);
-    assert_string_equal(got, expect);
-    free(got);
-    free_texts(want, 3);
+    char *got;
+    for (int q8 = 0; q8 < 2; q8++) {
+        OK(attn_encdec_set_precision(m, q8 ? ATTN_ENCDEC_PRECISION_Q8_0 : ATTN_ENCDEC_PRECISION_INT8,
+                                     ATTN_QUANT_ACT_Q8_ALL));
+        char **want = translate(m, tok, texts, 3, K);
+        snprintf(args, sizeof args, "translate --model '%s' --precision %s --beam %d", DEMO,
+                 q8 ? "q8_0 --int8-activations int8" : "int8", K);
+        assert_int_equal(tu_run_cli_files(args, in, out, err), 0);
+        got = tu_read_all(out, &len0);
+        char expect[2000];
+        snprintf(expect, sizeof expect, "%s\n%s\n%s\n", want[0], want[1], want[2]);
+        printf("  attn translate --precision %s:\n%s", q8 ? "q8_0" : "int8", got);
+        assert_string_equal(got, expect);
+        free(got);
+        free_texts(want, 3);
+    }
+    /* the activation modes are q8_0's */
+    snprintf(args, sizeof args, "translate --model '%s' --precision int8 --int8-activations f32",
+             DEMO);
+    assert_int_equal(tu_run_cli_files(args, in, out, err), 2);
+    tu_expect_error_file(err, "q8_0");
     snprintf(args, sizeof args, "translate --model '%s' --precision int4", DEMO);
     assert_int_equal(tu_run_cli_files(args, in, out, err), 2);
     tu_expect_error_file(err, "--precision");
-    snprintf(args, sizeof args, "translate --model '%s' --int8-activations int16", DEMO);
+    snprintf(args, sizeof args, "translate --model '%s' --precision q8_0 --int8-activations int16",
+             DEMO);
     assert_int_equal(tu_run_cli_files(args, in, out, err), 2);
     tu_expect_error_file(err, "--int8-activations");
     if (!attn_precision_available(ATTN_PRECISION_BF16)) {

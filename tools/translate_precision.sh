@@ -3,15 +3,15 @@
 # precision of `attn translate --precision`, beam 4 and greedy, and how many outputs are identical
 # to float32's. Fails (exit 1) when a precision's BLEU is more than 0.3 from float32's.
 #   sh tools/translate_precision.sh [BUILD]        (default build; run from the repository root)
-#   ATTN_PRECISIONS="f32 int8"                     the precisions (default: f32 int8 int8-f32 bf16;
-#                                                  int8-f32 is int8 with --int8-activations f32)
+#   ATTN_PRECISIONS="f32 int8"                     the precisions (default: f32 int8 q8_0 q8_0-f32
+#                                                  bf16; q8_0-f32 is q8_0 with --int8-activations f32)
 #   ATTN_BF16_REF=1                                without AVX512-BF16, run bf16 on the ref backend
 #                                                  (plain loops: the same arithmetic, ~100-200x slower)
 #   ATTN_DEMO_DIR=DIR                              another model directory with the same files
 set -e
 B=${1:-build}
 DIR=${ATTN_DEMO_DIR:-models/demo-en-zh}
-PRECS=${ATTN_PRECISIONS:-f32 int8 int8-f32 bf16}
+PRECS=${ATTN_PRECISIONS:-f32 int8 q8_0 q8_0-f32 bf16}
 [ -f "$DIR/test.src" ] || { echo "no $DIR/test.src (make demo trains the model)"; exit 1; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -22,7 +22,7 @@ for beam in 4 1; do
   for p in f32 $PRECS; do
     [ "$p" = f32 ] && [ -n "$f32" ] && continue
     opts="--precision $p" env=
-    [ "$p" = int8-f32 ] && opts="--precision int8 --int8-activations f32"
+    [ "$p" = q8_0-f32 ] && opts="--precision q8_0 --int8-activations f32"
     if [ "$p" = bf16 ] && ! "$B/attn" translate --model "$DIR" --precision bf16 x >/dev/null 2>&1; then
       if [ -n "${ATTN_BF16_REF:-}" ]; then
         env="ATTN_BACKEND=ref"

@@ -24,7 +24,7 @@ static const char translate_usage[] =
     "usage: attn translate --model DIR [--beam K] [--length-penalty A] [--max-len N]\n"
     "                      [--max-len-ratio R] [--batch N] [--heuristic-stop] [--scores]\n"
     "                      [--early-stopping true|false|never]\n"
-    "                      [--precision f32|bf16|int8] [--int8-activations A] [TEXT...]\n"
+    "                      [--precision f32|bf16|int8|q8_0] [--int8-activations A] [TEXT...]\n"
     "\n"
     "Translates each TEXT, or each line of standard input, writing one line per input line\n"
     "(an empty line gives an empty line). DIR holds config.json, model.safetensors and\n"
@@ -44,11 +44,13 @@ static const char translate_usage[] =
     "  --scores            prefix each line with its score and a tab\n"
     "  --max-tokens N      the same as --max-len N\n"
     "  --precision P       f32 (default: transformers' numbers), bf16 (the matrix products in\n"
-    "                      bfloat16; needs a CPU with AVX512-BF16) or int8 (every linear map's\n"
-    "                      weights, the output projection's included, quantized at load to int8\n"
-    "                      with one scale per 32 weights of a row, Q8_0; BLEU of the demo\n"
-    "                      model within 0.3 of f32, see docs/translation.md)\n"
-    "  --int8-activations A  with int8: int8 (default) rounds the activations to int8 per 32\n"
+    "                      bfloat16; needs a CPU with AVX512-BF16), int8 (CTranslate2's int8:\n"
+    "                      every linear map's weights, the output projection's included,\n"
+    "                      quantized at load to int8 with one scale per output row, the\n"
+    "                      activations to int8 with one scale per row, int32 sums; BLEU of the\n"
+    "                      demo model within 0.3 of f32, see docs/translation.md) or q8_0 (the\n"
+    "                      weights as GGUF's Q8_0: one scale per 32 weights of a row)\n"
+    "  --int8-activations A  with q8_0: int8 (default) rounds the activations to int8 per 32\n"
     "                      for integer dot products: products of <= 8 rows always, larger\n"
     "                      ones (the encoder, beam steps) with AVX512-VNNI (else as\n"
     "                      int8-small); int8-small only products of <= 8 rows (the rest\n"
@@ -193,6 +195,7 @@ int cmd_translate(int argc, char **argv) {
     hf.early_stopping = -1;
     attn_encdec_precision prec = ATTN_ENCDEC_PRECISION_F32;
     attn_quant_act qact = ATTN_QUANT_ACT_Q8_ALL;
+    bool qact_set = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -237,7 +240,7 @@ int cmd_translate(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--precision")) {
             if (!v || attn_encdec_precision_parse(v, &prec))
-                return cli_usage_error("--precision must be f32, bf16 or int8");
+                return cli_usage_error("--precision must be f32, bf16, int8 or q8_0");
             i++;
         } else if (!strcmp(a, "--int8-activations")) {
             if (!v || (strcmp(v, "int8") && strcmp(v, "int8-small") && strcmp(v, "f32")))
@@ -245,6 +248,7 @@ int cmd_translate(int argc, char **argv) {
             qact = !strcmp(v, "f32")          ? ATTN_QUANT_ACT_F32
                    : !strcmp(v, "int8-small") ? ATTN_QUANT_ACT_Q8
                                               : ATTN_QUANT_ACT_Q8_ALL;
+            qact_set = true;
             i++;
         } else if (!strcmp(a, "--heuristic-stop")) {
             c.o.stop = ATTN_TRANSLATE_STOP_HEURISTIC;
@@ -261,6 +265,9 @@ int cmd_translate(int argc, char **argv) {
         }
     }
     if (!dir) return cli_usage_error("translate needs --model DIR");
+    if (qact_set && prec != ATTN_ENCDEC_PRECISION_Q8_0)
+        return cli_usage_error("--int8-activations is for --precision q8_0 (int8 always rounds "
+                               "the activations to int8, one scale per row)");
     attn_status s = attn_encdec_load_dir(dir, &c.m);
     if (!s && prec != ATTN_ENCDEC_PRECISION_F32) s = attn_encdec_set_precision(c.m, prec, qact);
     if (!s && c.m->cfg.arch != ATTN_ENCDEC_ARCH_ATTN) {

@@ -125,4 +125,30 @@ static inline void qx8_block(const attn_quant_packed *P, int n, int g, uint8_t *
 ATTN_QUANT_GEMM_X8_DECLARE(avx2)
 ATTN_QUANT_GEMM_X8_DECLARE(avx512)
 
+/* ---- the i8 layout (attn_quant.h: ATTN_QTYPE_I8; quant_i8.c, quant_i8_simd.c) ---- */
+typedef struct {
+    int M, K, N;
+    const int8_t *w;     /* (N16/16, K/4, 16, 4) the packed codes */
+    const float *wd;     /* (N16) the rows' scales */
+    const int32_t *nsum; /* (N16) −128 · Σ of each row's codes */
+    const uint8_t *xu;   /* (M, K) the activations' codes + 128 */
+    const float *xe;     /* (M) their scales */
+    float beta;
+    float *y; /* (M, N) row stride ldy */
+    int ldy;
+    const float *bias; /* (N) or NULL */
+    attn_act act;
+} i8_job;
+/* y = the product on P (ATTN_QTYPE_I8), arguments validated; false when out of memory. */
+bool attn_quant_i8_gemm(int M, const float *x, int ldx, const attn_quant_packed *P, float beta,
+                        float *y, int ldy, const float *bias, attn_act act);
+/* Row n of P (ATTN_QTYPE_I8) dequantized into out (K), arguments validated. */
+attn_status attn_quant_i8_dequant_row(const attn_quant_packed *P, int n, float *out);
+/* The AVX512-VNNI panels [p0, p1) of 16 rows of W (p0 even), every row of x (quant_i8_simd.c;
+ * call only on a CPU with AVX512-VNNI). */
+void attn_quant_i8_panels_avx512(const i8_job *j, int p0, int p1);
+/* A row (n) of x quantized for the i8 product (*d its scale, q its codes + 128): quant_i8.c's
+ * i8_row, the same bits, in AVX-512 (quant_i8_simd.c). */
+void attn_quant_i8_row_avx512(int n, const float *x, float *d, uint8_t *q);
+
 #endif

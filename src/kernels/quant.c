@@ -41,6 +41,7 @@ static const qtype_info *info(uint32_t id) {
 bool attn_quant_type_known(uint32_t id) { return info(id) != NULL; }
 
 const char *attn_quant_type_name(attn_qtype t) {
+    if (t == ATTN_QTYPE_I8) return "i8";
     const qtype_info *q = info((uint32_t)t);
     return q ? q->name : "?";
 }
@@ -237,6 +238,7 @@ void attn_quant_block_dequant(attn_qtype t, const uint8_t *b, float *y) {
         }
         return;
     }
+    case ATTN_QTYPE_I8: return; /* not a block type (callers check attn_quant_row_bytes first) */
     }
 }
 
@@ -596,6 +598,7 @@ static void quantize_block(attn_qtype t, const float *x, uint8_t *b) {
     case ATTN_QTYPE_Q4_K: quant_k45(x, 4, b); return;
     case ATTN_QTYPE_Q5_K: quant_k45(x, 5, b); return;
     case ATTN_QTYPE_Q6_K: quant_q6_k(x, b); return;
+    case ATTN_QTYPE_I8: return; /* not a block type (callers check attn_quant_row_bytes first) */
     }
 }
 
@@ -737,8 +740,17 @@ attn_status attn_quant_pack_sums(attn_quant_packed *P) {
 void attn_quant_packed_free(attn_quant_packed *p) {
     if (!p) return;
     attn_free(p->nsum);
+    attn_free(p->scale);
     attn_free(p->data);
     memset(p, 0, sizeof *p);
+}
+
+/* An i8 matrix (attn_quant_pack_i8's fields consistent). */
+static attn_status check_i8(const char *what, const attn_quant_packed *P) {
+    REQUIRE(P->data && P->scale && P->nsum && P->N >= 0 && P->K >= 4 && P->K <= 65536 &&
+                P->K % 4 == 0 && P->bytes == ((size_t)P->N + 15) / 16 * 16 * (size_t)P->K,
+            "%s: not a packed i8 matrix", what);
+    return ATTN_STATUS_OK;
 }
 
 static attn_status check_packed(const char *what, const attn_quant_packed *P, size_t *rb) {
@@ -788,10 +800,16 @@ static void dequant_block(const attn_quant_packed *P, int g, const uint8_t *blk,
 }
 
 attn_status attn_quant_packed_row(const attn_quant_packed *P, int n, void *row) {
+    REQUIRE(!P || P->type != ATTN_QTYPE_I8, "quant packed row: an i8 matrix has no row layout");
     return packed_row_blocks(P, n, row, copy_block, row);
 }
 
 attn_status attn_quant_packed_dequant_row(const attn_quant_packed *P, int n, float *out) {
+    if (P && P->type == ATTN_QTYPE_I8) {
+        ATTN_TRY(check_i8("quant packed row", P));
+        REQUIRE(out && n >= 0 && n < P->N, "quant packed row: row %d of %d", n, P->N);
+        return attn_quant_i8_dequant_row(P, n, out);
+    }
     return packed_row_blocks(P, n, out, dequant_block, out);
 }
 
@@ -814,8 +832,12 @@ static attn_status gemm_packed_ref(int M, const float *x, int ldx, const attn_qu
 static attn_status quant_gemm_packed(int M, const float *x, int ldx, const attn_quant_packed *P,
                                      float beta, float *y, int ldy, const float *bias,
                                      attn_act act, attn_quant_act qact, bool chunked) {
-    size_t rb;
-    ATTN_TRY(check_packed("quant gemm", P, &rb));
+    size_t rb = 0;
+    const bool i8 = P && P->type == ATTN_QTYPE_I8;
+    if (i8)
+        ATTN_TRY(check_i8("quant gemm", P));
+    else
+        ATTN_TRY(check_packed("quant gemm", P, &rb));
     const int N = P->N, K = P->K;
     REQUIRE(M >= 0, "quant gemm: M must be >= 0 (M=%d)", M);
     REQUIRE(act >= ATTN_ACT_NONE && act <= ATTN_ACT_SILU, "quant gemm: unknown activation %d",
@@ -829,7 +851,9 @@ static attn_status quant_gemm_packed(int M, const float *x, int ldx, const attn_
     REQUIRE(y && (K == 0 || x), "quant gemm: NULL matrix");
     const attn_backend be = attn_get_backend();
     bool ok = true;
-    if (be == ATTN_BACKEND_AVX512)
+    if (i8) /* one path for every M and every backend (chunked or not: rows are independent) */
+        ok = attn_quant_i8_gemm(M, x, ldx, P, beta, y, ldy, bias, act);
+    else if (be == ATTN_BACKEND_AVX512)
         ok = attn_quant_gemm_x8_avx512(M, x, ldx, P, beta, y, ldy, bias, act, qact, chunked);
     else if (be == ATTN_BACKEND_AVX2)
         ok = attn_quant_gemm_x8_avx2(M, x, ldx, P, beta, y, ldy, bias, act, qact, chunked);

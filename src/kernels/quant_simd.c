@@ -708,7 +708,8 @@ static strip_fn strip_for(attn_qtype t, int Mc, bool vnni) {
     case ATTN_QTYPE_Q4_K: STRIP_PICK(q4_k);
     case ATTN_QTYPE_Q5_K: STRIP_PICK(q5_k);
     case ATTN_QTYPE_Q6_K: STRIP_PICK(q6_k);
-    case ATTN_QTYPE_F32: break;
+    case ATTN_QTYPE_F32:
+    case ATTN_QTYPE_I8: break;
     }
 #undef STRIP_PICK
     return NULL;

@@ -74,18 +74,20 @@ attn_status encdec_cross_kv(const attn_encdec_model *m, int l, int S, int Ts, co
 
 /* ---- inference precision (encdec_precision.c) ---------------------------------------------- */
 
-/* An INT8 model's quantized matrices: n of cap, each in the row layout (attn_nn_linear.qw) and
- * the x8 layout (attn_nn_linear.qpacked), which the views of m->w point into. */
+/* An INT8 or Q8_0 model's quantized matrices: n of cap, which the views of m->w point into. I8:
+ * the i8 layout only (attn_nn_linear.qpacked); Q8_0: the row layout (attn_nn_linear.qw) and the
+ * x8 layout (.qpacked). */
 struct attn_encdec_quant {
     int n, cap;
-    void **rows;              /* [cap] (N, K) Q8_0 rows */
-    attn_quant_packed *packs; /* [cap] the same matrices in the x8 layout */
+    attn_qtype qtype;         /* ATTN_QTYPE_I8 (INT8) or ATTN_QTYPE_Q8_0 */
+    void **rows;              /* [cap] (N, K) Q8_0 rows; NULL for I8 */
+    attn_quant_packed *packs; /* [cap] the matrices in the x8 or i8 layout */
     attn_nn_linear out;       /* the output projection (logits) */
     size_t bytes;             /* of rows and packs */
 };
 void encdec_quant_free(attn_encdec_quant *q);
 
-/* The run of m's inference products: its precision's GEMM precision (BF16 or F32) and INT8's
+/* The run of m's inference products: its precision's GEMM precision (BF16 or F32) and Q8_0's
  * activation mode; evaluation, no dropout. */
 attn_nn_run encdec_run(const attn_encdec_model *m);
 

@@ -1,9 +1,11 @@
 /* encdec_precision.c — an encoder–decoder's inference precision (attn_models.h:
- * attn_encdec_set_precision): float32, bfloat16 products, or int8 weights.
+ * attn_encdec_set_precision): float32, bfloat16 products, or int8 weights (CTranslate2's one
+ * scale per row, or GGUF's Q8_0).
  *
- * INT8 composes what exists: attn_quant_quantize writes each linear map's weight as Q8_0 rows,
- * attn_quant_pack repacks them in the x8 layout, and the views of m->w then carry both
- * (attn_nn_linear.qw, .qpacked), so every forward of the block layer (attn_nn_linear_forward)
+ * INT8 and Q8_0 compose what exists: attn_quant_pack_i8 packs each linear map's weight with one
+ * scale per row (INT8); attn_quant_quantize writes it as Q8_0 rows and attn_quant_pack repacks
+ * them in the x8 layout (Q8_0). The views of m->w then carry the result (attn_nn_linear.qpacked,
+ * and .qw for Q8_0), so every forward of the block layer (attn_nn_linear_forward)
  * runs attn_quant_gemm_packed on them without any change to the model's code. q|k|v (and the
  * cross-attention's k|v) are adjacent in the parameter buffer, so each is quantized as one fused
  * matrix and runs as one product, as the float32 model fuses them. */
@@ -19,6 +21,7 @@ const char *attn_encdec_precision_name(attn_encdec_precision p) {
     case ATTN_ENCDEC_PRECISION_F32: return "f32";
     case ATTN_ENCDEC_PRECISION_BF16: return "bf16";
     case ATTN_ENCDEC_PRECISION_INT8: return "int8";
+    case ATTN_ENCDEC_PRECISION_Q8_0: return "q8_0";
     }
     return "?";
 }
@@ -30,14 +33,15 @@ attn_status attn_encdec_precision_parse(const char *name, attn_encdec_precision 
         attn_encdec_precision p;
     } names[] = {{"f32", ATTN_ENCDEC_PRECISION_F32},   {"fp32", ATTN_ENCDEC_PRECISION_F32},
                  {"float32", ATTN_ENCDEC_PRECISION_F32}, {"bf16", ATTN_ENCDEC_PRECISION_BF16},
-                 {"bfloat16", ATTN_ENCDEC_PRECISION_BF16}, {"int8", ATTN_ENCDEC_PRECISION_INT8}};
+                 {"bfloat16", ATTN_ENCDEC_PRECISION_BF16}, {"int8", ATTN_ENCDEC_PRECISION_INT8},
+                 {"q8_0", ATTN_ENCDEC_PRECISION_Q8_0}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(name, names[i].name)) {
             *out = names[i].p;
             return ATTN_STATUS_OK;
         }
     return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
-                     "unknown precision '%s' (expected f32, bf16 or int8)", name);
+                     "unknown precision '%s' (expected f32, bf16, int8 or q8_0)", name);
 }
 
 void encdec_quant_free(attn_encdec_quant *q) {
@@ -54,7 +58,7 @@ void encdec_quant_free(attn_encdec_quant *q) {
 attn_nn_run encdec_run(const attn_encdec_model *m) {
     attn_nn_run r = attn_nn_default_run();
     if (m->precision == ATTN_ENCDEC_PRECISION_BF16) r.precision = ATTN_PRECISION_BF16;
-    if (m->precision == ATTN_ENCDEC_PRECISION_INT8) r.quant_act = m->quant_act;
+    if (m->quant) r.quant_act = m->quant_act;
     return r;
 }
 
@@ -62,21 +66,28 @@ size_t attn_encdec_quant_bytes(const attn_encdec_model *m) {
     return m && m->quant ? m->quant->bytes : 0;
 }
 
-/* L (a dense OUT_IN float map) on Q8_0 weights: its rows quantized, then repacked; L's qtype,
- * qw and qpacked set. A map whose input width is not a multiple of Q8_0's block of 32 stays
- * float32. */
+/* L (a dense OUT_IN float map) on int8 weights: I8 (one scale per row) or Q8_0 (rows quantized,
+ * then repacked); L's qtype, qpacked (and for Q8_0 qw) set. A map whose input width is not a
+ * multiple of the type's block (4 for I8: the VNNI step; 32 for Q8_0) stays float32. */
 static attn_status quantize_map(attn_encdec_quant *q, attn_nn_linear *L) {
-    const attn_qtype t = ATTN_QTYPE_Q8_0;
-    if (L->in % attn_quant_block_elems(t) != 0) return ATTN_STATUS_OK;
+    const attn_qtype t = q->qtype;
+    if (L->in % (t == ATTN_QTYPE_I8 ? 4 : attn_quant_block_elems(t)) != 0) return ATTN_STATUS_OK;
     if (!L->w || L->layout != ATTN_NN_OUT_IN || (L->ldw && L->ldw != L->in) || q->n >= q->cap)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec int8: not a dense (out, in) map");
+    attn_quant_packed *P = &q->packs[q->n];
+    if (t == ATTN_QTYPE_I8) {
+        ATTN_TRY(attn_quant_pack_i8(L->out, L->in, L->w, P));
+        q->n++; /* freed with q from here on */
+        q->bytes += P->bytes + ((size_t)L->out + 15) / 16 * 16 * (sizeof(float) + sizeof(int32_t));
+        L->qtype = t, L->qw = NULL, L->qpacked = P;
+        return ATTN_STATUS_OK;
+    }
     size_t rb;
     ATTN_TRY(attn_quant_row_bytes(t, L->in, &rb));
     void *rows = attn_alloc(rb * (size_t)L->out);
     if (!rows)
         return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "encdec int8: out of memory for (%d, %d)",
                          L->out, L->in);
-    attn_quant_packed *P = &q->packs[q->n];
     q->rows[q->n++] = rows; /* freed with q from here on */
     ATTN_TRY(attn_quant_quantize(t, (int64_t)L->out * L->in, L->w, rows));
     ATTN_TRY(attn_quant_pack(t, L->out, L->in, rows, P));
@@ -121,7 +132,7 @@ attn_status attn_encdec_set_precision(attn_encdec_model *m, attn_encdec_precisio
                                       attn_quant_act act) {
     if (!m) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec precision: NULL model");
     if (p != ATTN_ENCDEC_PRECISION_F32 && p != ATTN_ENCDEC_PRECISION_BF16 &&
-        p != ATTN_ENCDEC_PRECISION_INT8)
+        p != ATTN_ENCDEC_PRECISION_INT8 && p != ATTN_ENCDEC_PRECISION_Q8_0)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "encdec precision: unknown precision %d",
                          (int)p);
     if (act != ATTN_QUANT_ACT_F32 && act != ATTN_QUANT_ACT_Q8 && act != ATTN_QUANT_ACT_Q8_ALL)
@@ -135,10 +146,11 @@ attn_status attn_encdec_set_precision(attn_encdec_model *m, attn_encdec_precisio
     encdec_layout_weights(m);
     m->precision = ATTN_ENCDEC_PRECISION_F32;
     m->quant_act = ATTN_QUANT_ACT_F32;
-    if (p == ATTN_ENCDEC_PRECISION_INT8) {
+    if (p == ATTN_ENCDEC_PRECISION_INT8 || p == ATTN_ENCDEC_PRECISION_Q8_0) {
         const attn_encdec_config *c = &m->cfg;
         attn_encdec_quant *q = attn_calloc(sizeof *q);
         if (q) {
+            q->qtype = p == ATTN_ENCDEC_PRECISION_INT8 ? ATTN_QTYPE_I8 : ATTN_QTYPE_Q8_0;
             q->cap = 4 * c->n_enc_layers + 7 * c->n_dec_layers + 1;
             q->rows = attn_calloc((size_t)q->cap * sizeof *q->rows);
             q->packs = attn_calloc((size_t)q->cap * sizeof *q->packs);

@@ -2,7 +2,8 @@
  * the GEMM's epilogue, backward, pre-packed weights, bias gradients.
  *
  * Which GEMM a forward runs:
- *   - quantized weights (qw): attn_quant_gemm, in the run's activation mode; with few_rows,
+ *   - quantized weights (qw, or qpacked alone: CTranslate2's int8, ATTN_QTYPE_I8):
+ *     attn_quant_gemm(_packed), in the run's activation mode; with few_rows,
  *     9 .. FEW_ROWS_QF32 rows (int8 activations: any M) through attn_quant_gemm_batch (a
  *     batched decoding step: chunks of 8 rows on the decoding path, W streamed once);
  *   - pre-packed weights (inference, their backend current): attn_gemm_packed, no per-call
@@ -152,7 +153,7 @@ attn_status attn_nn_linear_forward(const attn_nn_run *run, const attn_nn_linear 
 attn_status attn_nn_linear_backward(const attn_nn_run *run, const attn_nn_linear *L, int M,
                                     const float *x, int ldx, const float *dy, int lddy, float *dx,
                                     int lddx, bool accumulate, const attn_nn_linear *g) {
-    if (L && L->qw)
+    if (L && (L->qw || L->qpacked))
         return attn_fail(ATTN_STATUS_UNSUPPORTED,
                          "linear backward: the weights are quantized (%s), which is for inference "
                          "only: no gradients through them",
@@ -204,7 +205,7 @@ bool attn_nn_linear_fuse(const attn_nn_linear *a, const attn_nn_linear *b, const
 
 attn_status attn_nn_linear_pack(const attn_nn_linear *L, attn_precision precision,
                                 attn_gemm_packed_b *out) {
-    if (L && L->qw)
+    if (L && (L->qw || L->qpacked))
         return attn_fail(ATTN_STATUS_UNSUPPORTED,
                          "linear pack: the weights are quantized (%s): they are used as they are",
                          attn_quant_type_name(L->qtype));

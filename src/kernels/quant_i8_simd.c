@@ -1,0 +1,111 @@
+/* quant_i8_simd.c — the AVX512-VNNI inner loops of the i8 product (attn_quant.h: ATTN_QTYPE_I8;
+ * quant_i8.c quantizes the activations, shares the panels among threads and holds the reference
+ * loops these equal bit for bit).
+ *
+ * A tile: two panels (32 rows of W, 16 per zmm) times up to 8 rows of x. For each 4 consecutive
+ * k, one 64-byte load per panel (16 rows x 4 codes) and, per row of x, its 4 activation bytes
+ * broadcast: 2 VPDPBUSD per row, 16 int32 accumulators in registers for 8 rows. The sums run over
+ * the whole of K in int32, started at each row of W's −128 · Σ q (the activations are stored + 128
+ * as unsigned bytes), then one conversion and one scale (e_m · d_n) per output: no per-block
+ * float work, unlike Q8_0's products. */
+#include "quant-impl.h"
+
+#if ATTN_ISA == 512
+#include "vmath.h"
+
+#include <immintrin.h>
+
+#define VNNI_FN __attribute__((target("avx512vnni")))
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define I8_ROWS 8 /* rows of x per tile */
+
+/* acc += Σ over each 4 bytes of u (unsigned) × s (signed): VPDPBUSD in place. As inline assembly
+ * because gcc 12, given the intrinsic on an array of accumulators, copied every accumulator twice
+ * per step (32 register moves for 16 VPDPBUSD: a third of the kernel's speed). */
+VNNI_FN static ALWAYS_INLINE void dpbusd(__m512i *acc, __m512i u, __m512i s) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(*acc) : "v"(u), "v"(s));
+}
+
+/* out (Mc, 32) = panels p and p + 1 (p twice when !two) times rows m0 .. m0 + Mc − 1 of x. */
+VNNI_FN static ALWAYS_INLINE void i8_tile(int Mc, const i8_job *j, int p, bool two, int m0,
+                                          float *out) {
+    const int K = j->K;
+    const int8_t *pa = j->w + (size_t)p * 16 * (size_t)K, *pb = two ? pa + 16 * (size_t)K : pa;
+    const int q = two ? p + 1 : p;
+    const __m512i na = _mm512_loadu_si512(j->nsum + 16 * p), nb = _mm512_loadu_si512(j->nsum + 16 * q);
+    __m512i a0[I8_ROWS], a1[I8_ROWS];
+#pragma GCC unroll 8
+    for (int m = 0; m < Mc; m++) a0[m] = na, a1[m] = nb;
+    const uint8_t *x0 = j->xu + (size_t)m0 * K;
+    for (int k = 0; k < K; k += 4) {
+        const __m512i wa = _mm512_loadu_si512(pa + 16 * (size_t)k);
+        const __m512i wb = _mm512_loadu_si512(pb + 16 * (size_t)k);
+#pragma GCC unroll 8
+        for (int m = 0; m < Mc; m++) {
+            int32_t v;
+            memcpy(&v, x0 + (size_t)m * K + k, sizeof v);
+            const __m512i xb = _mm512_set1_epi32(v);
+            dpbusd(&a0[m], xb, wa);
+            dpbusd(&a1[m], xb, wb);
+        }
+    }
+    const __m512 da = _mm512_loadu_ps(j->wd + 16 * p), db = _mm512_loadu_ps(j->wd + 16 * q);
+#pragma GCC unroll 8
+    for (int m = 0; m < Mc; m++) {
+        const __m512 e = _mm512_set1_ps(j->xe[m0 + m]);
+        _mm512_storeu_ps(out + 32 * m, _mm512_mul_ps(_mm512_cvtepi32_ps(a0[m]), _mm512_mul_ps(e, da)));
+        _mm512_storeu_ps(out + 32 * m + 16,
+                         _mm512_mul_ps(_mm512_cvtepi32_ps(a1[m]), _mm512_mul_ps(e, db)));
+    }
+}
+
+typedef void (*i8_tile_fn)(const i8_job *, int, bool, int, float *);
+#define I8_TILE_FN(Mc)                                                                           \
+    VNNI_FN __attribute__((noinline)) static void i8_tile_##Mc(const i8_job *j, int p, bool two, \
+                                                               int m0, float *out) {             \
+        i8_tile(Mc, j, p, two, m0, out);                                                         \
+    }
+I8_TILE_FN(1) I8_TILE_FN(2) I8_TILE_FN(3) I8_TILE_FN(4) I8_TILE_FN(5) I8_TILE_FN(6) I8_TILE_FN(7)
+I8_TILE_FN(8)
+static const i8_tile_fn i8_tiles[I8_ROWS + 1] = {NULL,     i8_tile_1, i8_tile_2, i8_tile_3, i8_tile_4,
+                                                 i8_tile_5, i8_tile_6, i8_tile_7, i8_tile_8};
+
+void attn_quant_i8_row_avx512(int n, const float *x, float *d, uint8_t *q) {
+    /* quant_i8.c's i8_row with 16 lanes, the same bits: max(|x|, amax) skips NaN as its
+     * comparison does, max(v, −127) maps NaN to −127, VCVTPS2DQ rounds to nearest even as its
+     * 1.5 · 2^23 trick does for |v| <= 127 */
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    __m512 amax = _mm512_setzero_ps();
+    for (int k = 0; k < n; k += 16) {
+        const __mmask16 mk = n - k >= 16 ? 0xffff : (__mmask16)((1u << (n - k)) - 1);
+        amax = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_maskz_loadu_ps(mk, x + k)), amax);
+    }
+    *d = _mm512_reduce_max_ps(amax) / 127.0f;
+    const __m512 id = _mm512_set1_ps(*d != 0.0f ? 1.0f / *d : 0.0f);
+    const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+    const __m512i off = _mm512_set1_epi32(128);
+    for (int k = 0; k < n; k += 16) {
+        const __mmask16 mk = n - k >= 16 ? 0xffff : (__mmask16)((1u << (n - k)) - 1);
+        const __m512 v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + k), id), lo), hi);
+        _mm_mask_storeu_epi8(q + k, mk, _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(v), off)));
+    }
+}
+
+void attn_quant_i8_panels_avx512(const i8_job *j, int p0, int p1) {
+    float out[I8_ROWS * 32];
+    for (int p = p0; p < p1; p += 2) {
+        const bool two = p + 1 < p1;
+        const int n0 = 16 * p, nc = ATTN_MIN(two ? 32 : 16, j->N - n0);
+        for (int m0 = 0; m0 < j->M; m0 += I8_ROWS) {
+            const int Mc = ATTN_MIN(I8_ROWS, j->M - m0);
+            i8_tiles[Mc](j, p, two, m0, out);
+            for (int m = 0; m < Mc; m++)
+                av_store_row(j->y + (size_t)(m0 + m) * j->ldy + n0, nc, out + 32 * m, 1.0f,
+                             j->beta, j->bias ? j->bias + n0 : NULL, j->act);
+        }
+    }
+}
+#else
+/* (the AVX2 build has no VNNI kernel: quant_i8.c runs the reference loops there) */
+typedef int attn_quant_i8_simd_avx2_unused;
+#endif
