@@ -37,7 +37,8 @@
  * 1 = every kernel split over the threads instead), ATTN_BENCH_DIR, ATTN_BENCH_STEPS (60), ATTN_BENCH_WARMUP
  * (5), ATTN_BENCH_ROUNDS (2), ATTN_BENCH_DROPOUT (the config's). Run from the repository root.
  * ATTN_BENCH_PRECISION: the decoding's precision (attn translate --precision: f32, the default;
- * bf16; int8; int8-f32 = int8 with float32 activations); its cases are named with it. Besides
+ * bf16; int8 = CTranslate2's int8; q8_0; q8_0-f32 = q8_0 with float32 activations); its cases
+ * are named with it. Besides
  * sentences/s, decoding reports target tokens/s (the output tokens, </s> not counted).
  * ATTN_BENCH_DECODE_ONLY=1: (b) alone, without the training steps. */
 #include "attn_core.h"
@@ -490,10 +491,10 @@ static int run_decode(const setup *su, attn_encdec_model *fresh, const char *dir
     const char *pe = getenv("ATTN_BENCH_PRECISION");
     char pname[32] = "";
     if (pe && *pe && strcmp(pe, "f32")) {
-        const bool f32_act = !strcmp(pe, "int8-f32");
+        const bool f32_act = !strcmp(pe, "q8_0-f32");
         attn_encdec_precision p;
-        if (attn_encdec_precision_parse(f32_act ? "int8" : pe, &p)) return fail("precision");
-        if (attn_encdec_set_precision(m, p, f32_act ? ATTN_QUANT_ACT_F32 : ATTN_QUANT_ACT_Q8))
+        if (attn_encdec_precision_parse(f32_act ? "q8_0" : pe, &p)) return fail("precision");
+        if (attn_encdec_set_precision(m, p, f32_act ? ATTN_QUANT_ACT_F32 : ATTN_QUANT_ACT_Q8_ALL))
             return fail("precision");
         snprintf(pname, sizeof pname, " %s", pe);
     }

@@ -31,7 +31,8 @@ parallel). attn: one `attn --threads N translate` process per --batch value, the
 --passes runs, minus the time of the same command on empty input (loading the export and, for
 int8, quantizing it: measured the same way, the least of 3 runs), so neither side counts
 loading. Precisions: f32 = CTranslate2 float32 / attn f32; int8 = CTranslate2 int8 and
-int8_float32 (both tried) / attn int8 with --int8-activations int8 and f32 (both tried); bf16 =
+int8_float32 (both tried) / attn int8 (CTranslate2's scheme: one scale per weight row and per
+activation row; --attn-q8 also tries attn's q8_0 with --int8-activations int8 and f32); bf16 =
 CTranslate2 bfloat16 (if this CPU build has it) / attn bf16. Each timed line also says how many
 cores other processes used meanwhile (/proc/stat): the machine's noise."""
 import argparse
@@ -129,11 +130,13 @@ def ct2_run(a, gen, tok, batch, splits, batches, types):
 
 
 def attn_cmd(a, bsize, act, early):
+    """act: None (the precision as it is) or an --int8-activations value for --precision q8_0"""
     cmd = [a.attn, "--threads", str(a.threads), "translate", "--model", a.hf_dir, "--ids",
-           "--beam", str(a.beam), "--batch", str(bsize), "--precision", a.precision,
-           "--early-stopping", early]
+           "--beam", str(a.beam), "--batch", str(bsize), "--early-stopping", early]
     if act:
-        cmd += ["--int8-activations", act]
+        cmd += ["--precision", "q8_0", "--int8-activations", act]
+    else:
+        cmd += ["--precision", a.precision]
     return cmd
 
 
@@ -164,7 +167,7 @@ def attn_run(a, ids_path, batches, acts, early):
                     outs = [[int(x) for x in ln.split()] for ln in text.splitlines()]
             n = sum(len(o) for o in outs)
             t = best - load
-            label = (f"{a.precision}{' act ' + act if act else ''} --batch {bsize} "
+            label = (f"{'q8_0 act ' + act if act else a.precision} --batch {bsize} "
                      f"--early-stopping {early}")
             res.append((label, n / t, t, outs))
             print(f"  attn        {label:34s} {n / t:9.1f} tok/s ({len(outs) / t:7.1f} sent/s, "
@@ -200,8 +203,9 @@ def main():
                          "CTranslate2's own stopping rule for a beam search with a length "
                          "penalty, so both sides run the same search); the others are reported "
                          "with their own ratio")
-    ap.add_argument("--int8-acts", default="int8,f32",
-                    help="attn's --int8-activations values tried with --precision int8")
+    ap.add_argument("--attn-q8", default="",
+                    help="with --precision int8, also attn's --precision q8_0 with these "
+                         "--int8-activations values (e.g. int8,f32; default none)")
     a = ap.parse_args()
     os.makedirs(a.out_dir, exist_ok=True)
     if not os.path.exists(os.path.join(a.ct2_dir, "model.bin")):
@@ -232,7 +236,7 @@ def main():
           f"beam {a.beam}, {a.threads} threads, precision {a.precision}", flush=True)
     for m in missing:
         print(f"  ctranslate2 has no compute_type {m} on this CPU: not measured", flush=True)
-    acts = parse_list(a.int8_acts) if a.precision == "int8" else [None]
+    acts = [None] + (parse_list(a.attn_q8) if a.precision == "int8" else [])
     earlies = parse_list(a.attn_early)
 
     def merge(into, res):  # per setting label, the fastest run

@@ -15,7 +15,8 @@
 #                                              int8_float32, attn --precision int8) or bf16
 #   BEAMS="1 4" THREADS=2 PASSES=1             beam sizes (default 4), threads, timed passes
 #   CT2_BATCHES=... ATTN_BATCHES=...           the settings tried (ct2_export.py's defaults)
-#   INT8_ACTS=int8,int8-small,f32              attn's --int8-activations tried (default int8,f32)
+#   ATTN_Q8=int8,f32                           with int8: attn's q8_0 too, with these
+#                                              --int8-activations (default: not run)
 #   ROUNDS=3                                   every setting of both sides, in turn, this many
 #                                              times; each setting's best counts (default 1:
 #                                              this VM's speed drifts over minutes)
@@ -48,7 +49,7 @@ for beam in ${BEAMS:-4}; do
     --precision "${PRECISION:-f32}" --beam "$beam" --threads "${THREADS:-2}" --passes "${PASSES:-1}" \
     --attn-early "${ATTN_EARLY:-true,false}" --rounds "${ROUNDS:-1}" \
     ${CT2_BATCHES:+--ct2-batches "$CT2_BATCHES"} ${ATTN_BATCHES:+--attn-batches "$ATTN_BATCHES"} \
-    ${INT8_ACTS:+--int8-acts "$INT8_ACTS"}
+    ${ATTN_Q8:+--attn-q8 "$ATTN_Q8"}
   if [ "${TORCH:-1}" != 0 ]; then
     "$PY" bench/torch_translate_hf.py "$OUT/hf" "$OUT/beam$beam/src.ids" --beam "$beam" \
       --threads "${THREADS:-2}" --precision "${PRECISION:-f32}" --out "$OUT/beam$beam/torch.ids" \

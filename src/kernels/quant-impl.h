@@ -144,6 +144,33 @@ bool attn_quant_i8_gemm(int M, const float *x, int ldx, const attn_quant_packed 
                         float *y, int ldy, const float *bias, attn_act act);
 /* Row n of P (ATTN_QTYPE_I8) dequantized into out (K), arguments validated. */
 attn_status attn_quant_i8_dequant_row(const attn_quant_packed *P, int n, float *out);
+/* The plain inner loops: panels [p0, p1) (of 16 rows of W) for every row of x. The ref backend
+ * runs them as they are (quant_i8.c), the AVX2 one compiled with its flags (quant_i8_simd.c). */
+static inline void i8_panels_plain(const i8_job *j, int p0, int p1) {
+    const int K = j->K;
+    for (int p = p0; p < p1; p++) {
+        const int8_t *wp = j->w + (size_t)p * 16 * (size_t)K;
+        const int n0 = 16 * p, nc = ATTN_MIN(16, j->N - n0);
+        for (int m = 0; m < j->M; m++) {
+            const uint8_t *xm = j->xu + (size_t)m * K;
+            int32_t acc[16] = {0};
+            for (int k4 = 0; k4 < K / 4; k4++)
+                for (int c = 0; c < 16; c++)
+                    for (int b = 0; b < 4; b++)
+                        acc[c] += ((int32_t)xm[4 * k4 + b] - 128) * wp[64 * k4 + 4 * c + b];
+            float *yr = j->y + (size_t)m * j->ldy + n0;
+            for (int c = 0; c < nc; c++) {
+                float v = (float)acc[c] * (j->xe[m] * j->wd[n0 + c]);
+                if (j->beta != 0.0f) v = fmaf(yr[c], j->beta, v);
+                if (j->bias) v += j->bias[n0 + c];
+                yr[c] = attn_act_scalar(v, j->act);
+            }
+        }
+    }
+}
+
+void attn_quant_i8_panels_ref(const i8_job *j, int p0, int p1);
+void attn_quant_i8_panels_avx2(const i8_job *j, int p0, int p1);
 /* The AVX512-VNNI panels [p0, p1) of 16 rows of W (p0 even), every row of x (quant_i8_simd.c;
  * call only on a CPU with AVX512-VNNI). */
 void attn_quant_i8_panels_avx512(const i8_job *j, int p0, int p1);

@@ -87,29 +87,7 @@ attn_status attn_quant_i8_dequant_row(const attn_quant_packed *P, int n, float *
     return ATTN_STATUS_OK;
 }
 
-/* The reference inner loops: panels [p0, p1) (of 16 rows of W) for every row of x. */
-static void i8_panels_ref(const i8_job *j, int p0, int p1) {
-    const int K = j->K;
-    for (int p = p0; p < p1; p++) {
-        const int8_t *wp = j->w + (size_t)p * 16 * (size_t)K;
-        const int n0 = 16 * p, nc = ATTN_MIN(16, j->N - n0);
-        for (int m = 0; m < j->M; m++) {
-            const uint8_t *xm = j->xu + (size_t)m * K;
-            int32_t acc[16] = {0};
-            for (int k4 = 0; k4 < K / 4; k4++)
-                for (int c = 0; c < 16; c++)
-                    for (int b = 0; b < 4; b++)
-                        acc[c] += ((int32_t)xm[4 * k4 + b] - 128) * wp[64 * k4 + 4 * c + b];
-            float *yr = j->y + (size_t)m * j->ldy + n0;
-            for (int c = 0; c < nc; c++) {
-                float v = (float)acc[c] * (j->xe[m] * j->wd[n0 + c]);
-                if (j->beta != 0.0f) v = fmaf(yr[c], j->beta, v);
-                if (j->bias) v += j->bias[n0 + c];
-                yr[c] = attn_act_scalar(v, j->act);
-            }
-        }
-    }
-}
+void attn_quant_i8_panels_ref(const i8_job *j, int p0, int p1) { i8_panels_plain(j, p0, p1); }
 
 static bool cpu_vnni(void) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -133,8 +111,11 @@ bool attn_quant_i8_gemm(int M, const float *x, int ldx, const attn_quant_packed 
             i8_row(K, x + (size_t)m * ldx, &xe[m], xu + (size_t)m * K, 128);
     const i8_job j = {M, K, P->N, (const int8_t *)P->data, P->scale, P->nsum, xu, xe,
                       beta, y, ldy, bias, act};
-    void (*fn)(const i8_job *, int, int) = i8_panels_ref;
-    if (be == ATTN_BACKEND_AVX512 && cpu_vnni()) fn = attn_quant_i8_panels_avx512;
+    void (*fn)(const i8_job *, int, int) = attn_quant_i8_panels_ref;
+    if (be == ATTN_BACKEND_AVX512 && cpu_vnni())
+        fn = attn_quant_i8_panels_avx512;
+    else if (be == ATTN_BACKEND_AVX2 || be == ATTN_BACKEND_AVX512)
+        fn = attn_quant_i8_panels_avx2; /* the same loops, vectorized by the compiler */
     /* units: pairs of panels (the VNNI kernel's step), shared among the threads */
     const int pairs = (NP + 1) / 2;
     int nt = 1;

@@ -106,6 +106,54 @@ void attn_quant_i8_panels_avx512(const i8_job *j, int p0, int p1) {
     }
 }
 #else
-/* (the AVX2 build has no VNNI kernel: quant_i8.c runs the reference loops there) */
-typedef int attn_quant_i8_simd_avx2_unused;
+#include <immintrin.h>
+
+/* AVX2 (and AVX-512 CPUs without VNNI): without VPDPBUSD, VPMADDUBSW takes unsigned × signed
+ * bytes into saturating int16 pairs, so the sign moves onto the weights (|x| <= 127 unsigned,
+ * w · sign(x)): a pair is at most 2 · 127 · 127 = 32258, no saturation; VPMADDWD then sums the
+ * pairs into int32. Exact, so the same sums as the reference loops. A panel of 16 rows is two
+ * vectors of 8 rows x 4 codes; up to 4 rows of x per pass over the panel. */
+static inline __m256i dot4_avx2(__m256i ax, __m256i sx, __m256i w) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(w, sx)),
+                             _mm256_set1_epi16(1));
+}
+
+void attn_quant_i8_panels_avx2(const i8_job *j, int p0, int p1) {
+    const int K = j->K;
+    float out[4 * 16];
+    for (int p = p0; p < p1; p++) {
+        const int8_t *wp = j->w + (size_t)p * 16 * (size_t)K;
+        const int n0 = 16 * p, nc = ATTN_MIN(16, j->N - n0);
+        for (int m0 = 0; m0 < j->M; m0 += 4) {
+            const int Mc = ATTN_MIN(4, j->M - m0);
+            __m256i lo[4], hi[4];
+            for (int m = 0; m < 4; m++) lo[m] = hi[m] = _mm256_setzero_si256();
+            for (int k = 0; k < K; k += 4) {
+                const __m256i wl = _mm256_loadu_si256((const __m256i *)(const void *)(wp + 16 * (size_t)k));
+                const __m256i wh = _mm256_loadu_si256((const __m256i *)(const void *)(wp + 16 * (size_t)k + 32));
+                for (int m = 0; m < Mc; m++) {
+                    int32_t v;
+                    memcpy(&v, j->xu + (size_t)(m0 + m) * K + k, sizeof v);
+                    const __m256i sx = _mm256_xor_si256(_mm256_set1_epi32(v), _mm256_set1_epi8((char)0x80));
+                    const __m256i ax = _mm256_abs_epi8(sx);
+                    lo[m] = _mm256_add_epi32(lo[m], dot4_avx2(ax, sx, wl));
+                    hi[m] = _mm256_add_epi32(hi[m], dot4_avx2(ax, sx, wh));
+                }
+            }
+            const __m256 dl = _mm256_loadu_ps(j->wd + n0), dh = _mm256_loadu_ps(j->wd + n0 + 8);
+            for (int m = 0; m < Mc; m++) {
+                const __m256 e = _mm256_set1_ps(j->xe[m0 + m]);
+                _mm256_storeu_ps(out + 16 * m, _mm256_mul_ps(_mm256_cvtepi32_ps(lo[m]), _mm256_mul_ps(e, dl)));
+                _mm256_storeu_ps(out + 16 * m + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(hi[m]), _mm256_mul_ps(e, dh)));
+                float *yr = j->y + (size_t)(m0 + m) * j->ldy + n0;
+                for (int c = 0; c < nc; c++) { /* the reference's epilogue, element by element */
+                    float v = out[16 * m + c];
+                    if (j->beta != 0.0f) v = fmaf(yr[c], j->beta, v);
+                    if (j->bias) v += j->bias[n0 + c];
+                    yr[c] = attn_act_scalar(v, j->act);
+                }
+            }
+        }
+    }
+}
 #endif
