@@ -112,8 +112,11 @@ PYNEW="$ROOT/.venv-bench/bin/python"
 gendir="$ATTN_REF_DIR/.gen"
 rm -rf "$gendir"; mkdir -p "$gendir"
 run_gen() { # $1 python, $2 generator: its log, seconds and exit status into $gendir
+  # (one thread each when two lanes share the cores: two torch processes of 2 threads each on 2
+  # cores spin in OpenMP's barriers; refnew_gguf_smollm2 took 238 s so, 81 s with 1 thread)
   n=$(basename "$2" .py); t0=$(date +%s)
-  "$1" "$2" "$ATTN_REF_DIR" > "$gendir/$n.log" 2>&1
+  OMP_NUM_THREADS=$ref_threads ATTN_REF_THREADS=$ref_threads \
+    "$1" "$2" "$ATTN_REF_DIR" > "$gendir/$n.log" 2>&1
   echo "$? $(( $(date +%s) - t0 ))" > "$gendir/$n.rc"
 }
 lane() { # take the next generator nobody has taken (mkdir is atomic), run it; the newest-torch
@@ -128,6 +131,7 @@ lane() { # take the next generator nobody has taken (mkdir is atomic), run it; t
 }
 lanes=${ATTN_REF_JOBS:-2}
 case $lanes in 1 | 2) ;; *) lanes=2 ;; esac
+ref_threads=$((lanes == 2 ? 1 : 2))
 t_ref=$(date +%s)
 l=1
 while [ $l -le $lanes ]; do lane & l=$((l + 1)); done

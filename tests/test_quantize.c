@@ -102,89 +102,104 @@ static double logits_err(const char *dir, const char *gguf) {
     return e;
 }
 
-/* attn quantize DIR -> file, GGUFReader's check, logits within bound. Under valgrind and
- * AddressSanitizer only the cases marked vg run (one per code path: float, Q8_0, a k-quant mix,
- * the row-length fallback, GPT-2's transposed weights); the rest repeat those paths with other
- * types (make test runs them all). */
-static void one(const char *model, const char *type, bool pure, double bound, bool vg) {
-    if ((tu_valgrind() || tu_sanitized()) && !vg) return;
-    char out[4300], cmd[32000], buf[8192];
-    snprintf(out, sizeof out, "%s", tu_tmp(model));
-    strcat(out, "-");
-    strcat(out, type);
-    strcat(out, ".gguf");
-    snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' --type %s%s --quiet", attn_bin(),
-             model_dir(model), out, type, pure ? " --pure" : "");
-    int rc = run(cmd, buf, sizeof buf);
-    if (rc) fail_msg("%s: %d: %s", cmd, rc, buf);
-    snprintf(cmd, sizeof cmd, ".venv/bin/python tools/check_quantize.py '%s' '%s' %s%s", out,
-             model_dir(model), type, pure ? " --pure" : "");
-    rc = run(cmd, buf, sizeof buf);
-    const char *line = strstr(buf, "check_quantize: ");
-    printf("  %s %s%s: %s", model, type, pure ? " (pure)" : "", line ? line + 16 : buf);
-    if (rc) fail_msg("%s failed", cmd);
-    const double e = logits_err(model_dir(model), out);
-    printf("    logits within %.3g of max|logit| of the float model (bound %g)\n", e, bound);
-    assert_true(e <= bound);
-    unlink(out);
+/* One case: attn quantize DIR (or --from: a GGUF file) -> a file of type, checked by
+ * tools/check_quantize.py, its logits within bound of the float model's. */
+typedef struct {
+    const char *model, *type;
+    bool pure;
+    double bound;
+    bool vg; /* run under valgrind and AddressSanitizer too */
+} qcase;
+
+/* The cases: each file written by attn quantize (from src_gguf when not NULL), then every file
+ * checked by one tools/check_quantize.py --batch process (one Python start-up, not one per file),
+ * then each file's logits. Under valgrind and AddressSanitizer only the cases marked vg run (one
+ * per code path: float, Q8_0, a k-quant mix, the row-length fallback, GPT-2's transposed
+ * weights); the rest repeat those paths with other types (make test runs them all). */
+static void run_cases(const qcase *cs, int n, const char *src_gguf) {
+    static char out[16][4300], cmd[160000], buf[65536];
+    char jobs[4300];
+    snprintf(jobs, sizeof jobs, "%s", tu_tmp("jobs.txt"));
+    FILE *jf = fopen(jobs, "w");
+    assert_non_null(jf);
+    bool any = false;
+    assert_true(n <= 16);
+    for (int i = 0; i < n; i++) {
+        const qcase *c = &cs[i];
+        out[i][0] = 0;
+        if ((tu_valgrind() || tu_sanitized()) && !c->vg) continue;
+        snprintf(out[i], sizeof out[i], "%s-%s%s.gguf", tu_tmp(c->model), c->type,
+                 c->pure ? "-pure" : src_gguf ? "-rq" : "");
+        snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' --type %s%s --quiet", attn_bin(),
+                 src_gguf ? src_gguf : model_dir(c->model), out[i], c->type,
+                 c->pure ? " --pure" : "");
+        int rc = run(cmd, buf, sizeof buf);
+        if (rc) fail_msg("%s: %d: %s", cmd, rc, buf);
+        fprintf(jf, "'%s' '%s' %s%s", out[i], model_dir(c->model), c->type,
+                c->pure ? " --pure" : "");
+        if (src_gguf) fprintf(jf, " --from '%s'", src_gguf);
+        fputc('\n', jf);
+        any = true;
+    }
+    fclose(jf);
+    if (any) {
+        snprintf(cmd, sizeof cmd, ".venv/bin/python tools/check_quantize.py --batch < '%s'", jobs);
+        const int rc = run(cmd, buf, sizeof buf);
+        for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+            if (!strncmp(l, "check_quantize: ", 16)) printf("  %s\n", l + 16);
+        if (rc) fail_msg("%s failed", cmd);
+    }
+    unlink(jobs);
+    for (int i = 0; i < n; i++) {
+        if (!out[i][0]) continue;
+        const double e = logits_err(model_dir(cs[i].model), out[i]);
+        printf("  %s %s%s%s: logits within %.3g of max|logit| of the float model (bound %g)\n",
+               cs[i].model, src_gguf ? "requantized to " : "", cs[i].type,
+               cs[i].pure ? " (pure)" : "", e, cs[i].bound);
+        assert_true(e <= cs[i].bound);
+        unlink(out[i]);
+    }
 }
 
 static void test_llama_types(void **state) {
     (void)state;
     need_refs();
-    one("llama8", "f32", false, 1e-5, true);
-    one("llama8", "f16", false, 1e-3, false);
-    one("llama8", "bf16", false, 1e-2, false);
-    one("llama8", "q8_0", false, 2.5e-2, true);
-    one("llama8", "q4_0", false, 0.3, false);
-    one("llama8", "q5_1", false, 0.15, false);
-    one("llama8", "q4_k_s", false, 0.25, false);
-    one("llama8", "q4_k_m", false, 0.25, true);
-    one("llama8", "q5_k_m", false, 0.15, false);
-    one("llama8", "q6_k", false, 0.08, false);
-    one("llama8", "q4_k_m", true, 0.3, false);
+    static const qcase cs[] = {
+        {"llama8", "f32", false, 1e-5, true},     {"llama8", "f16", false, 1e-3, false},
+        {"llama8", "bf16", false, 1e-2, false},   {"llama8", "q8_0", false, 2.5e-2, true},
+        {"llama8", "q4_0", false, 0.3, false},    {"llama8", "q5_1", false, 0.15, false},
+        {"llama8", "q4_k_s", false, 0.25, false}, {"llama8", "q4_k_m", false, 0.25, true},
+        {"llama8", "q5_k_m", false, 0.15, false}, {"llama8", "q6_k", false, 0.08, false},
+        {"llama8", "q4_k_m", true, 0.3, false}};
+    run_cases(cs, (int)(sizeof cs / sizeof cs[0]), NULL);
 }
 
 static void test_fallback_qwen2_gpt2(void **state) {
     (void)state;
     need_refs();
-    one("llama96", "q4_k_m", false, 0.03, true); /* rows of 96: Q5_0, head Q8_0 */
-    one("llama96", "q4_1", false, 0.03, false);
-    one("qwen2", "q8_0", false, 1e-2, true);
-    one("qwen2", "q4_k_m", false, 0.03, false);
-    one("gpt2", "f16", false, 1e-3, false);
-    one("gpt2", "q5_0", false, 0.04, true);
-    one("gpt2", "q5_k_m", false, 0.04, false);
+    static const qcase cs[] = {
+        {"llama96", "q4_k_m", false, 0.03, true}, /* rows of 96: Q5_0, head Q8_0 */
+        {"llama96", "q4_1", false, 0.03, false},  {"qwen2", "q8_0", false, 1e-2, true},
+        {"qwen2", "q4_k_m", false, 0.03, false},  {"gpt2", "f16", false, 1e-3, false},
+        {"gpt2", "q5_0", false, 0.04, true},      {"gpt2", "q5_k_m", false, 0.04, false}};
+    run_cases(cs, (int)(sizeof cs / sizeof cs[0]), NULL);
 }
 
+/* GGUF -> GGUF: llama8 as Q8_0, then requantized to each type (checked against gguf.quants on
+ * the input's dequantized values: check_quantize.py --from). */
 static void test_requantize(void **state) {
     (void)state;
     need_refs();
-    char a[4300], b[4300], cmd[32000], buf[8192];
+    char a[4300], cmd[32000], buf[8192];
     snprintf(a, sizeof a, "%s", tu_tmp("rq-q8_0.gguf"));
-    snprintf(b, sizeof b, "%s", tu_tmp("rq-q4_k_m.gguf"));
     snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' --type q8_0 --quiet", attn_bin(),
              model_dir("llama8"), a);
     assert_int_equal(run(cmd, buf, sizeof buf), 0);
-    const char *types[] = {"q4_0", "q4_k_m", "f16"};
-    for (int i = 0; i < (tu_valgrind() || tu_sanitized() ? 1 : 3); i++) {
-        snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' --type %s --quiet", attn_bin(), a, b,
-                 types[i]);
-        int rc = run(cmd, buf, sizeof buf);
-        if (rc) fail_msg("%s: %s", cmd, buf);
-        snprintf(cmd, sizeof cmd,
-                 ".venv/bin/python tools/check_quantize.py '%s' '%s' %s --from '%s'", b,
-                 model_dir("llama8"), types[i], a);
-        rc = run(cmd, buf, sizeof buf);
-        const char *line = strstr(buf, "check_quantize: ");
-        printf("  requantize Q8_0 -> %s: %s", types[i], line ? line + 16 : buf);
-        if (rc) fail_msg("%s failed", cmd);
-        const double e = logits_err(model_dir("llama8"), b);
-        printf("    logits within %.3g of max|logit| of the float model\n", e);
-        assert_true(e <= 0.3);
-    }
+    static const qcase cs[] = {{"llama8", "q4_0", false, 0.3, true},
+                               {"llama8", "q4_k_m", false, 0.3, false},
+                               {"llama8", "f16", false, 0.3, false}};
+    run_cases(cs, 3, a);
     unlink(a);
-    unlink(b);
 }
 
 static void test_pick_rules(void **state) {

@@ -1,6 +1,8 @@
 """Checks a GGUF file attn quantize wrote, with the gguf package's GGUFReader (tests/test_quantize.c).
 
     .venv/bin/python tools/check_quantize.py OUT.gguf HF_DIR TYPE [--pure] [--from IN.gguf]
+    .venv/bin/python tools/check_quantize.py --batch < JOBS   (one such argument list a line:
+                                                               one process for many files)
 
 From HF_DIR (no --from): the metadata convert_hf_to_gguf.py writes (the architecture keys from
 config.json; tokenizer.ggml.tokens / token_type as its get_vocab_base builds them from
@@ -248,10 +250,14 @@ def check_bytes(name, t, want_type, src):
     return "close"
 
 
-def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    pure = "--pure" in sys.argv
-    src_gguf = sys.argv[sys.argv.index("--from") + 1] if "--from" in sys.argv else None
+def check(argv):
+    """One file (argv: OUT HF_DIR TYPE [--pure] [--from IN]): its summary line; False on any
+    difference (each printed)."""
+    global errors
+    errors = []
+    args = [a for a in argv if not a.startswith("--")]
+    pure = "--pure" in argv
+    src_gguf = argv[argv.index("--from") + 1] if "--from" in argv else None
     if src_gguf in args:
         args.remove(src_gguf)
     out, d, ftype = args[0], args[1], args[2]
@@ -320,10 +326,22 @@ def main():
         for e in errors[:30]:
             print("check_quantize: " + e)
         print(f"check_quantize: {out}: {len(errors)} differences")
-        sys.exit(1)
+        return False
     print(f"check_quantize: {os.path.basename(out)}: {len(got)} keys as expected, "
           f"{'' if src_gguf else '(SpecialVocab of ' + SV_FROM + ') '}{len(names)} tensors ({mixs}); {kinds['bytes']} byte-identical to gguf.quants, "
           f"{kinds['close']} k-quant tensors within bound")
+    return True
+
+
+def main():
+    if sys.argv[1:] == ["--batch"]:
+        import shlex
+        ok = True
+        for line in sys.stdin:
+            if line.strip():
+                ok = check(shlex.split(line)) and ok
+        sys.exit(0 if ok else 1)
+    sys.exit(0 if check(sys.argv[1:]) else 1)
 
 
 if __name__ == "__main__":

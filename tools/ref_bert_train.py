@@ -101,7 +101,7 @@ def mlm_mask(ids, seed, epoch, example, special, mask_id, V, p=0.15, pm=0.8, pr=
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "build/ref"
     os.makedirs(out, exist_ok=True)
-    torch.set_num_threads(2)
+    torch.set_num_threads(int(os.environ.get("ATTN_REF_THREADS", "2")))  # tests/run.sh: 1 per lane
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
     from transformers.utils import logging
     logging.set_verbosity_error()

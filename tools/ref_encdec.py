@@ -215,7 +215,7 @@ def loss_of(model, batch, c, ls):
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
-    torch.set_num_threads(2)
+    torch.set_num_threads(int(os.environ.get("ATTN_REF_THREADS", "2")))  # tests/run.sh: 1 per lane
     tensors, meta = {}, {"cases": str(len(CASES))}
     for i, case in enumerate(CASES):
         rng = np.random.default_rng(1000 + i)

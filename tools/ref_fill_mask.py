@@ -130,7 +130,7 @@ CASES = [
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "build/ref"
     os.makedirs(out, exist_ok=True)
-    torch.set_num_threads(2)
+    torch.set_num_threads(int(os.environ.get("ATTN_REF_THREADS", "2")))  # tests/run.sh: 1 per lane
     from transformers import pipeline
     from transformers.utils import logging
     logging.set_verbosity_error()

@@ -83,7 +83,7 @@ def main():
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
     hf_logging.set_verbosity_error()
-    torch.set_num_threads(2)
+    torch.set_num_threads(int(os.environ.get("ATTN_REF_THREADS", "2")))  # tests/run.sh: 1 per lane
     tok = AutoTokenizer.from_pretrained(MODEL)
     gtok = AutoTokenizer.from_pretrained(os.path.dirname(GGUF), gguf_file=os.path.basename(GGUF))
     model = AutoModelForCausalLM.from_pretrained(MODEL, torch_dtype=torch.float32).eval()
