@@ -768,6 +768,19 @@ static void expect_same_bits(const float *want, int M, const float *x, int K,
     attn_free(y);
 }
 
+/* got = the product on P with one thread in mode qa1, got2 with two threads in mode qa2. */
+static void one_two_threads(int M, const float *x, int K, const attn_quant_packed *P, float beta,
+                            float *got, float *got2, int N, const float *bias, attn_act act,
+                            attn_quant_act qa1, attn_quant_act qa2) {
+    attn_set_num_threads(1);
+    assert_int_equal(attn_quant_gemm_packed(M, x, K, P, beta, got, N, bias, act, qa1),
+                     ATTN_STATUS_OK);
+    attn_set_num_threads(2);
+    assert_int_equal(attn_quant_gemm_packed(M, x, K, P, beta, got2, N, bias, act, qa2),
+                     ATTN_STATUS_OK);
+    attn_set_num_threads(0);
+}
+
 /* ATTN_QUANT_ACT_Q8_ALL for M > 8 (AVX512-VNNI's many-row int8 kernel on x8 Q8_0 panels): every
  * row of y bit for bit what the M <= 8 Q8 path gives for that row alone, 1 and 2 threads the same
  * bits, and within 1e-5 of max|y| of the plain reference above (float32 sums in another order);
@@ -806,15 +819,8 @@ static void test_q8_all_many_rows(void **state) {
                                                             want + (size_t)m0 * N, N, bp, act,
                                                             ATTN_QUANT_ACT_Q8),
                                      ATTN_STATUS_OK);
-                attn_set_num_threads(1);
-                assert_int_equal(attn_quant_gemm_packed(M, x, K, &P, beta, got, N, bp, act,
-                                                        ATTN_QUANT_ACT_Q8_ALL),
-                                 ATTN_STATUS_OK);
-                attn_set_num_threads(2);
-                assert_int_equal(attn_quant_gemm_packed(M, x, K, &P, beta, got2, N, bp, act,
-                                                        ATTN_QUANT_ACT_Q8_ALL),
-                                 ATTN_STATUS_OK);
-                attn_set_num_threads(0);
+                one_two_threads(M, x, K, &P, beta, got, got2, N, bp, act, ATTN_QUANT_ACT_Q8_ALL,
+                                ATTN_QUANT_ACT_Q8_ALL);
                 char what[96];
                 snprintf(what, sizeof what, "q8_all N=%d K=%d M=%d", N, K, M);
                 if (N % 8 == 0) {
@@ -973,18 +979,11 @@ static void i8_products(attn_backend be) {
                 if (act == ATTN_ACT_GELU_ERF)
                     for (size_t i = 0; i < n; i++)
                         want[i] = 0.5f * want[i] * (1.0f + erff(want[i] / sqrtf(2.0f)));
-                attn_set_num_threads(1);
-                assert_int_equal(attn_quant_gemm_packed(M, x, K, &P, beta, got, N, bp, act,
-                                                        ATTN_QUANT_ACT_F32),
-                                 ATTN_STATUS_OK);
-                attn_set_num_threads(2);
-                assert_int_equal(attn_quant_gemm_packed(M, x, K, &P, beta, got2, N, bp, act,
-                                                        ATTN_QUANT_ACT_Q8_ALL),
-                                 ATTN_STATUS_OK);
+                one_two_threads(M, x, K, &P, beta, got, got2, N, bp, act, ATTN_QUANT_ACT_F32,
+                                ATTN_QUANT_ACT_Q8_ALL);
                 assert_int_equal(attn_quant_gemm_packed_batch(M, x, K, &P, beta, got3, N, bp,
                                                               act, ATTN_QUANT_ACT_Q8),
                                  ATTN_STATUS_OK);
-                attn_set_num_threads(0);
                 char what[96];
                 snprintf(what, sizeof what, "i8 %s N=%d K=%d M=%d act %d", attn_backend_name(be),
                          N, K, M, (int)act);
