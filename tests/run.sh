@@ -17,6 +17,8 @@
 # Exit status: non-zero on any failed test or reference generator, and under CI on a software skip.
 #   sh tests/run.sh [BUILD]              (default build)
 #   ATTN_REF_FROM=DIR sh tests/run.sh B  copy the references from DIR instead of generating them
+#   ATTN_REF_JOBS=1, ATTN_TEST_JOBS=1    one reference generator / test program at a time (the
+#                                        default: two, in two lanes)
 #   sh tests/run.sh --skips LOG...       only the skip list and the CI rule, over cmocka output
 #                                        files named PROG.log (.ci/valgrind.sh uses it)
 
@@ -153,27 +155,60 @@ done
 [ -n "$REF_GENS$REFNEW_GENS" ] && echo "== references: $(( $(date +%s) - t_ref )) s in $lanes lane(s)"
 
 passed=0; failed=0; skipped=0
-log="$ATTN_REF_DIR/.last-test.log"
 skips="$ATTN_REF_DIR/.skipped-tests"
 : > "$skips"
+# The test programs run two at a time (ATTN_TEST_JOBS=1: one), each lane taking the next program
+# not yet taken, the known long ones first; each one's output goes to $tdir/NAME.log and is
+# printed afterwards in order, with its wall time. Many programs are single-threaded or wait on
+# child processes, so two lanes keep both cores busy; with two lanes OpenMP threads wait
+# passively (OMP_WAIT_POLICY), so that two programs' 2-thread regions do not spin against each
+# other. No test asserts timings; servers take port 0, scratch files are per process.
+tjobs=${ATTN_TEST_JOBS:-2}
+case $tjobs in 1 | 2) ;; *) tjobs=2 ;; esac
+tdir="$ATTN_REF_DIR/.tests"
+rm -rf "$tdir"; mkdir -p "$tdir"
+tests=""
+for n in test_serve test_gguf_models test_quantize test_gemm_bf16 test_attention test_llama \
+         test_embed test_train_mpi test_gemm; do
+  [ -x "$BUILD/tests/$n" ] && tests="$tests $BUILD/tests/$n"
+done
 for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue
+  case " $tests " in *" $t "*) ;; *) tests="$tests $t" ;; esac
+done
+test_lane() {
+  for t in $tests; do
+    n=$(basename "$t")
+    mkdir "$tdir/$n.taken" 2>/dev/null || continue
+    t0=$(date +%s)
+    if [ "$tjobs" = 2 ]; then OMP_WAIT_POLICY=passive "$t" > "$tdir/$n.log" 2>&1
+    else "$t" > "$tdir/$n.log" 2>&1; fi
+    echo "$? $(( $(date +%s) - t0 ))" > "$tdir/$n.rc"
+  done
+}
+t_tests=$(date +%s)
+l=1
+while [ $l -le $tjobs ]; do test_lane & l=$((l + 1)); done
+wait
+for t in "$BUILD"/tests/test_*; do
+  [ -x "$t" ] || continue
+  n=$(basename "$t")
+  log="$tdir/$n.log"
   echo "== $t"
-  t0=$(date +%s)
-  "$t" >"$log" 2>&1
-  rc=$?
-  cat "$log"
-  echo "   ($(( $(date +%s) - t0 )) s)"
+  cat "$log" 2>/dev/null
+  read -r rc secs < "$tdir/$n.rc" 2>/dev/null || { rc=1; secs=?; }
+  echo "   ($secs s)"
   p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
   f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
   s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
   passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
-  skips_of "$log" "$(basename "$t")" >> "$skips"
-  if [ $rc -ne 0 ]; then
+  skips_of "$log" "$n" >> "$skips"
+  if [ "$rc" != 0 ]; then
     fail=1
     [ -z "$f" ] && failed=$((failed + 1)) && echo "error: $t exited with status $rc"
   fi
 done
+echo "== test programs: $(( $(date +%s) - t_tests )) s in $tjobs lane(s)"
 # The Python package (python/): its wheel is built (pip wheel, setuptools, no network), installed
 # into a fresh venv (Debian's python3 with system site packages: numpy, pytest), and its pytest
 # tests (python/tests: every call against this build's CLI) run from there. Counted with the
