@@ -177,5 +177,6 @@ void attn_quant_i8_panels_avx512(const i8_job *j, int p0, int p1);
 /* A row (n) of x quantized for the i8 product (*d its scale, q its codes + 128): quant_i8.c's
  * i8_row, the same bits, in AVX-512 (quant_i8_simd.c). */
 void attn_quant_i8_row_avx512(int n, const float *x, float *d, uint8_t *q);
+void attn_quant_i8_row_avx2(int n, const float *x, float *d, uint8_t *q); /* n % 4 == 0 */
 
 #endif

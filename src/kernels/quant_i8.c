@@ -107,6 +107,8 @@ bool attn_quant_i8_gemm(int M, const float *x, int ldx, const attn_quant_packed 
     for (int m = 0; m < M; m++)
         if (be == ATTN_BACKEND_AVX512)
             attn_quant_i8_row_avx512(K, x + (size_t)m * ldx, &xe[m], xu + (size_t)m * K);
+        else if (be == ATTN_BACKEND_AVX2)
+            attn_quant_i8_row_avx2(K, x + (size_t)m * ldx, &xe[m], xu + (size_t)m * K);
         else
             i8_row(K, x + (size_t)m * ldx, &xe[m], xu + (size_t)m * K, 128);
     const i8_job j = {M, K, P->N, (const int8_t *)P->data, P->scale, P->nsum, xu, xe,

@@ -118,6 +118,38 @@ static inline __m256i dot4_avx2(__m256i ax, __m256i sx, __m256i w) {
                              _mm256_set1_epi16(1));
 }
 
+void attn_quant_i8_row_avx2(int n, const float *x, float *d, uint8_t *q) {
+    /* quant_i8.c's i8_row with 8 lanes, the same bits (as attn_quant_i8_row_avx512: max(|x|,
+     * amax) skips NaN, max(v, −127) maps NaN to −127, VCVTPS2DQ rounds to nearest even); n is a
+     * multiple of 4: the last 4 through a 4-lane mask */
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 amax = _mm256_setzero_ps();
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int k = 0; k < n; k += 8) {
+        const __m256i mk = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - k), lanes);
+        amax = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_maskload_ps(x + k, mk)), amax);
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    *d = _mm_cvtss_f32(h) / 127.0f;
+    const __m256 id = _mm256_set1_ps(*d != 0.0f ? 1.0f / *d : 0.0f);
+    const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+    const __m256i off = _mm256_set1_epi32(128);
+    for (int k = 0; k < n; k += 8) {
+        const __m256i mk = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - k), lanes);
+        const __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_maskload_ps(x + k, mk), id), lo), hi);
+        const __m256i c = _mm256_add_epi32(_mm256_cvtps_epi32(v), off); /* 0 .. 255 */
+        const __m128i w = _mm_packus_epi16(_mm_packs_epi32(_mm256_castsi256_si128(c),
+                                                           _mm256_extracti128_si256(c, 1)),
+                                           _mm_setzero_si128());
+        if (n - k >= 8)
+            _mm_storel_epi64((__m128i *)(void *)(q + k), w);
+        else
+            memcpy(q + k, &w, 4); /* n - k == 4 */
+    }
+}
+
 void attn_quant_i8_panels_avx2(const i8_job *j, int p0, int p1) {
     const int K = j->K;
     float out[4 * 16];
