@@ -11,7 +11,8 @@
 # through every code path; correctness at full size stays in `make test` and `make san`.
 # Two valgrind processes run at once (VALGRIND_JOBS, default 2), the longest first.
 # Child processes: test_badinput traces the attn processes it starts (--trace-children: each
-# file-reading command failing on ~100 broken inputs, so a leak on any CLI error path fails);
+# file-reading command failing on broken inputs, every other one of its ~100 cases under
+# valgrind, all of them under make san's LeakSanitizer, so a leak on any CLI error path fails);
 # the other tests' children (attn CLI runs, python references, chromium) run untraced: the CLI
 # error paths are test_badinput's, the rest is not our code. test_nolostwork's SIGKILL timing
 # would test nothing under valgrind anyway.
