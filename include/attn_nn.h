@@ -155,6 +155,9 @@ attn_nn_linear attn_nn_linear_make(float *w, float *b, int in, int out, attn_nn_
  * NULL. */
 attn_nn_linear attn_nn_linear_make_quant(attn_qtype qtype, const void *qw, float *b, int in,
                                          int out);
+/* Whether L runs on quantized weights (qw or qpacked set): forwards take attn_quant_gemm*,
+ * backwards and packing refuse it. */
+bool attn_nn_linear_quantized(const attn_nn_linear *L);
 /* Rows [r0, r0 + n) of an (out, in) map (OUT_IN float weights or quantized ones) as a map of n
  * outputs: its weight rows and bias entries (no packed panels). */
 attn_nn_linear attn_nn_linear_rows(const attn_nn_linear *L, int r0, int n);

@@ -340,12 +340,6 @@ static void cand_scan(cand *top, int *nt, int M, const float *x, int V, float b,
     for (; v < V; v++) cand_insert(top, nt, M, x[v] + b, base + v);
 }
 
-/* Active sentence j (sentence sent[j] of the batch) has R rows j·R .. j·R + R − 1 in the session
- * and in hist: R = 1 at a first step run with one row per sentence (R0 = 1: transformers' K rows
- * would all be the start token, beams 1 .. K−1 at score −1e9, so their scores are row 0's plus
- * −1e9, computed here from row 0's), else K. A finished sentence leaves the session at once
- * (translate_session_select); transformers keeps feeding it padding, which changes no other row's
- * values, so the search is the same. */
 /* The session / hist row holding beam k of active sentence j (R rows each: at R = 1 every beam
  * is the sentence's one row), and that beam's running score (bs per row; at R = 1 beams 1 ..
  * K−1 start at transformers' −1e9). */
@@ -354,6 +348,12 @@ static inline float beam_score(const float *bs, int j, int R, int k) {
     return R == 1 && k ? -1e9f : bs[beam_row(j, R, k)];
 }
 
+/* Active sentence j (sentence sent[j] of the batch) has R rows j·R .. j·R + R − 1 in the session
+ * and in hist: R = 1 at a first step run with one row per sentence (R0 = 1: transformers' K rows
+ * would all be the start token, beams 1 .. K−1 at score −1e9, so their scores are row 0's plus
+ * −1e9, computed here from row 0's), else K. A finished sentence leaves the session at once
+ * (translate_session_select); transformers keeps feeding it padding, which changes no other row's
+ * values, so the search is the same. */
 static attn_status beam(attn_translate_session *s, const procs *p, int B, int K, int R0,
                         int32_t *hist, int capL, float *x, int32_t *tok, int max_out,
                         int32_t *out_ids, int32_t *out_len, float *out_score) {

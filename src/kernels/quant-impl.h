@@ -12,6 +12,9 @@
 
 #include <stdint.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* Byte offsets inside the blocks (attn_quant.h describes the fields). */
 enum {
@@ -125,6 +128,45 @@ static inline void qx8_block(const attn_quant_packed *P, int n, int g, uint8_t *
 ATTN_QUANT_GEMM_X8_DECLARE(avx2)
 ATTN_QUANT_GEMM_X8_DECLARE(avx512)
 
+/* ---- threads and CPU features, for every product file ---- */
+#ifndef QUANT_PARALLEL_MIN
+#define QUANT_PARALLEL_MIN (64 * 64 * 64) /* multiply-adds below which one thread runs it */
+#endif
+
+/* Threads for a product of M·N·K multiply-adds over `units` units of work (1 inside a parallel
+ * region or below QUANT_PARALLEL_MIN). */
+static inline int quant_team_for(int M, int N, int K, int units) {
+    int nt = 1;
+#ifdef _OPENMP
+    if (!omp_in_parallel() && (double)M * N * K >= (double)QUANT_PARALLEL_MIN)
+        nt = omp_get_max_threads();
+#endif
+    if (nt > units) nt = units;
+    return nt < 1 ? 1 : nt;
+}
+
+/* This thread's contiguous share [*i0, *i1) of n units inside a parallel region (all of them
+ * outside one); true for the team's last thread. */
+static inline bool quant_thread_share(int n, int *i0, int *i1) {
+    int t = 0, team = 1;
+#ifdef _OPENMP
+    t = omp_get_thread_num();
+    team = omp_get_num_threads();
+#endif
+    *i0 = (int)((long)n * t / team);
+    *i1 = (int)((long)n * (t + 1) / team);
+    return t == team - 1;
+}
+
+/* Whether this CPU has AVX512-VNNI (VPDPBUSD). */
+static inline bool quant_cpu_vnni(void) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    return __builtin_cpu_supports("avx512vnni");
+#else
+    return false;
+#endif
+}
+
 /* ---- the i8 layout (attn_quant.h: ATTN_QTYPE_I8; quant_i8.c, quant_i8_simd.c) ---- */
 typedef struct {
     int M, K, N;
@@ -144,32 +186,19 @@ bool attn_quant_i8_gemm(int M, const float *x, int ldx, const attn_quant_packed 
                         float *y, int ldy, const float *bias, attn_act act);
 /* Row n of P (ATTN_QTYPE_I8) dequantized into out (K), arguments validated. */
 attn_status attn_quant_i8_dequant_row(const attn_quant_packed *P, int n, float *out);
-/* The plain inner loops: panels [p0, p1) (of 16 rows of W) for every row of x. The ref backend
- * runs them as they are (quant_i8.c), the AVX2 one compiled with its flags (quant_i8_simd.c). */
-static inline void i8_panels_plain(const i8_job *j, int p0, int p1) {
-    const int K = j->K;
-    for (int p = p0; p < p1; p++) {
-        const int8_t *wp = j->w + (size_t)p * 16 * (size_t)K;
-        const int n0 = 16 * p, nc = ATTN_MIN(16, j->N - n0);
-        for (int m = 0; m < j->M; m++) {
-            const uint8_t *xm = j->xu + (size_t)m * K;
-            int32_t acc[16] = {0};
-            for (int k4 = 0; k4 < K / 4; k4++)
-                for (int c = 0; c < 16; c++)
-                    for (int b = 0; b < 4; b++)
-                        acc[c] += ((int32_t)xm[4 * k4 + b] - 128) * wp[64 * k4 + 4 * c + b];
-            float *yr = j->y + (size_t)m * j->ldy + n0;
-            for (int c = 0; c < nc; c++) {
-                float v = (float)acc[c] * (j->xe[m] * j->wd[n0 + c]);
-                if (j->beta != 0.0f) v = fmaf(yr[c], j->beta, v);
-                if (j->bias) v += j->bias[n0 + c];
-                yr[c] = attn_act_scalar(v, j->act);
-            }
-        }
+/* y's outputs n0 .. n0 + nc − 1 of row m from their scaled sums v (nc): fma(y, beta, v), bias,
+ * act, one element at a time (the reference's epilogue; the VNNI kernel's vector one gives the
+ * same bits for act NONE / RELU). */
+static inline void i8_store_plain(const i8_job *j, int m, int n0, int nc, const float *v) {
+    float *yr = j->y + (size_t)m * j->ldy + n0;
+    for (int c = 0; c < nc; c++) {
+        float u = v[c];
+        if (j->beta != 0.0f) u = fmaf(yr[c], j->beta, u);
+        if (j->bias) u += j->bias[n0 + c];
+        yr[c] = attn_act_scalar(u, j->act);
     }
 }
-
-void attn_quant_i8_panels_ref(const i8_job *j, int p0, int p1);
+/* The AVX2 panels [p0, p1) (also AVX-512 CPUs without VNNI; quant_i8_simd.c). */
 void attn_quant_i8_panels_avx2(const i8_job *j, int p0, int p1);
 /* The AVX512-VNNI panels [p0, p1) of 16 rows of W (p0 even), every row of x (quant_i8_simd.c;
  * call only on a CPU with AVX512-VNNI). */

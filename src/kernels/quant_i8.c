@@ -2,23 +2,17 @@
  * with one float32 scale per row, the products on it (activations quantized per row, int32 sums
  * over the whole of K, one scale at the end), a row dequantized.
  *
- * The product's backends share everything but the inner loop over k: the activations are
- * quantized here (i8_acts, one plain loop for every backend: the codes are the same bits
- * everywhere), the panels are shared among the threads here, and each backend's panel function
- * (i8_panels_ref below; quant_i8_simd.c's AVX512-VNNI one) computes the exact int32 sums and
- * applies the same float32 epilogue: so every backend gives the same bits for act NONE / RELU. */
+ * attn_quant_i8_gemm picks one backend's pair of functions: a row quantizer (i8_row below, or
+ * quant_i8_simd.c's AVX2 / AVX-512 ones: the same codes and scales, bit for bit) and a panel
+ * function (i8_panels_plain below, or the AVX2 / AVX512-VNNI kernels), which computes the exact
+ * int32 sums and the same float32 scaling; the panels are shared among the threads here. So every
+ * backend gives the same bits for act NONE / RELU (tests/test_quant.c i8_products). */
 #include "attn_quant.h"
 
 #include "quant-impl.h"
 
 #include <math.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-/* multiply-adds below which one thread runs a product (quant_simd.c's QUANT_PARALLEL_MIN) */
-#define I8_PARALLEL_MIN (64 * 64 * 64)
 
 /* A row (n) of x in the i8 scheme: *d = max|x| / 127, codes round(x · (1 / d)) to nearest even
  * (0 when d = 0), stored + bias (0: int8 codes; 128: the unsigned bytes VPDPBUSD takes). Plain
@@ -87,15 +81,28 @@ attn_status attn_quant_i8_dequant_row(const attn_quant_packed *P, int n, float *
     return ATTN_STATUS_OK;
 }
 
-void attn_quant_i8_panels_ref(const i8_job *j, int p0, int p1) { i8_panels_plain(j, p0, p1); }
-
-static bool cpu_vnni(void) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    return __builtin_cpu_supports("avx512vnni");
-#else
-    return false;
-#endif
+/* The reference panels [p0, p1) (of 16 rows of W), every row of x: plain loops. */
+static void i8_panels_plain(const i8_job *j, int p0, int p1) {
+    const int K = j->K;
+    for (int p = p0; p < p1; p++) {
+        const int8_t *wp = j->w + (size_t)p * 16 * (size_t)K;
+        const int n0 = 16 * p, nc = ATTN_MIN(16, j->N - n0);
+        for (int m = 0; m < j->M; m++) {
+            const uint8_t *xm = j->xu + (size_t)m * K;
+            int32_t acc[16] = {0};
+            for (int k4 = 0; k4 < K / 4; k4++)
+                for (int c = 0; c < 16; c++)
+                    for (int b = 0; b < 4; b++)
+                        acc[c] += ((int32_t)xm[4 * k4 + b] - 128) * wp[64 * k4 + 4 * c + b];
+            float v[16];
+            for (int c = 0; c < nc; c++) v[c] = (float)acc[c] * (j->xe[m] * j->wd[n0 + c]);
+            i8_store_plain(j, m, n0, nc, v);
+        }
+    }
 }
+
+/* i8_row for the products: codes + 128. */
+static void i8_row_u8(int n, const float *x, float *d, uint8_t *q) { i8_row(n, x, d, q, 128); }
 
 bool attn_quant_i8_gemm(int M, const float *x, int ldx, const attn_quant_packed *P, float beta,
                         float *y, int ldy, const float *bias, attn_act act) {
@@ -103,40 +110,28 @@ bool attn_quant_i8_gemm(int M, const float *x, int ldx, const attn_quant_packed 
     uint8_t *xu = attn_alloc((size_t)M * (size_t)K + (size_t)M * sizeof(float));
     if (!xu) return false;
     float *xe = (float *)(void *)(xu + (size_t)M * K); /* K % 4 == 0: aligned for float */
+    /* the backend's row quantizer and panel function */
     const attn_backend be = attn_get_backend();
-    for (int m = 0; m < M; m++)
-        if (be == ATTN_BACKEND_AVX512)
-            attn_quant_i8_row_avx512(K, x + (size_t)m * ldx, &xe[m], xu + (size_t)m * K);
-        else if (be == ATTN_BACKEND_AVX2)
-            attn_quant_i8_row_avx2(K, x + (size_t)m * ldx, &xe[m], xu + (size_t)m * K);
-        else
-            i8_row(K, x + (size_t)m * ldx, &xe[m], xu + (size_t)m * K, 128);
+    void (*row)(int, const float *, float *, uint8_t *) = i8_row_u8;
+    void (*panels)(const i8_job *, int, int) = i8_panels_plain;
+    if (be == ATTN_BACKEND_AVX512)
+        row = attn_quant_i8_row_avx512,
+        panels = quant_cpu_vnni() ? attn_quant_i8_panels_avx512 : attn_quant_i8_panels_avx2;
+    else if (be == ATTN_BACKEND_AVX2)
+        row = attn_quant_i8_row_avx2, panels = attn_quant_i8_panels_avx2;
+    for (int m = 0; m < M; m++) row(K, x + (size_t)m * ldx, &xe[m], xu + (size_t)m * K);
     const i8_job j = {M, K, P->N, (const int8_t *)P->data, P->scale, P->nsum, xu, xe,
                       beta, y, ldy, bias, act};
-    void (*fn)(const i8_job *, int, int) = attn_quant_i8_panels_ref;
-    if (be == ATTN_BACKEND_AVX512 && cpu_vnni())
-        fn = attn_quant_i8_panels_avx512;
-    else if (be == ATTN_BACKEND_AVX2 || be == ATTN_BACKEND_AVX512)
-        fn = attn_quant_i8_panels_avx2; /* the same loops, vectorized by the compiler */
-    /* units: pairs of panels (the VNNI kernel's step), shared among the threads */
+    /* units: pairs of panels (the VNNI kernel's step), shared among the threads; ref: one */
     const int pairs = (NP + 1) / 2;
-    int nt = 1;
+    const int nt = be == ATTN_BACKEND_REF ? 1 : quant_team_for(M, P->N, K, pairs);
 #ifdef _OPENMP
-    if (be != ATTN_BACKEND_REF && !omp_in_parallel() &&
-        (double)M * P->N * K >= (double)I8_PARALLEL_MIN)
-        nt = ATTN_MIN(omp_get_max_threads(), pairs);
+#pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
-    if (nt <= 1) {
-        fn(&j, 0, NP);
-    } else {
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
-        {
-            const int t = omp_get_thread_num(), team = omp_get_num_threads();
-            const int q0 = (int)((long)pairs * t / team), q1 = (int)((long)pairs * (t + 1) / team);
-            if (q0 < q1) fn(&j, 2 * q0, ATTN_MIN(NP, 2 * q1));
-        }
-#endif
+    {
+        int q0, q1;
+        quant_thread_share(pairs, &q0, &q1);
+        if (q0 < q1) panels(&j, 2 * q0, ATTN_MIN(NP, 2 * q1));
     }
     attn_free(xu);
     return true;

@@ -1,6 +1,7 @@
-/* quant_i8_simd.c — the AVX512-VNNI inner loops of the i8 product (attn_quant.h: ATTN_QTYPE_I8;
- * quant_i8.c quantizes the activations, shares the panels among threads and holds the reference
- * loops these equal bit for bit).
+/* quant_i8_simd.c — the SIMD pieces of the i8 product (attn_quant.h: ATTN_QTYPE_I8): the
+ * activations' row quantizers (AVX-512, AVX2) and the panel kernels (AVX512-VNNI below; AVX2 at
+ * the end). quant_i8.c picks them per backend, shares the panels among threads and holds the
+ * reference loops these equal bit for bit.
  *
  * A tile: two panels (32 rows of W, 16 per zmm) times up to 8 rows of x. For each 4 consecutive
  * k, one 64-byte load per panel (16 rows x 4 codes) and, per row of x, its 4 activation bytes
@@ -177,13 +178,7 @@ void attn_quant_i8_panels_avx2(const i8_job *j, int p0, int p1) {
                 const __m256 e = _mm256_set1_ps(j->xe[m0 + m]);
                 _mm256_storeu_ps(out + 16 * m, _mm256_mul_ps(_mm256_cvtepi32_ps(lo[m]), _mm256_mul_ps(e, dl)));
                 _mm256_storeu_ps(out + 16 * m + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(hi[m]), _mm256_mul_ps(e, dh)));
-                float *yr = j->y + (size_t)(m0 + m) * j->ldy + n0;
-                for (int c = 0; c < nc; c++) { /* the reference's epilogue, element by element */
-                    float v = out[16 * m + c];
-                    if (j->beta != 0.0f) v = fmaf(yr[c], j->beta, v);
-                    if (j->bias) v += j->bias[n0 + c];
-                    yr[c] = attn_act_scalar(v, j->act);
-                }
+                i8_store_plain(j, m0 + m, n0, nc, out + 16 * m);
             }
         }
     }

@@ -22,16 +22,9 @@
 #include "quant-impl.h"
 #include "vmath.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #define SMALL_M 8
 _Static_assert(SMALL_M == ATTN_QUANT_Q8_MAX_ROWS, "attn_quant.h documents this bound");
 #define STRIP 64 /* outputs of a row of y gathered before the epilogue */
-#ifndef QUANT_PARALLEL_MIN
-#define QUANT_PARALLEL_MIN (64 * 64 * 64) /* multiply-adds below which one thread runs it */
-#endif
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -747,13 +740,7 @@ static void small_range(const small_job *j, int n0, int n1) {
     }
 }
 
-static bool cpu_vnni(void) {
-#if ATTN_ISA == 512
-    return __builtin_cpu_supports("avx512vnni");
-#else
-    return false;
-#endif
-}
+static bool cpu_vnni(void) { return ATTN_ISA == 512 && quant_cpu_vnni(); }
 
 /* The activations of M rows of x (M, K) for the small-M kernels (q8: Q8 mode, grouped: a block
  * type); *scratch is what to attn_free after. false when out of memory. */
@@ -786,31 +773,6 @@ static bool acts_prepare(int M, int K, const float *x, int ldx, bool q8, bool gr
     return true;
 }
 
-/* Threads for a product of M·N·K multiply-adds over `units` units of work of at least `grain`
- * each (1 inside a parallel region or below QUANT_PARALLEL_MIN). */
-static int team_for(int M, int N, int K, int units) {
-    int nt = 1;
-#ifdef _OPENMP
-    if (!omp_in_parallel() && (double)M * N * K >= (double)QUANT_PARALLEL_MIN)
-        nt = omp_get_max_threads();
-#endif
-    if (nt > units) nt = units;
-    return nt < 1 ? 1 : nt;
-}
-
-/* This thread's contiguous share [*i0, *i1) of n units inside a parallel region (all of them
- * outside one); true for the team's last thread. */
-static bool thread_share(int n, int *i0, int *i1) {
-    int t = 0, team = 1;
-#ifdef _OPENMP
-    t = omp_get_thread_num();
-    team = omp_get_num_threads();
-#endif
-    *i0 = (int)((long)n * t / team);
-    *i1 = (int)((long)n * (t + 1) / team);
-    return t == team - 1;
-}
-
 /* The small-M product; false when out of memory for the prepared activations. */
 static bool small_m(small_job *j, const float *x, int ldx) {
     const int M = j->M, K = j->K;
@@ -820,13 +782,13 @@ static bool small_m(small_job *j, const float *x, int ldx) {
     void *scratch;
     if (!acts_prepare(M, K, x, ldx, q8, grouped, &j->a, &scratch)) return false;
     j->vnni = q8 && cpu_vnni();
-    const int nt = team_for(M, j->N, K, (j->N + 15) / 16); /* at least 16 rows of W each */
+    const int nt = quant_team_for(M, j->N, K, (j->N + 15) / 16); /* at least 16 rows of W each */
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
     {
         int n0, n1;
-        thread_share(j->N, &n0, &n1);
+        quant_thread_share(j->N, &n0, &n1);
         if (n0 < n1) small_range(j, n0, n1);
     }
     attn_free(scratch);
@@ -1253,7 +1215,7 @@ static bool many_q8(int M, const float *x, int ldx, const attn_quant_packed *P, 
     uint8_t *xu = (uint8_t *)(void *)(xd + (size_t)M * G);
     for (int m = 0; m < M; m++)
         quantize_acts_u8(K, x + (size_t)m * ldx, xu + (size_t)m * K, xd + (size_t)m * G);
-    const int nt = team_for(M, P->N, K, pairs);
+    const int nt = quant_team_for(M, P->N, K, pairs);
     __m512i *nws = attn_alloc((size_t)nt * (size_t)G * sizeof *nws);
     if (!nws) {
         attn_free(scratch);
@@ -1268,7 +1230,7 @@ static bool many_q8(int M, const float *x, int ldx, const attn_quant_packed *P, 
 #ifdef _OPENMP
         t = omp_get_thread_num();
 #endif
-        thread_share(pairs, &q0, &q1);
+        quant_thread_share(pairs, &q0, &q1);
         if (q0 < q1) many_range(&j, np, q0, q1, nws + (size_t)t * (size_t)G);
     }
     attn_free(nws);
@@ -1306,13 +1268,13 @@ bool ATTN_FN(attn_quant_gemm_x8)(int M, const float *x, int ldx, const attn_quan
         small_job t = {M, N - N8, K, P->type, (const uint8_t *)P->data + (size_t)N8 * rb, rb,
                        attn_quant_block_bytes(P->type), qact, false, j.a, beta,
                        y + N8, ldy, bias ? bias + N8 : NULL, act};
-        const int np = N8 / 8, nt = team_for(M, N, K, (np + 1) / 2); /* >= 2 panels each */
+        const int np = N8 / 8, nt = quant_team_for(M, N, K, (np + 1) / 2); /* >= 2 panels each */
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
         {
             int p0, p1;
-            const bool last = thread_share(np, &p0, &p1);
+            const bool last = quant_thread_share(np, &p0, &p1);
             if (p0 < p1) x8_range(&j, p0, p1);
             if (last && N > N8) small_range(&t, 0, N - N8);
         }

@@ -853,13 +853,13 @@ static attn_nn_linear fused(const attn_nn_linear *first, int rows) {
 /* The self-attention's q|k|v as one map: the quantized one of an INT8 model, else the fused
  * float views. */
 static attn_nn_linear self_qkv(const attn_nn_attn *a) {
-    return a->qkv.qw || a->qkv.qpacked ? a->qkv : fused(&a->q, 3);
+    return attn_nn_linear_quantized(&a->qkv) ? a->qkv : fused(&a->q, 3);
 }
 
 /* Pack a float map in precision prec; quantized maps are used as they are (out stays zeroed). */
 static attn_status pack_map(const attn_nn_linear *L, attn_precision prec,
                             attn_gemm_packed_b *out) {
-    if (L->qw || L->qpacked) return ATTN_STATUS_OK;
+    if (attn_nn_linear_quantized(L)) return ATTN_STATUS_OK;
     return attn_nn_linear_pack(L, prec, out);
 }
 

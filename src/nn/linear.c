@@ -50,6 +50,8 @@ attn_nn_linear attn_nn_linear_make_quant(attn_qtype qtype, const void *qw, float
     return L;
 }
 
+bool attn_nn_linear_quantized(const attn_nn_linear *L) { return L && (L->qw || L->qpacked); }
+
 attn_nn_linear attn_nn_linear_rows(const attn_nn_linear *L, int r0, int n) {
     attn_nn_linear r = *L;
     r.out = n;
@@ -121,7 +123,7 @@ attn_status attn_nn_linear_forward(const attn_nn_run *run, const attn_nn_linear 
                                    attn_act act) {
     if (!L || !nn_has_weight(L) || (M > 0 && (!x || !y)))
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "linear: NULL argument");
-    if (L->qpacked || L->qw) {
+    if (attn_nn_linear_quantized(L)) {
         const attn_quant_act qa = run ? run->quant_act : ATTN_QUANT_ACT_F32;
         /* few_rows: a batched decoding step's rows in chunks of the kernels' decoding size */
         if (run && run->few_rows && M > SMALL_ROWS &&
@@ -153,7 +155,7 @@ attn_status attn_nn_linear_forward(const attn_nn_run *run, const attn_nn_linear 
 attn_status attn_nn_linear_backward(const attn_nn_run *run, const attn_nn_linear *L, int M,
                                     const float *x, int ldx, const float *dy, int lddy, float *dx,
                                     int lddx, bool accumulate, const attn_nn_linear *g) {
-    if (L && (L->qw || L->qpacked))
+    if (attn_nn_linear_quantized(L))
         return attn_fail(ATTN_STATUS_UNSUPPORTED,
                          "linear backward: the weights are quantized (%s), which is for inference "
                          "only: no gradients through them",
@@ -205,7 +207,7 @@ bool attn_nn_linear_fuse(const attn_nn_linear *a, const attn_nn_linear *b, const
 
 attn_status attn_nn_linear_pack(const attn_nn_linear *L, attn_precision precision,
                                 attn_gemm_packed_b *out) {
-    if (L && (L->qw || L->qpacked))
+    if (attn_nn_linear_quantized(L))
         return attn_fail(ATTN_STATUS_UNSUPPORTED,
                          "linear pack: the weights are quantized (%s): they are used as they are",
                          attn_quant_type_name(L->qtype));

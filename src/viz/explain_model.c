@@ -216,7 +216,7 @@ static attn_status linear_matrix(const attn_nn_linear *L, int i0, int n, float *
     return ATTN_STATUS_OK;
 }
 
-static bool has_weight(const attn_nn_linear *L) { return L->w || L->qw || L->qpacked; }
+static bool has_weight(const attn_nn_linear *L) { return L->w || attn_nn_linear_quantized(L); }
 
 /* The head's q, k, v projections (rows of the layer's maps): D outputs each. */
 static void head_maps(const attn_nn_attn_capture *c, int h, int g, attn_nn_linear *q,
