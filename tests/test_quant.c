@@ -781,6 +781,62 @@ static void one_two_threads(int M, const float *x, int K, const attn_quant_packe
     attn_set_num_threads(0);
 }
 
+/* Q8 activations on packed Q8_0 / Q4_0 / Q4_1 (the decoding kernels: AVX2 unrolls one row and
+ * loops over 2 to 8): every row of a product of M = 2 .. 8 rows, and of a batched step's 16 (in
+ * chunks of 8), bit for bit that row's product alone (M = 1), as `attn serve` relies on (a
+ * stream's reply does not depend on its neighbours). Float32 activations: within 1e-5 (the rows'
+ * sums run in other chains). */
+static void rows_alone(attn_backend be) {
+    use_backend(be);
+    tu_rng rng = {0x5eed5eed12345ull};
+    static const attn_qtype Ts[] = {ATTN_QTYPE_Q8_0, ATTN_QTYPE_Q4_0, ATTN_QTYPE_Q4_1};
+    static const int Ns[] = {24, 40}, Ks[] = {64, 288};
+    for (size_t ti = 0; ti < 3; ti++)
+        for (size_t ni = 0; ni < 2; ni++) {
+            const int N = Ns[ni], K = Ks[ni], MX = 16;
+            void *w = random_weights(Ts[ti], N, K, &rng);
+            attn_quant_packed P;
+            assert_int_equal(attn_quant_pack(Ts[ti], N, K, w, &P), ATTN_STATUS_OK);
+            float *x = xalloc((size_t)MX * K * sizeof(float));
+            tu_fill(&rng, x, (size_t)MX * K, -1.0f, 1.0f);
+            x[5] = 9.0f; /* an outlier: another scale in one group */
+            float *alone = xalloc((size_t)MX * N * sizeof(float)), *y = xalloc((size_t)MX * N * sizeof(float));
+            for (int q8 = 0; q8 < 2; q8++) {
+                const attn_quant_act qa = q8 ? ATTN_QUANT_ACT_Q8 : ATTN_QUANT_ACT_F32;
+                for (int m = 0; m < MX; m++)
+                    assert_int_equal(attn_quant_gemm_packed(1, x + (size_t)m * K, K, &P, 0.0f,
+                                                            alone + (size_t)m * N, N, NULL,
+                                                            ATTN_ACT_NONE, qa),
+                                     ATTN_STATUS_OK);
+                for (int M = 2; M <= MX; M += M < 8 ? 1 : 8) {
+                    if (M <= 8)
+                        assert_int_equal(attn_quant_gemm_packed(M, x, K, &P, 0.0f, y, N, NULL,
+                                                                ATTN_ACT_NONE, qa),
+                                         ATTN_STATUS_OK);
+                    else
+                        assert_int_equal(attn_quant_gemm_packed_batch(M, x, K, &P, 0.0f, y, N,
+                                                                      NULL, ATTN_ACT_NONE, qa),
+                                         ATTN_STATUS_OK);
+                    char what[96];
+                    snprintf(what, sizeof what, "%s %s N=%d K=%d M=%d %s rows alone",
+                             attn_backend_name(be), attn_quant_type_name(Ts[ti]), N, K, M,
+                             q8 ? "q8act" : "f32act");
+                    if (!q8)
+                        tu_close(what, y, alone, (size_t)M * N, 1e-5, 1e-6);
+                    else if (memcmp(y, alone, (size_t)M * N * sizeof(float))) {
+                        printf("  %s: not each row's bits alone FAIL\n", what);
+                        tu_failures++;
+                    }
+                }
+            }
+            attn_free(x), attn_free(alone), attn_free(y);
+            attn_quant_packed_free(&P);
+            attn_free(w);
+        }
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+PER_BACKEND(rows_alone)
+
 /* ATTN_QUANT_ACT_Q8_ALL for M > 8 (AVX512-VNNI's many-row int8 kernel on x8 Q8_0 panels): every
  * row of y bit for bit what the M <= 8 Q8 path gives for that row alone, 1 and 2 threads the same
  * bits, and within 1e-5 of max|y| of the plain reference above (float32 sums in another order);
@@ -1293,6 +1349,9 @@ int main(void) {
         cmocka_unit_test(test_packed_vs_rows_ref),
         cmocka_unit_test(test_packed_vs_rows_avx2),
         cmocka_unit_test(test_packed_vs_rows_avx512),
+        cmocka_unit_test(test_rows_alone_ref),
+        cmocka_unit_test(test_rows_alone_avx2),
+        cmocka_unit_test(test_rows_alone_avx512),
         cmocka_unit_test(test_q8_all_many_rows),
         cmocka_unit_test(test_i8_products_ref),
         cmocka_unit_test(test_i8_products_avx2),

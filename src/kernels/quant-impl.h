@@ -175,6 +175,8 @@ typedef struct {
     const int32_t *nsum; /* (N16) −128 · Σ of each row's codes */
     const uint8_t *xu;   /* (M, K) the activations' codes + 128 */
     const float *xe;     /* (M) their scales */
+    const int8_t *xs;    /* (M, K) the codes themselves (the AVX2 kernel; else NULL) */
+    const uint8_t *xa;   /* (M, K) their absolute values (the AVX2 kernel; else NULL) */
     float beta;
     float *y; /* (M, N) row stride ldy */
     int ldy;
@@ -207,5 +209,7 @@ void attn_quant_i8_panels_avx512(const i8_job *j, int p0, int p1);
  * i8_row, the same bits, in AVX-512 (quant_i8_simd.c). */
 void attn_quant_i8_row_avx512(int n, const float *x, float *d, uint8_t *q);
 void attn_quant_i8_row_avx2(int n, const float *x, float *d, uint8_t *q); /* n % 4 == 0 */
+/* The AVX2 kernel's planes of n codes + 128 (xu): the codes (xs) and their absolute values (xa). */
+void attn_quant_i8_planes_avx2(size_t n, const uint8_t *xu, int8_t *xs, uint8_t *xa);
 
 #endif

@@ -107,9 +107,6 @@ static void i8_row_u8(int n, const float *x, float *d, uint8_t *q) { i8_row(n, x
 bool attn_quant_i8_gemm(int M, const float *x, int ldx, const attn_quant_packed *P, float beta,
                         float *y, int ldy, const float *bias, attn_act act) {
     const int K = P->K, NP = (P->N + 15) / 16;
-    uint8_t *xu = attn_alloc((size_t)M * (size_t)K + (size_t)M * sizeof(float));
-    if (!xu) return false;
-    float *xe = (float *)(void *)(xu + (size_t)M * K); /* K % 4 == 0: aligned for float */
     /* the backend's row quantizer and panel function */
     const attn_backend be = attn_get_backend();
     void (*row)(int, const float *, float *, uint8_t *) = i8_row_u8;
@@ -119,9 +116,21 @@ bool attn_quant_i8_gemm(int M, const float *x, int ldx, const attn_quant_packed 
         panels = quant_cpu_vnni() ? attn_quant_i8_panels_avx512 : attn_quant_i8_panels_avx2;
     else if (be == ATTN_BACKEND_AVX2)
         row = attn_quant_i8_row_avx2, panels = attn_quant_i8_panels_avx2;
+    const bool planes = panels == attn_quant_i8_panels_avx2;
+    const size_t MK = (size_t)M * (size_t)K;
+    /* codes + 128 (M, K), scales (M) (K % 4 == 0: aligned for float), the AVX2 planes (2, M, K) */
+    uint8_t *xu = attn_alloc(MK + (size_t)M * sizeof(float) + (planes ? 2 * MK : 0));
+    if (!xu) return false;
+    float *xe = (float *)(void *)(xu + MK);
     for (int m = 0; m < M; m++) row(K, x + (size_t)m * ldx, &xe[m], xu + (size_t)m * K);
-    const i8_job j = {M, K, P->N, (const int8_t *)P->data, P->scale, P->nsum, xu, xe,
-                      beta, y, ldy, bias, act};
+    i8_job j = {M, K, P->N, (const int8_t *)P->data, P->scale, P->nsum, xu, xe, NULL, NULL,
+                beta, y, ldy, bias, act};
+    if (planes) {
+        int8_t *xs = (int8_t *)(void *)(xe + M);
+        uint8_t *xa = (uint8_t *)(void *)(xs + MK);
+        attn_quant_i8_planes_avx2(MK, xu, xs, xa);
+        j.xs = xs, j.xa = xa;
+    }
     /* units: pairs of panels (the VNNI kernel's step), shared among the threads; ref: one */
     const int pairs = (NP + 1) / 2;
     const int nt = be == ATTN_BACKEND_REF ? 1 : quant_team_for(M, P->N, K, pairs);

@@ -107,16 +107,78 @@ void attn_quant_i8_panels_avx512(const i8_job *j, int p0, int p1) {
     }
 }
 #else
+#include "vmath.h"
+
 #include <immintrin.h>
 
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define I8_ROWS_AVX2 3 /* rows of x per pass over a panel */
+
 /* AVX2 (and AVX-512 CPUs without VNNI): without VPDPBUSD, VPMADDUBSW takes unsigned × signed
- * bytes into saturating int16 pairs, so the sign moves onto the weights (|x| <= 127 unsigned,
- * w · sign(x)): a pair is at most 2 · 127 · 127 = 32258, no saturation; VPMADDWD then sums the
- * pairs into int32. Exact, so the same sums as the reference loops. A panel of 16 rows is two
- * vectors of 8 rows x 4 codes; up to 4 rows of x per pass over the panel. */
-static inline __m256i dot4_avx2(__m256i ax, __m256i sx, __m256i w) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(w, sx)),
-                             _mm256_set1_epi16(1));
+ * bytes into saturating int16 pairs, so the sign moves onto the weights: |x| (unsigned, <= 127)
+ * times w · sign(x), a pair at most 2 · 127 · 127 = 32258, no saturation; VPMADDWD then sums the
+ * pairs into int32. Exact, so the same sums as the reference loops. |x| and x come as two planes
+ * made once per product (attn_quant_i8_planes_avx2), so per row of x and 4 k a tile spends two
+ * broadcast loads and, per 8 rows of W, VPSIGNB, VPMADDUBSW, VPMADDWD and VPADDD: on a Zen 3,
+ * two of the four on each pair of vector pipes (measured: 31 -> see docs/bench-results.md).
+ * A tile: a panel of 16 rows of W (two vectors of 8 rows x 4 codes per 4 k) times up to 4 rows
+ * of x, 8 int32 accumulators in registers. */
+static ALWAYS_INLINE void i8_tile_avx2(int Mc, const i8_job *j, int p, int m0, float *out) {
+    const int K = j->K;
+    const int8_t *wp = j->w + (size_t)p * 16 * (size_t)K;
+    const int8_t *xs = j->xs + (size_t)m0 * K;
+    const uint8_t *xa = j->xa + (size_t)m0 * K;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i lo[I8_ROWS_AVX2], hi[I8_ROWS_AVX2];
+#pragma GCC unroll 4
+    for (int m = 0; m < Mc; m++) lo[m] = hi[m] = _mm256_setzero_si256();
+    for (int k = 0; k < K; k += 4) {
+        const __m256i wl = _mm256_loadu_si256((const __m256i *)(const void *)(wp + 16 * (size_t)k));
+        const __m256i wh = _mm256_loadu_si256((const __m256i *)(const void *)(wp + 16 * (size_t)k + 32));
+#pragma GCC unroll 4
+        for (int m = 0; m < Mc; m++) {
+            int32_t sv, av;
+            memcpy(&sv, xs + (size_t)m * K + k, sizeof sv);
+            memcpy(&av, xa + (size_t)m * K + k, sizeof av);
+            const __m256i s = _mm256_set1_epi32(sv), a = _mm256_set1_epi32(av);
+            lo[m] = _mm256_add_epi32(
+                lo[m], _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(wl, s)), ones));
+            hi[m] = _mm256_add_epi32(
+                hi[m], _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(wh, s)), ones));
+        }
+    }
+    const __m256 dl = _mm256_loadu_ps(j->wd + 16 * p), dh = _mm256_loadu_ps(j->wd + 16 * p + 8);
+#pragma GCC unroll 4
+    for (int m = 0; m < Mc; m++) {
+        const __m256 e = _mm256_set1_ps(j->xe[m0 + m]);
+        _mm256_storeu_ps(out + 16 * m, _mm256_mul_ps(_mm256_cvtepi32_ps(lo[m]), _mm256_mul_ps(e, dl)));
+        _mm256_storeu_ps(out + 16 * m + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(hi[m]), _mm256_mul_ps(e, dh)));
+    }
+}
+
+typedef void (*i8_tile_avx2_fn)(const i8_job *, int, int, float *);
+#define I8_TILE_AVX2_FN(Mc)                                                                      \
+    __attribute__((noinline)) static void i8_tile_avx2_##Mc(const i8_job *j, int p, int m0,      \
+                                                            float *out) {                        \
+        i8_tile_avx2(Mc, j, p, m0, out);                                                         \
+    }
+I8_TILE_AVX2_FN(1) I8_TILE_AVX2_FN(2) I8_TILE_AVX2_FN(3)
+static const i8_tile_avx2_fn i8_tiles_avx2[I8_ROWS_AVX2 + 1] = {NULL, i8_tile_avx2_1, i8_tile_avx2_2,
+                                                                i8_tile_avx2_3};
+
+void attn_quant_i8_planes_avx2(size_t n, const uint8_t *xu, int8_t *xs, uint8_t *xa) {
+    const __m256i off = _mm256_set1_epi8((char)0x80);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m256i s = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(xu + i)), off);
+        _mm256_storeu_si256((__m256i *)(void *)(xs + i), s);
+        _mm256_storeu_si256((__m256i *)(void *)(xa + i), _mm256_abs_epi8(s));
+    }
+    for (; i < n; i++) {
+        const int v = (int)xu[i] - 128;
+        xs[i] = (int8_t)v;
+        xa[i] = (uint8_t)(v < 0 ? -v : v);
+    }
 }
 
 void attn_quant_i8_row_avx2(int n, const float *x, float *d, uint8_t *q) {
@@ -152,34 +214,15 @@ void attn_quant_i8_row_avx2(int n, const float *x, float *d, uint8_t *q) {
 }
 
 void attn_quant_i8_panels_avx2(const i8_job *j, int p0, int p1) {
-    const int K = j->K;
-    float out[4 * 16];
+    float out[I8_ROWS_AVX2 * 16];
     for (int p = p0; p < p1; p++) {
-        const int8_t *wp = j->w + (size_t)p * 16 * (size_t)K;
         const int n0 = 16 * p, nc = ATTN_MIN(16, j->N - n0);
-        for (int m0 = 0; m0 < j->M; m0 += 4) {
-            const int Mc = ATTN_MIN(4, j->M - m0);
-            __m256i lo[4], hi[4];
-            for (int m = 0; m < 4; m++) lo[m] = hi[m] = _mm256_setzero_si256();
-            for (int k = 0; k < K; k += 4) {
-                const __m256i wl = _mm256_loadu_si256((const __m256i *)(const void *)(wp + 16 * (size_t)k));
-                const __m256i wh = _mm256_loadu_si256((const __m256i *)(const void *)(wp + 16 * (size_t)k + 32));
-                for (int m = 0; m < Mc; m++) {
-                    int32_t v;
-                    memcpy(&v, j->xu + (size_t)(m0 + m) * K + k, sizeof v);
-                    const __m256i sx = _mm256_xor_si256(_mm256_set1_epi32(v), _mm256_set1_epi8((char)0x80));
-                    const __m256i ax = _mm256_abs_epi8(sx);
-                    lo[m] = _mm256_add_epi32(lo[m], dot4_avx2(ax, sx, wl));
-                    hi[m] = _mm256_add_epi32(hi[m], dot4_avx2(ax, sx, wh));
-                }
-            }
-            const __m256 dl = _mm256_loadu_ps(j->wd + n0), dh = _mm256_loadu_ps(j->wd + n0 + 8);
-            for (int m = 0; m < Mc; m++) {
-                const __m256 e = _mm256_set1_ps(j->xe[m0 + m]);
-                _mm256_storeu_ps(out + 16 * m, _mm256_mul_ps(_mm256_cvtepi32_ps(lo[m]), _mm256_mul_ps(e, dl)));
-                _mm256_storeu_ps(out + 16 * m + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(hi[m]), _mm256_mul_ps(e, dh)));
-                i8_store_plain(j, m0 + m, n0, nc, out + 16 * m);
-            }
+        for (int m0 = 0; m0 < j->M; m0 += I8_ROWS_AVX2) {
+            const int Mc = ATTN_MIN(I8_ROWS_AVX2, j->M - m0);
+            i8_tiles_avx2[Mc](j, p, m0, out);
+            for (int m = 0; m < Mc; m++)
+                av_store_row(j->y + (size_t)(m0 + m) * j->ldy + n0, nc, out + 16 * m, 1.0f,
+                             j->beta, j->bias ? j->bias + n0 : NULL, j->act);
         }
     }
 }
