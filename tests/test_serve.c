@@ -633,9 +633,10 @@ static void test_quant_act_q8(void **state) {
     /* the first longer than ATTN_QUANT_Q8_MAX_ROWS tokens (a pass of its own), the others not;
      * under AddressSanitizer (a slow server) the first two */
     static const char *const prompts[4] = {"Once upon a time, in a small village by the sea,",
-                                           "The capital of France is", "Hi",
-                                           "def fibonacci(n):"};
+                                           "The capital of France is", "def fibonacci(n):",
+                                           "Hi"};
     const int np = tu_sanitized() ? 2 : 4;
+    long long want_cached; /* the prompt cache's tokens when a prompt comes again */
     char cmd[8192], files[4][1100];
     int k = 0;
     for (int i = 0; i < np; i++) {
@@ -671,15 +672,67 @@ static void test_quant_act_q8(void **state) {
         /* the same request alone */
         char req[512], *body = NULL;
         greedy_body(prompts[i], req, sizeof req);
+        const long long cached0 = metric("\nattn_prompt_tokens_cached_total ");
         assert_int_equal(post("/v1/completions", req, &body), 200);
         json_t *a = parse(body);
         assert_string_equal(first_text(a), ref);
+        /* it went to the slot that served it: all of it cached but the last token, or with
+         * q8 activations, for more than 8 tokens, but the last 9 (a float32 pass of its own).
+         * ("Hi" comes last: one token, nothing to reuse, it takes the least recently used
+         * slot, which may hold another prompt's cache.) */
+        const long long np_i = json_integer_value(
+            json_object_get(json_object_get(a, "usage"), "prompt_tokens"));
+        want_cached = np_i > 8 ? np_i - 9 : np_i - 1;
+        printf("  q8 prompt %d again: %lld tokens, %lld from the cache (want %lld)\n", i, np_i,
+               metric("\nattn_prompt_tokens_cached_total ") - cached0, want_cached);
+        assert_int_equal(metric("\nattn_prompt_tokens_cached_total ") - cached0, want_cached);
         json_decref(a);
         free(body);
         free(ref);
         json_decref(o);
     }
     sigterm_expect_clean_exit();
+}
+
+/* The prompt cache (--prompt-cache on, the default) on the first server (float32 activations):
+ * a prompt sent again, and one that extends it, give `attn generate --greedy`'s text, with all
+ * the shared prefix taken from the slot's cache (/metrics attn_prompt_tokens_cached_total); a
+ * prompt with nothing in common computes all of it. */
+static void test_prompt_cache(void **state) {
+    (void)state;
+    server_up();
+    static const char *const prompts[3] = {"The quick brown fox jumps over the lazy dog. The",
+                                           "The quick brown fox jumps over the lazy dog. The end",
+                                           "Zebras"};
+    for (int i = 0; i < 3; i++)
+        for (int again = 0; again < (i == 0 ? 2 : 1); again++) {
+            char req[512], *body = NULL;
+            greedy_body(prompts[i], req, sizeof req);
+            const long long c0 = metric("\nattn_prompt_tokens_cached_total ");
+            assert_int_equal(post("/v1/completions", req, &body), 200);
+            const long long got_cached = metric("\nattn_prompt_tokens_cached_total ") - c0;
+            json_t *a = parse(body);
+            free(body);
+            const long long n = json_integer_value(
+                json_object_get(json_object_get(a, "usage"), "prompt_tokens"));
+            char args[1024], pq[600];
+            snprintf(args, sizeof args,
+                     "generate --model " SMOL " --prompt %s --greedy --max-tokens 12 --no-echo "
+                     "--quiet",
+                     tu_shq(prompts[i], pq, sizeof pq));
+            char *ref = cli(args, NULL);
+            printf("  prompt cache: prompt %d (%lld tokens)%s: %lld from the cache; \"%s\"\n", i,
+                   n, again ? " again" : "", got_cached, first_text(a));
+            assert_string_equal(first_text(a), ref);
+            free(ref);
+            if (i == 0 && again) /* the same prompt: all but its last token */
+                assert_int_equal(got_cached, n - 1);
+            else if (i == 1) /* prompt 0's tokens, at most (its reply's tokens are in the slot too) */
+                assert_true(got_cached >= 10 && got_cached < n);
+            else if (i == 2)
+                assert_int_equal(got_cached, 0);
+            json_decref(a);
+        }
 }
 
 /* The /translate reply in file: its translatedText array, a line each, is what `attn translate
@@ -854,6 +907,7 @@ int main(void) {
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_slow_and_vanishing_clients),
         cmocka_unit_test(test_sigterm_drains),
+        cmocka_unit_test(test_prompt_cache),
         cmocka_unit_test(test_quant_act_q8),
         cmocka_unit_test(test_hf_translators),
     };

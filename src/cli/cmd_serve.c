@@ -20,6 +20,7 @@ static const char serve_usage[] =
     "                  [--threads N] [--api-key KEY | --api-key-file F] [--slots N] [--ctx N]\n"
     "                  [--max-batch-tokens N] [--max-queue N] [--max-body BYTES]\n"
     "                  [--max-tokens N] [--max-input-tokens N] [--timeout S] [--quant-act f32|q8]\n"
+    "                  [--prompt-cache on|off]\n"
     "\n"
     "An HTTP server for every model family at once (docs/serve.md):\n"
     "  GET  /health, /v1/models, /metrics (Prometheus text)\n"
@@ -57,6 +58,10 @@ static const char serve_usage[] =
     "                         generate --quant-act': f32 (default; 'attn generate's tokens) or q8\n"
     "                         (int8 activations, llama.cpp's arithmetic: faster, batched steps\n"
     "                         most of all, and the text may differ)\n"
+    "  --prompt-cache on|off  a slot keeps its keys and values after a request; the next request\n"
+    "                         it takes computes only what follows their common prefix (default\n"
+    "                         on; llama-server's cache_prompt). Requests go to the free slot\n"
+    "                         whose cache gives the most, else the least recently used\n"
     "On SIGTERM or SIGINT the server stops accepting connections, lets the requests in flight\n"
     "finish (at most --timeout seconds), and exits with status 0.\n";
 
@@ -126,6 +131,12 @@ int cmd_serve(int argc, char **argv) {
             continue;
         }
         if (!strcmp(a, "--api-key-file")) { key_file = v; continue; }
+        if (!strcmp(a, "--prompt-cache")) {
+            if (strcmp(v, "on") && strcmp(v, "off"))
+                return cli_usage_error("serve: --prompt-cache needs on or off, got '%s'", v);
+            cfg.prompt_cache = !strcmp(v, "on");
+            continue;
+        }
         if (!strcmp(a, "--quant-act")) {
             if (!strcmp(v, "q8"))
                 cfg.quant_act = ATTN_QUANT_ACT_Q8;

@@ -46,6 +46,7 @@ serve_config serve_default_config(void) {
     c.slots = 8;
     c.ctx = 0;
     c.quant_act = ATTN_QUANT_ACT_F32;
+    c.prompt_cache = true;
     c.max_queue = 256;
     c.timeout = 30;
     return c;
@@ -205,6 +206,11 @@ typedef struct {
     int32_t last;            /* the token to feed next */
     int fed;                 /* prompt tokens in the cache so far */
     bool prefilled;          /* the whole prompt is */
+    int32_t *hist;           /* (cap_hist) the tokens whose keys / values the slot's sequence
+                                holds, in order: what the next request may reuse */
+    int n_hist, cap_hist;
+    bool hist_ok;            /* hist is what the sequence holds (false after an error) */
+    unsigned long long used; /* when its last request ended (the least recently used goes first) */
 } slot;
 
 /* A decoder model's scheduler state (serve_model.slots). */
@@ -215,6 +221,7 @@ typedef struct {
     int32_t *seqs, *counts;  /* (slots): the slots of a pass and how many tokens each feeds */
     int32_t *toks;           /* (rows): the tokens fed */
     int rows;                /* the most tokens one pass feeds (the cache's scratch rows) */
+    unsigned long long clock; /* requests ended so far (slot.used) */
 } gen_state;
 
 static attn_status gen_state_new(serve_model *m) {
@@ -239,6 +246,7 @@ static void gen_state_free(serve_model *m) {
     if (!g) return;
     attn_gpt_kv_free(g->kv);
     free(g->logits);
+    for (int i = 0; g->sl && i < m->eng->cfg.slots; i++) free(g->sl[i].hist);
     free(g->sl);
     free(g->seqs);
     free(g->counts);
@@ -247,8 +255,47 @@ static void gen_state_free(serve_model *m) {
     m->slots = NULL;
 }
 
+/* ---- the prompt cache: a slot keeps its sequence after a request (hist says what it holds);
+ * the next request on it feeds only what follows the longest common prefix (llama-server's
+ * cache_prompt). With --quant-act q8 a prompt of more than ATTN_QUANT_Q8_MAX_ROWS tokens runs in
+ * its own pass with float32 activations (gen_iteration): then at least that many + 1 are fed
+ * again, so that the rows computed are those of `attn generate --quant-act q8`'s prompt pass. */
+
+/* Tokens t (n) appended to the slot's history; out of memory, the history is dropped. */
+static void hist_push(slot *sl, const int32_t *t, int n) {
+    if (!sl->hist_ok || n <= 0) return;
+    if (sl->n_hist > sl->cap_hist - n) {
+        int cap = sl->cap_hist ? sl->cap_hist : 64;
+        while (cap < sl->n_hist + n) cap *= 2;
+        int32_t *h = realloc(sl->hist, (size_t)cap * sizeof *h);
+        if (!h) {
+            sl->hist_ok = false;
+            return;
+        }
+        sl->hist = h, sl->cap_hist = cap;
+    }
+    memcpy(sl->hist + sl->n_hist, t, (size_t)n * sizeof *t);
+    sl->n_hist += n;
+}
+
+/* The prompt tokens of job j that slot sl's cache can give: the longest common prefix of its
+ * history and the prompt, less what must be computed again (the last prompt token, for its
+ * logits; with q8 activations a whole own pass, above). */
+static int cached_prefix(const serve_model *m, const slot *sl, const serve_job *j) {
+    if (!m->eng->cfg.prompt_cache || !sl->hist_ok) return 0;
+    int l = 0;
+    while (l < sl->n_hist && l < j->n_ids && sl->hist[l] == j->ids[l]) l++;
+    const int keep = m->eng->cfg.quant_act == ATTN_QUANT_ACT_Q8 && j->n_ids > ATTN_QUANT_Q8_MAX_ROWS
+                         ? j->n_ids - ATTN_QUANT_Q8_MAX_ROWS - 1
+                         : j->n_ids - 1;
+    return l < keep ? l : keep > 0 ? keep : 0;
+}
+
 static void slot_end(serve_model *m, slot *sl, attn_status s, const char *finish) {
     serve_job *j = sl->job;
+    gen_state *g = m->slots;
+    if (s) sl->hist_ok = false; /* the sequence's state is not known: reuse nothing */
+    sl->used = ++g->clock;
     const char *rest = "";
     size_t n_rest = 0;
     if (!s && sl->ts) s = attn_gen_stream_finish(sl->ts, &rest, &n_rest);
@@ -289,8 +336,13 @@ static attn_status slot_begin(serve_model *m, gen_state *g, int k) {
             return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
         }
     }
-    SERVE_TRY(attn_gpt_kv_seq_truncate(g->kv, k, 0));
-    sl->i = 0, sl->fed = 0, sl->prefilled = false;
+    /* the cached prefix stays (its keys and values are those this prompt would compute) */
+    const int p = attn_gpt_kv_seq_len(g->kv, k) == sl->n_hist ? cached_prefix(m, sl, j) : 0;
+    sl->hist_ok = false;
+    SERVE_TRY(attn_gpt_kv_seq_truncate(g->kv, k, p));
+    sl->n_hist = p, sl->hist_ok = true;
+    atomic_fetch_add(&m->eng->met.prompt_cached, p);
+    sl->i = 0, sl->fed = p, sl->prefilled = false;
     /* The positions fed: the prompt and every generated token but the last (attn_gen_gpt). */
     const long long need = (long long)j->n_ids + j->max_new - 1;
     sl->max_T = (int)(need < m->ctx ? need : m->ctx);
@@ -347,8 +399,15 @@ static void slot_take(serve_model *m, gen_state *g, int k, const float *logits) 
 static int admit(serve_model *m, int *fresh) {
     slot *sl = ((gen_state *)m->slots)->sl;
     int k = 0;
-    for (int i = 0; i < m->eng->cfg.slots && m->n_queue > 0; i++) {
-        if (sl[i].job) continue;
+    while (m->n_queue > 0) {
+        /* the free slot whose cache gives the most of the prompt, else the least recently used */
+        int i = -1, best = -1;
+        for (int c = 0; c < m->eng->cfg.slots; c++) {
+            if (sl[c].job) continue;
+            const int got = cached_prefix(m, &sl[c], m->queue[0]);
+            if (i < 0 || got > best || (got == best && sl[c].used < sl[i].used)) i = c, best = got;
+        }
+        if (i < 0) break;
         sl[i].job = m->queue[0];
         memmove(m->queue, m->queue + 1, (size_t)(m->n_queue - 1) * sizeof *m->queue);
         m->n_queue--;
@@ -383,18 +442,21 @@ static void gen_iteration(serve_model *m, const int *fresh, int n_fresh) {
      * server gives the CLI's tokens (a batched pass would quantize its rows). */
     if (attn_gpt_kv_quant_act(g->kv) == ATTN_QUANT_ACT_Q8)
         for (int i = 0; i < n_slots; i++) {
-            if (!sl[i].job || sl[i].prefilled || sl[i].fed ||
-                sl[i].job->n_ids <= ATTN_QUANT_Q8_MAX_ROWS)
+            /* (a longer prompt is whole here at its first iteration; fed > 0: the cache's) */
+            if (!sl[i].job || sl[i].prefilled ||
+                sl[i].job->n_ids - sl[i].fed <= ATTN_QUANT_Q8_MAX_ROWS)
                 continue;
             const serve_job *j = sl[i].job;
-            attn_status s = attn_gpt_decode_seq(m->gpt, g->kv, i, j->n_ids, j->ids, g->logits,
+            const int f = sl[i].fed, rest = j->n_ids - f;
+            attn_status s = attn_gpt_decode_seq(m->gpt, g->kv, i, rest, j->ids + f, g->logits,
                                                 false);
             if (s) {
                 slot_end(m, &sl[i], s, NULL);
                 continue;
             }
+            hist_push(&sl[i], j->ids + f, rest);
             sl[i].fed = j->n_ids, sl[i].prefilled = true;
-            atomic_fetch_add(&m->eng->met.tokens_in, j->n_ids);
+            atomic_fetch_add(&m->eng->met.tokens_in, rest);
             slot_take(m, g, i, g->logits);
         }
     int n = 0, rows = 0;
@@ -420,7 +482,10 @@ static void gen_iteration(serve_model *m, const int *fresh, int n_fresh) {
             slot_end(m, q, s, NULL);
             continue;
         }
-        if (k >= stepped) { /* a prompt's tokens */
+        if (k < stepped) {
+            hist_push(q, &q->last, 1);
+        } else { /* a prompt's tokens */
+            hist_push(q, q->job->ids + q->fed, g->counts[k]);
             q->fed += g->counts[k];
             atomic_fetch_add(&m->eng->met.tokens_in, g->counts[k]);
             if (q->fed < q->job->n_ids) continue;

@@ -56,6 +56,7 @@ typedef struct {
     int slots;              /* concurrent generations per decoder model */
     int ctx;                /* KV-cache positions per slot (0: the model's, at most 4096) */
     attn_quant_act quant_act; /* products on quantized weights (attn_gpt_kv_set_quant_act) */
+    bool prompt_cache;      /* a new request reuses a free slot's cached prefix (default on) */
     int max_queue;          /* waiting requests per model (429 above) */
     double timeout;         /* seconds: a request's body upload and draining at shutdown */
     bool inline_work;       /* no compute thread: work runs in serve_submit's caller (fuzzing) */
@@ -179,6 +180,7 @@ typedef struct {
     atomic_llong batches, batch_items;       /* embedding / translation batches */
     atomic_llong gen_steps, gen_step_slots;  /* scheduler iterations and slots stepped */
     atomic_llong cancelled;
+    atomic_llong prompt_cached;              /* prompt tokens taken from a slot's cache */
     atomic_int in_flight;                    /* requests being handled now */
 } serve_metrics;
 
