@@ -607,6 +607,16 @@ static void greedy_body(const char *p, char *buf, size_t cap) {
     free(s);
 }
 
+/* `attn generate --greedy`'s 12 tokens after prompt p (q8: --quant-act q8), as greedy_body asks
+ * the server for them. */
+static char *cli_greedy(const char *p, bool q8) {
+    char args[1024], pq[600];
+    snprintf(args, sizeof args,
+             "generate --model " SMOL "%s --prompt %s --greedy --max-tokens 12 --no-echo --quiet",
+             q8 ? " --quant-act q8" : "", tu_shq(p, pq, sizeof pq));
+    return cli(args, NULL);
+}
+
 /* A completion's choices[0].text (NULL: none). */
 static const char *first_text(json_t *o) {
     return json_string_value(
@@ -660,12 +670,7 @@ static void test_quant_act_q8(void **state) {
         free(txt);
         const char *got = first_text(o);
         if (!got) fail_msg("completion %d: no choices[0].text", i);
-        char args[1024], pq[600];
-        snprintf(args, sizeof args,
-                 "generate --model " SMOL " --quant-act q8 --prompt %s --greedy --max-tokens 12 "
-                 "--no-echo --quiet",
-                 tu_shq(prompts[i], pq, sizeof pq));
-        char *ref = cli(args, NULL);
+        char *ref = cli_greedy(prompts[i], true);
         printf("  q8 concurrent %d: \"%s\" (attn generate --quant-act q8: \"%s\")\n", i, got,
                ref);
         assert_string_equal(got, ref);
@@ -715,12 +720,7 @@ static void test_prompt_cache(void **state) {
             free(body);
             const long long n = json_integer_value(
                 json_object_get(json_object_get(a, "usage"), "prompt_tokens"));
-            char args[1024], pq[600];
-            snprintf(args, sizeof args,
-                     "generate --model " SMOL " --prompt %s --greedy --max-tokens 12 --no-echo "
-                     "--quiet",
-                     tu_shq(prompts[i], pq, sizeof pq));
-            char *ref = cli(args, NULL);
+            char *ref = cli_greedy(prompts[i], false);
             printf("  prompt cache: prompt %d (%lld tokens)%s: %lld from the cache; \"%s\"\n", i,
                    n, again ? " again" : "", got_cached, first_text(a));
             assert_string_equal(first_text(a), ref);

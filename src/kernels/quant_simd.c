@@ -949,9 +949,10 @@ static ALWAYS_INLINE void x8_panel_f32(attn_qtype T, int Mc, const x8_job *j, in
  * x8_q4_1_8). Here a group's codes are unpacked once (the nibbles in registers; Q8_0's |codes|
  * in eight), then a loop over the rows keeps only its own row's sums in registers and its
  * accumulator in out: the same integer sums (exact) and the same float steps as x8_panel, so
- * the same bits (tests/test_quant.c rows_alone). Measured (one 1536 x 576 Q4_1 product, 2
- * threads): 16 rows 84 -> 103 GMAC/s, 32 rows (two chunks) 77 -> 115. (The same loop in F32
- * mode, the codes as floats in a buffer, was slower than x8_panel_f32: 29 against 48-55.) */
+ * the same bits (tests/test_quant.c rows_alone). Measured on a Zen 3 (one 1536 x 576 Q4_1
+ * product, 2 threads, interleaved runs): 16 rows 58-69 -> 64-87 GMAC/s. (The same loop in F32
+ * mode, a group's codes as floats in a stack buffer, was slower than x8_panel_f32: 26-29
+ * against 36-42 at 8-32 rows.) */
 static ALWAYS_INLINE void x8_rows_q8(attn_qtype T, int Mc, const x8_job *j, int p, float *out,
                                      int ldo) {
     const int K = j->K, G = K / 32;
