@@ -2,12 +2,13 @@
  * lengths against n single-sequence steps, on a model file or directory:
  *
  *   build/bench/bench_ragged MODEL [--threads N] [--batches 1,2,4,8,16,32,64] [--steps 16]
- *                            [--prompt 40] [--quant-act f32|q8]
+ *                            [--prompt 40] [--quant-act f32|q8] [--single on|off]
  *
  * Each of n slots first gets a prompt of --prompt + 7·i tokens (attn_gpt_decode_seq), then
  * --steps steps feed one token to every slot: once as one ragged call for all n, once as n
  * attn_gpt_decode_seq calls of one token. Prints ms per step and tokens/s of each and their
- * ratio: what continuous batching gains per step in `attn serve` (no HTTP, no sampling). */
+ * ratio: what continuous batching gains per step in `attn serve` (no HTTP, no sampling).
+ * --single off skips the single steps (to profile the batched step alone). */
 #include "attn_core.h"
 #include "attn_gpt.h"
 
@@ -34,18 +35,19 @@ static double now(void) {
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: bench_ragged MODEL [--threads N] [--batches 1,2,4] [--steps S] "
-                        "[--prompt P] [--quant-act f32|q8]\n");
+                        "[--prompt P] [--quant-act f32|q8] [--single on|off]\n");
         return 2;
     }
     const char *batches = "1,2,4,8,16,32,64";
     int steps = 16, prompt = 40;
-    bool q8 = false;
+    bool q8 = false, single = true;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) attn_set_num_threads(atoi(argv[i + 1]));
         else if (!strcmp(argv[i], "--batches")) batches = argv[i + 1];
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--prompt")) prompt = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--quant-act")) q8 = !strcmp(argv[i + 1], "q8");
+        else if (!strcmp(argv[i], "--single")) single = strcmp(argv[i + 1], "off") != 0;
     }
     attn_gpt_model *m = NULL;
     CHECK(attn_gpt_load(argv[1], &m));
@@ -71,10 +73,10 @@ int main(int argc, char **argv) {
         for (int s = 0; s < steps; s++) CHECK(attn_gpt_decode_ragged(m, kv, n, NULL, tok, logits));
         const double batched = (now() - t0) / steps;
         t0 = now();
-        for (int s = 0; s < steps; s++)
+        for (int s = 0; single && s < steps; s++)
             for (int b = 0; b < n; b++)
                 CHECK(attn_gpt_decode_seq(m, kv, b, 1, &tok[b], logits, false));
-        const double alone = (now() - t0) / steps;
+        const double alone = single ? (now() - t0) / steps : 0.0;
         if (n == 1 || base == 0) base = 1.0 / batched;
         printf("  n=%3d: batched step %7.2f ms = %7.1f tokens/s (x%.2f of n=1); n single steps "
                "%7.2f ms = %7.1f tokens/s; batched/single x%.2f\n",

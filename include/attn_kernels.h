@@ -295,6 +295,14 @@ typedef struct {
      * (entry (b, h, i, j) at dbias[((b·H + h)·Tq + i)·Tk + j], masked entries 0; sum over b
      * yourself for a bias shared across the batch). */
     float *dbias;
+    /* Forward only, optional: the keys again, transposed, as a decoding KV cache can keep them
+     * (attn_nn_kv.kt): element (b, t, g, d) of K also at kt[b*sbkt + (g*D + d)*ldkt + t], with
+     * the same values. Decoding steps (few queries) then read their keys for the scores from it
+     * instead of transposing K every call: the same results, bit for bit. Columns up to Tk + 15
+     * of each row are read (their values unused), so ldkt >= Tk + 16 and that much memory past
+     * the last row's Tk columns; sbkt >= H_kv*D*ldkt (0: exactly that). NULL: not used. */
+    const float *kt;
+    ptrdiff_t ldkt, sbkt;
 } attn_attention_params;
 
 /* Fills the usual defaults: scale = 1/sqrt(D), no mask (no window), ld* = H*D, H_kv = H,

@@ -359,12 +359,23 @@ attn_nn_seqs attn_nn_seqs_dense(int B, int Tq, int Tk);
  * v == k + H_kv·D and ld == 2·H_kv·D the keys and values share rows (one GEMM fills both).
  * Self-attention appends its new rows at positions pos0 .. (the caller keeps the length:
  * attn_nn_seqs.pos0); cross-attention reads what attn_nn_attention_cross_kv stored (Tk = the
- * source length). */
+ * source length).
+ * kt, when not NULL, holds the keys again, transposed for decoding: key t's element c (of the
+ * H_kv·D) of sequence b at kt[(b·H_kv·D + c)·ldkt + t], ldkt >= max_T + 16 (attn_nn_kv_ldkt), the
+ * memory zeroed when made (columns past a sequence's length are read, unused). Self-attention
+ * appends its keys there too and cross-attention's attn_nn_attention_cross_kv fills it; decoding
+ * steps (a few queries per sequence) then read their scores' keys from it instead of transposing
+ * the cached keys at every step: the same results, bit for bit; memory: half the cache again. */
 typedef struct {
-    float *k, *v;
+    float *k, *v; /* (B, max_T, ld) each */
     int B, max_T;
     int ld;
+    float *kt;    /* (B, H_kv·D, ldkt) or NULL */
+    int ldkt;
 } attn_nn_kv;
+
+/* The row stride of attn_nn_kv.kt for a cache of max_T positions. */
+int attn_nn_kv_ldkt(int max_T);
 
 /* What attention keeps over a call (Mq query rows, Mk key rows; W = (H + 2·H_kv)·D):
  * proj: self (Mq, W) q | k | v per row (after the q/k norms and RoPE); cross: q (Mq, H·D)

@@ -732,9 +732,29 @@ static void few_queries_exact(int bi) {
         tu_fill(&rng, v, nk, -1.0f, 1.0f);
         tu_fill(&rng, dO, nq, -1.0f, 1.0f);
         const bool probs = rand_int(&rng, 0, 1);
-        outs few, tiled;
+        outs few, tiled, trans;
         outs_alloc(&few, &p, probs, false);
         assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &few), ATTN_STATUS_OK);
+        /* the same with the keys also given transposed (a decoding cache's kt): same bits */
+        const int kd = hk * D;
+        const ptrdiff_t ldkt = Tk + 16 + rand_int(&rng, 0, 5);
+        float *kt = malloc(sizeof(float) * ((size_t)B * kd * ldkt));
+        tu_fill(&rng, kt, (size_t)B * kd * ldkt, -1e30f, 1e30f); /* unused columns: junk */
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < Tk; t++)
+                for (int c = 0; c < kd; c++)
+                    kt[((size_t)b * kd + c) * ldkt + t] = k[((size_t)b * Tk + t) * kd + c];
+        p.kt = kt, p.ldkt = ldkt, p.sbkt = rand_int(&rng, 0, 1) ? 0 : (ptrdiff_t)kd * ldkt;
+        outs_alloc(&trans, &p, probs, false);
+        assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &trans), ATTN_STATUS_OK);
+        p.kt = NULL;
+        if (!outs_equal(&p, &few, &trans)) {
+            printf("  transposed keys differ: B=%d H=%d H_kv=%d Tq=%d Tk=%d D=%d\n", B, H, hk,
+                   Tq, Tk, D);
+            differ++;
+        }
+        outs_free(&trans);
+        free(kt);
         p.bias = zero, p.bias_sq = Tk, p.bias_sh = (ptrdiff_t)Tq * Tk;
         p.bias_sb = (ptrdiff_t)H * Tq * Tk;
         outs_alloc(&tiled, &p, probs, false);
@@ -1265,6 +1285,9 @@ static void test_bad_params(void **state) {
     p.bias_sh = 0;
     p.bias_sq = PTRDIFF_MIN;
     expect_invalid(&p, x, y, "bias_sq = PTRDIFF_MIN");
+    p = good2;
+    p.kt = x, p.ldkt = p.Tk + 15; /* transposed keys: rows shorter than Tk + 16 */
+    expect_invalid(&p, x, y, "ldkt = Tk + 15");
     p = good2;
     p.dbias = y;
     s = attn_attention_backward(&p, x, x, x, y, lse2, x, y, y, y);

@@ -46,6 +46,9 @@ static void attention_ragged(int window, int Tq) {
     const size_t ncache = (size_t)NS * MT * KD;
     float *k1 = calloc(ncache, sizeof(float)), *v1 = calloc(ncache, sizeof(float));
     float *k2 = calloc(ncache, sizeof(float)), *v2 = calloc(ncache, sizeof(float));
+    /* the ragged side's cache also keeps its keys transposed (attn_nn_kv.kt), as decoding does */
+    const int LDKT = attn_nn_kv_ldkt(MT);
+    float *kt1 = calloc((size_t)NS * KD * LDKT, sizeof(float));
     float *x = malloc(sizeof(float) * NS * MT * C);
     float *proj = malloc(sizeof(float) * NS * MT * W), *ctx = malloc(sizeof(float) * NS * MT * H * D);
     float *y = malloc(sizeof(float) * NS * MT * C), *yref = malloc(sizeof(float) * NS * MT * C);
@@ -57,7 +60,8 @@ static void attention_ragged(int window, int Tq) {
         tu_fill(&r, x, (size_t)len[sl] * C, -1, 1);
         attn_nn_seqs s = attn_nn_seqs_dense(1, len[sl], len[sl]);
         const size_t at = (size_t)sl * MT * KD;
-        const attn_nn_kv c1 = {k1 + at, v1 + at, 1, MT, 0}, c2 = {k2 + at, v2 + at, 1, MT, 0};
+        const attn_nn_kv c1 = {k1 + at, v1 + at, 1, MT, 0, kt1 + (size_t)sl * KD * LDKT, LDKT};
+        const attn_nn_kv c2 = {k2 + at, v2 + at, 1, MT, 0, NULL, 0};
         assert_int_equal(attn_nn_attention_forward(&run, &cfg, &w, &s, x, NULL, &c1, &a, NULL,
                                                    0.0f, y), ATTN_STATUS_OK);
         assert_int_equal(attn_nn_attention_forward(&run, &cfg, &w, &s, x, NULL, &c2, &a, NULL,
@@ -73,7 +77,7 @@ static void attention_ragged(int window, int Tq) {
         tu_fill(&r, x, (size_t)n * Tq * C, -1, 1);
         attn_nn_seqs s = attn_nn_seqs_dense(n, Tq, Tq);
         s.pos0s = pos0s, s.slot = subsets[step];
-        const attn_nn_kv c1 = {k1, v1, NS, MT, 0};
+        const attn_nn_kv c1 = {k1, v1, NS, MT, 0, kt1, LDKT};
         assert_int_equal(attn_nn_attention_forward(&run, &cfg, &w, &s, x, NULL, &c1, &a, NULL,
                                                    0.0f, y), ATTN_STATUS_OK);
         for (int i = 0; i < n; i++) {
@@ -81,7 +85,7 @@ static void attention_ragged(int window, int Tq) {
             attn_nn_seqs s1 = attn_nn_seqs_dense(1, Tq, Tq);
             s1.pos0 = len[sl];
             const size_t at = (size_t)sl * MT * KD;
-            const attn_nn_kv c2 = {k2 + at, v2 + at, 1, MT, 0};
+            const attn_nn_kv c2 = {k2 + at, v2 + at, 1, MT, 0, NULL, 0};
             assert_int_equal(attn_nn_attention_forward(&run, &cfg, &w, &s1, x + (size_t)i * Tq * C,
                                                        NULL, &c2, &a, NULL, 0.0f,
                                                        yref + (size_t)i * Tq * C), ATTN_STATUS_OK);
@@ -99,12 +103,19 @@ static void attention_ragged(int window, int Tq) {
         tu_close(what, k1 + at, k2 + at, nr, 1e-6, 0);
         snprintf(what, sizeof what, "ragged attention w=%d Tq=%d slot %d: values", window, Tq, sl);
         tu_close(what, v1 + at, v2 + at, nr, 1e-6, 0);
+        int off = 0; /* the transposed keys: the keys, transposed */
+        for (int t = 0; t < len[sl]; t++)
+            for (int c = 0; c < KD; c++)
+                off += kt1[((size_t)sl * KD + c) * LDKT + t] != k1[at + (size_t)t * KD + c];
+        printf("  ragged attention w=%d Tq=%d slot %d: %d transposed keys differ\n", window, Tq,
+               sl, off);
+        if (off) tu_failures++;
     }
     /* Refused: a slot out of range, positions past the cache, probabilities, key padding. */
     int32_t bad_slot[1] = {NS}, p0[1] = {0}, full[1] = {MT}, kvl[1] = {1};
     attn_nn_seqs s = attn_nn_seqs_dense(1, 1, 1);
     s.pos0s = p0, s.slot = bad_slot;
-    const attn_nn_kv c1 = {k1, v1, NS, MT, 0};
+    const attn_nn_kv c1 = {k1, v1, NS, MT, 0, NULL, 0};
     tu_expect_fail(attn_nn_attention_forward(&run, &cfg, &w, &s, x, NULL, &c1, &a, NULL, 0.0f, y),
                    ATTN_STATUS_INVALID_ARGUMENT, "slot", NULL);
     bad_slot[0] = 1, s.pos0s = full;
@@ -119,7 +130,7 @@ static void attention_ragged(int window, int Tq) {
     s.kv_len = NULL;
     tu_expect_fail(attn_nn_attention_forward(&run, &cfg, &w, &s, x, NULL, NULL, &a, NULL, 0.0f, y),
                    ATTN_STATUS_INVALID_ARGUMENT, "with a cache", NULL);
-    free(wqkv), free(bqkv), free(wo), free(k1), free(v1), free(k2), free(v2), free(x);
+    free(wqkv), free(bqkv), free(wo), free(k1), free(v1), free(k2), free(v2), free(kt1), free(x);
     free(proj), free(ctx), free(y), free(yref);
 }
 

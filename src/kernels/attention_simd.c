@@ -689,12 +689,13 @@ static bool few_path(const attn_attention_params *p, const geom *G) {
 
 /* s[v·AV_LEN ..] for key vectors [v0, v1) of the tile: Σ_d q[d]·Kt[d][keys], one FMA chain per
  * score over d in order (as the tiled scores). */
-static void few_scores(const float *q, const float *kt, int D, int bc, int v0, int v1, float *s) {
+static void few_scores(const float *q, const float *kt, int D, ptrdiff_t ldt, int v0, int v1,
+                       float *s) {
     av_f acc[BLK_MAX / AV_LEN];
     for (int v = v0; v < v1; v++) acc[v] = av_zero();
     for (int d = 0; d < D; d++) {
         const av_f qd = av_set1(q[d]);
-        const float *row = kt + (size_t)d * bc;
+        const float *row = kt + (ptrdiff_t)d * ldt;
         for (int v = v0; v < v1; v++) acc[v] = av_fmadd(qd, av_load(row + v * AV_LEN), acc[v]);
     }
     for (int v = v0; v < v1; v++) av_store(s + v * AV_LEN, acc[v]);
@@ -702,10 +703,10 @@ static void few_scores(const float *q, const float *kt, int D, int bc, int v0, i
 
 /* Row r's scores of the tile's keys [a, e) (relative to the tile) into w->s, -inf around them
  * (whole vectors); their maximum with m. */
-static float few_row_scores(const few_tiles *w, const float *q, int D, int bc, int a, int e,
+static float few_row_scores(const float *kt, ptrdiff_t ldt, const float *q, int D, int a, int e,
                             float m, float *s) {
     const int v0 = a / AV_LEN, v1 = (e + AV_LEN - 1) / AV_LEN;
-    few_scores(q, w->kt, D, bc, v0, v1, s);
+    few_scores(q, kt, D, ldt, v0, v1, s);
     for (int jj = v0 * AV_LEN; jj < a; jj++) s[jj] = -__builtin_inff();
     for (int jj = e; jj < v1 * AV_LEN; jj++) s[jj] = -__builtin_inff();
     for (int jj = a; jj < e; jj++) m = s[jj] > m ? s[jj] : m;
@@ -740,6 +741,12 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
     const float mul = (float)(p->scale * LOG2E);
     const float *kb = k + b * G->sbk + (ptrdiff_t)g * D; /* (Tk, D) stride ldk */
     const float *vb = v + b * G->sbv + (ptrdiff_t)g * D; /* (Tk, D) stride ldv */
+    /* (D, Tk) stride ldkt: the caller's transposed keys, else each tile's transposed into w->kt */
+    const float *ktb =
+        p->kt ? p->kt + b * (p->sbkt ? p->sbkt : (ptrdiff_t)G->hkv * D * p->ldkt) +
+                    (ptrdiff_t)g * D * p->ldkt
+              : NULL;
+    const ptrdiff_t ldt = ktb ? p->ldkt : bc;
     for (int r = 0; r < R; r++) { /* row r: query i of head g·grp + r / Tq */
         const int h = g * G->grp + r / Tq, i = r % Tq;
         const float *qr = q + b * G->sbq + (ptrdiff_t)i * p->ldq + (ptrdiff_t)h * D;
@@ -759,11 +766,13 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
         for (int r = 0; r < R; r++) {
             const int a = ATTN_MAX(w->lo[r], j0) - j0, e = ATTN_MIN(w->hi[r], j0 + jb) - j0;
             if (a >= e) continue; /* nothing visible in this tile: nothing changes */
-            if (!transposed) {
+            if (!transposed && !ktb) {
                 transpose_scaled(kb + (ptrdiff_t)j0 * p->ldk, p->ldk, jb, D, w->kt, bc, 1.0f);
                 transposed = true;
             }
-            const float mx = few_row_scores(w, w->q + (size_t)r * D, D, bc, a, e, w->m[r], w->s);
+            const float *kt = ktb ? ktb + j0 : w->kt;
+            const float mx =
+                few_row_scores(kt, ldt, w->q + (size_t)r * D, D, a, e, w->m[r], w->s);
             const float off = mx < -3.0e38f ? 0.0f : mx; /* zero_if_neginf */
             const av_f offv = av_set1(off);
             for (int jj = a / AV_LEN * AV_LEN; jj < e; jj += AV_LEN)
@@ -812,14 +821,15 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
     }
     for (int j0 = jbeg; j0 < jend; j0 += bc) {
         const int jb = ATTN_MIN(bc, jend - j0);
-        transpose_scaled(kb + (ptrdiff_t)j0 * p->ldk, p->ldk, jb, D, w->kt, bc, 1.0f);
+        if (!ktb) transpose_scaled(kb + (ptrdiff_t)j0 * p->ldk, p->ldk, jb, D, w->kt, bc, 1.0f);
+        const float *kt = ktb ? ktb + j0 : w->kt;
         for (int r = 0; r < R; r++) {
             const int a = ATTN_MAX(w->lo[r], j0) - j0, e = ATTN_MIN(w->hi[r], j0 + jb) - j0;
             if (a >= e || !(w->l[r] > 0.0f)) continue;
             const int h = g * G->grp + r / Tq, i = r % Tq;
             float *pr = probs + (((size_t)b * p->H + h) * p->Tq + i) * p->Tk + j0;
             const av_f lse2 = av_set1((float)((double)w->m[r] + log2((double)w->l[r])));
-            few_row_scores(w, w->q + (size_t)r * D, D, bc, a, e, -__builtin_inff(), w->s);
+            few_row_scores(kt, ldt, w->q + (size_t)r * D, D, a, e, -__builtin_inff(), w->s);
             for (int jj = a / AV_LEN * AV_LEN; jj < e; jj += AV_LEN)
                 av_store(w->s + jj, exp2_neg(av_sub(av_load(w->s + jj), lse2)));
             memcpy(pr + a, w->s + a, sizeof(float) * (size_t)(e - a));

@@ -27,9 +27,20 @@ VNNI_FN static ALWAYS_INLINE void dpbusd(__m512i *acc, __m512i u, __m512i s) {
     __asm__("vpdpbusd %2, %1, %0" : "+v"(*acc) : "v"(u), "v"(s));
 }
 
-/* out (Mc, 32) = panels p and p + 1 (p twice when !two) times rows m0 .. m0 + Mc − 1 of x. */
-VNNI_FN static ALWAYS_INLINE void i8_tile(int Mc, const i8_job *j, int p, bool two, int m0,
-                                          float *out) {
+/* One vector of outputs with the product's epilogue, as av_store_row does it (the same bits):
+ * act(a·(e·d) [+ beta·y] [+ bias]) into the mk lanes of y. */
+VNNI_FN static ALWAYS_INLINE void i8_store(const i8_job *j, float *y, __mmask16 mk, __m512i a,
+                                           __m512 ed, __m512 bias) {
+    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(a), ed);
+    if (j->beta != 0.0f) v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, y), _mm512_set1_ps(j->beta), v);
+    if (j->bias) v = _mm512_add_ps(v, bias);
+    _mm512_mask_storeu_ps(y, mk, av_act(v, j->act));
+}
+
+/* y[rows m0 .. m0 + Mc − 1, columns n0 .. n0 + nc − 1] = the epilogue of panels p and p + 1 (p
+ * alone when !two; nc <= 32, <= 16 then) times those rows of x: the sums in registers, stored
+ * from there (no tile in memory between the sums and y). */
+VNNI_FN static ALWAYS_INLINE void i8_tile(int Mc, const i8_job *j, int p, bool two, int m0, int nc) {
     const int K = j->K;
     const int8_t *pa = j->w + (size_t)p * 16 * (size_t)K, *pb = two ? pa + 16 * (size_t)K : pa;
     const int q = two ? p + 1 : p;
@@ -50,21 +61,26 @@ VNNI_FN static ALWAYS_INLINE void i8_tile(int Mc, const i8_job *j, int p, bool t
             dpbusd(&a1[m], xb, wb);
         }
     }
+    const int n0 = 16 * p;
+    const __mmask16 ma = nc >= 16 ? 0xffff : (__mmask16)((1u << nc) - 1);
+    const __mmask16 mb = nc >= 32 ? 0xffff : nc > 16 ? (__mmask16)((1u << (nc - 16)) - 1) : 0;
     const __m512 da = _mm512_loadu_ps(j->wd + 16 * p), db = _mm512_loadu_ps(j->wd + 16 * q);
+    const __m512 ba = j->bias ? _mm512_maskz_loadu_ps(ma, j->bias + n0) : _mm512_setzero_ps();
+    const __m512 bb = j->bias ? _mm512_maskz_loadu_ps(mb, j->bias + n0 + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 8
     for (int m = 0; m < Mc; m++) {
         const __m512 e = _mm512_set1_ps(j->xe[m0 + m]);
-        _mm512_storeu_ps(out + 32 * m, _mm512_mul_ps(_mm512_cvtepi32_ps(a0[m]), _mm512_mul_ps(e, da)));
-        _mm512_storeu_ps(out + 32 * m + 16,
-                         _mm512_mul_ps(_mm512_cvtepi32_ps(a1[m]), _mm512_mul_ps(e, db)));
+        float *y = j->y + (size_t)(m0 + m) * j->ldy + n0;
+        i8_store(j, y, ma, a0[m], _mm512_mul_ps(e, da), ba);
+        if (mb) i8_store(j, y + 16, mb, a1[m], _mm512_mul_ps(e, db), bb);
     }
 }
 
-typedef void (*i8_tile_fn)(const i8_job *, int, bool, int, float *);
+typedef void (*i8_tile_fn)(const i8_job *, int, bool, int, int);
 #define I8_TILE_FN(Mc)                                                                           \
     VNNI_FN __attribute__((noinline)) static void i8_tile_##Mc(const i8_job *j, int p, bool two, \
-                                                               int m0, float *out) {             \
-        i8_tile(Mc, j, p, two, m0, out);                                                         \
+                                                               int m0, int nc) {                 \
+        i8_tile(Mc, j, p, two, m0, nc);                                                          \
     }
 I8_TILE_FN(1) I8_TILE_FN(2) I8_TILE_FN(3) I8_TILE_FN(4) I8_TILE_FN(5) I8_TILE_FN(6) I8_TILE_FN(7)
 I8_TILE_FN(8)
@@ -93,17 +109,11 @@ void attn_quant_i8_row_avx512(int n, const float *x, float *d, uint8_t *q) {
 }
 
 void attn_quant_i8_panels_avx512(const i8_job *j, int p0, int p1) {
-    float out[I8_ROWS * 32];
     for (int p = p0; p < p1; p += 2) {
         const bool two = p + 1 < p1;
-        const int n0 = 16 * p, nc = ATTN_MIN(two ? 32 : 16, j->N - n0);
-        for (int m0 = 0; m0 < j->M; m0 += I8_ROWS) {
-            const int Mc = ATTN_MIN(I8_ROWS, j->M - m0);
-            i8_tiles[Mc](j, p, two, m0, out);
-            for (int m = 0; m < Mc; m++)
-                av_store_row(j->y + (size_t)(m0 + m) * j->ldy + n0, nc, out + 32 * m, 1.0f,
-                             j->beta, j->bias ? j->bias + n0 : NULL, j->act);
-        }
+        const int nc = ATTN_MIN(two ? 32 : 16, j->N - 16 * p);
+        for (int m0 = 0; m0 < j->M; m0 += I8_ROWS)
+            i8_tiles[ATTN_MIN(I8_ROWS, j->M - m0)](j, p, two, m0, nc);
     }
 }
 #else

@@ -1,7 +1,9 @@
 /* gpt_decode.c — GPT-2 inference with a KV cache (attn_gpt.h: attn_gpt_kv_*, attn_gpt_decode).
  *
  * The cache holds, per layer, the keys and values of every position so far for each of the B
- * sequences: k, v (L, B, max_T, C), heads interleaved along C as the attention kernel reads them.
+ * sequences: k, v (L, B, max_T, C), heads interleaved along C as the attention kernel reads them,
+ * and the keys again transposed, kt (L, B, C, ldkt): a decoding step's scores read them as they
+ * are instead of transposing every cached key at every step (attn_nn_kv.kt; the same bits).
  * A call runs its new positions in chunks of at most CHUNK positions per sequence (one chunk for
  * any usual prompt) through the same block-layer sub-layers as training (gpt.c), in evaluation
  * mode and in place on the stream: the attention sub-layer appends the chunk's keys and values to
@@ -35,6 +37,8 @@ struct attn_gpt_kv {
     int seq_chunk; /* positions per attn_gpt_decode_seq pass: min(max_T, CHUNK, rows) */
     int KD;       /* H_kv·D: a cached key's (or value's) floats */
     float *k, *v; /* (L, B, max_T, KD) */
+    float *kt;    /* (L, B, KD, ldkt) the keys transposed for decoding steps (attn_nn_kv.kt) */
+    int ldkt;
     float *x;     /* (rows, C) the residual stream */
     float *a;     /* (rows, C) norm output */
     float *qkv;   /* (rows, (H + 2·H_kv)·D) */
@@ -53,6 +57,7 @@ struct attn_gpt_kv {
 void attn_gpt_kv_free(attn_gpt_kv *kv) {
     if (!kv) return;
     attn_free(kv->k);
+    attn_free(kv->kt);
     attn_free(kv->v);
     attn_free(kv->x);
     attn_free(kv->a);
@@ -84,7 +89,8 @@ static attn_status kv_make(const attn_gpt_model *m, int B, int max_T, bool slots
     const int C = c->n_embd, F = attn_gpt_inner(c), L = c->n_layer, D = attn_gpt_head_dim(c);
     const int HD = c->n_head * D, KD = attn_gpt_kv_heads(c) * D, W = HD + 2 * KD;
     const int chunk = ATTN_MIN(max_T, CHUNK);
-    const double cache = 2.0 * L * B * (double)max_T * KD;
+    const int ldkt = attn_nn_kv_ldkt(max_T);
+    const double cache = (2.0 * max_T + ldkt) * L * B * (double)KD;
     const double rows = slots ? (double)ATTN_MAX(B, chunk) : (double)B * chunk;
     const double Fh = (attn_gpt_is_llama(c) ? 3.0 : 1.0) * F;
     const double scratch = rows * (3.0 * C + W + HD + Fh) + (double)B * C;
@@ -103,6 +109,8 @@ static attn_status kv_make(const attn_gpt_model *m, int B, int max_T, bool slots
     const size_t ncache = (size_t)L * B * max_T * KD, nr = (size_t)kv->rows;
     kv->k = attn_alloc(ncache * sizeof(float));
     kv->v = attn_alloc(ncache * sizeof(float));
+    kv->ldkt = ldkt;
+    kv->kt = attn_calloc((size_t)L * B * KD * ldkt * sizeof(float));
     kv->x = attn_alloc(nr * C * sizeof(float));
     kv->a = attn_alloc(nr * C * sizeof(float));
     kv->qkv = attn_alloc(nr * W * sizeof(float));
@@ -113,7 +121,7 @@ static attn_status kv_make(const attn_gpt_model *m, int B, int max_T, bool slots
     kv->step_pos = attn_alloc(nr * sizeof(int32_t));
     kv->step_p0 = attn_alloc((size_t)B * sizeof(int32_t));
     kv->step_off = attn_alloc((size_t)(B + 1) * sizeof(int32_t));
-    if (!kv->k || !kv->v || !kv->x || !kv->a || !kv->qkv || !kv->att || !kv->h || !kv->last ||
+    if (!kv->k || !kv->v || !kv->kt || !kv->x || !kv->a || !kv->qkv || !kv->att || !kv->h || !kv->last ||
         !kv->lens || !kv->step_pos || !kv->step_p0 || !kv->step_off) {
         attn_gpt_kv_free(kv);
         return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt kv: out of memory for B=%d max_T=%d", B,
@@ -295,7 +303,9 @@ static attn_status run_layers(const attn_gpt_model *m, attn_gpt_kv *kv, const at
         gpt_use_packed(m, l, M, S);
         if (kv->cap.hidden) capture_hidden(kv, l, n_new, t0, tq, kv->x);
         const size_t layer = ((size_t)l * kv->B + b0) * kv->max_T * kv->KD;
-        const attn_nn_kv cache = {kv->k + layer, kv->v + layer, cacheB, kv->max_T, 0};
+        const attn_nn_kv cache = {kv->k + layer,  kv->v + layer, cacheB, kv->max_T, 0,
+                                  kv->kt + ((size_t)l * kv->B + b0) * kv->KD * kv->ldkt,
+                                  kv->ldkt};
         attn_nn_sub_acts A;
         memset(&A, 0, sizeof A);
         A.ln = kv->a, A.res = kv->x;

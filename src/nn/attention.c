@@ -96,6 +96,23 @@ static geom geometry(const attn_nn_attn_cfg *c) {
 /* The row stride of a cache. */
 static int kv_ld(const attn_nn_kv *c, const geom *g) { return c->ld > 0 ? c->ld : g->KD; }
 
+int attn_nn_kv_ldkt(int max_T) { return (max_T + 16 + 15) / 16 * 16; }
+
+/* Key row (KD) of position t of cache sequence b into the transposed keys, when kept. */
+static void kt_put(const attn_nn_kv *c, const geom *g, int b, int t, const float *krow) {
+    if (!c->kt) return;
+    float *dst = c->kt + (size_t)b * g->KD * c->ldkt + t;
+    for (int i = 0; i < g->KD; i++) dst[(size_t)i * c->ldkt] = krow[i];
+}
+
+/* The kernel reads the cache's transposed keys, when kept (sequence b0 first). */
+static void kt_params(attn_attention_params *p, const attn_nn_kv *c, const geom *g, int b0) {
+    if (!c->kt) return;
+    p->kt = c->kt + (size_t)b0 * g->KD * c->ldkt;
+    p->ldkt = c->ldkt;
+    p->sbkt = (ptrdiff_t)g->KD * c->ldkt;
+}
+
 size_t attn_nn_attn_proj_floats(const attn_nn_attn_cfg *c, int Mq, int Mk) {
     const geom g = geometry(c);
     if (c->cross) return (size_t)Mq * g.HD + (size_t)Mk * 2 * g.KD;
@@ -430,8 +447,10 @@ static int ragged_one(const attn_nn_attn_cfg *c, const geom *g, const attn_nn_se
         const float *row = q + (size_t)t * g->W;
         memcpy(kc + (size_t)(p0 + t) * ld, row + g->HD, rowb);
         memcpy(vc + (size_t)(p0 + t) * ld, row + g->HD + g->KD, rowb);
+        kt_put(cache, g, sl, p0 + t, row + g->HD);
     }
     attn_attention_params p = base_params(c, g, 1, nq, p0 + nq);
+    kt_params(&p, cache, g, sl);
     p.causal = c->causal;
     p.window = c->window;
     p.causal_offset = p0;
@@ -463,6 +482,10 @@ static attn_status check_seqs(const attn_nn_attn_cfg *c, const attn_nn_seqs *s,
     if (!s || s->B <= 0 || s->Tq <= 0 || s->Tk <= 0)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attention: bad sequence sizes (B=%d Tq=%d "
                          "Tk=%d)", s ? s->B : 0, s ? s->Tq : 0, s ? s->Tk : 0);
+    if (cache && cache->kt && cache->ldkt < attn_nn_kv_ldkt(cache->max_T))
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "attention: the cache's transposed keys need ldkt >= %d (ldkt=%d)",
+                         attn_nn_kv_ldkt(cache->max_T), cache->ldkt);
     if (s->pos0s || s->slot) {
         if (c->cross || !cache)
             return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
@@ -582,8 +605,10 @@ attn_status attn_nn_attention_forward(const attn_nn_run *run, const attn_nn_attn
                         const size_t at = ((size_t)b * cache->max_T + s->pos0 + t) * ld;
                         memcpy(cache->k + at, row + g.HD, rowb);
                         memcpy(cache->v + at, row + g.HD + g.KD, rowb);
+                        kt_put(cache, &g, b, s->pos0 + t, row + g.HD);
                     }
                 p.Tk = s->pos0 + s->Tq;
+                kt_params(&p, cache, &g, 0);
                 p.causal_offset = s->pos0;
                 p.ldk = p.ldv = ld;
                 p.sbk = p.sbv = (ptrdiff_t)cache->max_T * ld;
@@ -607,6 +632,7 @@ attn_status attn_nn_attention_forward(const attn_nn_run *run, const attn_nn_attn
             k = cache->k, v = cache->v;
             p.ldk = p.ldv = ld;
             p.sbk = p.sbv = (ptrdiff_t)cache->max_T * ld;
+            kt_params(&p, cache, &g, 0);
         } else {
             float *kv = P + (size_t)Mq * g.HD;
             ATTN_TRY(project_kv(run, &g, w, k_rows(s), src, kv));
@@ -652,6 +678,10 @@ attn_status attn_nn_attention_cross_kv(const attn_nn_run *run, const attn_nn_att
         ATTN_TRY(attn_nn_linear_forward(run, &vf, rows, sb, g.Ckv, 0.0f, cache->v + at, ld,
                                         ATTN_ACT_NONE));
     }
+    if (cache->kt)
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < Tk; t++)
+                kt_put(cache, &g, b, t, cache->k + ((size_t)b * cache->max_T + t) * ld);
     return ATTN_STATUS_OK;
 }
 
