@@ -43,9 +43,6 @@ struct attn_translate_session {
     float *mem;                  /* (capS·capTs, C) encoder output of the current batch */
     float **ckv;                 /* [L] (S, Ts, 2C) cross-attention keys | values per sentence */
     float **kc, **vc;            /* [L] (capN, capT, C) self-attention key / value caches */
-    float **kct;                 /* [L] (capN, C, ldkt) the self-attention keys transposed */
-    float **ckt;                 /* [L] (S, C, ldkt(Ts)) the cross-attention keys transposed */
-    int ldkt;                    /* attn_nn_kv_ldkt(capT) (attn_nn_kv.kt: decoding steps' keys) */
     float *stage;                /* (capN, capT, C) scratch for reordering cache rows */
     float *x;                    /* (capN, C) residual stream of the current step */
     float *h;                    /* (capN, C) pre-LN input of a sub-layer */
@@ -114,10 +111,8 @@ void attn_translate_session_free(attn_translate_session *s) {
         if (s->ckv) attn_free(s->ckv[l]);
         if (s->kc) attn_free(s->kc[l]);
         if (s->vc) attn_free(s->vc[l]);
-        if (s->kct) attn_free(s->kct[l]);
-        if (s->ckt) attn_free(s->ckt[l]);
     }
-    attn_free(s->ckv), attn_free(s->kc), attn_free(s->vc), attn_free(s->kct), attn_free(s->ckt);
+    attn_free(s->ckv), attn_free(s->kc), attn_free(s->vc);
     void *bufs[] = {s->mem,   s->stage,  s->x,      s->h,     s->qkv,    s->att,      s->y,
                     s->ff,    s->logits, s->lse,    s->probs, s->src_len, s->sent,   s->rows,
                     s->hist,  s->hist2,  s->tok,    s->score, s->score2, s->npar,     s->ntok,
@@ -145,9 +140,7 @@ attn_status attn_translate_session_init(const attn_encdec_model *m, int max_sent
     max_tgt = ATTN_MIN(max_tgt, c->max_len);
     const double C = c->d_model, N = (double)max_sentences * max_beam, L = c->n_dec_layers;
     /* In double first: nothing absurd may reach the allocator. */
-    const double ldkt = attn_nn_kv_ldkt(max_tgt), ldks = attn_nn_kv_ldkt(max_src);
-    double total = L * ((double)max_sentences * (max_src * 2 + ldks) * C +
-                        N * (2 * max_tgt + ldkt) * C) +
+    double total = L * ((double)max_sentences * max_src * 2 * C + 2 * N * max_tgt * C) +
                    N * max_tgt * C + N * (7 * C + c->d_ff + c->tgt_vocab) + N * 2 * max_tgt;
     if (total > (double)(ATTN_MAX_BUFFER_BYTES / sizeof(float)) || N * c->tgt_vocab > INT32_MAX ||
         N * max_tgt * C > INT32_MAX)
@@ -174,15 +167,10 @@ attn_status attn_translate_session_init(const attn_encdec_model *m, int max_sent
     ALLOC(ckv, (size_t)s->L * sizeof(float *));
     ALLOC(kc, (size_t)s->L * sizeof(float *));
     ALLOC(vc, (size_t)s->L * sizeof(float *));
-    ALLOC(kct, (size_t)s->L * sizeof(float *));
-    ALLOC(ckt, (size_t)s->L * sizeof(float *));
-    s->ldkt = attn_nn_kv_ldkt(s->capT);
     for (int l = 0; ok && l < s->L; l++) {
         ALLOC(ckv[l], nS * (size_t)max_src * 2 * Cz * f);
         ALLOC(kc[l], nN * T * Cz * f);
         ALLOC(vc[l], nN * T * Cz * f);
-        ALLOC(kct[l], nN * Cz * (size_t)s->ldkt * f);
-        ALLOC(ckt[l], nS * Cz * (size_t)attn_nn_kv_ldkt(max_src) * f);
     }
     ALLOC(self_kv, (size_t)s->L * sizeof(attn_nn_kv));
     ALLOC(cross_kv, (size_t)s->L * sizeof(attn_nn_kv));
@@ -249,8 +237,7 @@ attn_status attn_translate_begin(attn_translate_session *s, int B, int Ts, const
     /* Each layer's cross-attention K|V for all source positions, a sentence's block (Ts, 2C)
      * holding its keys and values side by side: one GEMM with the adjacent (w_k; w_v). */
     for (int l = 0; l < s->L; l++) {
-        const attn_nn_kv kv = {s->ckv[l], s->ckv[l] + C, B,
-                               Ts,        2 * C,         s->ckt[l], attn_nn_kv_ldkt(Ts)};
+        const attn_nn_kv kv = {s->ckv[l], s->ckv[l] + C, B, Ts, 2 * C, NULL, 0};
         ATTN_TRY(encdec_cross_kv(m, l, B, Ts, s->mem, &kv));
     }
     memcpy(s->src_len, src_len, (size_t)B * sizeof(int32_t));
@@ -277,10 +264,8 @@ attn_status attn_translate_step(attn_translate_session *s, const int32_t *tokens
                              (int)tokens[n], n, V);
     ATTN_TRY(encdec_embed_target(m, N, tokens, t, s->x));
     for (int l = 0; l < s->L; l++) {
-        s->self_kv[l] = (attn_nn_kv){s->kc[l], s->vc[l], N, s->capT, C, s->kct[l], s->ldkt};
-        s->cross_kv[l] = (attn_nn_kv){s->ckv[l],  s->ckv[l] + C, s->S,
-                                      s->Ts,      2 * C,         s->ckt[l],
-                                      attn_nn_kv_ldkt(s->Ts)};
+        s->self_kv[l] = (attn_nn_kv){s->kc[l], s->vc[l], N, s->capT, C, NULL, 0};
+        s->cross_kv[l] = (attn_nn_kv){s->ckv[l], s->ckv[l] + C, s->S, s->Ts, 2 * C, NULL, 0};
     }
     const encdec_step step = {N,       s->S,        s->R,  t,      s->Ts,  s->src_len, s->self_kv,
                               s->cross_kv, s->x,    s->h,  s->y,   s->qkv, s->att,     s->ff,
@@ -352,40 +337,6 @@ static void gather_rows(attn_translate_session *s, const int32_t *src, int Nnew)
     int *scratch = malloc((size_t)3 * s->capN * sizeof *scratch);
     row_copy *ops = malloc((size_t)2 * Nnew * sizeof *ops);
     const int n_ops = scratch && ops ? gather_schedule(src, Nnew, s->capN, scratch, ops) : -1;
-    /* the transposed keys: a row is C rows of ldkt, of which the first t columns are copied
-     * (C·t floats, packed so in the stage) */
-    const size_t tstride = (size_t)s->C * s->ldkt, tcols = (size_t)s->t;
-    for (int l = 0; l < s->L; l++) {
-        float *kt = s->kct[l];
-        if (n_ops >= 0) {
-            for (int o = 0; o < n_ops; o++) {
-                const bool sd = ops[o].stage_dst, ss = ops[o].stage_src;
-                float *d = sd ? s->stage + (size_t)ops[o].dst * stride : kt + ops[o].dst * tstride;
-                const float *r = ss ? s->stage + (size_t)ops[o].src * stride
-                                    : kt + ops[o].src * tstride;
-                for (int c = 0; c < s->C; c++)
-                    memcpy(d + c * (sd ? tcols : (size_t)s->ldkt),
-                           r + c * (ss ? tcols : (size_t)s->ldkt), tcols * sizeof(float));
-            }
-            continue;
-        }
-        int j = 0;
-        for (int i = 0; i < Nnew; i++)
-            if (src[i] != i) {
-                for (int c = 0; c < s->C; c++)
-                    memcpy(s->stage + (size_t)j * stride + c * tcols,
-                           kt + src[i] * tstride + c * (size_t)s->ldkt, tcols * sizeof(float));
-                j++;
-            }
-        j = 0;
-        for (int i = 0; i < Nnew; i++)
-            if (src[i] != i) {
-                for (int c = 0; c < s->C; c++)
-                    memcpy(kt + i * tstride + c * (size_t)s->ldkt,
-                           s->stage + (size_t)j * stride + c * tcols, tcols * sizeof(float));
-                j++;
-            }
-    }
     for (int l = 0; l < s->L; l++)
         for (int kv = 0; kv < 2; kv++) {
             float *cache = kv ? s->vc[l] : s->kc[l];
@@ -429,16 +380,13 @@ attn_status attn_translate_reorder(attn_translate_session *s, const int32_t *par
 static void compact(attn_translate_session *s, const int32_t *keep, int nk,
                     const int32_t *row_src) {
     gather_rows(s, row_src, nk * s->R);
-    const size_t blk = (size_t)s->Ts * 2 * s->C, tblk = (size_t)s->C * attn_nn_kv_ldkt(s->Ts);
+    const size_t blk = (size_t)s->Ts * 2 * s->C;
     for (int j = 0; j < nk; j++) {
         if (keep[j] == j) continue;
         /* keep is ascending, so keep[j] > j and earlier blocks are already in place. */
-        for (int l = 0; l < s->L; l++) {
+        for (int l = 0; l < s->L; l++)
             memcpy(s->ckv[l] + (size_t)j * blk, s->ckv[l] + (size_t)keep[j] * blk,
                    blk * sizeof(float));
-            memcpy(s->ckt[l] + (size_t)j * tblk, s->ckt[l] + (size_t)keep[j] * tblk,
-                   tblk * sizeof(float));
-        }
         s->src_len[j] = s->src_len[keep[j]];
         s->sent[j] = s->sent[keep[j]];
     }
