@@ -677,7 +677,8 @@ typedef struct {
     _Alignas(64) float kt[TILE_FLOATS];             /* (D, bc) the tile's keys, transposed */
     _Alignas(64) float o[FEW_R * ATTN_SIMD_DMAX];   /* (R, dp) unnormalized outputs */
     _Alignas(64) float pv[ATTN_SIMD_DMAX];          /* (dp) one group's Σ p·v */
-    _Alignas(64) float s[BLK_MAX];                  /* one row's scores, then probabilities */
+    _Alignas(64) float s[FEW_R * BLK_MAX];          /* (R, BLK_MAX) the rows' scores, then
+                                                       probabilities */
     float q[FEW_R * ATTN_SIMD_DMAX];                /* (R, D) queries · scale·log2 e */
     int lo[FEW_R], hi[FEW_R];                       /* (R) each row's visible keys [lo, hi) */
     float m[FEW_R], l[FEW_R];                       /* (R) running max (log2 domain) and sum */
@@ -699,6 +700,67 @@ static void few_scores(const float *q, const float *kt, int D, ptrdiff_t ldt, in
         for (int v = v0; v < v1; v++) acc[v] = av_fmadd(qd, av_load(row + v * AV_LEN), acc[v]);
     }
     for (int v = v0; v < v1; v++) av_store(s + v * AV_LEN, acc[v]);
+}
+
+/* few_scores of G rows at once (queries q + rs[g]·D, scores into s + rs[g]·BLK_MAX) over NV
+ * key vectors from vector v0: the rows' FMA chains side by side, so a decoding step with one
+ * query per row is not bound by one chain's latency; each score is still its own chain over d
+ * in order, with the same operands: the same bits. G, NV constants (few_scores_rows). */
+static inline __attribute__((always_inline)) void few_chains(int G, int NV, const float *q, int D,
+                                                             const int *rs, const float *kt,
+                                                             ptrdiff_t ldt, int v0, float *s) {
+    av_f acc[4][4];
+    for (int g = 0; g < G; g++)
+        for (int v = 0; v < NV; v++) acc[g][v] = av_zero();
+    const float *kv = kt + (ptrdiff_t)v0 * AV_LEN;
+    for (int d = 0; d < D; d++) {
+        const float *row = kv + (ptrdiff_t)d * ldt;
+        av_f kd[4];
+        for (int v = 0; v < NV; v++) kd[v] = av_load(row + v * AV_LEN);
+        for (int g = 0; g < G; g++) {
+            const av_f qd = av_set1(q[(size_t)rs[g] * D + d]);
+            for (int v = 0; v < NV; v++) acc[g][v] = av_fmadd(qd, kd[v], acc[g][v]);
+        }
+    }
+    for (int g = 0; g < G; g++)
+        for (int v = 0; v < NV; v++)
+            av_store(s + (size_t)rs[g] * BLK_MAX + (size_t)(v0 + v) * AV_LEN, acc[g][v]);
+}
+
+#if AV_LEN == 16
+#define FEW_G 4 /* rows whose chains run together (G·NV accumulators: 16 of 32 registers) */
+#else
+#define FEW_G 2 /* (8 of AVX2's 16) */
+#endif
+#define FEW_CHAINS(G, NV)                                                                        \
+    static void few_chains_##G##_##NV(const float *q, int D, const int *rs, const float *kt,     \
+                                      ptrdiff_t ldt, int v0, float *s) {                         \
+        few_chains(G, NV, q, D, rs, kt, ldt, v0, s);                                             \
+    }
+typedef void (*few_chains_fn)(const float *, int, const int *, const float *, ptrdiff_t, int,
+                              float *);
+FEW_CHAINS(1, 1) FEW_CHAINS(1, 2) FEW_CHAINS(1, 3) FEW_CHAINS(1, 4)
+FEW_CHAINS(2, 1) FEW_CHAINS(2, 2) FEW_CHAINS(2, 3) FEW_CHAINS(2, 4)
+#if FEW_G == 4
+FEW_CHAINS(3, 1) FEW_CHAINS(3, 2) FEW_CHAINS(3, 3) FEW_CHAINS(3, 4)
+FEW_CHAINS(4, 1) FEW_CHAINS(4, 2) FEW_CHAINS(4, 3) FEW_CHAINS(4, 4)
+#endif
+static const few_chains_fn few_chains_fns[FEW_G][4] = {
+    {few_chains_1_1, few_chains_1_2, few_chains_1_3, few_chains_1_4},
+    {few_chains_2_1, few_chains_2_2, few_chains_2_3, few_chains_2_4},
+#if FEW_G == 4
+    {few_chains_3_1, few_chains_3_2, few_chains_3_3, few_chains_3_4},
+    {few_chains_4_1, few_chains_4_2, few_chains_4_3, few_chains_4_4},
+#endif
+};
+
+/* Scores of the nr rows rs[] for key vectors [v0, v1) of the tile, into s + r·BLK_MAX. */
+static void few_scores_rows(const float *q, int D, const int *rs, int nr, const float *kt,
+                            ptrdiff_t ldt, int v0, int v1, float *s) {
+    for (int g0 = 0; g0 < nr; g0 += FEW_G)
+        for (int vb = v0; vb < v1; vb += 4)
+            few_chains_fns[ATTN_MIN(FEW_G, nr - g0) - 1][ATTN_MIN(4, v1 - vb) - 1](
+                q, D, rs + g0, kt, ldt, vb, s);
 }
 
 /* Row r's scores of the tile's keys [a, e) (relative to the tile) into w->s, -inf around them
@@ -762,23 +824,34 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
     for (int j0 = jbeg; j0 < jend; j0 += bc) {
         const int jb = ATTN_MIN(bc, jend - j0);
         const tile tl = make_tile(p, 0, Tq, j0, jb);
-        bool transposed = false;
+        /* the rows that see a key of this tile (the others do not change), and the key
+         * vectors any of them needs */
+        int vis[FEW_R], nvis = 0, ua = jb, ue = 0;
         for (int r = 0; r < R; r++) {
             const int a = ATTN_MAX(w->lo[r], j0) - j0, e = ATTN_MIN(w->hi[r], j0 + jb) - j0;
-            if (a >= e) continue; /* nothing visible in this tile: nothing changes */
-            if (!transposed && !ktb) {
-                transpose_scaled(kb + (ptrdiff_t)j0 * p->ldk, p->ldk, jb, D, w->kt, bc, 1.0f);
-                transposed = true;
-            }
-            const float *kt = ktb ? ktb + j0 : w->kt;
-            const float mx =
-                few_row_scores(kt, ldt, w->q + (size_t)r * D, D, a, e, w->m[r], w->s);
+            if (a >= e) continue;
+            vis[nvis++] = r;
+            ua = ATTN_MIN(ua, a), ue = ATTN_MAX(ue, e);
+        }
+        if (!nvis) continue;
+        if (!ktb) transpose_scaled(kb + (ptrdiff_t)j0 * p->ldk, p->ldk, jb, D, w->kt, bc, 1.0f);
+        few_scores_rows(w->q, D, vis, nvis, ktb ? ktb + j0 : w->kt, ldt, ua / AV_LEN,
+                        (ue + AV_LEN - 1) / AV_LEN, w->s);
+        for (int ir = 0; ir < nvis; ir++) {
+            const int r = vis[ir];
+            const int a = ATTN_MAX(w->lo[r], j0) - j0, e = ATTN_MIN(w->hi[r], j0 + jb) - j0;
+            /* few_row_scores' row from the shared pass: -inf around [a, e), its maximum */
+            float *sr = w->s + (size_t)r * BLK_MAX;
+            for (int jj = a / AV_LEN * AV_LEN; jj < a; jj++) sr[jj] = -__builtin_inff();
+            for (int jj = e; jj < (e + AV_LEN - 1) / AV_LEN * AV_LEN; jj++) sr[jj] = -__builtin_inff();
+            float mx = w->m[r];
+            for (int jj = a; jj < e; jj++) mx = sr[jj] > mx ? sr[jj] : mx;
             const float off = mx < -3.0e38f ? 0.0f : mx; /* zero_if_neginf */
             const av_f offv = av_set1(off);
             for (int jj = a / AV_LEN * AV_LEN; jj < e; jj += AV_LEN)
-                av_store(w->s + jj, exp2_neg(av_sub(av_load(w->s + jj), offv)));
+                av_store(sr + jj, exp2_neg(av_sub(av_load(sr + jj), offv)));
             float sum = 0.0f;
-            for (int jj = a; jj < e; jj++) sum += w->s[jj];
+            for (int jj = a; jj < e; jj++) sum += sr[jj];
             float tmp[AV_LEN];
             av_store(tmp, exp2_neg(av_set1(w->m[r] - off)));
             const float al = tmp[0];
@@ -787,13 +860,13 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
             float *wo = w->o + (size_t)r * dp;
             const float *vt = vb + (ptrdiff_t)j0 * p->ldv;
             if (!tl.diag) {
-                few_pv(w->s, vt, p->ldv, a, e, nv, full, tm, true, al, w->pv, wo);
+                few_pv(sr, vt, p->ldv, a, e, nv, full, tm, true, al, w->pv, wo);
                 continue;
             }
             for (int s0 = 0; s0 < jb; s0 += SUB) { /* fwd_block's groups on a diagonal tile */
                 const int ga = ATTN_MAX(a, s0), ge = ATTN_MIN(e, s0 + SUB);
                 if (s0 == 0 || ga < ge)
-                    few_pv(w->s, vt, p->ldv, ga, ATTN_MAX(ga, ge), nv, full, tm, s0 == 0, al,
+                    few_pv(sr, vt, p->ldv, ga, ATTN_MAX(ga, ge), nv, full, tm, s0 == 0, al,
                            w->pv, wo);
             }
         }
