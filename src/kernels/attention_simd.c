@@ -688,21 +688,8 @@ static bool few_path(const attn_attention_params *p, const geom *G) {
     return p->Tq <= FEW_Q && G->grp * p->Tq <= FEW_R && !p->bias && p->D <= ATTN_SIMD_DMAX;
 }
 
-/* s[v·AV_LEN ..] for key vectors [v0, v1) of the tile: Σ_d q[d]·Kt[d][keys], one FMA chain per
- * score over d in order (as the tiled scores). */
-static void few_scores(const float *q, const float *kt, int D, ptrdiff_t ldt, int v0, int v1,
-                       float *s) {
-    av_f acc[BLK_MAX / AV_LEN];
-    for (int v = v0; v < v1; v++) acc[v] = av_zero();
-    for (int d = 0; d < D; d++) {
-        const av_f qd = av_set1(q[d]);
-        const float *row = kt + (ptrdiff_t)d * ldt;
-        for (int v = v0; v < v1; v++) acc[v] = av_fmadd(qd, av_load(row + v * AV_LEN), acc[v]);
-    }
-    for (int v = v0; v < v1; v++) av_store(s + v * AV_LEN, acc[v]);
-}
-
-/* few_scores of G rows at once (queries q + rs[g]·D, scores into s + rs[g]·BLK_MAX) over NV
+/* Scores Σ_d q[d]·Kt[d][keys] of G rows at once, one FMA chain per score over d in order (as
+ * the tiled scores) (queries q + rs[g]·D, scores into s + rs[g]·BLK_MAX) over NV
  * key vectors from vector v0: the rows' FMA chains side by side, so a decoding step with one
  * query per row is not bound by one chain's latency; each score is still its own chain over d
  * in order, with the same operands: the same bits. G, NV constants (few_scores_rows). */
@@ -763,20 +750,15 @@ static void few_scores_rows(const float *q, int D, const int *rs, int nr, const 
                 q, D, rs + g0, kt, ldt, vb, s);
 }
 
-/* Row r's scores of the tile's keys [a, e) (relative to the tile) into w->s, -inf around them
- * (whole vectors); their maximum with m. */
-static float few_row_scores(const float *kt, ptrdiff_t ldt, const float *q, int D, int a, int e,
-                            float m, float *s) {
-    const int v0 = a / AV_LEN, v1 = (e + AV_LEN - 1) / AV_LEN;
-    few_scores(q, kt, D, ldt, v0, v1, s);
-    for (int jj = v0 * AV_LEN; jj < a; jj++) s[jj] = -__builtin_inff();
-    for (int jj = e; jj < v1 * AV_LEN; jj++) s[jj] = -__builtin_inff();
-    for (int jj = a; jj < e; jj++) m = s[jj] > m ? s[jj] : m;
+/* A row's scores sr (from few_scores_rows) for the tile's keys [a, e): -inf around them (whole
+ * vectors), their maximum with m returned. */
+static float few_row_mask(float *sr, int a, int e, float m) {
+    for (int jj = a / AV_LEN * AV_LEN; jj < a; jj++) sr[jj] = -__builtin_inff();
+    for (int jj = e; jj < (e + AV_LEN - 1) / AV_LEN * AV_LEN; jj++) sr[jj] = -__builtin_inff();
+    for (int jj = a; jj < e; jj++) m = sr[jj] > m ? sr[jj] : m;
     return m;
 }
 
-/* o (dp) = fma(o, alpha, Σ_{j in [a, e)} p[j]·V[j]) (first) or o + that sum, the sum an FMA chain
- * over the keys in order (pv, dp floats, scratch). */
 /* few_pv with NV (a constant) vectors of sums held in registers. */
 static inline __attribute__((always_inline)) void few_pv_regs(int NV, const float *p,
                                                               const float *vb, ptrdiff_t ldv,
@@ -807,6 +789,8 @@ typedef void (*few_pv_fn)(const float *, const float *, ptrdiff_t, int, int, int
 static const few_pv_fn few_pv_fns[8] = {few_pv_1, few_pv_2, few_pv_3, few_pv_4,
                                         few_pv_5, few_pv_6, few_pv_7, few_pv_8};
 
+/* o (dp) = fma(o, alpha, Σ_{j in [a, e)} p[j]·V[j]) (first) or o + that sum, the sum an FMA chain
+ * over the keys in order (pv, dp floats, scratch). */
 static void few_pv(const float *p, const float *vb, ptrdiff_t ldv, int a, int e, int nv,
                    int full, av_mask tm, bool first, float alpha, float *pv, float *o) {
     if (nv <= 8) { /* the same sums, in registers instead of pv */
@@ -874,12 +858,8 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
         for (int ir = 0; ir < nvis; ir++) {
             const int r = vis[ir];
             const int a = ATTN_MAX(w->lo[r], j0) - j0, e = ATTN_MIN(w->hi[r], j0 + jb) - j0;
-            /* few_row_scores' row from the shared pass: -inf around [a, e), its maximum */
             float *sr = w->s + (size_t)r * BLK_MAX;
-            for (int jj = a / AV_LEN * AV_LEN; jj < a; jj++) sr[jj] = -__builtin_inff();
-            for (int jj = e; jj < (e + AV_LEN - 1) / AV_LEN * AV_LEN; jj++) sr[jj] = -__builtin_inff();
-            float mx = w->m[r];
-            for (int jj = a; jj < e; jj++) mx = sr[jj] > mx ? sr[jj] : mx;
+            const float mx = few_row_mask(sr, a, e, w->m[r]);
             const float off = mx < -3.0e38f ? 0.0f : mx; /* zero_if_neginf */
             const av_f offv = av_set1(off);
             for (int jj = a / AV_LEN * AV_LEN; jj < e; jj += AV_LEN)
@@ -936,10 +916,12 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
             const int h = g * G->grp + r / Tq, i = r % Tq;
             float *pr = probs + (((size_t)b * p->H + h) * p->Tq + i) * p->Tk + j0;
             const av_f lse2 = av_set1((float)((double)w->m[r] + log2((double)w->l[r])));
-            few_row_scores(kt, ldt, w->q + (size_t)r * D, D, a, e, -__builtin_inff(), w->s);
+            float *sr = w->s + (size_t)r * BLK_MAX;
+            few_scores_rows(w->q, D, &r, 1, kt, ldt, a / AV_LEN, (e + AV_LEN - 1) / AV_LEN, w->s);
+            few_row_mask(sr, a, e, -__builtin_inff());
             for (int jj = a / AV_LEN * AV_LEN; jj < e; jj += AV_LEN)
-                av_store(w->s + jj, exp2_neg(av_sub(av_load(w->s + jj), lse2)));
-            memcpy(pr + a, w->s + a, sizeof(float) * (size_t)(e - a));
+                av_store(sr + jj, exp2_neg(av_sub(av_load(sr + jj), lse2)));
+            memcpy(pr + a, sr + a, sizeof(float) * (size_t)(e - a));
         }
     }
 }
