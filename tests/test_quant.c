@@ -837,6 +837,66 @@ static void rows_alone(attn_backend be) {
 }
 PER_BACKEND(rows_alone)
 
+/* Q8 activations on packed Q8_0 / Q4_0 / Q4_1: the AVX-512 backend (AVX512-VNNI's two-panel
+ * kernel where the CPU has it, x8_pair_vnni) gives the AVX2 backend's bits (VPMADDUBSW), for 1 to
+ * 8 rows and a batched step's 16, odd and even panel counts and a tail of rows past the panels,
+ * with beta, a bias and activations: the integer sums per group are exact and the float steps
+ * after them the same, so the CPU a server runs on does not change a reply. */
+static void test_packed_q8_isas(void **state) {
+    (void)state;
+    tu_need_backend(ATTN_BACKEND_AVX2);
+    tu_need_backend(ATTN_BACKEND_AVX512);
+    tu_rng rng = {0x7a7a1b1b2c2c3d3dull};
+    static const attn_qtype Ts[] = {ATTN_QTYPE_Q8_0, ATTN_QTYPE_Q4_0, ATTN_QTYPE_Q4_1};
+    static const int Ns[] = {8, 16, 24, 37, 136}, Ks[] = {32, 64, 320};
+    enum { MX = 16 };
+    float bias[136];
+    tu_fill(&rng, bias, 136, -0.5f, 0.5f);
+    for (size_t ti = 0; ti < 3; ti++)
+        for (size_t ni = 0; ni < 5; ni++) {
+            const int N = Ns[ni], K = Ks[(ti + ni) % 3];
+            void *w = random_weights(Ts[ti], N, K, &rng);
+            attn_quant_packed P;
+            assert_int_equal(attn_quant_pack(Ts[ti], N, K, w, &P), ATTN_STATUS_OK);
+            float *x = xalloc((size_t)MX * K * sizeof(float));
+            tu_fill(&rng, x, (size_t)MX * K, -1.0f, 1.0f);
+            x[3] = -12.0f; /* an outlier: another scale in one group */
+            const size_t n = (size_t)MX * N;
+            float *a = xalloc(n * sizeof(float)), *b = xalloc(n * sizeof(float));
+            for (int M = 1; M <= MX; M += M < 8 ? 1 : 8) {
+                const attn_act act = (attn_act)((size_t)M % 5);
+                const float beta = M % 2 ? 0.5f : 0.0f;
+                const float *bp = (M + (int)ni) % 2 ? bias : NULL;
+                for (int be = 0; be < 2; be++) {
+                    float *y = be ? b : a;
+                    for (size_t i = 0; i < n; i++) y[i] = (float)(i % 7) * 0.25f;
+                    assert_int_equal(attn_set_backend(be ? ATTN_BACKEND_AVX512 : ATTN_BACKEND_AVX2),
+                                     ATTN_STATUS_OK);
+                    if (M <= 8)
+                        assert_int_equal(attn_quant_gemm_packed(M, x, K, &P, beta, y, N, bp, act,
+                                                                ATTN_QUANT_ACT_Q8),
+                                         ATTN_STATUS_OK);
+                    else
+                        assert_int_equal(attn_quant_gemm_packed_batch(M, x, K, &P, beta, y, N, bp,
+                                                                      act, ATTN_QUANT_ACT_Q8),
+                                         ATTN_STATUS_OK);
+                }
+                if (memcmp(a, b, (size_t)M * N * sizeof(float))) {
+                    printf("  %s N=%d K=%d M=%d: AVX-512 and AVX2 differ FAIL\n",
+                           attn_quant_type_name(Ts[ti]), N, K, M);
+                    tu_failures++;
+                }
+            }
+            printf("  %s N=%d K=%d: AVX-512%s and AVX2 products compared, M = 1 .. 8, 16\n",
+                   attn_quant_type_name(Ts[ti]), N, K,
+                   __builtin_cpu_supports("avx512vnni") ? " (VNNI)" : "");
+            attn_free(x), attn_free(a), attn_free(b);
+            attn_quant_packed_free(&P);
+            attn_free(w);
+        }
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+
 /* ATTN_QUANT_ACT_Q8_ALL for M > 8 (AVX512-VNNI's many-row int8 kernel on x8 Q8_0 panels): every
  * row of y bit for bit what the M <= 8 Q8 path gives for that row alone, 1 and 2 threads the same
  * bits, and within 1e-5 of max|y| of the plain reference above (float32 sums in another order);
@@ -1352,6 +1412,7 @@ int main(void) {
         cmocka_unit_test(test_rows_alone_ref),
         cmocka_unit_test(test_rows_alone_avx2),
         cmocka_unit_test(test_rows_alone_avx512),
+        cmocka_unit_test(test_packed_q8_isas),
         cmocka_unit_test(test_q8_all_many_rows),
         cmocka_unit_test(test_i8_products_ref),
         cmocka_unit_test(test_i8_products_avx2),

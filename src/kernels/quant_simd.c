@@ -254,6 +254,7 @@ typedef struct {
     int ldx;
     const int8_t *xq;
     const float *xd, *s16lo, *s16hi, *s32;
+    const int32_t *xs; /* (M, G) Q8 mode: Σ of each group's codes, as integers (x8_pair_vnni) */
 } acts;
 
 static ALWAYS_INLINE float hsum_ps256(__m256 v) {
@@ -306,7 +307,7 @@ static ALWAYS_INLINE __m256i q8_group(const float *x, float *d, __m256i c[4]) {
 /* Row x (K) in Q8 mode: per 32, the codes and scale of q8_group, and the sums of the halves and
  * of the group of d·code. */
 static void quantize_acts(int K, const float *x, int8_t *q, float *xd, float *lo, float *hi,
-                          float *s32) {
+                          float *s32, int32_t *xs) {
     for (int k = 0; k < K; k += 32) {
         __m256i c[4];
         float d;
@@ -316,6 +317,7 @@ static void quantize_acts(int K, const float *x, int8_t *q, float *xd, float *lo
         xd[k / 32] = d;
         lo[k / 32] = d * (float)ia, hi[k / 32] = d * (float)ib;
         s32[k / 32] = d * (float)(ia + ib);
+        xs[k / 32] = ia + ib;
     }
 }
 
@@ -718,6 +720,7 @@ static acts acts_rows(const acts *a, int K, int r0) {
     if (a->s16lo) b.s16lo = a->s16lo + r * G;
     if (a->s16hi) b.s16hi = a->s16hi + r * G;
     if (a->s32) b.s32 = a->s32 + r * G;
+    if (a->xs) b.xs = a->xs + r * G;
     return b;
 }
 
@@ -743,33 +746,49 @@ static void small_range(const small_job *j, int n0, int n1) {
 static bool cpu_vnni(void) { return ATTN_ISA == 512 && quant_cpu_vnni(); }
 
 /* The activations of M rows of x (M, K) for the small-M kernels (q8: Q8 mode, grouped: a block
- * type); *scratch is what to attn_free after. false when out of memory. */
-static bool acts_prepare(int M, int K, const float *x, int ldx, bool q8, bool grouped, acts *a,
-                         void **scratch) {
-    /* s16lo, s16hi, s32, xd (M, G) floats each, then (Q8) xq (M, K) bytes; xd is left unset
-     * in F32 mode. */
+ * type): the scratch and the pointers into it, the values left to acts_fill; *scratch is what to
+ * attn_free after. false when out of memory. */
+static bool acts_alloc(int M, int K, const float *x, int ldx, bool q8, bool grouped, acts *a,
+                       void **scratch) {
+    /* s16lo, s16hi, s32, xd (M, G) floats each, then (Q8) xs (M, G) int32 and xq (M, K) bytes;
+     * xd is left unset in F32 mode. */
     const size_t ng = grouped ? (size_t)M * (size_t)(K / 32) : 0;
     const size_t nq = q8 ? (size_t)M * (size_t)K : 0;
     *scratch = NULL;
-    if (ng) {
-        *scratch = attn_alloc(4 * ng * sizeof(float) + nq);
-        if (!*scratch) return false;
-    }
     if (!ng) { /* F16 / BF16 rows: x itself only (no arithmetic on a NULL scratch) */
-        *a = (acts){x, ldx, NULL, NULL, NULL, NULL, NULL};
+        *a = (acts){x, ldx, NULL, NULL, NULL, NULL, NULL, NULL};
         return true;
     }
+    *scratch = attn_alloc(4 * ng * sizeof(float) + (q8 ? ng * sizeof(int32_t) : 0) + nq);
+    if (!*scratch) return false;
     float *lo = *scratch, *hi = lo + ng, *s32 = hi + ng, *xd = s32 + ng;
-    int8_t *xq = (int8_t *)(void *)(xd + ng);
-    for (int m = 0; m < M && grouped; m++) {
-        const size_t r = (size_t)m * (K / 32);
-        if (q8)
-            quantize_acts(K, x + (size_t)m * ldx, xq + (size_t)m * K, xd + r, lo + r, hi + r,
-                          s32 + r);
+    int32_t *xs = q8 ? (int32_t *)(void *)(xd + ng) : NULL;
+    int8_t *xq = q8 ? (int8_t *)(void *)(xs + ng) : NULL;
+    *a = (acts){x, ldx, xq, xd, lo, hi, s32, xs};
+    return true;
+}
+
+/* Rows [m0, m1) of acts_alloc's a (which owns the arrays it points to): Q8 mode when a->xq. */
+static void acts_fill(const acts *a, int K, int m0, int m1) {
+    if (!a->s32) return;
+    const size_t G = (size_t)(K / 32);
+    for (int m = m0; m < m1; m++) {
+        const size_t r = (size_t)m * G;
+        const float *xm = a->x + (size_t)m * (size_t)a->ldx;
+        float *lo = (float *)a->s16lo + r, *hi = (float *)a->s16hi + r, *s32 = (float *)a->s32 + r;
+        if (a->xq)
+            quantize_acts(K, xm, (int8_t *)a->xq + (size_t)m * K, (float *)a->xd + r, lo, hi, s32,
+                          (int32_t *)a->xs + r);
         else
-            sums_f32(K, x + (size_t)m * ldx, lo + r, hi + r, s32 + r);
+            sums_f32(K, xm, lo, hi, s32);
     }
-    *a = (acts){x, ldx, xq, xd, lo, hi, s32};
+}
+
+/* acts_alloc, then every row's values. */
+static bool acts_prepare(int M, int K, const float *x, int ldx, bool q8, bool grouped, acts *a,
+                         void **scratch) {
+    if (!acts_alloc(M, K, x, ldx, q8, grouped, a, scratch)) return false;
+    acts_fill(a, K, 0, M);
     return true;
 }
 
@@ -808,6 +827,7 @@ typedef struct {
     int ldy;
     const float *bias;
     attn_act act;
+    bool vnni; /* Q8 mode on an AVX512-VNNI CPU: x8_pair_vnni */
 } x8_job;
 
 static ALWAYS_INLINE __m256i bcast4(const int8_t *p) {
@@ -1020,6 +1040,113 @@ static ALWAYS_INLINE void x8_rows_q8(attn_qtype T, int Mc, const x8_job *j, int 
 
 #endif
 
+#if ATTN_ISA == 512
+/* ---- AVX512-VNNI, Q8 mode: two panels at a time ---------------------------------------------
+ * x8_panel's integers with VPDPBUSD (u8 × s8, four products summed per 32-bit lane) in a zmm
+ * that holds the same chunk of panels p and p + 1 (16 output columns; p alone when !two), as
+ * many_tile does. The unsigned operand is the weight codes: Q4_0 / Q4_1 nibbles as they are;
+ * Q8_0's codes + 128 (XOR 0x80), the extra 128 · Σ code of the activations taken off first (the
+ * group's xs). The int32 sums per group are exact, so they equal x8_panel's, and the float steps
+ * after them are x8_scale's in its order: the same bits as x8_panel (tests/test_quant.c checks the
+ * VNNI and AVX2 products bit for bit). Before (x8_panel: VPMADDUBSW + VPADDW per 32 products of a
+ * ymm) a 16-slot decoding step of SmolLM2 Q4_1 spent ~50% of its time there. */
+/* bytes ahead in each of the two streams (measured on Zen 4, 1536 x 576 Q4_1 from memory, 8 rows:
+ * 1024 -> 4096 took a product from ~70 to ~35-60 us: several rows' arithmetic per byte leaves
+ * the stream further behind than x8_panel's) */
+#define X8V_PREFETCH 4096
+#define X8V_MIN_ROWS 4 /* below this x8_panel: with 1-3 rows the product is bound by memory, and one
+                        * stream of panels reads it faster than two (1 row: ~20 against ~28 us) */
+VNNI_FN static ALWAYS_INLINE void x8_pair_vnni(attn_qtype T, int Mc, const x8_job *j, int p,
+                                               bool two, float *out, int ldo) {
+    const int K = j->K, G = K / 32;
+    const size_t S = qx8_group_bytes(T), co = qx8_codes_off(T), PS = (size_t)G * S;
+    const uint8_t *pa = (const uint8_t *)j->P->data + (size_t)p * PS, *pb = two ? pa + PS : pa;
+    const __m512i m4 = _mm512_set1_epi8(15), flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc[SMALL_M];
+#pragma GCC unroll 8
+    for (int m = 0; m < Mc; m++) acc[m] = _mm512_setzero_ps();
+    for (int g = 0; g < G; g++, pa += S, pb += S) {
+        /* X8_PREFETCH ahead in each of the two streams; past panel p's end the a stream's next
+         * bytes are panel p + 3's (p + 1's are b's, p + 2's start b's stream prefetches) */
+        const size_t ahead = (size_t)g * S + X8V_PREFETCH;
+        const uint8_t *fa = pa + X8V_PREFETCH + (two && ahead >= PS ? PS : 0);
+        for (size_t b = 0; b < S; b += 64) {
+            _mm_prefetch((const char *)fa + b, _MM_HINT_T0);
+            if (two) _mm_prefetch((const char *)pb + X8V_PREFETCH + b, _MM_HINT_T0);
+        }
+        const __m512 dv = _mm512_cvtph_ps(_mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)pa)),
+            _mm_loadu_si128((const __m128i *)(const void *)pb), 1));
+        __m512 mv = _mm512_setzero_ps();
+        if (T == ATTN_QTYPE_Q4_1)
+            mv = _mm512_cvtph_ps(_mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(pa + 16))),
+                _mm_loadu_si128((const __m128i *)(const void *)(pb + 16)), 1));
+        /* w[c]: the unsigned codes of x's elements 4c .. 4c + 3 (c < 4, Q8_0: c < 8) and, for
+         * the nibble formats, w[4 + c] those of 16 + 4c .. 16 + 4c + 3 */
+        __m512i w[8];
+        for (int c = 0; c < (T == ATTN_QTYPE_Q8_0 ? 8 : 4); c++) {
+            const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(load256(pa + co + 32 * c)),
+                                                 load256(pb + co + 32 * c), 1);
+            if (T == ATTN_QTYPE_Q8_0) {
+                w[c] = _mm512_xor_si512(v, flip);
+            } else {
+                w[c] = _mm512_and_si512(v, m4);
+                w[4 + c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            }
+        }
+        const int8_t *xq = j->a.xq + 32 * (size_t)g;
+#pragma GCC unroll 8
+        for (int m = 0; m < Mc; m++) {
+            const int8_t *xm = xq + (size_t)m * K;
+            __m512i s0 = T == ATTN_QTYPE_Q8_0 ? _mm512_set1_epi32(-128 * j->a.xs[(size_t)m * G + g])
+                                              : _mm512_setzero_si512();
+            __m512i s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                int32_t v0, v1;
+                const int o1 = T == ATTN_QTYPE_Q8_0 ? 4 * (4 + c) : 16 + 4 * c;
+                memcpy(&v0, xm + 4 * c, sizeof v0);
+                memcpy(&v1, xm + o1, sizeof v1);
+                s0 = _mm512_dpbusd_epi32(s0, w[c], _mm512_set1_epi32(v0));
+                s1 = _mm512_dpbusd_epi32(s1, w[4 + c], _mm512_set1_epi32(v1));
+            }
+            const __m512 dot = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
+                                             _mm512_set1_ps(j->a.xd[(size_t)m * G + g]));
+            acc[m] = _mm512_fmadd_ps(dot, dv, acc[m]);
+            const float s32 = j->a.s32[(size_t)m * G + g];
+            if (T == ATTN_QTYPE_Q4_1)
+                acc[m] = _mm512_fmadd_ps(mv, _mm512_set1_ps(s32), acc[m]);
+            else if (T == ATTN_QTYPE_Q4_0)
+                acc[m] = _mm512_fmadd_ps(dv, _mm512_set1_ps(-8.0f * s32), acc[m]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < Mc; m++) {
+        if (two)
+            _mm512_storeu_ps(out + (size_t)m * ldo, acc[m]);
+        else
+            _mm256_storeu_ps(out + (size_t)m * ldo, _mm512_castps512_ps256(acc[m]));
+    }
+}
+
+typedef void (*x8v_fn)(const x8_job *, int, bool, float *, int);
+#define X8V_FN(T, Mc, name)                                                                      \
+    VNNI_FN __attribute__((noinline)) static void name(const x8_job *j, int p, bool two,          \
+                                                       float *out, int ldo) {                    \
+        x8_pair_vnni(T, Mc, j, p, two, out, ldo);                                                \
+    }
+#define X8V_SET(T, tn)                                                                           \
+    X8V_FN(T, 4, tn##_4) X8V_FN(T, 5, tn##_5) X8V_FN(T, 6, tn##_6) X8V_FN(T, 7, tn##_7)          \
+    X8V_FN(T, 8, tn##_8)                                                                         \
+    static const x8v_fn tn##s[SMALL_M + 1] = {NULL,   NULL,   NULL,   NULL,  tn##_4,             \
+                                              tn##_5, tn##_6, tn##_7, tn##_8};
+_Static_assert(X8V_MIN_ROWS == 4 && SMALL_M == 8, "x8v_*s hold the kernels for 4 to 8 rows");
+X8V_SET(ATTN_QTYPE_Q8_0, x8v_q8_0)
+X8V_SET(ATTN_QTYPE_Q4_0, x8v_q4_0)
+X8V_SET(ATTN_QTYPE_Q4_1, x8v_q4_1)
+#endif
+
 typedef void (*x8_fn)(const x8_job *, int, float *, int);
 #define X8_FN(T, Mc, name, kernel)                                                               \
     __attribute__((noinline)) static void name(const x8_job *j, int p, float *out, int ldo) {     \
@@ -1071,8 +1198,19 @@ static void x8_range(const x8_job *j, int p0, int p1) {
             x8_job c = *j;
             c.M = ATTN_MIN(SMALL_M, j->M - r0);
             if (r0) c.a = acts_rows(&j->a, j->K, r0);
-            const x8_fn fn = x8_for(j, c.M);
-            for (int i = 0; i < np; i++) fn(&c, p + i, out + 8 * i, STRIP);
+#if ATTN_ISA == 512
+            if (j->vnni && c.M >= X8V_MIN_ROWS) {
+                const attn_qtype t = j->P->type;
+                const x8v_fn fv = t == ATTN_QTYPE_Q8_0   ? x8v_q8_0s[c.M]
+                                  : t == ATTN_QTYPE_Q4_0 ? x8v_q4_0s[c.M]
+                                                         : x8v_q4_1s[c.M];
+                for (int i = 0; i < np; i += 2) fv(&c, p + i, i + 1 < np, out + 8 * i, STRIP);
+            } else
+#endif
+            {
+                const x8_fn fn = x8_for(j, c.M);
+                for (int i = 0; i < np; i++) fn(&c, p + i, out + 8 * i, STRIP);
+            }
             for (int m = 0; m < c.M; m++)
                 ATTN_FN(attn_gemm_store_row)(j->y + (size_t)(r0 + m) * j->ldy + n0, 8 * np,
                                              out + m * STRIP, 1.0f, j->beta,
@@ -1350,9 +1488,10 @@ bool ATTN_FN(attn_quant_gemm_x8)(int M, const float *x, int ldx, const attn_quan
     if (qact == ATTN_QUANT_ACT_Q8_ALL) qact = ATTN_QUANT_ACT_Q8;
     if (M <= SMALL_M || chunked) {
         const bool q8 = qact == ATTN_QUANT_ACT_Q8;
-        x8_job j = {M, K, q8, P, {NULL, 0, NULL, NULL, NULL, NULL, NULL}, beta, y, ldy, bias, act};
+        x8_job j = {M,    K, q8, P, {NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL}, beta, y, ldy,
+                    bias, act, q8 && cpu_vnni()};
         void *scratch;
-        if (!acts_prepare(M, K, x, ldx, q8, true, &j.a, &scratch)) return false;
+        if (!acts_alloc(M, K, x, ldx, q8, true, &j.a, &scratch)) return false;
         /* the rows past the panels: the row kernels on their row layout */
         small_job t = {M, N - N8, K, P->type, (const uint8_t *)P->data + (size_t)N8 * rb, rb,
                        attn_quant_block_bytes(P->type), qact, false, j.a, beta,
@@ -1363,6 +1502,13 @@ bool ATTN_FN(attn_quant_gemm_x8)(int M, const float *x, int ldx, const attn_quan
 #endif
         {
             int p0, p1;
+            /* the activations' rows split over the team too (one thread quantizing them while
+             * the other waited was ~5% of a 16-row decoding step) */
+            quant_thread_share(M, &p0, &p1);
+            acts_fill(&j.a, K, p0, p1);
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
             const bool last = quant_thread_share(np, &p0, &p1);
             if (p0 < p1) x8_range(&j, p0, p1);
             if (last && N > N8) small_range(&t, 0, N - N8);
@@ -1402,7 +1548,7 @@ void ATTN_FN(attn_quant_gemm)(int M, int N, int K,
     if (qact == ATTN_QUANT_ACT_Q8_ALL) qact = ATTN_QUANT_ACT_Q8; /* no many-row int8 path here */
     if (M <= SMALL_M || chunked) {
         small_job j = {M, N, K, t, w, row_bytes, bb, qact, false,
-                       {NULL, 0, NULL, NULL, NULL, NULL, NULL}, beta, y, ldy, bias, act};
+                       {NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL}, beta, y, ldy, bias, act};
         if (small_m(&j, x, ldx)) return;
     }
     const qrows q = {t, w, row_bytes, bb};
