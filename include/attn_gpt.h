@@ -613,9 +613,11 @@ int attn_gpt_kv_max_len(const attn_gpt_kv *kv);
 /* Products on quantized weights (GGUF Q8_0, Q4_K, ...) in the following decodes: with
  * ATTN_QUANT_ACT_F32 (the default) the activations stay float32 — the product with the
  * dequantized weights, what transformers computes on a GGUF file; with ATTN_QUANT_ACT_Q8 the
- * activations of decoding-sized products (at most 8 rows) are rounded to int8 per 32 for integer
- * dot products — llama.cpp's arithmetic, faster, ~1e-3 relative error per product (attn_quant.h).
- * Float weights are not affected. */
+ * activations of every product, prompts included, are rounded to int8 per 32 for integer dot
+ * products, in chunks of 8 rows — llama.cpp's arithmetic, faster, ~1e-3 relative error per
+ * product (attn_quant.h). A row's numbers then do not depend on the other rows of its pass:
+ * attn_gpt_decode_batch / _ragged give attn_gpt_decode_seq's bits for each sequence. Float
+ * weights are not affected. */
 void attn_gpt_kv_set_quant_act(attn_gpt_kv *kv, attn_quant_act act);
 attn_quant_act attn_gpt_kv_quant_act(const attn_gpt_kv *kv);
 /* Capture for the following decodes (NULL clears); T = n_new, Tk = length after the call. */

@@ -405,6 +405,110 @@ static void test_smollm2_q4_1_ragged(void **state) {
     attn_gpt_model_free(m);
 }
 
+/* Prompts in batched passes on the real SmolLM2 Q4_1 file with int8 activations (`attn serve
+ * --quant-act q8`): four sequences' prompts (3 to 33 new tokens; two after a cached prefix) in
+ * one attn_gpt_decode_batch pass, then a ragged step, then a pass mixing a 3-token feed with
+ * steps, each give every sequence's logits bit for bit what attn_gpt_decode_seq of it alone gives
+ * (every product quantizes its rows in chunks of 8 whatever the pass: what lets the server answer
+ * as `attn generate --quant-act q8` with prompts fed beside other requests' steps and prefixes
+ * from its cache). With float32 activations, within 1e-4. */
+static void test_smollm2_q8_prompts(void **state) {
+    (void)state;
+    const char *b = getenv("ATTN_BUILD");
+    char path[512];
+    snprintf(path, sizeof path, "%s/../models/SmolLM2-135M-Instruct.Q4_1.gguf",
+             b && *b ? b : "build");
+    FILE *f = fopen(path, "rb");
+    if (!f) tu_skip("%s not found (tools/install_deps.sh fetches it)", path);
+    fclose(f);
+    if (tu_valgrind()) tu_skip_env("a 135M-parameter model under valgrind");
+    attn_gpt_model *m = NULL;
+    if (attn_gpt_load_gguf(path, &m)) fail_msg("%s", attn_last_error());
+    enum { NS = 4, MT = 96 };
+    const int V = m->cfg.vocab_size;
+    static const int pre[NS] = {0, 5, 0, 17}, len[NS] = {3, 12, 33, 20};
+    int32_t ids[NS][64];
+    for (int i = 0; i < NS; i++)
+        for (int t = 0; t < pre[i] + len[i]; t++) ids[i][t] = (int32_t)((t * 131 + i * 977 + 7) % V);
+    float *a = malloc(sizeof(float) * NS * V), *r = malloc(sizeof(float) * NS * V);
+    for (int q8 = 1; q8 >= 0; q8--) {
+        attn_gpt_kv *kv = NULL, *ref = NULL;
+        assert_int_equal(attn_gpt_kv_init_slots(m, NS, MT, &kv), ATTN_STATUS_OK);
+        assert_int_equal(attn_gpt_kv_init_slots(m, NS, MT, &ref), ATTN_STATUS_OK);
+        const attn_quant_act qa = q8 ? ATTN_QUANT_ACT_Q8 : ATTN_QUANT_ACT_F32;
+        attn_gpt_kv_set_quant_act(kv, qa);
+        attn_gpt_kv_set_quant_act(ref, qa);
+        for (int i = 0; i < NS; i++)
+            if (pre[i]) { /* the cached prefix, the same way in both caches */
+                assert_int_equal(attn_gpt_decode_seq(m, kv, i, pre[i], ids[i], NULL, false),
+                                 ATTN_STATUS_OK);
+                assert_int_equal(attn_gpt_decode_seq(m, ref, i, pre[i], ids[i], NULL, false),
+                                 ATTN_STATUS_OK);
+            }
+        for (int pass = 0; pass < 3; pass++) {
+            /* 0: every prompt (sequences in reverse order); 1: a step each; 2: sequence 2 gets 3
+             * tokens, the others a step */
+            int32_t seqs[NS], counts[NS], toks[128];
+            int rows = 0;
+            for (int i = 0; i < NS; i++) {
+                const int sq = pass == 0 ? NS - 1 - i : i;
+                seqs[i] = sq;
+                counts[i] = pass == 0 ? len[sq] : pass == 2 && sq == 2 ? 3 : 1;
+                for (int t = 0; t < counts[i]; t++)
+                    toks[rows + t] = pass == 0 ? ids[sq][pre[sq] + t] : (int32_t)(sq * 11 + t + pass);
+                rows += counts[i];
+            }
+            if (attn_gpt_decode_batch(m, kv, NS, seqs, counts, toks, a))
+                fail_msg("%s", attn_last_error());
+            for (int i = 0, at = 0; i < NS; at += counts[i], i++) {
+                assert_int_equal(attn_gpt_decode_seq(m, ref, seqs[i], counts[i], toks + at,
+                                                     r + (size_t)i * V, false),
+                                 ATTN_STATUS_OK);
+                assert_int_equal(attn_gpt_kv_seq_len(kv, seqs[i]), attn_gpt_kv_seq_len(ref, seqs[i]));
+            }
+            char what[96];
+            snprintf(what, sizeof what, "smollm2 %s: batched pass %d (%d rows)", q8 ? "q8" : "f32",
+                     pass, rows);
+            if (!q8) {
+                tu_close(what, a, r, (size_t)NS * V, 1e-4, 0);
+            } else if (memcmp(a, r, sizeof(float) * NS * V)) {
+                printf("  %s: not decode_seq's bits FAIL\n", what);
+                tu_failures++;
+            } else {
+                printf("  %s: decode_seq's bits\n", what);
+            }
+        }
+        attn_gpt_kv_free(kv);
+        attn_gpt_kv_free(ref);
+    }
+    /* a prompt's last token from the cache's prefix (the prompt cache of `attn serve`): the
+     * prompt whole, or all but its last token and then that token alone, give the same bits
+     * (the 17th token and past the first 64-key tile included) */
+    for (int n = 16; n <= 72; n += 28) {
+        attn_gpt_kv *w1 = NULL, *w2 = NULL;
+        assert_int_equal(attn_gpt_kv_init_slots(m, 1, MT, &w1), ATTN_STATUS_OK);
+        assert_int_equal(attn_gpt_kv_init_slots(m, 1, MT, &w2), ATTN_STATUS_OK);
+        attn_gpt_kv_set_quant_act(w1, ATTN_QUANT_ACT_Q8);
+        attn_gpt_kv_set_quant_act(w2, ATTN_QUANT_ACT_Q8);
+        int32_t p[72];
+        for (int t = 0; t < n; t++) p[t] = (int32_t)((t * 211 + 3) % V);
+        assert_int_equal(attn_gpt_decode_seq(m, w1, 0, n, p, a, false), ATTN_STATUS_OK);
+        assert_int_equal(attn_gpt_decode_seq(m, w2, 0, n - 1, p, NULL, false), ATTN_STATUS_OK);
+        const int32_t s0 = 0, c1 = 1;
+        assert_int_equal(attn_gpt_decode_batch(m, w2, 1, &s0, &c1, p + n - 1, r), ATTN_STATUS_OK);
+        if (memcmp(a, r, sizeof(float) * V)) {
+            printf("  smollm2 q8: a %d-token prompt whole and as %d + 1 differ FAIL\n", n, n - 1);
+            tu_failures++;
+        } else {
+            printf("  smollm2 q8: a %d-token prompt whole and as %d + 1: the same bits\n", n, n - 1);
+        }
+        attn_gpt_kv_free(w1);
+        attn_gpt_kv_free(w2);
+    }
+    free(a), free(r);
+    attn_gpt_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention_ragged),
@@ -414,6 +518,7 @@ int main(void) {
         cmocka_unit_test(test_qwen3_ragged),
         cmocka_unit_test(test_mistral_window_ragged),
         cmocka_unit_test(test_smollm2_q4_1_ragged),
+        cmocka_unit_test(test_smollm2_q8_prompts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -571,22 +571,15 @@ static void fwd_block(const attn_attention_params *p, const tiling *t, const geo
         const int jb = ATTN_MIN(t->bc, jend - j0);
         const tile g = make_tile(p, i0, ib, j0, jb);
         score_tile(p, t, &g, kb + (size_t)j0 * p->ldk, bb ? bb + j0 : NULL, w->qt, w->st);
-        /* Online softmax, one vector of query lanes at a time. On a diagonal tile, key rows
-         * hidden from every lane of the vector (all -inf: they change neither the maximum nor
-         * the sum) are skipped, up to whole SUB groups: the PV product below reads a vector's
-         * entries only in groups where some lane of it sees a key, and those are all done. */
+        /* Online softmax, one vector of query lanes at a time, over every key row of the tile
+         * (on a diagonal tile the hidden entries are -inf: probability 0). */
         for (int vv = 0; vv < t->nvq; vv++) {
             float *col = w->st + vv * AV_LEN;
-            int jl = jb;
-            if (g.diag) {
-                const long lim = (long)(vv + 1) * AV_LEN - g.hid0; /* rows < lim: some lane sees */
-                jl = lim <= 0 ? 0 : (int)ATTN_MIN((long)jb, (lim + SUB - 1) / SUB * SUB);
-            }
             av_f mold = av_load(w->m + vv * AV_LEN), mx = mold;
-            for (int jj = 0; jj < jl; jj++) mx = av_max(mx, av_load(col + (size_t)jj * br));
+            for (int jj = 0; jj < jb; jj++) mx = av_max(mx, av_load(col + (size_t)jj * br));
             av_f off = zero_if_neginf(mx);
             av_f sum = av_zero();
-            for (int jj = 0; jj < jl; jj++) {
+            for (int jj = 0; jj < jb; jj++) {
                 av_f e = exp2_neg(av_sub(av_load(col + (size_t)jj * br), off));
                 av_store(col + (size_t)jj * br, e);
                 sum = av_add(sum, e);
@@ -596,21 +589,14 @@ static void fwd_block(const attn_attention_params *p, const tiling *t, const geo
             av_store(w->l + vv * AV_LEN, av_fmadd(av_load(w->l + vv * AV_LEN), al, sum));
             av_store(w->m + vv * AV_LEN, mx);
         }
-        /* Ot = Ot · alpha + V_jᵀ · Pt : rows d, k over keys; V[j][d] at vb[j·ldv + d]. On a
-         * diagonal tile, key group s only feeds the lanes that can see it; lanes below the
-         * first group's range saw no key of this tile, so their alpha is exactly 1 (2^0) or
-         * their Ot is still 0, and skipping their rescale changes nothing. */
-        if (!g.diag)
-            gemm_blocks(D, t->nvq, jb, vb + (size_t)j0 * p->ldv, 1, p->ldv, w->st, br, w->ot, br,
-                        w->alpha, 1, AV_LEN);
-        else
-            for (int s0 = 0; s0 < jb; s0 += SUB) {
-                const int lo = lo_vec(t, &g, s0);
-                gemm_blocks(D, t->nvq - lo, ATTN_MIN(SUB, jb - s0),
-                            vb + (size_t)(j0 + s0) * p->ldv, 1, p->ldv,
-                            w->st + (size_t)s0 * br + lo * AV_LEN, br, w->ot + lo * AV_LEN, br,
-                            s0 == 0 ? w->alpha + lo * AV_LEN : NULL, 1, AV_LEN);
-            }
+        /* Ot = Ot · alpha + V_jᵀ · Pt : rows d, k over keys; V[j][d] at vb[j·ldv + d]. One sum
+         * over all the tile's keys, on a diagonal tile too (the hidden ones add exact zeros):
+         * a query lane's output then depends only on the keys it sees, never on the other
+         * queries of its block (fwd_few, decoding a query alone or a few, gives the same bits
+         * as this block of a prompt; an earlier version summed a diagonal tile in groups of 16
+         * keys, and a prompt's 17th token then differed from the same token decoded alone). */
+        gemm_blocks(D, t->nvq, jb, vb + (size_t)j0 * p->ldv, 1, p->ldv, w->st, br, w->ot, br,
+                    w->alpha, 1, AV_LEN);
     }
 
     /* O = Otᵀ / l; rows that saw no key (l == 0) get 0. */
@@ -664,9 +650,7 @@ static void fwd_block(const attn_attention_params *p, const tiling *t, const geo
  *     fma(k, q, s) == fma(q, k, s)), from queries scaled by the same float;
  *   - the same online softmax per tile (max, 2^(s − off), the sum key by key in order,
  *     l = fma(l, alpha, sum));
- *   - o = fma(o, alpha, Σ_j p_j·v_j) with the sum an FMA chain over the tile's keys in order; on a
- *     tile straddling the causal diagonal in fwd_block's groups of SUB keys (the first group with
- *     alpha, the others added);
+ *   - o = fma(o, alpha, Σ_j p_j·v_j) with the sum an FMA chain over the tile's keys in order;
  * and keys a row cannot see, whose probabilities are exactly 0, are skipped (adding zeros changes
  * no sum). The probabilities, when asked for, come from the same recomputed scores. Without a
  * score bias (that takes the tiled path). */
@@ -841,7 +825,6 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
     const int jbeg = key_begin(p, 0), jend = key_end(p, b, 0, Tq);
     for (int j0 = jbeg; j0 < jend; j0 += bc) {
         const int jb = ATTN_MIN(bc, jend - j0);
-        const tile tl = make_tile(p, 0, Tq, j0, jb);
         /* the rows that see a key of this tile (the others do not change), and the key
          * vectors any of them needs */
         int vis[FEW_R], nvis = 0, ua = jb, ue = 0;
@@ -873,16 +856,7 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
             w->m[r] = mx;
             float *wo = w->o + (size_t)r * dp;
             const float *vt = vb + (ptrdiff_t)j0 * p->ldv;
-            if (!tl.diag) {
-                few_pv(sr, vt, p->ldv, a, e, nv, full, tm, true, al, w->pv, wo);
-                continue;
-            }
-            for (int s0 = 0; s0 < jb; s0 += SUB) { /* fwd_block's groups on a diagonal tile */
-                const int ga = ATTN_MAX(a, s0), ge = ATTN_MIN(e, s0 + SUB);
-                if (s0 == 0 || ga < ge)
-                    few_pv(sr, vt, p->ldv, ga, ATTN_MAX(ga, ge), nv, full, tm, s0 == 0, al,
-                           w->pv, wo);
-            }
+            few_pv(sr, vt, p->ldv, a, e, nv, full, tm, true, al, w->pv, wo);
         }
     }
     for (int r = 0; r < R; r++) { /* o = acc / l; rows that saw no key get 0 */

@@ -289,14 +289,14 @@ static void capture_hidden(attn_gpt_kv *kv, int entry, int n_new, int t0, int tq
  * b0 .. b0 + cacheB − 1 (s->slot indexes them when given), the capture (for attn_gpt_decode's
  * passes: rows [t0, t0 + tq) of n_new) when set. Leaves the final stream in kv->x. */
 static attn_status run_layers(const attn_gpt_model *m, attn_gpt_kv *kv, const attn_nn_seqs *s,
-                              int b0, int cacheB, int n_new, int t0) {
+                              int b0, int cacheB, int n_new, int t0, bool few) {
     const attn_gpt_config *c = &m->cfg;
     const int L = c->n_layer, H = c->n_head, B = s->B, tq = s->Tq;
     const int M = s->off ? s->off[B] : B * tq, pos0 = s->pos0, Tk = pos0 + tq;
     attn_nn_run run = attn_nn_default_run();
     run.quant_act = kv->quant_act;
-    /* a ragged step's rows (one per sequence): decoding-sized products, chunked */
-    run.few_rows = s->pos0s != NULL;
+    /* few: a ragged step's rows (one per sequence): decoding-sized products, chunked */
+    run.few_rows = few;
     for (int l = 0; l < L; l++) {
         attn_nn_sublayer S[2];
         gpt_sublayers(m, &m->w.h[l], l, 0.0f, S);
@@ -350,6 +350,11 @@ static attn_status decode_run(const attn_gpt_model *m, attn_gpt_kv *kv, int B, i
     const int C = c->n_embd, V = c->vocab_size, L = c->n_layer, H = c->n_head;
     attn_nn_run run = attn_nn_default_run();
     run.quant_act = kv->quant_act;
+    /* With int8 activations every product in decoding-sized chunks of int8 rows, prompts
+     * included (llama.cpp's arithmetic): a row's numbers do not depend on how many rows its
+     * pass has (tests/test_quant.c rows_alone), so a server that feeds prompts in its batched
+     * steps, or takes a prefix from its cache, gives this call's bits (tests/test_ragged.c). */
+    run.few_rows = kv->quant_act == ATTN_QUANT_ACT_Q8;
     const attn_nn_linear head = gpt_head(m, &m->w);
     if (kv->cap.attn_probs && !kv->probs) {
         kv->probs = attn_alloc((size_t)B * H * kv->chunk * kv->max_T * sizeof(float));
@@ -377,7 +382,7 @@ static attn_status decode_run(const attn_gpt_model *m, attn_gpt_kv *kv, int B, i
         attn_nn_seqs sq = attn_nn_seqs_dense(B, tq, tq);
         sq.pos0 = pos0;
         gpt_embed(m, B, tq, pos0, cid, kv->x);
-        s = run_layers(m, kv, &sq, b0, B, n_new, t0);
+        s = run_layers(m, kv, &sq, b0, B, n_new, t0, run.few_rows);
         if (s) break;
         for (int b = b0; b < b0 + B; b++) kv->lens[b] = pos0 + tq;
         const int M = B * tq;
@@ -510,7 +515,7 @@ attn_status attn_gpt_decode_batch(const attn_gpt_model *m, attn_gpt_kv *kv, int 
     if (counts) sq.off = kv->step_off; /* else one row each: the padded layout */
     gpt_embed_pos(m, (int)rows, kv->step_pos, ids, kv->x);
     /* no slot map: the first n */
-    ATTN_TRY(run_layers(m, kv, &sq, 0, seqs ? kv->B : n, 1, 0));
+    ATTN_TRY(run_layers(m, kv, &sq, 0, seqs ? kv->B : n, 1, 0, true));
     if (logits) {
         attn_nn_run run = attn_nn_default_run();
         run.quant_act = kv->quant_act;

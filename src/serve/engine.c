@@ -257,9 +257,9 @@ static void gen_state_free(serve_model *m) {
 
 /* ---- the prompt cache: a slot keeps its sequence after a request (hist says what it holds);
  * the next request on it feeds only what follows the longest common prefix (llama-server's
- * cache_prompt). With --quant-act q8 a prompt of more than ATTN_QUANT_Q8_MAX_ROWS tokens runs in
- * its own pass with float32 activations (gen_iteration): then at least that many + 1 are fed
- * again, so that the rows computed are those of `attn generate --quant-act q8`'s prompt pass. */
+ * cache_prompt). A row's numbers do not depend on the pass it is in (with --quant-act q8 every
+ * product quantizes its rows, prompts too: attn_gpt_decode_seq), so the cached keys and values
+ * are those `attn generate` computes. */
 
 /* Tokens t (n) appended to the slot's history; out of memory, the history is dropped. */
 static void hist_push(slot *sl, const int32_t *t, int n) {
@@ -280,14 +280,12 @@ static void hist_push(slot *sl, const int32_t *t, int n) {
 
 /* The prompt tokens of job j that slot sl's cache can give: the longest common prefix of its
  * history and the prompt, less what must be computed again (the last prompt token, for its
- * logits; with q8 activations a whole own pass, above). */
+ * logits). */
 static int cached_prefix(const serve_model *m, const slot *sl, const serve_job *j) {
     if (!m->eng->cfg.prompt_cache || !sl->hist_ok) return 0;
     int l = 0;
     while (l < sl->n_hist && l < j->n_ids && sl->hist[l] == j->ids[l]) l++;
-    const int keep = m->eng->cfg.quant_act == ATTN_QUANT_ACT_Q8 && j->n_ids > ATTN_QUANT_Q8_MAX_ROWS
-                         ? j->n_ids - ATTN_QUANT_Q8_MAX_ROWS - 1
-                         : j->n_ids - 1;
+    const int keep = j->n_ids - 1;
     return l < keep ? l : keep > 0 ? keep : 0;
 }
 
@@ -435,29 +433,6 @@ static void gen_iteration(serve_model *m, const int *fresh, int n_fresh) {
         if (sl[i].job && atomic_load(&sl[i].job->cancelled)) {
             atomic_fetch_add(&m->eng->met.cancelled, 1);
             slot_end(m, &sl[i], attn_set_error(ATTN_STATUS_INVALID_ARGUMENT, "cancelled"), NULL);
-        }
-    /* With int8 activations (--quant-act q8) a product quantizes its rows only when it has at
-     * most ATTN_QUANT_Q8_MAX_ROWS of them (prompt passes keep float32 activations): a longer
-     * prompt then runs whole in its own pass, as `attn generate --quant-act q8` runs it, so the
-     * server gives the CLI's tokens (a batched pass would quantize its rows). */
-    if (attn_gpt_kv_quant_act(g->kv) == ATTN_QUANT_ACT_Q8)
-        for (int i = 0; i < n_slots; i++) {
-            /* (a longer prompt is whole here at its first iteration; fed > 0: the cache's) */
-            if (!sl[i].job || sl[i].prefilled ||
-                sl[i].job->n_ids - sl[i].fed <= ATTN_QUANT_Q8_MAX_ROWS)
-                continue;
-            const serve_job *j = sl[i].job;
-            const int f = sl[i].fed, rest = j->n_ids - f;
-            attn_status s = attn_gpt_decode_seq(m->gpt, g->kv, i, rest, j->ids + f, g->logits,
-                                                false);
-            if (s) {
-                slot_end(m, &sl[i], s, NULL);
-                continue;
-            }
-            hist_push(&sl[i], j->ids + f, rest);
-            sl[i].fed = j->n_ids, sl[i].prefilled = true;
-            atomic_fetch_add(&m->eng->met.tokens_in, rest);
-            slot_take(m, g, i, g->logits);
         }
     int n = 0, rows = 0;
     for (int i = 0; i < n_slots; i++)
