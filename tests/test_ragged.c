@@ -388,9 +388,9 @@ static void test_mistral_window_ragged(void **state) {
     attn_gpt_model_free(m);
 }
 
-/* The real SmolLM2-135M-Instruct Q4_1 file (tools/get_smollm2.sh puts it in models/). */
-static void test_smollm2_q4_1_ragged(void **state) {
-    (void)state;
+/* The real SmolLM2-135M-Instruct Q4_1 file (tools/get_smollm2.sh puts it in models/), loaded;
+ * the test skipped without it or under valgrind. */
+static attn_gpt_model *smollm2_q4_1(void) {
     const char *b = getenv("ATTN_BUILD");
     char path[512];
     snprintf(path, sizeof path, "%s/../models/SmolLM2-135M-Instruct.Q4_1.gguf",
@@ -401,6 +401,12 @@ static void test_smollm2_q4_1_ragged(void **state) {
     if (tu_valgrind()) tu_skip_env("a 135M-parameter model under valgrind");
     attn_gpt_model *m = NULL;
     if (attn_gpt_load_gguf(path, &m)) fail_msg("%s", attn_last_error());
+    return m;
+}
+
+static void test_smollm2_q4_1_ragged(void **state) {
+    (void)state;
+    attn_gpt_model *m = smollm2_q4_1();
     model_ragged("smollm2 q4_1", m, 2e-4);
     attn_gpt_model_free(m);
 }
@@ -414,16 +420,7 @@ static void test_smollm2_q4_1_ragged(void **state) {
  * from its cache). With float32 activations, within 1e-4. */
 static void test_smollm2_q8_prompts(void **state) {
     (void)state;
-    const char *b = getenv("ATTN_BUILD");
-    char path[512];
-    snprintf(path, sizeof path, "%s/../models/SmolLM2-135M-Instruct.Q4_1.gguf",
-             b && *b ? b : "build");
-    FILE *f = fopen(path, "rb");
-    if (!f) tu_skip("%s not found (tools/install_deps.sh fetches it)", path);
-    fclose(f);
-    if (tu_valgrind()) tu_skip_env("a 135M-parameter model under valgrind");
-    attn_gpt_model *m = NULL;
-    if (attn_gpt_load_gguf(path, &m)) fail_msg("%s", attn_last_error());
+    attn_gpt_model *m = smollm2_q4_1();
     enum { NS = 4, MT = 96 };
     const int V = m->cfg.vocab_size;
     static const int pre[NS] = {0, 5, 0, 17}, len[NS] = {3, 12, 33, 20};
