@@ -651,8 +651,9 @@ attn_status attn_gpt_decode_seq(const attn_gpt_model *m, attn_gpt_kv *kv, int b,
  * n rows), attention per sequence over its own cache. ids (n), logits (n, V) (row i for seqs[i]),
  * or NULL. 1 <= n <= B; each sequence must have room for one more position. Numerically each
  * row equals attn_gpt_decode_seq of that sequence alone up to the products' summation order,
- * which may depend on the row count n (tests/test_ragged.c measures it). Capture is not
- * supported (UNSUPPORTED). On failure nothing changes. */
+ * which may depend on the row count n (tests/test_ragged.c measures it); with int8 activations
+ * on quantized weights (attn_gpt_kv_set_quant_act) bit for bit. Capture is not supported
+ * (UNSUPPORTED). On failure nothing changes. */
 attn_status attn_gpt_decode_ragged(const attn_gpt_model *m, attn_gpt_kv *kv, int n,
                                    const int32_t *seqs, const int32_t *ids, float *logits);
 /* The same with counts[i] >= 1 new positions for sequence seqs[i] (counts NULL: one each):

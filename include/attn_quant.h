@@ -125,7 +125,8 @@
 #include "attn_kernels.h"
 
 /* The most rows a product quantizes its activations for with ATTN_QUANT_ACT_Q8 (above: M <= 8);
- * a product of more rows keeps float32 activations. */
+ * a product of more rows keeps float32 activations, except in the batched forms
+ * (attn_quant_gemm_batch / _packed_batch: chunks of this many rows, each quantized). */
 #define ATTN_QUANT_Q8_MAX_ROWS 8
 
 #include <stdbool.h>
