@@ -644,8 +644,8 @@ static void test_quant_act_q8(void **state) {
      * steps (every product quantizes its rows, as the CLI's do); under AddressSanitizer (a slow
      * server) the first two */
     static const char *const prompts[4] = {"Once upon a time, in a small village by the sea,",
-                                           "The capital of France is Paris, and the capital of "
-                                           "Germany is",
+                                           ("The capital of France is Paris, and the "
+                                            "capital of Germany is"),
                                            "def fibonacci(n):", "Hi"};
     const int np = tu_sanitized() ? 2 : 4;
     long long want_cached; /* the prompt cache's tokens when a prompt comes again */
