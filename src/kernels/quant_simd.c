@@ -1054,8 +1054,10 @@ static ALWAYS_INLINE void x8_rows_q8(attn_qtype T, int Mc, const x8_job *j, int 
  * 1024 -> 4096 took a product from ~70 to ~35-60 us: several rows' arithmetic per byte leaves
  * the stream further behind than x8_panel's) */
 #define X8V_PREFETCH 4096
-#define X8V_MIN_ROWS 4 /* below this x8_panel: with 1-3 rows the product is bound by memory, and one
-                        * stream of panels reads it faster than two (1 row: ~20 against ~28 us) */
+#define X8V_MIN_ROWS 4 /* below this x8_panel (x8_panel_f32): with 1-3 rows the product is bound by
+                        * memory, and one stream of panels reads it faster than two (Q8 mode, 1
+                        * row: ~20 against ~28 us; F32 mode, a SmolLM2 step of 1 / 2 / 3 rows:
+                        * 5.0-5.5 / 6.7-7.6 / 7.4-8.8 ms against 6.3-7.0 / 7.2-8.1 / 8.3-9.8) */
 VNNI_FN static ALWAYS_INLINE void x8_pair_vnni(attn_qtype T, int Mc, const x8_job *j, int p,
                                                bool two, float *out, int ldo) {
     const int K = j->K, G = K / 32;
@@ -1141,10 +1143,99 @@ typedef void (*x8v_fn)(const x8_job *, int, bool, float *, int);
     X8V_FN(T, 8, tn##_8)                                                                         \
     static const x8v_fn tn##s[SMALL_M + 1] = {NULL,   NULL,   NULL,   NULL,  tn##_4,             \
                                               tn##_5, tn##_6, tn##_7, tn##_8};
-_Static_assert(X8V_MIN_ROWS == 4 && SMALL_M == 8, "x8v_*s hold the kernels for 4 to 8 rows");
+_Static_assert(X8V_MIN_ROWS == 4 && SMALL_M == 8,
+               "x8v_*s and x8f2_*s hold the kernels for 4 to 8 rows");
 X8V_SET(ATTN_QTYPE_Q8_0, x8v_q8_0)
 X8V_SET(ATTN_QTYPE_Q4_0, x8v_q4_0)
 X8V_SET(ATTN_QTYPE_Q4_1, x8v_q4_1)
+/* The same in F32 mode (x8_panel_f32's arithmetic two panels per zmm): each lane runs exactly
+ * x8_panel_f32's chains (the same CH split for the same Mc, the same order), so the same bits as
+ * the ymm code; the codes of two panels converted per instruction and each broadcast activation
+ * used for 16 outputs. */
+static ALWAYS_INLINE void x8_pair_f32(attn_qtype T, int Mc, const x8_job *j, int p, bool two,
+                                      float *out, int ldo) {
+    enum { CH = 8 };
+    const int K = j->K, G = K / 32, ch = Mc == 1 ? 8 : Mc == 2 ? 4 : Mc <= 4 ? 2 : 1;
+    const size_t S = qx8_group_bytes(T), co = qx8_codes_off(T), PS = (size_t)G * S;
+    const uint8_t *pa = (const uint8_t *)j->P->data + (size_t)p * PS, *pb = two ? pa + PS : pa;
+    const __m512i m4 = _mm512_set1_epi32(15);
+    __m512 acc[SMALL_M];
+    for (int m = 0; m < Mc; m++) acc[m] = _mm512_setzero_ps();
+    for (int g = 0; g < G; g++, pa += S, pb += S) {
+        const size_t ahead = (size_t)g * S + X8V_PREFETCH; /* as x8_pair_vnni */
+        const uint8_t *fa = pa + X8V_PREFETCH + (two && ahead >= PS ? PS : 0);
+        for (size_t b = 0; b < S; b += 64) {
+            _mm_prefetch((const char *)fa + b, _MM_HINT_T0);
+            if (two) _mm_prefetch((const char *)pb + X8V_PREFETCH + b, _MM_HINT_T0);
+        }
+        __m512 sm[SMALL_M][CH];
+        for (int m = 0; m < Mc; m++)
+            for (int c = 0; c < ch; c++) sm[m][c] = _mm512_setzero_ps();
+        const int chunks = T == ATTN_QTYPE_Q8_0 ? 8 : 4;
+        for (int c = 0; c < chunks; c++) {
+            const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(load256(pa + co + 32 * c)),
+                                                 load256(pb + co + 32 * c), 1);
+            for (int e = 0; e < 4; e++) {
+                if (T == ATTN_QTYPE_Q8_0) {
+                    const __m512 wf = _mm512_cvtepi32_ps(
+                        _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * e), 24));
+                    const int k = 32 * g + 4 * c + e, slot = (4 * c + e) % ch;
+                    for (int m = 0; m < Mc; m++)
+                        sm[m][slot] = _mm512_fmadd_ps(
+                            wf, _mm512_set1_ps(j->a.x[(size_t)m * j->a.ldx + k]), sm[m][slot]);
+                } else {
+                    const __m512 lo =
+                        _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 8 * e), m4));
+                    const __m512 hi =
+                        _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 8 * e + 4), m4));
+                    const int k = 32 * g + 4 * c + e, s0 = (2 * e) % ch, s1 = (2 * e + 1) % ch;
+                    for (int m = 0; m < Mc; m++) {
+                        const float *xm = j->a.x + (size_t)m * j->a.ldx;
+                        sm[m][s0] = _mm512_fmadd_ps(lo, _mm512_set1_ps(xm[k]), sm[m][s0]);
+                        sm[m][s1] = _mm512_fmadd_ps(hi, _mm512_set1_ps(xm[k + 16]), sm[m][s1]);
+                    }
+                }
+            }
+        }
+        const __m512 dv = _mm512_cvtph_ps(_mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)pa)),
+            _mm_loadu_si128((const __m128i *)(const void *)pb), 1));
+        __m512 mv = _mm512_setzero_ps();
+        if (T == ATTN_QTYPE_Q4_1)
+            mv = _mm512_cvtph_ps(_mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(pa + 16))),
+                _mm_loadu_si128((const __m128i *)(const void *)(pb + 16)), 1));
+        for (int m = 0; m < Mc; m++) {
+            __m512 dot = sm[m][0];
+            for (int c = 1; c < ch; c++) dot = _mm512_add_ps(dot, sm[m][c]);
+            const float s32 = j->a.s32[(size_t)m * G + g];
+            acc[m] = _mm512_fmadd_ps(dot, dv, acc[m]); /* x8_scale's steps */
+            if (T == ATTN_QTYPE_Q4_1)
+                acc[m] = _mm512_fmadd_ps(mv, _mm512_set1_ps(s32), acc[m]);
+            else if (T == ATTN_QTYPE_Q4_0)
+                acc[m] = _mm512_fmadd_ps(dv, _mm512_set1_ps(-8.0f * s32), acc[m]);
+        }
+    }
+    for (int m = 0; m < Mc; m++) {
+        if (two)
+            _mm512_storeu_ps(out + (size_t)m * ldo, acc[m]);
+        else
+            _mm256_storeu_ps(out + (size_t)m * ldo, _mm512_castps512_ps256(acc[m]));
+    }
+}
+#define X8F2_FN(T, Mc, name)                                                                     \
+    __attribute__((noinline)) static void name(const x8_job *j, int p, bool two, float *out,     \
+                                               int ldo) {                                        \
+        x8_pair_f32(T, Mc, j, p, two, out, ldo);                                                 \
+    }
+#define X8F2_SET(T, tn)                                                                          \
+    X8F2_FN(T, 4, tn##_4) X8F2_FN(T, 5, tn##_5) X8F2_FN(T, 6, tn##_6) X8F2_FN(T, 7, tn##_7)      \
+    X8F2_FN(T, 8, tn##_8)                                                                        \
+    static const x8v_fn tn##s[SMALL_M + 1] = {NULL,   NULL,   NULL,   NULL,  tn##_4,             \
+                                              tn##_5, tn##_6, tn##_7, tn##_8};
+X8F2_SET(ATTN_QTYPE_Q8_0, x8f2_q8_0)
+X8F2_SET(ATTN_QTYPE_Q4_0, x8f2_q4_0)
+X8F2_SET(ATTN_QTYPE_Q4_1, x8f2_q4_1)
 #endif
 
 typedef void (*x8_fn)(const x8_job *, int, float *, int);
@@ -1199,11 +1290,14 @@ static void x8_range(const x8_job *j, int p0, int p1) {
             c.M = ATTN_MIN(SMALL_M, j->M - r0);
             if (r0) c.a = acts_rows(&j->a, j->K, r0);
 #if ATTN_ISA == 512
-            if (j->vnni && c.M >= X8V_MIN_ROWS) {
+            if (c.M >= X8V_MIN_ROWS && (j->vnni || !j->q8)) {
                 const attn_qtype t = j->P->type;
-                const x8v_fn fv = t == ATTN_QTYPE_Q8_0   ? x8v_q8_0s[c.M]
-                                  : t == ATTN_QTYPE_Q4_0 ? x8v_q4_0s[c.M]
-                                                         : x8v_q4_1s[c.M];
+                const x8v_fn fv = j->q8 ? (t == ATTN_QTYPE_Q8_0   ? x8v_q8_0s[c.M]
+                                           : t == ATTN_QTYPE_Q4_0 ? x8v_q4_0s[c.M]
+                                                                  : x8v_q4_1s[c.M])
+                                        : (t == ATTN_QTYPE_Q8_0   ? x8f2_q8_0s[c.M]
+                                           : t == ATTN_QTYPE_Q4_0 ? x8f2_q4_0s[c.M]
+                                                                  : x8f2_q4_1s[c.M]);
                 for (int i = 0; i < np; i += 2) fv(&c, p + i, i + 1 < np, out + 8 * i, STRIP);
             } else
 #endif
