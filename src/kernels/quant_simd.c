@@ -1041,6 +1041,51 @@ static ALWAYS_INLINE void x8_rows_q8(attn_qtype T, int Mc, const x8_job *j, int 
 #endif
 
 #if ATTN_ISA == 512
+/* bytes ahead in each of the two streams (measured on Zen 4, 1536 x 576 Q4_1 from memory, 8 rows:
+ * 1024 -> 4096 took a product from ~70 to ~35-60 us: several rows' arithmetic per byte leaves
+ * the stream further behind than x8_panel's) */
+#define X8V_PREFETCH 4096
+#define X8V_MIN_ROWS 4 /* below this x8_panel (x8_panel_f32): with 1-3 rows the product is bound by
+                        * memory, and one stream of panels reads it faster than two (Q8 mode, 1
+                        * row: ~20 against ~28 us; F32 mode, a SmolLM2 step of 1 / 2 / 3 rows:
+                        * 5.0-5.5 / 6.7-7.6 / 7.4-8.8 ms against 6.3-7.0 / 7.2-8.1 / 8.3-9.8) */
+
+/* ---- the pair kernels' shared steps (panels p and p + 1 of a group: pa, pb) -------------------- */
+/* Group g's prefetches: X8V_PREFETCH ahead in each of the two streams; past panel p's end the a
+ * stream's next bytes are panel p + 3's (p + 1's are b's, p + 2's start b's stream prefetches). */
+static ALWAYS_INLINE void pair_prefetch(const uint8_t *pa, const uint8_t *pb, int g, size_t S,
+                                        size_t PS, bool two) {
+    const size_t ahead = (size_t)g * S + X8V_PREFETCH;
+    const uint8_t *fa = pa + X8V_PREFETCH + (two && ahead >= PS ? PS : 0);
+    for (size_t b = 0; b < S; b += 64) {
+        _mm_prefetch((const char *)fa + b, _MM_HINT_T0);
+        if (two) _mm_prefetch((const char *)pb + X8V_PREFETCH + b, _MM_HINT_T0);
+    }
+}
+/* The 8 halves at byte o of a's group, then b's, as 16 floats (the rows' d or m). */
+static ALWAYS_INLINE __m512 pair_halves(const uint8_t *pa, const uint8_t *pb, size_t o) {
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(pa + o))),
+        _mm_loadu_si128((const __m128i *)(const void *)(pb + o)), 1));
+}
+/* x8_scale's steps for one row of x: acc + dot·d, then Q4_1's m·Σx or Q4_0's −8·d·Σx. */
+static ALWAYS_INLINE __m512 pair_scale(attn_qtype T, __m512 acc, __m512 dot, __m512 dv, __m512 mv,
+                                       float s32) {
+    acc = _mm512_fmadd_ps(dot, dv, acc);
+    if (T == ATTN_QTYPE_Q4_1) acc = _mm512_fmadd_ps(mv, _mm512_set1_ps(s32), acc);
+    else if (T == ATTN_QTYPE_Q4_0) acc = _mm512_fmadd_ps(dv, _mm512_set1_ps(-8.0f * s32), acc);
+    return acc;
+}
+/* Mc rows of 16 outputs (8 without panel p + 1) into out, ldo apart. */
+static ALWAYS_INLINE void pair_store(int Mc, const __m512 *acc, bool two, float *out, int ldo) {
+    for (int m = 0; m < Mc; m++) {
+        if (two)
+            _mm512_storeu_ps(out + (size_t)m * ldo, acc[m]);
+        else
+            _mm256_storeu_ps(out + (size_t)m * ldo, _mm512_castps512_ps256(acc[m]));
+    }
+}
+
 /* ---- AVX512-VNNI, Q8 mode: two panels at a time ---------------------------------------------
  * x8_panel's integers with VPDPBUSD (u8 × s8, four products summed per 32-bit lane) in a zmm
  * that holds the same chunk of panels p and p + 1 (16 output columns; p alone when !two), as
@@ -1050,14 +1095,6 @@ static ALWAYS_INLINE void x8_rows_q8(attn_qtype T, int Mc, const x8_job *j, int 
  * after them are x8_scale's in its order: the same bits as x8_panel (tests/test_quant.c checks the
  * VNNI and AVX2 products bit for bit). Before (x8_panel: VPMADDUBSW + VPADDW per 32 products of a
  * ymm) a 16-slot decoding step of SmolLM2 Q4_1 spent ~50% of its time there. */
-/* bytes ahead in each of the two streams (measured on Zen 4, 1536 x 576 Q4_1 from memory, 8 rows:
- * 1024 -> 4096 took a product from ~70 to ~35-60 us: several rows' arithmetic per byte leaves
- * the stream further behind than x8_panel's) */
-#define X8V_PREFETCH 4096
-#define X8V_MIN_ROWS 4 /* below this x8_panel (x8_panel_f32): with 1-3 rows the product is bound by
-                        * memory, and one stream of panels reads it faster than two (Q8 mode, 1
-                        * row: ~20 against ~28 us; F32 mode, a SmolLM2 step of 1 / 2 / 3 rows:
-                        * 5.0-5.5 / 6.7-7.6 / 7.4-8.8 ms against 6.3-7.0 / 7.2-8.1 / 8.3-9.8) */
 VNNI_FN static ALWAYS_INLINE void x8_pair_vnni(attn_qtype T, int Mc, const x8_job *j, int p,
                                                bool two, float *out, int ldo) {
     const int K = j->K, G = K / 32;
@@ -1068,22 +1105,9 @@ VNNI_FN static ALWAYS_INLINE void x8_pair_vnni(attn_qtype T, int Mc, const x8_jo
 #pragma GCC unroll 8
     for (int m = 0; m < Mc; m++) acc[m] = _mm512_setzero_ps();
     for (int g = 0; g < G; g++, pa += S, pb += S) {
-        /* X8_PREFETCH ahead in each of the two streams; past panel p's end the a stream's next
-         * bytes are panel p + 3's (p + 1's are b's, p + 2's start b's stream prefetches) */
-        const size_t ahead = (size_t)g * S + X8V_PREFETCH;
-        const uint8_t *fa = pa + X8V_PREFETCH + (two && ahead >= PS ? PS : 0);
-        for (size_t b = 0; b < S; b += 64) {
-            _mm_prefetch((const char *)fa + b, _MM_HINT_T0);
-            if (two) _mm_prefetch((const char *)pb + X8V_PREFETCH + b, _MM_HINT_T0);
-        }
-        const __m512 dv = _mm512_cvtph_ps(_mm256_inserti128_si256(
-            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)pa)),
-            _mm_loadu_si128((const __m128i *)(const void *)pb), 1));
-        __m512 mv = _mm512_setzero_ps();
-        if (T == ATTN_QTYPE_Q4_1)
-            mv = _mm512_cvtph_ps(_mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(pa + 16))),
-                _mm_loadu_si128((const __m128i *)(const void *)(pb + 16)), 1));
+        pair_prefetch(pa, pb, g, S, PS, two);
+        const __m512 dv = pair_halves(pa, pb, 0);
+        const __m512 mv = T == ATTN_QTYPE_Q4_1 ? pair_halves(pa, pb, 16) : _mm512_setzero_ps();
         /* w[c]: the unsigned codes of x's elements 4c .. 4c + 3 (c < 4, Q8_0: c < 8) and, for
          * the nibble formats, w[4 + c] those of 16 + 4c .. 16 + 4c + 3 */
         __m512i w[8];
@@ -1115,21 +1139,10 @@ VNNI_FN static ALWAYS_INLINE void x8_pair_vnni(attn_qtype T, int Mc, const x8_jo
             }
             const __m512 dot = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
                                              _mm512_set1_ps(j->a.xd[(size_t)m * G + g]));
-            acc[m] = _mm512_fmadd_ps(dot, dv, acc[m]);
-            const float s32 = j->a.s32[(size_t)m * G + g];
-            if (T == ATTN_QTYPE_Q4_1)
-                acc[m] = _mm512_fmadd_ps(mv, _mm512_set1_ps(s32), acc[m]);
-            else if (T == ATTN_QTYPE_Q4_0)
-                acc[m] = _mm512_fmadd_ps(dv, _mm512_set1_ps(-8.0f * s32), acc[m]);
+            acc[m] = pair_scale(T, acc[m], dot, dv, mv, j->a.s32[(size_t)m * G + g]);
         }
     }
-#pragma GCC unroll 8
-    for (int m = 0; m < Mc; m++) {
-        if (two)
-            _mm512_storeu_ps(out + (size_t)m * ldo, acc[m]);
-        else
-            _mm256_storeu_ps(out + (size_t)m * ldo, _mm512_castps512_ps256(acc[m]));
-    }
+    pair_store(Mc, acc, two, out, ldo);
 }
 
 typedef void (*x8v_fn)(const x8_job *, int, bool, float *, int);
@@ -1162,12 +1175,7 @@ static ALWAYS_INLINE void x8_pair_f32(attn_qtype T, int Mc, const x8_job *j, int
     __m512 acc[SMALL_M];
     for (int m = 0; m < Mc; m++) acc[m] = _mm512_setzero_ps();
     for (int g = 0; g < G; g++, pa += S, pb += S) {
-        const size_t ahead = (size_t)g * S + X8V_PREFETCH; /* as x8_pair_vnni */
-        const uint8_t *fa = pa + X8V_PREFETCH + (two && ahead >= PS ? PS : 0);
-        for (size_t b = 0; b < S; b += 64) {
-            _mm_prefetch((const char *)fa + b, _MM_HINT_T0);
-            if (two) _mm_prefetch((const char *)pb + X8V_PREFETCH + b, _MM_HINT_T0);
-        }
+        pair_prefetch(pa, pb, g, S, PS, two);
         __m512 sm[SMALL_M][CH];
         for (int m = 0; m < Mc; m++)
             for (int c = 0; c < ch; c++) sm[m][c] = _mm512_setzero_ps();
@@ -1197,31 +1205,15 @@ static ALWAYS_INLINE void x8_pair_f32(attn_qtype T, int Mc, const x8_job *j, int
                 }
             }
         }
-        const __m512 dv = _mm512_cvtph_ps(_mm256_inserti128_si256(
-            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)pa)),
-            _mm_loadu_si128((const __m128i *)(const void *)pb), 1));
-        __m512 mv = _mm512_setzero_ps();
-        if (T == ATTN_QTYPE_Q4_1)
-            mv = _mm512_cvtph_ps(_mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(pa + 16))),
-                _mm_loadu_si128((const __m128i *)(const void *)(pb + 16)), 1));
+        const __m512 dv = pair_halves(pa, pb, 0);
+        const __m512 mv = T == ATTN_QTYPE_Q4_1 ? pair_halves(pa, pb, 16) : _mm512_setzero_ps();
         for (int m = 0; m < Mc; m++) {
             __m512 dot = sm[m][0];
             for (int c = 1; c < ch; c++) dot = _mm512_add_ps(dot, sm[m][c]);
-            const float s32 = j->a.s32[(size_t)m * G + g];
-            acc[m] = _mm512_fmadd_ps(dot, dv, acc[m]); /* x8_scale's steps */
-            if (T == ATTN_QTYPE_Q4_1)
-                acc[m] = _mm512_fmadd_ps(mv, _mm512_set1_ps(s32), acc[m]);
-            else if (T == ATTN_QTYPE_Q4_0)
-                acc[m] = _mm512_fmadd_ps(dv, _mm512_set1_ps(-8.0f * s32), acc[m]);
+            acc[m] = pair_scale(T, acc[m], dot, dv, mv, j->a.s32[(size_t)m * G + g]);
         }
     }
-    for (int m = 0; m < Mc; m++) {
-        if (two)
-            _mm512_storeu_ps(out + (size_t)m * ldo, acc[m]);
-        else
-            _mm256_storeu_ps(out + (size_t)m * ldo, _mm512_castps512_ps256(acc[m]));
-    }
+    pair_store(Mc, acc, two, out, ldo);
 }
 #define X8F2_FN(T, Mc, name)                                                                     \
     __attribute__((noinline)) static void name(const x8_job *j, int p, bool two, float *out,     \
