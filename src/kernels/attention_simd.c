@@ -747,7 +747,7 @@ static float few_row_mask(float *sr, int a, int e, float m) {
 static inline __attribute__((always_inline)) void few_pv_regs(int NV, const float *p,
                                                               const float *vb, ptrdiff_t ldv,
                                                               int a, int e, int full, av_mask tm,
-                                                              bool first, float alpha, float *o) {
+                                                              float alpha, float *o) {
     av_f acc[8];
     for (int vv = 0; vv < NV; vv++) acc[vv] = av_zero();
     for (int jj = a; jj < e; jj++) {
@@ -758,27 +758,27 @@ static inline __attribute__((always_inline)) void few_pv_regs(int NV, const floa
             acc[vv] = av_fmadd(pj, x, acc[vv]);
         }
     }
-    const av_f al = av_set1(first ? alpha : 1.0f);
+    const av_f al = av_set1(alpha);
     for (int vv = 0; vv < NV; vv++)
         av_store(o + vv * AV_LEN, av_fmadd(av_load(o + vv * AV_LEN), al, acc[vv]));
 }
 #define FEW_PV(NV)                                                                               \
     static void few_pv_##NV(const float *p, const float *vb, ptrdiff_t ldv, int a, int e,        \
-                            int full, av_mask tm, bool first, float alpha, float *o) {           \
-        few_pv_regs(NV, p, vb, ldv, a, e, full, tm, first, alpha, o);                            \
+                            int full, av_mask tm, float alpha, float *o) {                       \
+        few_pv_regs(NV, p, vb, ldv, a, e, full, tm, alpha, o);                                   \
     }
 FEW_PV(1) FEW_PV(2) FEW_PV(3) FEW_PV(4) FEW_PV(5) FEW_PV(6) FEW_PV(7) FEW_PV(8)
-typedef void (*few_pv_fn)(const float *, const float *, ptrdiff_t, int, int, int, av_mask, bool,
-                          float, float *);
+typedef void (*few_pv_fn)(const float *, const float *, ptrdiff_t, int, int, int, av_mask, float,
+                          float *);
 static const few_pv_fn few_pv_fns[8] = {few_pv_1, few_pv_2, few_pv_3, few_pv_4,
                                         few_pv_5, few_pv_6, few_pv_7, few_pv_8};
 
-/* o (dp) = fma(o, alpha, Σ_{j in [a, e)} p[j]·V[j]) (first) or o + that sum, the sum an FMA chain
+/* o (dp) = fma(o, alpha, Σ_{j in [a, e)} p[j]·V[j]), the sum an FMA chain
  * over the keys in order (pv, dp floats, scratch). */
 static void few_pv(const float *p, const float *vb, ptrdiff_t ldv, int a, int e, int nv,
-                   int full, av_mask tm, bool first, float alpha, float *pv, float *o) {
+                   int full, av_mask tm, float alpha, float *pv, float *o) {
     if (nv <= 8) { /* the same sums, in registers instead of pv */
-        few_pv_fns[nv - 1](p, vb, ldv, a, e, full, tm, first, alpha, o);
+        few_pv_fns[nv - 1](p, vb, ldv, a, e, full, tm, alpha, o);
         return;
     }
     for (int vv = 0; vv < nv; vv++) av_store(pv + vv * AV_LEN, av_zero());
@@ -790,7 +790,7 @@ static void few_pv(const float *p, const float *vb, ptrdiff_t ldv, int a, int e,
             av_store(pv + vv * AV_LEN, av_fmadd(pj, x, av_load(pv + vv * AV_LEN)));
         }
     }
-    const av_f al = av_set1(first ? alpha : 1.0f);
+    const av_f al = av_set1(alpha);
     for (int vv = 0; vv < nv; vv++)
         av_store(o + vv * AV_LEN,
                  av_fmadd(av_load(o + vv * AV_LEN), al, av_load(pv + vv * AV_LEN)));
@@ -856,7 +856,7 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
             w->m[r] = mx;
             float *wo = w->o + (size_t)r * dp;
             const float *vt = vb + (ptrdiff_t)j0 * p->ldv;
-            few_pv(sr, vt, p->ldv, a, e, nv, full, tm, true, al, w->pv, wo);
+            few_pv(sr, vt, p->ldv, a, e, nv, full, tm, al, w->pv, wo);
         }
     }
     for (int r = 0; r < R; r++) { /* o = acc / l; rows that saw no key get 0 */
