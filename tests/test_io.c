@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void write_file(const char *path, const void *buf, size_t n) {
@@ -1139,17 +1140,44 @@ static void test_interop_python_to_c(void **state) {
     }
 }
 
+/* attn_st_save(rp, e) must fail with ATTN_STATUS_IO and "Permission denied"; 0 if it did. */
+static int save_refused(const char *rp, const attn_st_entry *e) {
+    const attn_status st = attn_st_save(rp, e, 1, NULL);
+    const char *msg = attn_last_error();
+    if (!tu_quiet()) printf("  [%s] %s\n", attn_status_str(st), msg);
+    fflush(stdout); /* a child leaves by _exit */
+    return st == ATTN_STATUS_IO && strstr(msg, rp) && strstr(msg, "Permission denied") ? 0 : 1;
+}
+
 /* test_st_save_atomic's case 3: saving into a read-only directory fails cleanly, leaving no
- * temporary (only meaningful when not root: root ignores permissions). */
+ * temporary. Root ignores directory permissions, so as root the save runs in a child process
+ * that has given up root for the unprivileged uid and gid 65534 (nobody). */
 static void test_st_save_readonly_dir(void **state) {
     (void)state;
-    if (geteuid() == 0) tu_skip_env("running as root, which ignores directory permissions");
     float old[4] = {1, 2, 3, 4};
     attn_st_entry e = {"w", ATTN_DTYPE_F32, 1, {4}, old};
     const char *ro = tu_tmp("ro");
     assert_int_equal(mkdir(ro, 0555), 0);
-    const char *rp = tu_tmp("ro/x.safetensors");
-    tu_expect_fail3(attn_st_save(rp, &e, 1, NULL), ATTN_STATUS_IO, rp, "Permission denied", NULL);
+    char rp[1024];
+    snprintf(rp, sizeof rp, "%s", tu_tmp("ro/x.safetensors"));
+    if (geteuid() != 0) {
+        assert_int_equal(save_refused(rp, &e), 0);
+    } else {
+        struct stat sb;
+        assert_int_equal(stat(tu_dir, &sb), 0);
+        assert_int_equal(chmod(tu_dir, 0711), 0); /* nobody may pass through to ro */
+        fflush(NULL);
+        const pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) _exit(setgid(65534) || setuid(65534) || geteuid() == 0 ? 2 : save_refused(rp, &e));
+        int ws = 0;
+        assert_int_equal(waitpid(pid, &ws, 0), pid);
+        chmod(tu_dir, sb.st_mode & 07777);
+        if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+            fail_msg("the unprivileged save into %s: %s", ro,
+                     WIFEXITED(ws) && WEXITSTATUS(ws) == 2 ? "could not drop root"
+                                                           : "did not fail with a permission error");
+    }
     assert_int_equal(count_temporaries(ro), 0);
     chmod(ro, 0755);
     rmdir(ro);
