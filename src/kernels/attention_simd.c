@@ -743,6 +743,13 @@ static float few_row_mask(float *sr, int a, int e, float m) {
     return m;
 }
 
+#define FEW_PVR 4 /* rows whose P·V sums run together (few_pv_rows) */
+#if AV_LEN == 16
+#define FEW_PVR_NV 4 /* vectors of D at most there (FEW_PVR·FEW_PVR_NV sums: 16 of 32 registers) */
+#else
+#define FEW_PVR_NV 2 /* (8 of AVX2's 16) */
+#endif
+
 /* few_pv with NV (a constant) vectors of sums held in registers. */
 static inline __attribute__((always_inline)) void few_pv_regs(int NV, const float *p,
                                                               const float *vb, ptrdiff_t ldv,
@@ -772,6 +779,59 @@ typedef void (*few_pv_fn)(const float *, const float *, ptrdiff_t, int, int, int
                           float *);
 static const few_pv_fn few_pv_fns[8] = {few_pv_1, few_pv_2, few_pv_3, few_pv_4,
                                         few_pv_5, few_pv_6, few_pv_7, few_pv_8};
+
+/* few_pv_regs for NR rows (constants NR, NV) that see the same keys [a, e) of a tile: each row's
+ * sums the same FMA chains over the keys in order as few_pv_regs gives it alone (the same bits),
+ * side by side, so each value row is loaded once for the NR rows and the NR·NV chains overlap
+ * (one row's NV chains leave the FMA units waiting on their latency). Row r's probabilities
+ * p[r], its alpha al[r], its output o[r]. A decoding step's query heads of one K/V head (GQA:
+ * SmolLM2's 3) are such rows. */
+static inline __attribute__((always_inline)) void few_pv_rows(int NR, int NV,
+                                                              const float *const *p,
+                                                              const float *vb, ptrdiff_t ldv,
+                                                              int a, int e, int full, av_mask tm,
+                                                              const float *al, float *const *o) {
+    av_f acc[FEW_PVR][FEW_PVR_NV];
+    for (int r = 0; r < NR; r++)
+        for (int vv = 0; vv < NV; vv++) acc[r][vv] = av_zero();
+    for (int jj = a; jj < e; jj++) {
+        const float *vr = vb + (ptrdiff_t)jj * ldv;
+        av_f x[FEW_PVR_NV];
+        for (int vv = 0; vv < NV; vv++)
+            x[vv] = vv < full ? av_load(vr + vv * AV_LEN) : av_load_mask(vr + vv * AV_LEN, tm);
+        for (int r = 0; r < NR; r++) {
+            const av_f pj = av_set1(p[r][jj]);
+            for (int vv = 0; vv < NV; vv++) acc[r][vv] = av_fmadd(pj, x[vv], acc[r][vv]);
+        }
+    }
+    for (int r = 0; r < NR; r++) {
+        const av_f alv = av_set1(al[r]);
+        for (int vv = 0; vv < NV; vv++)
+            av_store(o[r] + vv * AV_LEN, av_fmadd(av_load(o[r] + vv * AV_LEN), alv, acc[r][vv]));
+    }
+}
+#define FEW_PVR_FN(NR, NV)                                                                       \
+    static void few_pvr_##NR##_##NV(const float *const *p, const float *vb, ptrdiff_t ldv, int a, \
+                                    int e, int full, av_mask tm, const float *al,                \
+                                    float *const *o) {                                           \
+        few_pv_rows(NR, NV, p, vb, ldv, a, e, full, tm, al, o);                                  \
+    }
+typedef void (*few_pvr_fn)(const float *const *, const float *, ptrdiff_t, int, int, int, av_mask,
+                           const float *, float *const *);
+#if AV_LEN == 16
+FEW_PVR_FN(2, 1) FEW_PVR_FN(2, 2) FEW_PVR_FN(2, 3) FEW_PVR_FN(2, 4)
+FEW_PVR_FN(3, 1) FEW_PVR_FN(3, 2) FEW_PVR_FN(3, 3) FEW_PVR_FN(3, 4)
+FEW_PVR_FN(4, 1) FEW_PVR_FN(4, 2) FEW_PVR_FN(4, 3) FEW_PVR_FN(4, 4)
+static const few_pvr_fn few_pvr_fns[FEW_PVR - 1][FEW_PVR_NV] = {
+    {few_pvr_2_1, few_pvr_2_2, few_pvr_2_3, few_pvr_2_4},
+    {few_pvr_3_1, few_pvr_3_2, few_pvr_3_3, few_pvr_3_4},
+    {few_pvr_4_1, few_pvr_4_2, few_pvr_4_3, few_pvr_4_4}};
+#else
+FEW_PVR_FN(2, 1) FEW_PVR_FN(2, 2) FEW_PVR_FN(3, 1) FEW_PVR_FN(3, 2)
+FEW_PVR_FN(4, 1) FEW_PVR_FN(4, 2)
+static const few_pvr_fn few_pvr_fns[FEW_PVR - 1][FEW_PVR_NV] = {
+    {few_pvr_2_1, few_pvr_2_2}, {few_pvr_3_1, few_pvr_3_2}, {few_pvr_4_1, few_pvr_4_2}};
+#endif
 
 /* o (dp) = fma(o, alpha, Σ_{j in [a, e)} p[j]·V[j]), the sum an FMA chain
  * over the keys in order (pv, dp floats, scratch). */
@@ -828,6 +888,7 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
         /* the rows that see a key of this tile (the others do not change), and the key
          * vectors any of them needs */
         int vis[FEW_R], nvis = 0, ua = jb, ue = 0;
+        float als[FEW_R]; /* (nvis) the visible rows' alpha */
         for (int r = 0; r < R; r++) {
             const int a = ATTN_MAX(w->lo[r], j0) - j0, e = ATTN_MIN(w->hi[r], j0 + jb) - j0;
             if (a >= e) continue;
@@ -854,9 +915,31 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
             const float al = tmp[0];
             w->l[r] = fmaf(w->l[r], al, sum);
             w->m[r] = mx;
-            float *wo = w->o + (size_t)r * dp;
-            const float *vt = vb + (ptrdiff_t)j0 * p->ldv;
-            few_pv(sr, vt, p->ldv, a, e, nv, full, tm, al, w->pv, wo);
+            als[ir] = al;
+        }
+        /* P·V: runs of up to FEW_PVR rows that see the same keys together */
+        const float *vt = vb + (ptrdiff_t)j0 * p->ldv;
+        for (int ir = 0; ir < nvis;) {
+            const int r = vis[ir];
+            const int a = ATTN_MAX(w->lo[r], j0) - j0, e = ATTN_MIN(w->hi[r], j0 + jb) - j0;
+            int n = 1;
+            while (nv <= FEW_PVR_NV && n < FEW_PVR && ir + n < nvis &&
+                   ATTN_MAX(w->lo[vis[ir + n]], j0) - j0 == a &&
+                   ATTN_MIN(w->hi[vis[ir + n]], j0 + jb) - j0 == e)
+                n++;
+            if (n == 1) {
+                few_pv(w->s + (size_t)r * BLK_MAX, vt, p->ldv, a, e, nv, full, tm, als[ir], w->pv,
+                       w->o + (size_t)r * dp);
+            } else {
+                const float *ps[FEW_PVR];
+                float *os[FEW_PVR];
+                for (int i = 0; i < n; i++) {
+                    ps[i] = w->s + (size_t)vis[ir + i] * BLK_MAX;
+                    os[i] = w->o + (size_t)vis[ir + i] * dp;
+                }
+                few_pvr_fns[n - 2][nv - 1](ps, vt, p->ldv, a, e, full, tm, als + ir, os);
+            }
+            ir += n;
         }
     }
     for (int r = 0; r < R; r++) { /* o = acc / l; rows that saw no key get 0 */
