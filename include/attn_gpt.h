@@ -375,6 +375,10 @@ typedef struct {
     const attn_quant_packed *lm_head_qp; /* lm_head_q in the x8 layout (attn_quant_pack), or NULL */
     const attn_quant_packed *wte_qp;     /* wte_q in the x8 layout (when tied: the head's), or
                                             NULL; lookups read it, not the mapping */
+    const attn_quant_packed *qkv_qp;     /* [n_layer] Llama family: layer l's q, k and v packs
+                                            fused into one (H·D + 2·H_kv·D, C) matrix (zeroed
+                                            where they could not be), which decoding multiplies
+                                            once; or NULL */
     struct attn_gpt_file *file;   /* the GGUF file and the model's converted tensors, or NULL */
 } attn_gpt_model;
 

@@ -506,6 +506,68 @@ static void test_smollm2_q8_prompts(void **state) {
     attn_gpt_model_free(m);
 }
 
+/* The GGUF loader fuses each Llama layer's q, k and v packs into one matrix (attn_gpt_model
+ * qkv_qp), which decoding multiplies once: on the real SmolLM2 Q4_1 file every layer is fused
+ * (576 + 192 + 192 rows), q, k and v are views into it, and the fused product gives each of the
+ * three's columns bit for bit (1 to 16 rows, both activation modes, the decoding-step product
+ * too). */
+static void test_smollm2_fused_qkv(void **state) {
+    (void)state;
+    attn_gpt_model *m = smollm2_q4_1();
+    const int C = m->cfg.n_embd, L = m->cfg.n_layer;
+    assert_non_null(m->qkv_qp);
+    for (int l = 0; l < L; l++) {
+        const attn_quant_packed *F = &m->qkv_qp[l];
+        const attn_nn_attn *A = &m->w.h[l].attn;
+        assert_non_null(F->data);
+        assert_int_equal(F->N, A->q.out + A->k.out + A->v.out);
+        assert_int_equal(F->K, C);
+        assert_ptr_equal(A->q.qpacked->data, F->data);
+        assert_ptr_equal(A->k.qpacked->data,
+                         (const uint8_t *)F->data + A->q.qpacked->bytes);
+        assert_ptr_equal(A->v.qpacked->data,
+                         (const uint8_t *)F->data + A->q.qpacked->bytes + A->k.qpacked->bytes);
+    }
+    const attn_nn_attn *A = &m->w.h[L / 2].attn;
+    const attn_quant_packed *F = &m->qkv_qp[L / 2];
+    const attn_quant_packed *P[3] = {A->q.qpacked, A->k.qpacked, A->v.qpacked};
+    enum { MMAX = 16 };
+    float *x = malloc(sizeof(float) * MMAX * C), *yf = malloc(sizeof(float) * MMAX * F->N);
+    float *y = malloc(sizeof(float) * MMAX * F->N);
+    tu_rng r = {11};
+    for (int i = 0; i < MMAX * C; i++) x[i] = (float)tu_uniform(&r, -2, 2);
+    static const int Ms[] = {1, 3, 5, 8, 16};
+    for (int qa = 0; qa < 2; qa++)
+        for (int batch = 0; batch < 2; batch++)
+            for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {
+                const int M = Ms[mi];
+                const attn_quant_act act = qa ? ATTN_QUANT_ACT_Q8 : ATTN_QUANT_ACT_F32;
+                attn_status st = batch ? attn_quant_gemm_packed_batch(M, x, C, F, 0.0f, yf, F->N,
+                                                                      NULL, ATTN_ACT_NONE, act)
+                                       : attn_quant_gemm_packed(M, x, C, F, 0.0f, yf, F->N, NULL,
+                                                                ATTN_ACT_NONE, act);
+                assert_int_equal(st, ATTN_STATUS_OK);
+                int col = 0;
+                for (int j = 0; j < 3; j++) {
+                    st = batch ? attn_quant_gemm_packed_batch(M, x, C, P[j], 0.0f, y + col, F->N,
+                                                              NULL, ATTN_ACT_NONE, act)
+                               : attn_quant_gemm_packed(M, x, C, P[j], 0.0f, y + col, F->N, NULL,
+                                                        ATTN_ACT_NONE, act);
+                    assert_int_equal(st, ATTN_STATUS_OK);
+                    col += P[j]->N;
+                }
+                for (int i = 0; i < M; i++)
+                    if (memcmp(y + (size_t)i * F->N, yf + (size_t)i * F->N,
+                               sizeof(float) * F->N))
+                        fail_msg("fused q, k, v: row %d of %d differs (%s activations, %s)", i, M,
+                                 qa ? "q8" : "f32", batch ? "batched step" : "product");
+            }
+    free(x);
+    free(y);
+    free(yf);
+    attn_gpt_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention_ragged),
@@ -516,6 +578,7 @@ int main(void) {
         cmocka_unit_test(test_mistral_window_ragged),
         cmocka_unit_test(test_smollm2_q4_1_ragged),
         cmocka_unit_test(test_smollm2_q8_prompts),
+        cmocka_unit_test(test_smollm2_fused_qkv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -65,7 +65,8 @@ struct attn_gpt_packed {
 #define GPT_STREAM_ROWS 8
 
 /* Block l's sub-layers S (gpt_sublayers) switched to the packed maps when m has them and the
- * call has more than GPT_STREAM_ROWS rows (M). */
+ * call has more than GPT_STREAM_ROWS rows (M); and, for any M, to a GGUF Llama's fused quantized
+ * q, k, v (m->qkv_qp). */
 void gpt_use_packed(const attn_gpt_model *m, int l, int M, attn_nn_sublayer S[2]);
 
 /* Views g of a gradient buffer grads laid out as m's parameters (g->h holds n_layer blocks). */

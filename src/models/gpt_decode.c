@@ -275,6 +275,16 @@ attn_status attn_gpt_pack_weights(attn_gpt_model *m) {
 }
 
 void gpt_use_packed(const attn_gpt_model *m, int l, int M, attn_nn_sublayer S[2]) {
+    const attn_quant_packed *F = m->qkv_qp ? &m->qkv_qp[l] : NULL;
+    attn_nn_attn *A = &S[0].attn;
+    if (F && F->data && !A->qkv.w && !A->qkv.qw &&
+        ((!A->q.b && !A->k.b && !A->v.b) ||
+         (A->q.b && A->k.b == A->q.b + A->q.out && A->v.b == A->k.b + A->k.out))) {
+        /* a GGUF Llama's fused q, k, v (the biases, when there are any, adjacent as they are) */
+        attn_nn_linear f = attn_nn_linear_make_quant(F->type, NULL, A->q.b, F->K, F->N);
+        f.qpacked = F;
+        A->qkv = f;
+    }
     if (!m->packed || M <= GPT_STREAM_ROWS) return;
     const gpt_packed_layer *P = &m->packed->layer[l];
     if (P->qkv.w) S[0].attn.qkv = P->qkv; /* Llama: the fused map replaces q, k, v */

@@ -37,16 +37,79 @@ struct attn_gpt_file {
     attn_gguf *g;  /* owned: closed with the model */
     float *conv;   /* the converted float32 tensors, one buffer */
     attn_quant_packed *packs; /* [n_packs] per table entry: its matrix repacked, or zeroed */
+    bool *view;    /* [n_packs] or NULL: packs[i].data lies in a qkv[l] buffer (not its own) */
     int n_packs;
+    attn_quant_packed *qkv; /* [n_qkv] per layer: its q, k and v packs fused (fuse_qkv), or zeroed */
+    int n_qkv;
 };
+
+/* The packs and fused matrices of f (not f itself, nor its file). */
+static void file_free_packs(struct attn_gpt_file *f) {
+    for (int i = 0; i < f->n_packs; i++)
+        if (!f->view || !f->view[i]) attn_quant_packed_free(&f->packs[i]);
+    for (int l = 0; l < f->n_qkv; l++) attn_quant_packed_free(&f->qkv[l]);
+    attn_free(f->packs);
+    attn_free(f->view);
+    attn_free(f->qkv);
+    f->packs = NULL, f->view = NULL, f->qkv = NULL, f->n_packs = f->n_qkv = 0;
+}
 
 void gpt_file_free(struct attn_gpt_file *f) {
     if (!f) return;
     attn_gguf_close(f->g);
     attn_free(f->conv);
-    for (int i = 0; i < f->n_packs; i++) attn_quant_packed_free(&f->packs[i]);
-    attn_free(f->packs);
+    file_free_packs(f);
     attn_free(f);
+}
+
+/* Llama family: each layer's q, k and v matrices, once repacked, moved into one buffer in that
+ * order. The x8 panels of the three one after the other are the panels of the fused
+ * (H·D + 2·H_kv·D, C) matrix, its rows in the proj layout's order, so a decoding step projects
+ * with one product instead of three (gpt_use_packed): one parallel region, one quantization of
+ * the activations, and the small k and v products' panels shared out with q's. (SmolLM2-135M
+ * Q4_1, 16 rows, µs a product: q 29, k 16, v 16; the fused 35.) Each output column is computed
+ * as in its own matrix: the same bits. The three packs stay usable as views into the buffer.
+ * Only where the three have one type and K, row counts that are multiples of 8 (panels alone, no
+ * row-layout tail) and no precomputed sums. */
+static attn_status fuse_qkv(struct attn_gpt_file *f, const attn_param_info *tab, int n, int L,
+                            const char *name) {
+    if (!f->packs) return ATTN_STATUS_OK;
+    f->qkv = attn_calloc((size_t)L * sizeof *f->qkv);
+    f->view = attn_calloc((size_t)f->n_packs * sizeof *f->view);
+    if (!f->qkv || !f->view) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "%s: out of memory", name);
+    f->n_qkv = L;
+    static const char *const part[3] = {"q", "k", "v"};
+    for (int l = 0; l < L; l++) {
+        attn_quant_packed *P[3] = {NULL, NULL, NULL};
+        size_t bytes = 0;
+        int ix[3];
+        bool ok = true;
+        for (int j = 0; j < 3 && ok; j++) {
+            char want[96];
+            snprintf(want, sizeof want, "model.layers.%d.self_attn.%s_proj.weight", l, part[j]);
+            ix[j] = -1;
+            for (int i = 0; i < n && ix[j] < 0; i++)
+                if (!strcmp(tab[i].name, want)) ix[j] = i;
+            P[j] = ix[j] >= 0 ? &f->packs[ix[j]] : NULL;
+            ok = P[j] && P[j]->data && P[j]->type == P[0]->type && P[j]->K == P[0]->K &&
+                 P[j]->N % 8 == 0 && !P[j]->nsum && !P[j]->scale;
+            if (ok) bytes += P[j]->bytes;
+        }
+        if (!ok) continue;
+        uint8_t *data = attn_alloc(bytes);
+        if (!data) return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "%s: out of memory", name);
+        attn_quant_packed F = {P[0]->type, 0, P[0]->K, bytes, data, NULL, NULL};
+        for (int j = 0; j < 3; j++) {
+            memcpy(data, P[j]->data, P[j]->bytes);
+            attn_free(P[j]->data); /* its data only (nsum and scale are NULL) */
+            P[j]->data = data;
+            f->view[ix[j]] = true;
+            F.N += P[j]->N;
+            data += P[j]->bytes;
+        }
+        f->qkv[l] = F;
+    }
+    return ATTN_STATUS_OK;
 }
 
 /* ---- hyperparameters ------------------------------------------------------------------------ */
@@ -511,8 +574,10 @@ attn_status attn_gpt_from_gguf(attn_gguf *g, attn_gpt_model **out) {
                                           d->f);
         }
     }
+    if (!s && attn_gpt_is_llama(&cfg)) s = fuse_qkv(file, tab, n, cfg.n_layer, name);
     if (!s) s = gpt_model_alloc_src(&cfg, src, &m);
     if (!s) {
+        if (file->qkv) m->qkv_qp = file->qkv;
         /* quantized embeddings and head: not views (w.wte / w.lm_head are NULL) */
         const attn_gpt_tensor *te = attn_gpt_find_tensor(m, attn_gpt_is_llama(&cfg)
                                                                 ? "model.embed_tokens.weight"
@@ -540,8 +605,7 @@ attn_status attn_gpt_from_gguf(attn_gguf *g, attn_gpt_model **out) {
         attn_gpt_model_free(m);
         if (file) {
             attn_free(file->conv);
-            for (int i = 0; i < file->n_packs; i++) attn_quant_packed_free(&file->packs[i]);
-            attn_free(file->packs);
+            file_free_packs(file);
         }
         attn_free(file);
         return s;

@@ -18,7 +18,7 @@ static inline attn_status nn_gemm(const attn_nn_run *run, bool ta, bool tb, int 
 }
 
 /* Whether a linear map has weights (float32 or quantized). */
-static inline bool nn_has_weight(const attn_nn_linear *L) { return L->w || L->qw; }
+static inline bool nn_has_weight(const attn_nn_linear *L) { return L->w || L->qw || L->qpacked; }
 
 /* The row stride of a linear's weight. */
 static inline int nn_ldw(const attn_nn_linear *L) {
