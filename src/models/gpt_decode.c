@@ -107,18 +107,17 @@ static attn_status kv_make(const attn_gpt_model *m, int B, int max_T, bool slots
     kv->chunk = ATTN_MAX(1, ATTN_MIN(chunk, kv->rows / B));
     kv->seq_chunk = ATTN_MIN(chunk, kv->rows);
     const size_t ncache = (size_t)L * B * max_T * KD, nr = (size_t)kv->rows;
-    /* The caches on transparent huge pages (advised before their first touch): a decoding step
-     * reads each sequence's keys as KD rows of K^T, ldkt floats apart, so with 4 KB pages and a
-     * long max_T every row is a page of its own (16 slots x 30 layers of SmolLM2: ~92,000 pages
-     * a step, against ~3,000 entries of the L2 TLB). Not measurable through this machine's noise
-     * (bench_ragged, 16 slots); the pages were seen to be huge (AnonHugePages). */
+    /* The transposed keys on transparent huge pages (advised before the memset touches them
+     * all): a decoding step reads each sequence's keys as KD rows of K^T, ldkt floats apart, so
+     * with 4 KB pages and a long max_T every row read is a page of its own (16 slots x 30 layers
+     * of SmolLM2: ~92,000 pages a step, against ~3,000 entries of the L2 TLB). Not measurable
+     * through this machine's noise (bench_ragged, 16 slots). k and v stay on 4 KB pages, made
+     * resident only as positions are written. */
     const size_t nkt = (size_t)L * B * KD * ldkt;
     kv->k = attn_alloc(ncache * sizeof(float));
     kv->v = attn_alloc(ncache * sizeof(float));
     kv->ldkt = ldkt;
     kv->kt = attn_alloc(nkt * sizeof(float));
-    if (kv->k) attn_advise_huge_pages(kv->k, ncache * sizeof(float));
-    if (kv->v) attn_advise_huge_pages(kv->v, ncache * sizeof(float));
     if (kv->kt) {
         attn_advise_huge_pages(kv->kt, nkt * sizeof(float));
         memset(kv->kt, 0, nkt * sizeof(float));

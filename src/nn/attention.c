@@ -460,14 +460,34 @@ static int ragged_one(const attn_nn_attn_cfg *c, const geom *g, const attn_nn_se
                                   a->lse ? a->lse + o * g->H : NULL, NULL) != ATTN_STATUS_OK;
 }
 
+/* Sequence b's keys after this call: its cached positions and its new rows. */
+static int ragged_keys(const attn_nn_seqs *s, int b) {
+    const int p0 = s->pos0s ? s->pos0s[b] : s->pos0;
+    return p0 + (s->off ? s->off[b + 1] - s->off[b] : s->Tq);
+}
+
 static attn_status ragged_run(const attn_nn_attn_cfg *c, const geom *g, const attn_nn_seqs *s,
                               const float *P, const attn_nn_kv *cache, attn_nn_attn_acts *a) {
     const int B = s->B;
     (void)attn_get_backend(); /* settle the dispatch before the threads start */
     int bad = 0;
     if (B > 1) {
+        /* the longest sequences first (a sequence's cost grows with its keys): taken in cache
+         * order, the threads that drew the short ones waited at the end for the one with the
+         * last, longest sequences (bench_ragged's prompts grow with the slot). Each sequence's
+         * result does not depend on the order. */
+        int ord_stack[256]; /* (more sequences: cache order) */
+        int *ord = B <= 256 ? ord_stack : NULL;
+        if (ord) {
+            for (int b = 0; b < B; b++) {
+                const int n = ragged_keys(s, b);
+                int i = b;
+                for (; i > 0 && ragged_keys(s, ord[i - 1]) < n; i--) ord[i] = ord[i - 1];
+                ord[i] = b;
+            }
+        }
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : bad)
-        for (int b = 0; b < B; b++) bad |= ragged_one(c, g, s, P, cache, a, b);
+        for (int i = 0; i < B; i++) bad |= ragged_one(c, g, s, P, cache, a, ord ? ord[i] : i);
     } else {
         bad = ragged_one(c, g, s, P, cache, a, 0);
     }
