@@ -1125,6 +1125,12 @@ static ALWAYS_INLINE void x8_rows_q8(attn_qtype T, int Mc, const x8_job *j, int 
  * 1024 -> 4096 took a product from ~70 to ~35-60 us: several rows' arithmetic per byte leaves
  * the stream further behind than x8_panel's) */
 #define X8V_PREFETCH 4096
+/* Rows of one VNNI pair kernel call at most (a batched decoding step's chunk, x8_range): the
+ * codes of a group are unpacked once for all of them. 16 accumulators + 8 code vectors + the
+ * group's scales and sums about fit the 32 zmm registers (a few spills). Against two calls of
+ * 8 rows, µs a product of 16 rows on Zen 4, 2 threads: Q4_1 1536 x 576 59-61 -> 52, 576 x 1536
+ * 63 -> 57, Q8_0 49152 x 576 2247 -> 2013; 12 rows (one call, not 8 + 4) 46-49 -> 40-42. */
+#define X8V_MAX_ROWS 16
 #define X8V_MIN_ROWS 4 /* below this x8_panel (x8_panel_f32): with 1-3 rows the product is bound by
                         * memory, and one stream of panels reads it faster than two (Q8 mode, 1
                         * row: ~20 against ~28 us; F32 mode, a SmolLM2 step of 1 / 2 / 3 rows:
@@ -1181,8 +1187,8 @@ VNNI_FN static ALWAYS_INLINE void x8_pair_vnni(attn_qtype T, int Mc, const x8_jo
     const size_t S = qx8_group_bytes(T), co = qx8_codes_off(T), PS = (size_t)G * S;
     const uint8_t *pa = (const uint8_t *)j->P->data + (size_t)p * PS, *pb = two ? pa + PS : pa;
     const __m512i m4 = _mm512_set1_epi8(15), flip = _mm512_set1_epi8((char)0x80);
-    __m512 acc[SMALL_M];
-#pragma GCC unroll 8
+    __m512 acc[X8V_MAX_ROWS];
+#pragma GCC unroll 16
     for (int m = 0; m < Mc; m++) acc[m] = _mm512_setzero_ps();
     for (int g = 0; g < G; g++, pa += S, pb += S) {
         pair_prefetch(pa, pb, g, S, PS, two);
@@ -1202,7 +1208,7 @@ VNNI_FN static ALWAYS_INLINE void x8_pair_vnni(attn_qtype T, int Mc, const x8_jo
             }
         }
         const int8_t *xq = j->a.xq + 32 * (size_t)g;
-#pragma GCC unroll 8
+#pragma GCC unroll 16
         for (int m = 0; m < Mc; m++) {
             const int8_t *xm = xq + (size_t)m * K;
             __m512i s0 = T == ATTN_QTYPE_Q8_0 ? _mm512_set1_epi32(-128 * j->a.xs[(size_t)m * G + g])
@@ -1233,11 +1239,14 @@ typedef void (*x8v_fn)(const x8_job *, int, bool, float *, int);
     }
 #define X8V_SET(T, tn)                                                                           \
     X8V_FN(T, 4, tn##_4) X8V_FN(T, 5, tn##_5) X8V_FN(T, 6, tn##_6) X8V_FN(T, 7, tn##_7)          \
-    X8V_FN(T, 8, tn##_8)                                                                         \
-    static const x8v_fn tn##s[SMALL_M + 1] = {NULL,   NULL,   NULL,   NULL,  tn##_4,             \
-                                              tn##_5, tn##_6, tn##_7, tn##_8};
-_Static_assert(X8V_MIN_ROWS == 4 && SMALL_M == 8,
-               "x8v_*s and x8f2_*s hold the kernels for 4 to 8 rows");
+    X8V_FN(T, 8, tn##_8) X8V_FN(T, 9, tn##_9) X8V_FN(T, 10, tn##_10) X8V_FN(T, 11, tn##_11)      \
+    X8V_FN(T, 12, tn##_12) X8V_FN(T, 13, tn##_13) X8V_FN(T, 14, tn##_14)                         \
+    X8V_FN(T, 15, tn##_15) X8V_FN(T, 16, tn##_16)                                                \
+    static const x8v_fn tn##s[X8V_MAX_ROWS + 1] = {                                              \
+        NULL,   NULL,   NULL,   NULL,   tn##_4,  tn##_5,  tn##_6,  tn##_7,  tn##_8,              \
+        tn##_9, tn##_10, tn##_11, tn##_12, tn##_13, tn##_14, tn##_15, tn##_16};
+_Static_assert(X8V_MIN_ROWS == 4 && SMALL_M == 8 && X8V_MAX_ROWS == 16,
+               "x8v_*s hold the kernels for 4 to 16 rows, x8f2_*s for 4 to 8");
 X8V_SET(ATTN_QTYPE_Q8_0, x8v_q8_0)
 X8V_SET(ATTN_QTYPE_Q4_0, x8v_q4_0)
 X8V_SET(ATTN_QTYPE_Q4_1, x8v_q4_1)
@@ -1351,15 +1360,21 @@ static x8_fn x8_for(const x8_job *j, int Mc) {
 }
 
 /* Panels [p0, p1) of y's columns: STRIP / 8 panels at a time, for the rows of x in chunks of
- * SMALL_M (more only from attn_quant_gemm_packed_batch; the strip's panels stay in L1 between
- * the chunks), then the epilogue. */
+ * SMALL_M, X8V_MAX_ROWS for the VNNI Q8 kernels (more only from attn_quant_gemm_packed_batch;
+ * the strip's panels stay in L1 between the chunks), then the epilogue. */
 static void x8_range(const x8_job *j, int p0, int p1) {
+#if ATTN_ISA == 512
+    const int chunk = j->q8 && j->vnni ? X8V_MAX_ROWS : SMALL_M;
+    float out[X8V_MAX_ROWS * STRIP];
+#else
+    const int chunk = SMALL_M;
     float out[SMALL_M * STRIP];
+#endif
     for (int p = p0; p < p1; p += STRIP / 8) {
         const int np = ATTN_MIN(STRIP / 8, p1 - p), n0 = 8 * p;
-        for (int r0 = 0; r0 < j->M; r0 += SMALL_M) {
+        for (int r0 = 0; r0 < j->M; r0 += chunk) {
             x8_job c = *j;
-            c.M = ATTN_MIN(SMALL_M, j->M - r0);
+            c.M = ATTN_MIN(chunk, j->M - r0);
             if (r0) c.a = acts_rows(&j->a, j->K, r0);
 #if ATTN_ISA == 512
             if (c.M >= X8V_MIN_ROWS && (j->vnni || !j->q8)) {
