@@ -52,6 +52,9 @@
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define LOG2E 1.44269504088896340736
 #define LN2 0.69314718055994530942
@@ -983,6 +986,18 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
     }
 }
 
+/* Whether a call with enough work to share (want) opens its own parallel region: not inside
+ * another one (ragged attention runs one call per sequence on its team's threads; data-parallel
+ * training, one replica per thread), where libgomp would still build and free a one-thread team
+ * for the inactive nested region, ~480 times a 16-slot SmolLM2 decoding step. */
+static bool may_fork(bool want) {
+#ifdef _OPENMP
+    return want && !omp_in_parallel();
+#else
+    return (void)want, false;
+#endif
+}
+
 void ATTN_FN(attn_attention_forward)(const attn_attention_params *p,
                                      const float *q,  // (B, Tq, H, D) row stride ldq, batch sbq
                                      const float *k,  // (B, Tk, H_kv, D) row stride ldk, batch sbk
@@ -999,7 +1014,14 @@ void ATTN_FN(attn_attention_forward)(const attn_attention_params *p,
     if (few_path(p, &G)) {
         const long items = (long)p->B * G.hkv;
         const double macs = (double)items * G.grp * p->Tq * p->Tk * p->D;
-#pragma omp parallel if (items > 1 && macs >= 65536.0)
+        if (!may_fork(items > 1 && macs >= 65536.0)) {
+            few_tiles w;
+            for (long it = 0; it < items; it++)
+                fwd_few(p, &t, &G, (int)(it / G.hkv), (int)(it % G.hkv), q, k, v, o, lse, probs,
+                        &w);
+            return;
+        }
+#pragma omp parallel
         {
             few_tiles w;
 #pragma omp for schedule(static)
@@ -1013,7 +1035,17 @@ void ATTN_FN(attn_attention_forward)(const attn_attention_params *p,
     const long items = (long)p->B * p->H * nqb;
     /* Dynamic schedule: causal query blocks differ in cost. Within a (b, h) the last (costliest)
      * blocks go first so the tail of the schedule is made of cheap items. */
-#pragma omp parallel if (items > 1)
+    if (!may_fork(items > 1)) {
+        fwd_tiles w;
+        for (long it = 0; it < items; it++) {
+            const int qb = nqb - 1 - (int)(it % nqb);
+            const long bh = it / nqb;
+            fwd_block(p, &t, &G, (int)(bh / p->H), (int)(bh % p->H), qb * t.br, q, k, v, o, lse,
+                      probs, &w);
+        }
+        return;
+    }
+#pragma omp parallel
     {
         fwd_tiles w;
 #pragma omp for schedule(dynamic, 1)
@@ -1196,7 +1228,14 @@ void ATTN_FN(attn_attention_backward)(const attn_attention_params *p,
     const tiling t = make_tiling(p->D);
     const geom G = make_geom(p);
     const long items = (long)p->B * G.hkv;
-#pragma omp parallel if (items > 1)
+    if (!may_fork(items > 1)) {
+        bwd_tiles w;
+        for (long bg = 0; bg < items; bg++)
+            bwd_group(p, &t, &G, (int)(bg / G.hkv), (int)(bg % G.hkv), q, k, v, o, lse, do_, dq,
+                      dk, dv, &w);
+        return;
+    }
+#pragma omp parallel
     {
         bwd_tiles w;
 #pragma omp for schedule(dynamic, 1)
