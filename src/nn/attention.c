@@ -328,11 +328,9 @@ static attn_status rope(const attn_nn_attn_cfg *c, const geom *g, const attn_nn_
     int32_t stack[POS_STACK], *pos = NULL;
     bool own = false;
     ATTN_TRY(positions(s, M, c->rope_P, stack, &pos, &own));
-    attn_status st = attn_rope_apply(c->rope_mode, M, g->H, g->D, c->rope_dim, proj, g->W, pos,
-                                     c->rope_P, c->rope_cos, c->rope_sin, inverse);
-    if (!st)
-        st = attn_rope_apply(c->rope_mode, M, g->Hk, g->D, c->rope_dim, proj + g->HD, g->W, pos,
-                             c->rope_P, c->rope_cos, c->rope_sin, inverse);
+    /* the k heads follow the q heads in each row (columns HD .. HD + KD): one call for both */
+    attn_status st = attn_rope_apply(c->rope_mode, M, g->H + g->Hk, g->D, c->rope_dim, proj, g->W,
+                                     pos, c->rope_P, c->rope_cos, c->rope_sin, inverse);
     if (own) attn_free(pos);
     return st;
 }
