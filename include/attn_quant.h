@@ -256,10 +256,11 @@ attn_status attn_quant_gemm_packed(int M, const float *x, int ldx, const attn_qu
 attn_status attn_quant_pack_i8(int N, int K, const float *w, attn_quant_packed *out);
 
 /* A batched decoding step (several sequences, one row each: attn_gpt_decode_ragged): the same
- * products with the M <= 8 decoding path for any M, the rows in chunks of 8 per strip of W (the
- * strip stays in L1 between the chunks, so W is streamed from memory once). The result is
- * exactly attn_quant_gemm / attn_quant_gemm_packed over each chunk of 8 rows (the last chunk
- * M mod 8), in qact (Q8: int8 activations for every row). Faster than the dequantized-panel
+ * products with the M <= 8 decoding path for any M, the rows in chunks of 8 per strip of W (of
+ * 16 for a packed W with Q8 activations on AVX512-VNNI; the strip stays in L1 between the
+ * chunks, so W is streamed from memory once). The result is exactly attn_quant_gemm /
+ * attn_quant_gemm_packed over each chunk of 8 rows (the last chunk M mod 8), in qact (Q8: int8
+ * activations for every row): a row's result does not depend on its chunk. Faster than the dequantized-panel
  * GEMM up to a few dozen rows (attn_nn.h's few_rows says where it is used). */
 attn_status attn_quant_gemm_batch(int M, int N, int K, const float *x, int ldx, attn_qtype t,
                                   const void *w, float beta, float *y, int ldy, const float *bias,
