@@ -236,8 +236,15 @@ static attn_status gen_state_new(serve_model *m) {
     g->seqs = malloc((size_t)n * sizeof *g->seqs);
     g->counts = malloc((size_t)n * sizeof *g->counts);
     g->toks = malloc((size_t)g->rows * sizeof *g->toks);
-    if (!g->sl || !g->seqs || !g->counts || !g->toks)
+    g->logits = malloc((size_t)n * m->gpt->cfg.vocab_size * sizeof *g->logits);
+    if (!g->sl || !g->seqs || !g->counts || !g->toks || !g->logits)
         return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
+    /* The slots' shared cache, made now as llama-server makes its KV cache at load: a size the
+     * machine cannot hold stops the server at its start with the reason, and the first request
+     * does not wait for it (16 slots x 1024 positions of SmolLM2: 383 MB of transposed keys
+     * written at once, ~1.5 s on a VM that backs fresh memory slowly). */
+    SERVE_TRY(attn_gpt_kv_init_slots(m->gpt, n, m->ctx, &g->kv));
+    attn_gpt_kv_set_quant_act(g->kv, m->eng->cfg.quant_act);
     return ATTN_STATUS_OK;
 }
 
@@ -319,21 +326,11 @@ static void slot_end(serve_model *m, slot *sl, attn_status s, const char *finish
 }
 
 /* Set slot k up for its job: the slot's sequence emptied (every request starts from an empty
- * cache), its sampler and streaming detokenizer. The shared cache is made on first use. */
+ * cache), its sampler and streaming detokenizer. */
 static attn_status slot_begin(serve_model *m, gen_state *g, int k) {
     slot *sl = &g->sl[k];
     serve_job *j = sl->job;
     const int V = m->gpt->cfg.vocab_size;
-    if (!g->kv) {
-        SERVE_TRY(attn_gpt_kv_init_slots(m->gpt, m->eng->cfg.slots, m->ctx, &g->kv));
-        attn_gpt_kv_set_quant_act(g->kv, m->eng->cfg.quant_act);
-        g->logits = malloc((size_t)m->eng->cfg.slots * V * sizeof *g->logits);
-        if (!g->logits) {
-            attn_gpt_kv_free(g->kv);
-            g->kv = NULL;
-            return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");
-        }
-    }
     /* the cached prefix stays (its keys and values are those this prompt would compute) */
     const int p = attn_gpt_kv_seq_len(g->kv, k) == sl->n_hist ? cached_prefix(m, sl, j) : 0;
     sl->hist_ok = false;
