@@ -414,6 +414,48 @@ static void expect_cli_error(const char *args, int want_rc, const char *needle) 
     tu_expect_error_output(buf, rc, want_rc, needle, args);
 }
 
+/* attn_gen_argmax (a vectorized pass) against the plain scan "x[i] > x[best]": the first of equal
+ * maxima, -inf and +inf, every length from 1 to 70 (the vector lanes and the tail) and a
+ * vocabulary's 49,152; a NaN anywhere is refused. */
+static int argmax_plain(const float *x, int V) {
+    int best = 0;
+    for (int i = 1; i < V; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+static void test_argmax(void **state) {
+    (void)state;
+    enum { N = 49152 };
+    static float x[N];
+    uint64_t r = 12345;
+    int checked = 0;
+    for (int round = 0; round < 400; round++) {
+        const int V = round < 350 ? 1 + round % 70 : N - (round % 7);
+        const int kind = round % 5;
+        for (int i = 0; i < V; i++) {
+            r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+            const int u = (int)(r >> 33);
+            /* few distinct values (many ties), -inf only, or wide values */
+            x[i] = kind == 0 ? (float)(u % 4) : kind == 1 ? -INFINITY
+                   : kind == 2 ? (u % 9 == 0 ? -INFINITY : (float)(u % 3) - 5.0f)
+                               : (float)u / 1e6f - 1000.0f;
+        }
+        if (kind == 4 && V > 3) x[(round * 7) % V] = INFINITY, x[(round * 11) % V] = INFINITY;
+        int32_t tok = -1;
+        assert_int_equal(attn_gen_argmax(x, V, &tok), ATTN_STATUS_OK);
+        assert_int_equal(tok, argmax_plain(x, V));
+        checked++;
+        if (V > 1) { /* a NaN anywhere, at the tail too */
+            const float keep = x[V - 1 - round % V];
+            x[V - 1 - round % V] = NAN;
+            tu_expect_fail(attn_gen_argmax(x, V, &tok), ATTN_STATUS_INVALID_ARGUMENT, "NaN", NULL);
+            x[V - 1 - round % V] = keep;
+        }
+    }
+    printf("  argmax equals the plain scan on %d arrays\n", checked);
+}
+
 static void test_errors(void **state) {
     (void)state;
     char a[16000];
@@ -490,6 +532,7 @@ int main(void) {
         cmocka_unit_test(test_cli_greedy_text),
         cmocka_unit_test(test_cli_seed_and_stream),
         cmocka_unit_test(test_stream_utf8),
+        cmocka_unit_test(test_argmax),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
