@@ -111,11 +111,22 @@ static attn_status kv_make(const attn_gpt_model *m, int B, int max_T, bool slots
      * all): a decoding step reads each sequence's keys as KD rows of K^T, ldkt floats apart, so
      * with 4 KB pages and a long max_T every row read is a page of its own (16 slots x 30 layers
      * of SmolLM2: ~92,000 pages a step, against ~3,000 entries of the L2 TLB). Not measurable
-     * through this machine's noise (bench_ragged, 16 slots). k and v stay on 4 KB pages, made
-     * resident only as positions are written. */
+     * through this machine's noise (bench_ragged, 16 slots). With slots (a server's cache, made
+     * once at its start, as llama.cpp clears its whole KV buffer) the values too: a step reads
+     * each sequence's values as ctx rows of KD floats, 4 KB pages one after the other (16 slots
+     * x 30 layers at ~100 positions: ~9,000 pages a step); on huge pages the P·V share of a
+     * 16-slot step fell from 0.23-0.24 to 0.19-0.21 of the Q4_1 products' (perf, bench_ragged)
+     * and a serving step 21.1 -> 19.6 ms (three alternations, wrk at 16 streams). Made lazily
+     * on huge pages instead, each first touch would zero 2 MB in the middle of a request. k
+     * (read only by prompt passes), and a single sequence's cache (attn generate), stay on 4 KB
+     * pages, made resident only as positions are written. */
     const size_t nkt = (size_t)L * B * KD * ldkt;
     kv->k = attn_alloc(ncache * sizeof(float));
     kv->v = attn_alloc(ncache * sizeof(float));
+    if (slots && kv->v) { /* a server's cache: the values on huge pages too, touched now */
+        attn_advise_huge_pages(kv->v, ncache * sizeof(float));
+        memset(kv->v, 0, ncache * sizeof(float));
+    }
     kv->ldkt = ldkt;
     kv->kt = attn_alloc(nkt * sizeof(float));
     if (kv->kt) {
