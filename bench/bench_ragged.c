@@ -2,7 +2,7 @@
  * lengths against n single-sequence steps, on a model file or directory:
  *
  *   build/bench/bench_ragged MODEL [--threads N] [--batches 1,2,4,8,16,32,64] [--steps 16]
- *                            [--prompt 40] [--quant-act f32|q8] [--single on|off]
+ *                            [--prompt 40] [--quant-act f32|q8] [--kv-type f32|f16] [--single on|off]
  *
  * Each of n slots first gets a prompt of --prompt + 7·i tokens (attn_gpt_decode_seq), then
  * --steps steps feed one token to every slot: once as one ragged call for all n, once as n
@@ -35,25 +35,27 @@ static double now(void) {
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: bench_ragged MODEL [--threads N] [--batches 1,2,4] [--steps S] "
-                        "[--prompt P] [--quant-act f32|q8] [--single on|off]\n");
+                        "[--prompt P] [--quant-act f32|q8] [--kv-type f32|f16] [--single on|off]\n");
         return 2;
     }
     const char *batches = "1,2,4,8,16,32,64";
     int steps = 16, prompt = 40;
-    bool q8 = false, single = true;
+    bool q8 = false, single = true, f16 = false;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) attn_set_num_threads(atoi(argv[i + 1]));
         else if (!strcmp(argv[i], "--batches")) batches = argv[i + 1];
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--prompt")) prompt = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--quant-act")) q8 = !strcmp(argv[i + 1], "q8");
+        else if (!strcmp(argv[i], "--kv-type")) f16 = !strcmp(argv[i + 1], "f16");
         else if (!strcmp(argv[i], "--single")) single = strcmp(argv[i + 1], "off") != 0;
     }
     attn_gpt_model *m = NULL;
     CHECK(attn_gpt_load(argv[1], &m));
     const int V = m->cfg.vocab_size;
-    printf("%s: %d threads, %d steps, prompts of %d + 7i tokens, %s activations\n", argv[1],
-           attn_get_num_threads(), steps, prompt, q8 ? "int8" : "float32");
+    printf("%s: %d threads, %d steps, prompts of %d + 7i tokens, %s activations, %s cache\n",
+           argv[1], attn_get_num_threads(), steps, prompt, q8 ? "int8" : "float32",
+           f16 ? "f16" : "f32");
     double base = 0;
     for (const char *p = batches; p && *p;) {
         const int n = atoi(p);
@@ -61,7 +63,9 @@ int main(int argc, char **argv) {
         if (p) p++;
         const int maxT = prompt + 7 * n + 2 * steps + 2;
         attn_gpt_kv *kv = NULL;
-        CHECK(attn_gpt_kv_init_slots(m, n, maxT, &kv));
+        attn_gpt_kv_params kp = attn_gpt_kv_default_params();
+        kp.slots = true, kp.f16 = f16;
+        CHECK(attn_gpt_kv_init_params(m, n, maxT, &kp, &kv));
         attn_gpt_kv_set_quant_act(kv, q8 ? ATTN_QUANT_ACT_Q8 : ATTN_QUANT_ACT_F32);
         float *logits = malloc((size_t)n * V * sizeof *logits);
         int32_t *ids = malloc((size_t)maxT * sizeof *ids), *tok = malloc((size_t)n * sizeof *tok);

@@ -14,7 +14,8 @@
 #   duration; requests cut off at the end still count the tokens they got. Each level runs
 #   REPEAT times; the best is used for the ratio, every run is printed.
 # Environment: CHAT_MODEL (models/SmolLM2-135M-Instruct.Q4_1.gguf), CHAT_SECS (8),
-#   CHAT_TOKENS (64: max_tokens), CHAT_QUANT_ACT (f32 | q8, default f32), CHAT_REPEAT (3),
+#   CHAT_TOKENS (64: max_tokens), CHAT_QUANT_ACT (f32 | q8, default f32), CHAT_KV_TYPE (f32 |
+#   f16: the server's --kv-type, default f32), CHAT_REPEAT (3),
 #   ATTN_BENCH_THREADS (2). Install wrk with `apt-get install wrk` (bench only). Run it on a
 #   quiet machine: numbers taken while anything else runs are noise.
 BUILD=${1:-build}
@@ -25,6 +26,7 @@ MODEL=${CHAT_MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 SECS=${CHAT_SECS:-8}
 TOKENS=${CHAT_TOKENS:-64}
 QA=${CHAT_QUANT_ACT:-f32}
+KVT=${CHAT_KV_TYPE:-f32}
 REPEAT=${CHAT_REPEAT:-3}
 command -v wrk > /dev/null || { echo "error: no wrk (apt-get install wrk)"; exit 1; }
 command -v curl > /dev/null || { echo "error: no curl"; exit 1; }
@@ -61,7 +63,7 @@ EOF
 
 port=$((20000 + $$ % 20000))
 "$BUILD/attn" serve --model "smol=$MODEL" --threads "$T" --port "$port" --slots 16 --ctx 1024 \
-  --quant-act "$QA" > "$out/serve.log" 2>&1 &
+  --quant-act "$QA" --kv-type "$KVT" > "$out/serve.log" 2>&1 &
 pid=$!
 i=0
 until [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")" = 200 ]; do
@@ -78,7 +80,7 @@ tokens_out() {
   curl -s "http://127.0.0.1:$port/metrics" | awk '$1 == "attn_tokens_out_total" { print $2 }'
 }
 echo "== $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "chat: $MODEL, --quant-act $QA, greedy, max_tokens $TOKENS, streamed; wrk ${SECS} s a run"
+echo "chat: $MODEL, --quant-act $QA --kv-type $KVT, greedy, max_tokens $TOKENS, streamed; wrk ${SECS} s a run"
 for c in 1 16; do
   best=0
   for r in $(seq "$REPEAT"); do

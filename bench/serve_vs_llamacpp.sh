@@ -8,13 +8,16 @@
 # llama-server: bench/llama.cpp-build/build/bin/llama-server (sh bench/llamacpp_setup.sh), with
 #   -m FILE -t T -tb T -np 16 -c 16*1024 --cont-batching --port P (its defaults otherwise: F16 KV
 #   cache, flash attention auto, CPU weight repacking, the chat template from the GGUF file).
-# attn: BUILD/attn serve --model smol=FILE --threads T --slots 16 [--quant-act $ATTN_QUANT_ACT].
-#   ATTN_QUANT_ACT=q8 (the default here) quantizes activations to int8 for the products as
-#   llama.cpp does (the same arithmetic on both sides); ATTN_QUANT_ACT=f32 is attn's exact mode.
+# attn: BUILD/attn serve --model smol=FILE --threads T --slots 16 [--quant-act $ATTN_QUANT_ACT]
+#   [--kv-type $ATTN_KV_TYPE]. ATTN_QUANT_ACT=q8 (the default here) quantizes activations to int8
+#   for the products as llama.cpp does (the same arithmetic on both sides); ATTN_QUANT_ACT=f32 is
+#   attn's exact mode. ATTN_KV_TYPE=f16 (the default here) caches keys and values as binary16, as
+#   llama-server's default F16 KV cache does; f32 is attn's default.
 # Each level runs SERVE_REPEAT (3) times; the best run of each counts (warm-up: the load generator
 # first runs each conversation alone, the reference replies, on both servers).
 # Environment: SERVE_FILE (models/SmolLM2-135M-Instruct.Q4_1.gguf), SERVE_TOKENS (64),
-# SERVE_STREAMS (1,4,16), SERVE_REPEAT (3), ATTN_BENCH_THREADS (2), ATTN_QUANT_ACT (q8).
+# SERVE_STREAMS (1,4,16), SERVE_REPEAT (3), ATTN_BENCH_THREADS (2), ATTN_QUANT_ACT (q8),
+# ATTN_KV_TYPE (f16).
 # Run it on a quiet machine: numbers taken while anything else runs are noise.
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,6 +28,7 @@ TOKENS=${SERVE_TOKENS:-64}
 STREAMS=${SERVE_STREAMS:-1,4,16}
 REPEAT=${SERVE_REPEAT:-3}
 QA=${ATTN_QUANT_ACT:-q8}
+KVT=${ATTN_KV_TYPE:-f16}
 LS=bench/llama.cpp-build/build/bin/llama-server
 PY=.venv/bin/python
 [ -f "$FILE" ] || { echo "error: no $FILE (sh tools/get_smollm2.sh)"; exit 1; }
@@ -48,10 +52,10 @@ wait_up() {
 }
 
 echo "file $FILE, $T threads, 16 slots, $TOKENS greedy tokens per stream, streams $STREAMS," \
-     "best of $REPEAT; attn activations $QA"
+     "best of $REPEAT; attn activations $QA, cache $KVT"
 echo "== attn serve"
 "$BUILD/attn" --threads "$T" serve --model "smol=$FILE" --port 8091 --slots 16 \
-  --quant-act "$QA" > "$out/attn.log" 2>&1 &
+  --quant-act "$QA" --kv-type "$KVT" > "$out/attn.log" 2>&1 &
 pid=$!
 wait_up 8091 || { cat "$out/attn.log"; echo "error: attn serve did not start"; exit 1; }
 "$PY" bench/serve_load.py --port 8091 --model smol --no-embed --streams "$STREAMS" \

@@ -90,6 +90,9 @@ typedef struct {
                           (the default: exact to the dequantized weights, what transformers
                           computes) or ATTN_QUANT_ACT_Q8 (llama.cpp's arithmetic: faster,
                           ~1e-3 relative error per product); see attn_gpt_kv_set_quant_act */
+    bool kv_f16;       /* keys and values cached as binary16 (llama.cpp's default cache type;
+                          decoding reads half the bytes; attn_gpt_kv_params.f16); false (the
+                          default): float32 */
 } attn_gen_params;
 
 /* transformers' GenerationConfig defaults for sampling: temperature 1, top_k 50, top_p 1, not

@@ -623,6 +623,27 @@ int attn_gpt_kv_max_len(const attn_gpt_kv *kv);
  * attn_gpt_decode_batch / _ragged give attn_gpt_decode_seq's bits for each sequence. Float
  * weights are not affected. */
 void attn_gpt_kv_set_quant_act(attn_gpt_kv *kv, attn_quant_act act);
+
+/* How a cache is made (attn_gpt_kv_init_params):
+ *   slots: a server's cache of independent sequences, as attn_gpt_kv_init_slots (its scratch
+ *          for attn_gpt_decode_batch; the memory decoding steps read is on huge pages and made
+ *          resident at once);
+ *   f16:   keys and values rounded to binary16 when stored (round to nearest even), as
+ *          llama.cpp's default f16 cache: decoding steps read the binary16 copies, half the
+ *          bytes of float32 (a 16-sequence step of SmolLM2 at ~100 positions reads ~37 MB of
+ *          keys and values instead of ~74). The results follow the rounded values: every
+ *          decode path (attn_gpt_decode_seq, _batch, _ragged, prompts split anywhere) gives the
+ *          same bits as with float32 keys and values that held them; against a float32 cache
+ *          the logits differ by the rounding (~1e-3 relative). */
+typedef struct {
+    bool slots;
+    bool f16;
+} attn_gpt_kv_params;
+attn_gpt_kv_params attn_gpt_kv_default_params(void); /* {slots false, f16 false} */
+attn_status attn_gpt_kv_init_params(const attn_gpt_model *m, int B, int max_T,
+                                    const attn_gpt_kv_params *p, attn_gpt_kv **out);
+/* Whether the cache stores binary16 keys and values. */
+bool attn_gpt_kv_f16(const attn_gpt_kv *kv);
 attn_quant_act attn_gpt_kv_quant_act(const attn_gpt_kv *kv);
 /* Capture for the following decodes (NULL clears); T = n_new, Tk = length after the call. */
 void attn_gpt_kv_set_capture(attn_gpt_kv *kv, const attn_gpt_capture *cap);

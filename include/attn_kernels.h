@@ -303,6 +303,14 @@ typedef struct {
      * the last row's Tk columns; sbkt >= H_kv*D*ldkt (0: exactly that). NULL: not used. */
     const float *kt;
     ptrdiff_t ldkt, sbkt;
+    /* Forward only, optional: binary16 copies of the keys and values that hold exactly the values
+     * of K and V (a KV cache that rounds what it stores to binary16, attn_nn_kv.kt16 / v16):
+     * kt16 laid out as kt (ldkt, sbkt; used instead of kt), v16 as V (ldv, sbv). Decoding steps
+     * (few queries) read them instead of the floats, half the bytes, converted exactly: the same
+     * results, bit for bit. v16 is read only when D is a multiple of the vector width (16 with
+     * AVX-512, 8 with AVX2) and at most 8 vectors; the floats otherwise. NULL: not used. */
+    const uint16_t *kt16;
+    const uint16_t *v16;
 } attn_attention_params;
 
 /* Fills the usual defaults: scale = 1/sqrt(D), no mask (no window), ld* = H*D, H_kv = H,

@@ -372,6 +372,15 @@ typedef struct {
     int ld;
     float *kt;    /* (B, H_kv·D, ldkt) or NULL */
     int ldkt;
+    /* f16: self-attention stores every key and value rounded to binary16 (round to nearest
+     * even; k, v and kt then hold exactly those values, as floats), as llama.cpp's default f16
+     * cache does, and keeps the halves in kt16 / v16 when not NULL: kt16 laid out as kt, v16
+     * as v (zeroed when made). Decoding steps read the halves (attn_attention_params.kt16,
+     * v16), half the bytes, with the same results as from the floats, bit for bit; prompt
+     * passes read the floats. */
+    bool f16;
+    uint16_t *kt16; /* (B, H_kv·D, ldkt) or NULL */
+    uint16_t *v16;  /* (B, max_T, ld) or NULL */
 } attn_nn_kv;
 
 /* The row stride of attn_nn_kv.kt for a cache of max_T positions. */

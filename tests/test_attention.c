@@ -39,6 +39,7 @@
 
 #include "attn_io.h"
 #include "attn_kernels.h"
+#include "attn_quant.h"
 
 #define RTOL_FWD 1e-5
 #define RTOL_LSE 1e-6
@@ -704,7 +705,7 @@ static void few_queries_exact(int bi) {
     tu_rng rng = {4242};
     const int iters = tu_valgrind() ? 8 : 40;
     assert_int_equal(attn_set_backend(ALL_BACKENDS[bi]), ATTN_STATUS_OK);
-    int differ = 0;
+    int differ = 0, n16 = 0;
     for (int it = 0; it < iters; it++) {
         const int D = DS[rand_int(&rng, 0, (int)(sizeof DS / sizeof DS[0]) - 1)];
         const int B = rand_int(&rng, 1, 3), Tq = rand_int(&rng, 1, 4);
@@ -731,6 +732,14 @@ static void few_queries_exact(int bi) {
         tu_fill(&rng, k, nk, -2.0f, 2.0f);
         tu_fill(&rng, v, nk, -1.0f, 1.0f);
         tu_fill(&rng, dO, nq, -1.0f, 1.0f);
+        /* keys and values that binary16 holds exactly (a cache that rounds to it): then their
+         * binary16 copies (kt16, v16) must give the same bits again */
+        const bool f16 = rand_int(&rng, 0, 1);
+        if (f16)
+            for (size_t i = 0; i < nk; i++) {
+                k[i] = attn_quant_f16_to_f32(attn_quant_f32_to_f16(k[i]));
+                v[i] = attn_quant_f16_to_f32(attn_quant_f32_to_f16(v[i]));
+            }
         const bool probs = rand_int(&rng, 0, 1);
         outs few, tiled, trans;
         outs_alloc(&few, &p, probs, false);
@@ -754,6 +763,30 @@ static void few_queries_exact(int bi) {
             differ++;
         }
         outs_free(&trans);
+        if (f16) { /* the binary16 copies: keys transposed as kt (junk columns), values as V */
+            uint16_t *kt16 = malloc(sizeof(uint16_t) * ((size_t)B * kd * ldkt));
+            uint16_t *v16 = malloc(sizeof(uint16_t) * nk);
+            for (size_t i = 0; i < (size_t)B * kd * ldkt; i++)
+                kt16[i] = attn_quant_f32_to_f16(kt[i] > 6e4f || kt[i] < -6e4f ? 1.5f : kt[i]);
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < Tk; t++)
+                    for (int c = 0; c < kd; c++)
+                        kt16[((size_t)b * kd + c) * ldkt + t] =
+                            attn_quant_f32_to_f16(k[((size_t)b * Tk + t) * kd + c]);
+            for (size_t i = 0; i < nk; i++) v16[i] = attn_quant_f32_to_f16(v[i]);
+            p.kt16 = kt16, p.v16 = v16;
+            outs_alloc(&trans, &p, probs, false);
+            assert_int_equal(run_attention(&p, &PACKED, q, k, v, dO, &trans), ATTN_STATUS_OK);
+            p.kt16 = NULL, p.v16 = NULL;
+            if (!outs_equal(&p, &few, &trans)) {
+                printf("  binary16 copies differ: B=%d H=%d H_kv=%d Tq=%d Tk=%d D=%d\n", B, H,
+                       hk, Tq, Tk, D);
+                differ++;
+            }
+            outs_free(&trans);
+            free(kt16), free(v16);
+            n16++;
+        }
         free(kt);
         p.bias = zero, p.bias_sq = Tk, p.bias_sh = (ptrdiff_t)Tq * Tk;
         p.bias_sb = (ptrdiff_t)H * Tq * Tk;
@@ -770,8 +803,9 @@ static void few_queries_exact(int bi) {
         outs_free(&tiled);
         free(q), free(k), free(v), free(dO), free(zero);
     }
-    printf("few queries vs tiled, backend %s: %d of %d draws bit-identical\n",
-           attn_backend_name(ALL_BACKENDS[bi]), iters - differ, iters);
+    printf("few queries vs tiled, backend %s: %d of %d draws bit-identical (%d with binary16 "
+           "copies of K and V)\n",
+           attn_backend_name(ALL_BACKENDS[bi]), iters - differ, iters, n16);
     assert_int_equal(differ, 0);
     attn_set_backend(ATTN_BACKEND_AUTO);
 }

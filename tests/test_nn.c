@@ -1982,7 +1982,7 @@ static void test_bad_arguments(void **state) {
            "rope: position -1 of row 6 is outside [0, P=8)", NULL);
     /* caches */
     float *kvm = fzero((size_t)B * 8 * 2 * KD);
-    attn_nn_kv kv = {kvm, kvm + KD, B, 8, 2 * KD, NULL, 0};
+    attn_nn_kv kv = {kvm, kvm + KD, B, 8, 2 * KD, NULL, 0, false, NULL, NULL};
     sb = s, sb.pos0 = 5;
     c.rope_P = 8;
     EXPECT(attn_nn_attention_forward(&run, &c, &w, &sb, x, NULL, &kv, &a, NULL, 0.0f, y), INVALID,
@@ -2047,7 +2047,7 @@ static void test_bad_arguments(void **state) {
     EXPECT(attn_nn_attention_forward(&run, &cx, &wx, &sb, x, src, NULL, &a, NULL, 0.0f, y),
            INVALID, "variable-length rows are for self-attention", NULL);
     float *ckv = fzero((size_t)B * 5 * 2 * KD);
-    attn_nn_kv xkv = {ckv, ckv + KD, B, 5, 2 * KD, NULL, 0};
+    attn_nn_kv xkv = {ckv, ckv + KD, B, 5, 2 * KD, NULL, 0, false, NULL, NULL};
     EXPECT(attn_nn_attention_cross_kv(&run, &cx, &wx, B, 6, src, &xkv), INVALID,
            "attention cross kv: needs cross-attention, a source and a cache of >= 6 positions",
            "for 2 sequences");

@@ -60,8 +60,8 @@ static void attention_ragged(int window, int Tq) {
         tu_fill(&r, x, (size_t)len[sl] * C, -1, 1);
         attn_nn_seqs s = attn_nn_seqs_dense(1, len[sl], len[sl]);
         const size_t at = (size_t)sl * MT * KD;
-        const attn_nn_kv c1 = {k1 + at, v1 + at, 1, MT, 0, kt1 + (size_t)sl * KD * LDKT, LDKT};
-        const attn_nn_kv c2 = {k2 + at, v2 + at, 1, MT, 0, NULL, 0};
+        const attn_nn_kv c1 = {k1 + at, v1 + at, 1, MT, 0, kt1 + (size_t)sl * KD * LDKT, LDKT, false, NULL, NULL};
+        const attn_nn_kv c2 = {k2 + at, v2 + at, 1, MT, 0, NULL, 0, false, NULL, NULL};
         assert_int_equal(attn_nn_attention_forward(&run, &cfg, &w, &s, x, NULL, &c1, &a, NULL,
                                                    0.0f, y), ATTN_STATUS_OK);
         assert_int_equal(attn_nn_attention_forward(&run, &cfg, &w, &s, x, NULL, &c2, &a, NULL,
@@ -77,7 +77,7 @@ static void attention_ragged(int window, int Tq) {
         tu_fill(&r, x, (size_t)n * Tq * C, -1, 1);
         attn_nn_seqs s = attn_nn_seqs_dense(n, Tq, Tq);
         s.pos0s = pos0s, s.slot = subsets[step];
-        const attn_nn_kv c1 = {k1, v1, NS, MT, 0, kt1, LDKT};
+        const attn_nn_kv c1 = {k1, v1, NS, MT, 0, kt1, LDKT, false, NULL, NULL};
         assert_int_equal(attn_nn_attention_forward(&run, &cfg, &w, &s, x, NULL, &c1, &a, NULL,
                                                    0.0f, y), ATTN_STATUS_OK);
         for (int i = 0; i < n; i++) {
@@ -85,7 +85,7 @@ static void attention_ragged(int window, int Tq) {
             attn_nn_seqs s1 = attn_nn_seqs_dense(1, Tq, Tq);
             s1.pos0 = len[sl];
             const size_t at = (size_t)sl * MT * KD;
-            const attn_nn_kv c2 = {k2 + at, v2 + at, 1, MT, 0, NULL, 0};
+            const attn_nn_kv c2 = {k2 + at, v2 + at, 1, MT, 0, NULL, 0, false, NULL, NULL};
             assert_int_equal(attn_nn_attention_forward(&run, &cfg, &w, &s1, x + (size_t)i * Tq * C,
                                                        NULL, &c2, &a, NULL, 0.0f,
                                                        yref + (size_t)i * Tq * C), ATTN_STATUS_OK);
@@ -115,7 +115,7 @@ static void attention_ragged(int window, int Tq) {
     int32_t bad_slot[1] = {NS}, p0[1] = {0}, full[1] = {MT}, kvl[1] = {1};
     attn_nn_seqs s = attn_nn_seqs_dense(1, 1, 1);
     s.pos0s = p0, s.slot = bad_slot;
-    const attn_nn_kv c1 = {k1, v1, NS, MT, 0, NULL, 0};
+    const attn_nn_kv c1 = {k1, v1, NS, MT, 0, NULL, 0, false, NULL, NULL};
     tu_expect_fail(attn_nn_attention_forward(&run, &cfg, &w, &s, x, NULL, &c1, &a, NULL, 0.0f, y),
                    ATTN_STATUS_INVALID_ARGUMENT, "slot", NULL);
     bad_slot[0] = 1, s.pos0s = full;
@@ -418,6 +418,15 @@ static void test_smollm2_q4_1_ragged(void **state) {
  * (every product quantizes its rows in chunks of 8 whatever the pass: what lets the server answer
  * as `attn generate --quant-act q8` with prompts fed beside other requests' steps and prefixes
  * from its cache). With float32 activations, within 1e-4. */
+/* A slots cache of n sequences, float32 or binary16 keys and values (attn_gpt_kv_params.f16). */
+static attn_gpt_kv *slots_kv(const attn_gpt_model *m, int n, int max_T, bool f16) {
+    attn_gpt_kv_params kp = attn_gpt_kv_default_params();
+    kp.slots = true, kp.f16 = f16;
+    attn_gpt_kv *kv = NULL;
+    if (attn_gpt_kv_init_params(m, n, max_T, &kp, &kv)) fail_msg("%s", attn_last_error());
+    return kv;
+}
+
 static void test_smollm2_q8_prompts(void **state) {
     (void)state;
     attn_gpt_model *m = smollm2_q4_1();
@@ -428,10 +437,11 @@ static void test_smollm2_q8_prompts(void **state) {
     for (int i = 0; i < NS; i++)
         for (int t = 0; t < pre[i] + len[i]; t++) ids[i][t] = (int32_t)((t * 131 + i * 977 + 7) % V);
     float *a = malloc(sizeof(float) * NS * V), *r = malloc(sizeof(float) * NS * V);
-    for (int q8 = 1; q8 >= 0; q8--) {
-        attn_gpt_kv *kv = NULL, *ref = NULL;
-        assert_int_equal(attn_gpt_kv_init_slots(m, NS, MT, &kv), ATTN_STATUS_OK);
-        assert_int_equal(attn_gpt_kv_init_slots(m, NS, MT, &ref), ATTN_STATUS_OK);
+    /* (mode 2: int8 activations with a binary16 cache: the same bits again, from its halves) */
+    for (int mode = 2; mode >= 0; mode--) {
+        const int q8 = mode >= 1;
+        const bool f16 = mode == 2;
+        attn_gpt_kv *kv = slots_kv(m, NS, MT, f16), *ref = slots_kv(m, NS, MT, f16);
         const attn_quant_act qa = q8 ? ATTN_QUANT_ACT_Q8 : ATTN_QUANT_ACT_F32;
         attn_gpt_kv_set_quant_act(kv, qa);
         attn_gpt_kv_set_quant_act(ref, qa);
@@ -464,8 +474,8 @@ static void test_smollm2_q8_prompts(void **state) {
                 assert_int_equal(attn_gpt_kv_seq_len(kv, seqs[i]), attn_gpt_kv_seq_len(ref, seqs[i]));
             }
             char what[96];
-            snprintf(what, sizeof what, "smollm2 %s: batched pass %d (%d rows)", q8 ? "q8" : "f32",
-                     pass, rows);
+            snprintf(what, sizeof what, "smollm2 %s%s: batched pass %d (%d rows)",
+                     q8 ? "q8" : "f32", f16 ? " f16 cache" : "", pass, rows);
             if (!q8) {
                 tu_close(what, a, r, (size_t)NS * V, 1e-4, 0);
             } else if (memcmp(a, r, sizeof(float) * NS * V)) {
@@ -481,10 +491,10 @@ static void test_smollm2_q8_prompts(void **state) {
     /* a prompt's last token from the cache's prefix (the prompt cache of `attn serve`): the
      * prompt whole, or all but its last token and then that token alone, give the same bits
      * (the 17th token and past the first 64-key tile included) */
-    for (int n = 16; n <= 72; n += 28) {
-        attn_gpt_kv *w1 = NULL, *w2 = NULL;
-        assert_int_equal(attn_gpt_kv_init_slots(m, 1, MT, &w1), ATTN_STATUS_OK);
-        assert_int_equal(attn_gpt_kv_init_slots(m, 1, MT, &w2), ATTN_STATUS_OK);
+    for (int si = 0; si < 6; si++) {
+        const int n = 16 + 28 * (si % 3);
+        const bool f16 = si >= 3;
+        attn_gpt_kv *w1 = slots_kv(m, 1, MT, f16), *w2 = slots_kv(m, 1, MT, f16);
         attn_gpt_kv_set_quant_act(w1, ATTN_QUANT_ACT_Q8);
         attn_gpt_kv_set_quant_act(w2, ATTN_QUANT_ACT_Q8);
         int32_t p[72];
@@ -494,11 +504,33 @@ static void test_smollm2_q8_prompts(void **state) {
         const int32_t s0 = 0, c1 = 1;
         assert_int_equal(attn_gpt_decode_batch(m, w2, 1, &s0, &c1, p + n - 1, r), ATTN_STATUS_OK);
         if (memcmp(a, r, sizeof(float) * V)) {
-            printf("  smollm2 q8: a %d-token prompt whole and as %d + 1 differ FAIL\n", n, n - 1);
+            printf("  smollm2 q8%s: a %d-token prompt whole and as %d + 1 differ FAIL\n",
+                   f16 ? " f16 cache" : "", n, n - 1);
             tu_failures++;
         } else {
-            printf("  smollm2 q8: a %d-token prompt whole and as %d + 1: the same bits\n", n, n - 1);
+            printf("  smollm2 q8%s: a %d-token prompt whole and as %d + 1: the same bits\n",
+                   f16 ? " f16 cache" : "", n, n - 1);
         }
+        attn_gpt_kv_free(w1);
+        attn_gpt_kv_free(w2);
+    }
+    /* the binary16 cache rounds: its logits differ from the float32 cache's, by about that */
+    {
+        attn_gpt_kv *w1 = slots_kv(m, 1, MT, false), *w2 = slots_kv(m, 1, MT, true);
+        int32_t p[40];
+        for (int t = 0; t < 40; t++) p[t] = (int32_t)((t * 97 + 5) % V);
+        assert_int_equal(attn_gpt_decode_seq(m, w1, 0, 40, p, a, false), ATTN_STATUS_OK);
+        assert_int_equal(attn_gpt_decode_seq(m, w2, 0, 40, p, r, false), ATTN_STATUS_OK);
+        double dmax = 0, amax = 0;
+        for (int i = 0; i < V; i++) {
+            dmax = fmax(dmax, fabs((double)a[i] - r[i]));
+            amax = fmax(amax, fabs((double)a[i]));
+        }
+        printf("  smollm2 f32 activations: f16 cache against f32 cache, max |diff| %.3g of max "
+               "|logit| %.3g\n", dmax, amax);
+        assert_true(dmax > 0);          /* it rounds */
+        assert_true(dmax < 0.02 * amax); /* by binary16's rounding, not more */
+        assert_true(attn_gpt_kv_f16(w2) && !attn_gpt_kv_f16(w1));
         attn_gpt_kv_free(w1);
         attn_gpt_kv_free(w2);
     }

@@ -609,11 +609,11 @@ static void greedy_body(const char *p, char *buf, size_t cap) {
 
 /* `attn generate --greedy`'s 12 tokens after prompt p (q8: --quant-act q8), as greedy_body asks
  * the server for them. */
-static char *cli_greedy(const char *p, bool q8) {
+static char *cli_greedy(const char *p, bool q8, bool f16) {
     char args[1024], pq[600];
     snprintf(args, sizeof args,
-             "generate --model " SMOL "%s --prompt %s --greedy --max-tokens 12 --no-echo --quiet",
-             q8 ? " --quant-act q8" : "", tu_shq(p, pq, sizeof pq));
+             "generate --model " SMOL "%s%s --prompt %s --greedy --max-tokens 12 --no-echo --quiet",
+             q8 ? " --quant-act q8" : "", f16 ? " --kv-type f16" : "", tu_shq(p, pq, sizeof pq));
     return cli(args, NULL);
 }
 
@@ -628,8 +628,7 @@ static const char *first_text(json_t *o) {
  * completions (prompts of different lengths, so the batched steps mix positions) each give
  * `attn generate --quant-act q8 --greedy`'s text, as the same request alone does; at 2 threads,
  * and SIGTERM then ends it (exit 0). */
-static void test_quant_act_q8(void **state) {
-    (void)state;
+static void quant_act_q8(bool f16) {
     if (!have(SMOL)) tu_skip("%s missing (sh tools/install_deps.sh)", SMOL);
     char out[256];
     if (tu_sh_capture("command -v curl", 0, out, sizeof out) != 0) tu_skip("curl is not installed");
@@ -639,7 +638,8 @@ static void test_quant_act_q8(void **state) {
         g_pid = -1;
     }
     /* two threads: the compute thread's OpenMP team, and SIGTERM still reaching the server */
-    server_start(2, "--model smol=" SMOL " --slots 4 --quant-act q8 --timeout 30");
+    server_start(2, f16 ? "--model smol=" SMOL " --slots 4 --quant-act q8 --kv-type f16 --timeout 30"
+                        : "--model smol=" SMOL " --slots 4 --quant-act q8 --timeout 30");
     /* prompts of different lengths, fed in the batched passes beside the other requests'
      * steps (every product quantizes its rows, as the CLI's do); under AddressSanitizer (a slow
      * server) the first two */
@@ -672,9 +672,9 @@ static void test_quant_act_q8(void **state) {
         free(txt);
         const char *got = first_text(o);
         if (!got) fail_msg("completion %d: no choices[0].text", i);
-        char *ref = cli_greedy(prompts[i], true);
-        printf("  q8 concurrent %d: \"%s\" (attn generate --quant-act q8: \"%s\")\n", i, got,
-               ref);
+        char *ref = cli_greedy(prompts[i], true, f16);
+        printf("  q8%s concurrent %d: \"%s\" (attn generate --quant-act q8%s: \"%s\")\n",
+               f16 ? " f16 cache" : "", i, got, f16 ? " --kv-type f16" : "", ref);
         assert_string_equal(got, ref);
         /* the same request alone */
         char req[512], *body = NULL;
@@ -700,6 +700,18 @@ static void test_quant_act_q8(void **state) {
     sigterm_expect_clean_exit();
 }
 
+static void test_quant_act_q8(void **state) {
+    (void)state;
+    quant_act_q8(false);
+}
+
+/* The same with the slots' keys and values as binary16 (--kv-type f16): `attn generate
+ * --quant-act q8 --kv-type f16 --greedy`'s text, alone or beside the others. */
+static void test_quant_act_q8_kv_f16(void **state) {
+    (void)state;
+    quant_act_q8(true);
+}
+
 /* The prompt cache (--prompt-cache on, the default) on the first server (float32 activations):
  * a prompt sent again, and one that extends it, give `attn generate --greedy`'s text, with all
  * the shared prefix taken from the slot's cache (/metrics attn_prompt_tokens_cached_total); a
@@ -721,7 +733,7 @@ static void test_prompt_cache(void **state) {
             free(body);
             const long long n = json_integer_value(
                 json_object_get(json_object_get(a, "usage"), "prompt_tokens"));
-            char *ref = cli_greedy(prompts[i], false);
+            char *ref = cli_greedy(prompts[i], false, false);
             printf("  prompt cache: prompt %d (%lld tokens)%s: %lld from the cache; \"%s\"\n", i,
                    n, again ? " again" : "", got_cached, first_text(a));
             assert_string_equal(first_text(a), ref);
@@ -910,6 +922,7 @@ int main(void) {
         cmocka_unit_test(test_sigterm_drains),
         cmocka_unit_test(test_prompt_cache),
         cmocka_unit_test(test_quant_act_q8),
+        cmocka_unit_test(test_quant_act_q8_kv_f16),
         cmocka_unit_test(test_hf_translators),
     };
     const int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,6 +20,7 @@ static const char serve_usage[] =
     "                  [--threads N] [--api-key KEY | --api-key-file F] [--slots N] [--ctx N]\n"
     "                  [--max-batch-tokens N] [--max-queue N] [--max-body BYTES]\n"
     "                  [--max-tokens N] [--max-input-tokens N] [--timeout S] [--quant-act f32|q8]\n"
+    "                  [--kv-type f32|f16]\n"
     "                  [--prompt-cache on|off]\n"
     "\n"
     "An HTTP server for every model family at once (docs/serve.md):\n"
@@ -58,6 +59,9 @@ static const char serve_usage[] =
     "                         generate --quant-act': f32 (default; 'attn generate's tokens) or q8\n"
     "                         (int8 activations, llama.cpp's arithmetic: faster, batched steps\n"
     "                         most of all, and the text may differ)\n"
+    "  --kv-type f32|f16      the slots' cached keys and values, as 'attn generate --kv-type': f32\n"
+    "                         (default) or f16 (binary16, llama.cpp's default cache: decoding\n"
+    "                         reads half the bytes; the text may differ from f32's)\n"
     "  --prompt-cache on|off  a slot keeps its keys and values after a request; the next request\n"
     "                         it takes computes only what follows their common prefix (default\n"
     "                         on; llama-server's cache_prompt). Requests go to the free slot\n"
@@ -144,6 +148,12 @@ int cmd_serve(int argc, char **argv) {
                 cfg.quant_act = ATTN_QUANT_ACT_F32;
             else
                 return cli_usage_error("serve: --quant-act needs q8 or f32, got '%s'", v);
+            continue;
+        }
+        if (!strcmp(a, "--kv-type")) {
+            if (strcmp(v, "f16") && strcmp(v, "f32"))
+                return cli_usage_error("serve: --kv-type needs f16 or f32, got '%s'", v);
+            cfg.kv_f16 = !strcmp(v, "f16");
             continue;
         }
         int threads = 0;

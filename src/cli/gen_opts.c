@@ -30,6 +30,9 @@ const char cli_gen_usage[] =
     "                       weights (transformers' numbers on a GGUF file); q8 rounds them to int8\n"
     "                       per 32 for integer dot products as llama.cpp does: faster, ~1e-3\n"
     "                       relative error per product, and the text may differ (llama.cpp's)\n"
+    "  --kv-type f32|f16    the cached keys and values: f32 (default) or f16, rounded to binary16\n"
+    "                       as llama.cpp's default cache: decoding reads half the bytes; the text\n"
+    "                       may differ from f32's (the rounding, ~1e-3)\n"
     "Defaults: the model directory's generation_config.json (do_sample, temperature, top_k, top_p,\n"
     "min_p, repetition_penalty, eos_token_id) when it has one — a model without do_sample: true\n"
     "decodes greedily, as transformers does — else sampling at temperature 1 with top-k 50.\n";
@@ -55,7 +58,7 @@ int cli_gen_opt(cli_gen_opts *o, const char *cmd, const char *a, const char *v, 
     }
     static const char *const with_value[] = {"--max-tokens", "--temperature", "--top-k",
                                              "--top-p", "--min-p", "--repetition-penalty",
-                                             "--seed", "--stop", "--quant-act"};
+                                             "--seed", "--stop", "--quant-act", "--kv-type"};
     bool known = false;
     for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) known |= !strcmp(a, with_value[k]);
     if (!known) return -1;
@@ -73,6 +76,13 @@ int cli_gen_opt(cli_gen_opts *o, const char *cmd, const char *a, const char *v, 
             o->gp.quant_act = ATTN_QUANT_ACT_F32;
         else
             return cli_usage_error("%s: --quant-act needs q8 or f32, got '%s'", cmd, v);
+    } else if (!strcmp(a, "--kv-type")) {
+        if (!strcmp(v, "f16"))
+            o->gp.kv_f16 = true;
+        else if (!strcmp(v, "f32"))
+            o->gp.kv_f16 = false;
+        else
+            return cli_usage_error("%s: --kv-type needs f16 or f32, got '%s'", cmd, v);
     } else if (!strcmp(a, "--temperature")) {
         if (!cli_parse_double(v, 0, 1e6, &d))
             return cli_usage_error("%s: --temperature needs a number >= 0, got '%s'", cmd, v);
@@ -179,6 +189,7 @@ attn_status cli_gen_resolve(cli_gen_opts *o, const char *dir, const attn_gpt_mod
     if (o->has_min_p) p.min_p = o->gp.min_p;
     if (o->has_rep) p.repetition_penalty = o->gp.repetition_penalty;
     p.quant_act = o->gp.quant_act;
+    p.kv_f16 = o->gp.kv_f16;
     /* A sampling flag asks for sampling, unless --greedy was given too. */
     if (!o->has_greedy && (o->has_temperature || o->has_top_k || o->has_top_p || o->has_min_p))
         p.greedy = false;

@@ -507,6 +507,14 @@ attn_status attn_gen_session_generate(attn_gen_session *sess, const attn_gen_par
     if (!sess || !p || !ids || (n_stop_ids > 0 && !stop_ids) || n_stop_ids < 0)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_gen: NULL session, params or ids");
     ATTN_TRY(attn_gen_check_params(p));
+    if (p->kv_f16 != attn_gpt_kv_f16(sess->kv)) { /* the cache of the asked type, empty */
+        attn_gpt_kv_params kp = attn_gpt_kv_default_params();
+        kp.f16 = p->kv_f16;
+        attn_gpt_kv *kv;
+        ATTN_TRY(attn_gpt_kv_init_params(sess->m, 1, sess->max_T, &kp, &kv));
+        attn_gpt_kv_free(sess->kv);
+        sess->kv = kv;
+    }
     attn_gpt_kv_set_quant_act(sess->kv, p->quant_act);
     const attn_gpt_model *m = sess->m;
     const int V = m->cfg.vocab_size, P = m->cfg.n_positions;

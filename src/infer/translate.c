@@ -237,7 +237,7 @@ attn_status attn_translate_begin(attn_translate_session *s, int B, int Ts, const
     /* Each layer's cross-attention K|V for all source positions, a sentence's block (Ts, 2C)
      * holding its keys and values side by side: one GEMM with the adjacent (w_k; w_v). */
     for (int l = 0; l < s->L; l++) {
-        const attn_nn_kv kv = {s->ckv[l], s->ckv[l] + C, B, Ts, 2 * C, NULL, 0};
+        const attn_nn_kv kv = {s->ckv[l], s->ckv[l] + C, B, Ts, 2 * C, NULL, 0, false, NULL, NULL};
         ATTN_TRY(encdec_cross_kv(m, l, B, Ts, s->mem, &kv));
     }
     memcpy(s->src_len, src_len, (size_t)B * sizeof(int32_t));
@@ -264,8 +264,8 @@ attn_status attn_translate_step(attn_translate_session *s, const int32_t *tokens
                              (int)tokens[n], n, V);
     ATTN_TRY(encdec_embed_target(m, N, tokens, t, s->x));
     for (int l = 0; l < s->L; l++) {
-        s->self_kv[l] = (attn_nn_kv){s->kc[l], s->vc[l], N, s->capT, C, NULL, 0};
-        s->cross_kv[l] = (attn_nn_kv){s->ckv[l], s->ckv[l] + C, s->S, s->Ts, 2 * C, NULL, 0};
+        s->self_kv[l] = (attn_nn_kv){s->kc[l], s->vc[l], N, s->capT, C, NULL, 0, false, NULL, NULL};
+        s->cross_kv[l] = (attn_nn_kv){s->ckv[l], s->ckv[l] + C, s->S, s->Ts, 2 * C, NULL, 0, false, NULL, NULL};
     }
     const encdec_step step = {N,       s->S,        s->R,  t,      s->Ts,  s->src_len, s->self_kv,
                               s->cross_kv, s->x,    s->h,  s->y,   s->qkv, s->att,     s->ff,

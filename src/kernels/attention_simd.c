@@ -680,17 +680,21 @@ static bool few_path(const attn_attention_params *p, const geom *G) {
  * key vectors from vector v0: the rows' FMA chains side by side, so a decoding step with one
  * query per row is not bound by one chain's latency; each score is still its own chain over d
  * in order, with the same operands: the same bits. G, NV constants (few_scores_rows). */
-static inline __attribute__((always_inline)) void few_chains(int G, int NV, const float *q, int D,
-                                                             const int *rs, const float *kt,
+static inline __attribute__((always_inline)) void few_chains(int G, int NV, bool H,
+                                                             const float *q, int D,
+                                                             const int *rs, const void *kt,
                                                              ptrdiff_t ldt, int v0, float *s) {
     av_f acc[4][4];
     for (int g = 0; g < G; g++)
         for (int v = 0; v < NV; v++) acc[g][v] = av_zero();
-    const float *kv = kt + (ptrdiff_t)v0 * AV_LEN;
+    /* H: the keys as binary16 (attn_attention_params.kt16), converted exactly on load */
+    const float *kv = H ? NULL : (const float *)kt + (ptrdiff_t)v0 * AV_LEN;
+    const uint16_t *kvh = H ? (const uint16_t *)kt + (ptrdiff_t)v0 * AV_LEN : NULL;
     for (int d = 0; d < D; d++) {
-        const float *row = kv + (ptrdiff_t)d * ldt;
         av_f kd[4];
-        for (int v = 0; v < NV; v++) kd[v] = av_load(row + v * AV_LEN);
+        for (int v = 0; v < NV; v++)
+            kd[v] = H ? av_load_h(kvh + (ptrdiff_t)d * ldt + v * AV_LEN)
+                      : av_load(kv + (ptrdiff_t)d * ldt + v * AV_LEN);
         for (int g = 0; g < G; g++) {
             const av_f qd = av_set1(q[(size_t)rs[g] * D + d]);
             for (int v = 0; v < NV; v++) acc[g][v] = av_fmadd(qd, kd[v], acc[g][v]);
@@ -707,11 +711,15 @@ static inline __attribute__((always_inline)) void few_chains(int G, int NV, cons
 #define FEW_G 2 /* (8 of AVX2's 16) */
 #endif
 #define FEW_CHAINS(G, NV)                                                                        \
-    static void few_chains_##G##_##NV(const float *q, int D, const int *rs, const float *kt,     \
+    static void few_chains_##G##_##NV(const float *q, int D, const int *rs, const void *kt,      \
                                       ptrdiff_t ldt, int v0, float *s) {                         \
-        few_chains(G, NV, q, D, rs, kt, ldt, v0, s);                                             \
+        few_chains(G, NV, false, q, D, rs, kt, ldt, v0, s);                                      \
+    }                                                                                            \
+    static void few_chains_h_##G##_##NV(const float *q, int D, const int *rs, const void *kt,    \
+                                        ptrdiff_t ldt, int v0, float *s) {                       \
+        few_chains(G, NV, true, q, D, rs, kt, ldt, v0, s);                                       \
     }
-typedef void (*few_chains_fn)(const float *, int, const int *, const float *, ptrdiff_t, int,
+typedef void (*few_chains_fn)(const float *, int, const int *, const void *, ptrdiff_t, int,
                               float *);
 FEW_CHAINS(1, 1) FEW_CHAINS(1, 2) FEW_CHAINS(1, 3) FEW_CHAINS(1, 4)
 FEW_CHAINS(2, 1) FEW_CHAINS(2, 2) FEW_CHAINS(2, 3) FEW_CHAINS(2, 4)
@@ -719,21 +727,28 @@ FEW_CHAINS(2, 1) FEW_CHAINS(2, 2) FEW_CHAINS(2, 3) FEW_CHAINS(2, 4)
 FEW_CHAINS(3, 1) FEW_CHAINS(3, 2) FEW_CHAINS(3, 3) FEW_CHAINS(3, 4)
 FEW_CHAINS(4, 1) FEW_CHAINS(4, 2) FEW_CHAINS(4, 3) FEW_CHAINS(4, 4)
 #endif
-static const few_chains_fn few_chains_fns[FEW_G][4] = {
-    {few_chains_1_1, few_chains_1_2, few_chains_1_3, few_chains_1_4},
-    {few_chains_2_1, few_chains_2_2, few_chains_2_3, few_chains_2_4},
+static const few_chains_fn few_chains_fns[2][FEW_G][4] = {
+    {{few_chains_1_1, few_chains_1_2, few_chains_1_3, few_chains_1_4},
+     {few_chains_2_1, few_chains_2_2, few_chains_2_3, few_chains_2_4},
 #if FEW_G == 4
-    {few_chains_3_1, few_chains_3_2, few_chains_3_3, few_chains_3_4},
-    {few_chains_4_1, few_chains_4_2, few_chains_4_3, few_chains_4_4},
+     {few_chains_3_1, few_chains_3_2, few_chains_3_3, few_chains_3_4},
+     {few_chains_4_1, few_chains_4_2, few_chains_4_3, few_chains_4_4},
 #endif
-};
+    },
+    {{few_chains_h_1_1, few_chains_h_1_2, few_chains_h_1_3, few_chains_h_1_4},
+     {few_chains_h_2_1, few_chains_h_2_2, few_chains_h_2_3, few_chains_h_2_4},
+#if FEW_G == 4
+     {few_chains_h_3_1, few_chains_h_3_2, few_chains_h_3_3, few_chains_h_3_4},
+     {few_chains_h_4_1, few_chains_h_4_2, few_chains_h_4_3, few_chains_h_4_4},
+#endif
+    }};
 
 /* Scores of the nr rows rs[] for key vectors [v0, v1) of the tile, into s + r·BLK_MAX. */
-static void few_scores_rows(const float *q, int D, const int *rs, int nr, const float *kt,
+static void few_scores_rows(const float *q, int D, const int *rs, int nr, const void *kt, bool h,
                             ptrdiff_t ldt, int v0, int v1, float *s) {
     for (int g0 = 0; g0 < nr; g0 += FEW_G)
         for (int vb = v0; vb < v1; vb += 4)
-            few_chains_fns[ATTN_MIN(FEW_G, nr - g0) - 1][ATTN_MIN(4, v1 - vb) - 1](
+            few_chains_fns[h][ATTN_MIN(FEW_G, nr - g0) - 1][ATTN_MIN(4, v1 - vb) - 1](
                 q, D, rs + g0, kt, ldt, vb, s);
 }
 
@@ -754,17 +769,21 @@ static float few_row_mask(float *sr, int a, int e, float m) {
 #endif
 
 /* few_pv with NV (a constant) vectors of sums held in registers. */
-static inline __attribute__((always_inline)) void few_pv_regs(int NV, const float *p,
-                                                              const float *vb, ptrdiff_t ldv,
+static inline __attribute__((always_inline)) void few_pv_regs(int NV, bool H, const float *p,
+                                                              const void *vb, ptrdiff_t ldv,
                                                               int a, int e, int full, av_mask tm,
                                                               float alpha, float *o) {
     av_f acc[8];
     for (int vv = 0; vv < NV; vv++) acc[vv] = av_zero();
     for (int jj = a; jj < e; jj++) {
-        const float *vr = vb + (ptrdiff_t)jj * ldv;
+        /* H: binary16 values (attn_attention_params.v16; only with full == NV) */
+        const float *vr = H ? NULL : (const float *)vb + (ptrdiff_t)jj * ldv;
+        const uint16_t *vh = H ? (const uint16_t *)vb + (ptrdiff_t)jj * ldv : NULL;
         const av_f pj = av_set1(p[jj]);
         for (int vv = 0; vv < NV; vv++) {
-            const av_f x = vv < full ? av_load(vr + vv * AV_LEN) : av_load_mask(vr + vv * AV_LEN, tm);
+            const av_f x = H           ? av_load_h(vh + vv * AV_LEN)
+                           : vv < full ? av_load(vr + vv * AV_LEN)
+                                       : av_load_mask(vr + vv * AV_LEN, tm);
             acc[vv] = av_fmadd(pj, x, acc[vv]);
         }
     }
@@ -773,15 +792,21 @@ static inline __attribute__((always_inline)) void few_pv_regs(int NV, const floa
         av_store(o + vv * AV_LEN, av_fmadd(av_load(o + vv * AV_LEN), al, acc[vv]));
 }
 #define FEW_PV(NV)                                                                               \
-    static void few_pv_##NV(const float *p, const float *vb, ptrdiff_t ldv, int a, int e,        \
+    static void few_pv_##NV(const float *p, const void *vb, ptrdiff_t ldv, int a, int e,         \
                             int full, av_mask tm, float alpha, float *o) {                       \
-        few_pv_regs(NV, p, vb, ldv, a, e, full, tm, alpha, o);                                   \
+        few_pv_regs(NV, false, p, vb, ldv, a, e, full, tm, alpha, o);                            \
+    }                                                                                            \
+    static void few_pv_h_##NV(const float *p, const void *vb, ptrdiff_t ldv, int a, int e,       \
+                              int full, av_mask tm, float alpha, float *o) {                     \
+        few_pv_regs(NV, true, p, vb, ldv, a, e, full, tm, alpha, o);                             \
     }
 FEW_PV(1) FEW_PV(2) FEW_PV(3) FEW_PV(4) FEW_PV(5) FEW_PV(6) FEW_PV(7) FEW_PV(8)
-typedef void (*few_pv_fn)(const float *, const float *, ptrdiff_t, int, int, int, av_mask, float,
+typedef void (*few_pv_fn)(const float *, const void *, ptrdiff_t, int, int, int, av_mask, float,
                           float *);
-static const few_pv_fn few_pv_fns[8] = {few_pv_1, few_pv_2, few_pv_3, few_pv_4,
-                                        few_pv_5, few_pv_6, few_pv_7, few_pv_8};
+static const few_pv_fn few_pv_fns[2][8] = {
+    {few_pv_1, few_pv_2, few_pv_3, few_pv_4, few_pv_5, few_pv_6, few_pv_7, few_pv_8},
+    {few_pv_h_1, few_pv_h_2, few_pv_h_3, few_pv_h_4, few_pv_h_5, few_pv_h_6, few_pv_h_7,
+     few_pv_h_8}};
 
 /* few_pv_regs for NR rows (constants NR, NV) that see the same keys [a, e) of a tile: each row's
  * sums the same FMA chains over the keys in order as few_pv_regs gives it alone (the same bits),
@@ -789,19 +814,22 @@ static const few_pv_fn few_pv_fns[8] = {few_pv_1, few_pv_2, few_pv_3, few_pv_4,
  * (one row's NV chains leave the FMA units waiting on their latency). Row r's probabilities
  * p[r], its alpha al[r], its output o[r]. A decoding step's query heads of one K/V head (GQA:
  * SmolLM2's 3) are such rows. */
-static inline __attribute__((always_inline)) void few_pv_rows(int NR, int NV,
+static inline __attribute__((always_inline)) void few_pv_rows(int NR, int NV, bool H,
                                                               const float *const *p,
-                                                              const float *vb, ptrdiff_t ldv,
+                                                              const void *vb, ptrdiff_t ldv,
                                                               int a, int e, int full, av_mask tm,
                                                               const float *al, float *const *o) {
     av_f acc[FEW_PVR][FEW_PVR_NV];
     for (int r = 0; r < NR; r++)
         for (int vv = 0; vv < NV; vv++) acc[r][vv] = av_zero();
     for (int jj = a; jj < e; jj++) {
-        const float *vr = vb + (ptrdiff_t)jj * ldv;
+        const float *vr = H ? NULL : (const float *)vb + (ptrdiff_t)jj * ldv;
+        const uint16_t *vh = H ? (const uint16_t *)vb + (ptrdiff_t)jj * ldv : NULL;
         av_f x[FEW_PVR_NV];
         for (int vv = 0; vv < NV; vv++)
-            x[vv] = vv < full ? av_load(vr + vv * AV_LEN) : av_load_mask(vr + vv * AV_LEN, tm);
+            x[vv] = H           ? av_load_h(vh + vv * AV_LEN)
+                    : vv < full ? av_load(vr + vv * AV_LEN)
+                                : av_load_mask(vr + vv * AV_LEN, tm);
         for (int r = 0; r < NR; r++) {
             const av_f pj = av_set1(p[r][jj]);
             for (int vv = 0; vv < NV; vv++) acc[r][vv] = av_fmadd(pj, x[vv], acc[r][vv]);
@@ -814,34 +842,47 @@ static inline __attribute__((always_inline)) void few_pv_rows(int NR, int NV,
     }
 }
 #define FEW_PVR_FN(NR, NV)                                                                       \
-    static void few_pvr_##NR##_##NV(const float *const *p, const float *vb, ptrdiff_t ldv, int a, \
+    static void few_pvr_##NR##_##NV(const float *const *p, const void *vb, ptrdiff_t ldv, int a,  \
                                     int e, int full, av_mask tm, const float *al,                \
                                     float *const *o) {                                           \
-        few_pv_rows(NR, NV, p, vb, ldv, a, e, full, tm, al, o);                                  \
+        few_pv_rows(NR, NV, false, p, vb, ldv, a, e, full, tm, al, o);                           \
+    }                                                                                            \
+    static void few_pvr_h_##NR##_##NV(const float *const *p, const void *vb, ptrdiff_t ldv,       \
+                                      int a, int e, int full, av_mask tm, const float *al,       \
+                                      float *const *o) {                                         \
+        few_pv_rows(NR, NV, true, p, vb, ldv, a, e, full, tm, al, o);                            \
     }
-typedef void (*few_pvr_fn)(const float *const *, const float *, ptrdiff_t, int, int, int, av_mask,
+typedef void (*few_pvr_fn)(const float *const *, const void *, ptrdiff_t, int, int, int, av_mask,
                            const float *, float *const *);
 #if AV_LEN == 16
 FEW_PVR_FN(2, 1) FEW_PVR_FN(2, 2) FEW_PVR_FN(2, 3) FEW_PVR_FN(2, 4)
 FEW_PVR_FN(3, 1) FEW_PVR_FN(3, 2) FEW_PVR_FN(3, 3) FEW_PVR_FN(3, 4)
 FEW_PVR_FN(4, 1) FEW_PVR_FN(4, 2) FEW_PVR_FN(4, 3) FEW_PVR_FN(4, 4)
-static const few_pvr_fn few_pvr_fns[FEW_PVR - 1][FEW_PVR_NV] = {
-    {few_pvr_2_1, few_pvr_2_2, few_pvr_2_3, few_pvr_2_4},
-    {few_pvr_3_1, few_pvr_3_2, few_pvr_3_3, few_pvr_3_4},
-    {few_pvr_4_1, few_pvr_4_2, few_pvr_4_3, few_pvr_4_4}};
+static const few_pvr_fn few_pvr_fns[2][FEW_PVR - 1][FEW_PVR_NV] = {
+    {{few_pvr_2_1, few_pvr_2_2, few_pvr_2_3, few_pvr_2_4},
+     {few_pvr_3_1, few_pvr_3_2, few_pvr_3_3, few_pvr_3_4},
+     {few_pvr_4_1, few_pvr_4_2, few_pvr_4_3, few_pvr_4_4}},
+    {{few_pvr_h_2_1, few_pvr_h_2_2, few_pvr_h_2_3, few_pvr_h_2_4},
+     {few_pvr_h_3_1, few_pvr_h_3_2, few_pvr_h_3_3, few_pvr_h_3_4},
+     {few_pvr_h_4_1, few_pvr_h_4_2, few_pvr_h_4_3, few_pvr_h_4_4}}};
 #else
 FEW_PVR_FN(2, 1) FEW_PVR_FN(2, 2) FEW_PVR_FN(3, 1) FEW_PVR_FN(3, 2)
 FEW_PVR_FN(4, 1) FEW_PVR_FN(4, 2)
-static const few_pvr_fn few_pvr_fns[FEW_PVR - 1][FEW_PVR_NV] = {
-    {few_pvr_2_1, few_pvr_2_2}, {few_pvr_3_1, few_pvr_3_2}, {few_pvr_4_1, few_pvr_4_2}};
+static const few_pvr_fn few_pvr_fns[2][FEW_PVR - 1][FEW_PVR_NV] = {
+    {{few_pvr_2_1, few_pvr_2_2}, {few_pvr_3_1, few_pvr_3_2}, {few_pvr_4_1, few_pvr_4_2}},
+    {{few_pvr_h_2_1, few_pvr_h_2_2}, {few_pvr_h_3_1, few_pvr_h_3_2}, {few_pvr_h_4_1, few_pvr_h_4_2}}};
 #endif
 
 /* o (dp) = fma(o, alpha, Σ_{j in [a, e)} p[j]·V[j]), the sum an FMA chain
  * over the keys in order (pv, dp floats, scratch). */
-static void few_pv(const float *p, const float *vb, ptrdiff_t ldv, int a, int e, int nv,
-                   int full, av_mask tm, float alpha, float *pv, float *o) {
+static void few_pv(const float *p, const float *vb, const uint16_t *vbh, ptrdiff_t ldv, int a,
+                   int e, int nv, int full, av_mask tm, float alpha, float *pv, float *o) {
+    if (vbh) { /* the binary16 copy (nv <= 8, full == nv: fwd_few checks) */
+        few_pv_fns[1][nv - 1](p, vbh, ldv, a, e, full, tm, alpha, o);
+        return;
+    }
     if (nv <= 8) { /* the same sums, in registers instead of pv */
-        few_pv_fns[nv - 1](p, vb, ldv, a, e, full, tm, alpha, o);
+        few_pv_fns[0][nv - 1](p, vb, ldv, a, e, full, tm, alpha, o);
         return;
     }
     for (int vv = 0; vv < nv; vv++) av_store(pv + vv * AV_LEN, av_zero());
@@ -869,11 +910,16 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
     const float *kb = k + b * G->sbk + (ptrdiff_t)g * D; /* (Tk, D) stride ldk */
     const float *vb = v + b * G->sbv + (ptrdiff_t)g * D; /* (Tk, D) stride ldv */
     /* (D, Tk) stride ldkt: the caller's transposed keys, else each tile's transposed into w->kt */
-    const float *ktb =
-        p->kt ? p->kt + b * (p->sbkt ? p->sbkt : (ptrdiff_t)G->hkv * D * p->ldkt) +
-                    (ptrdiff_t)g * D * p->ldkt
-              : NULL;
-    const ptrdiff_t ldt = ktb ? p->ldkt : bc;
+    const ptrdiff_t ktoff = b * (p->sbkt ? p->sbkt : (ptrdiff_t)G->hkv * D * p->ldkt) +
+                            (ptrdiff_t)g * D * p->ldkt;
+    /* the binary16 copies (kt16, v16: the same values as k and v) when given: half the bytes */
+    const uint16_t *ktbh = p->kt16 ? p->kt16 + ktoff : NULL;
+    const float *ktb = !ktbh && p->kt ? p->kt + ktoff : NULL;
+    const void *ktsrc = ktbh ? (const void *)ktbh : (const void *)ktb;
+    const ptrdiff_t ldt = ktsrc ? p->ldkt : bc;
+    const uint16_t *vbh = p->v16 && full == nv && nv <= 8
+                              ? p->v16 + b * G->sbv + (ptrdiff_t)g * D
+                              : NULL; /* (Tk, D) stride ldv */
     for (int r = 0; r < R; r++) { /* row r: query i of head g·grp + r / Tq */
         const int h = g * G->grp + r / Tq, i = r % Tq;
         const float *qr = q + b * G->sbq + (ptrdiff_t)i * p->ldq + (ptrdiff_t)h * D;
@@ -899,9 +945,12 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
             ua = ATTN_MIN(ua, a), ue = ATTN_MAX(ue, e);
         }
         if (!nvis) continue;
-        if (!ktb) transpose_scaled(kb + (ptrdiff_t)j0 * p->ldk, p->ldk, jb, D, w->kt, bc, 1.0f);
-        few_scores_rows(w->q, D, vis, nvis, ktb ? ktb + j0 : w->kt, ldt, ua / AV_LEN,
-                        (ue + AV_LEN - 1) / AV_LEN, w->s);
+        if (!ktsrc) transpose_scaled(kb + (ptrdiff_t)j0 * p->ldk, p->ldk, jb, D, w->kt, bc, 1.0f);
+        few_scores_rows(w->q, D, vis, nvis,
+                        ktbh  ? (const void *)(ktbh + j0)
+                        : ktb ? (const void *)(ktb + j0)
+                              : (const void *)w->kt,
+                        ktbh != NULL, ldt, ua / AV_LEN, (ue + AV_LEN - 1) / AV_LEN, w->s);
         for (int ir = 0; ir < nvis; ir++) {
             const int r = vis[ir];
             const int a = ATTN_MAX(w->lo[r], j0) - j0, e = ATTN_MIN(w->hi[r], j0 + jb) - j0;
@@ -922,6 +971,7 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
         }
         /* P·V: runs of up to FEW_PVR rows that see the same keys together */
         const float *vt = vb + (ptrdiff_t)j0 * p->ldv;
+        const uint16_t *vth = vbh ? vbh + (ptrdiff_t)j0 * p->ldv : NULL;
         for (int ir = 0; ir < nvis;) {
             const int r = vis[ir];
             const int a = ATTN_MAX(w->lo[r], j0) - j0, e = ATTN_MIN(w->hi[r], j0 + jb) - j0;
@@ -931,8 +981,8 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
                    ATTN_MIN(w->hi[vis[ir + n]], j0 + jb) - j0 == e)
                 n++;
             if (n == 1) {
-                few_pv(w->s + (size_t)r * BLK_MAX, vt, p->ldv, a, e, nv, full, tm, als[ir], w->pv,
-                       w->o + (size_t)r * dp);
+                few_pv(w->s + (size_t)r * BLK_MAX, vt, vth, p->ldv, a, e, nv, full, tm, als[ir],
+                       w->pv, w->o + (size_t)r * dp);
             } else {
                 const float *ps[FEW_PVR];
                 float *os[FEW_PVR];
@@ -940,7 +990,8 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
                     ps[i] = w->s + (size_t)vis[ir + i] * BLK_MAX;
                     os[i] = w->o + (size_t)vis[ir + i] * dp;
                 }
-                few_pvr_fns[n - 2][nv - 1](ps, vt, p->ldv, a, e, full, tm, als + ir, os);
+                few_pvr_fns[vth != NULL][n - 2][nv - 1](ps, vth ? (const void *)vth : (const void *)vt,
+                                                        p->ldv, a, e, full, tm, als + ir, os);
             }
             ir += n;
         }
@@ -968,8 +1019,10 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
     }
     for (int j0 = jbeg; j0 < jend; j0 += bc) {
         const int jb = ATTN_MIN(bc, jend - j0);
-        if (!ktb) transpose_scaled(kb + (ptrdiff_t)j0 * p->ldk, p->ldk, jb, D, w->kt, bc, 1.0f);
-        const float *kt = ktb ? ktb + j0 : w->kt;
+        if (!ktsrc) transpose_scaled(kb + (ptrdiff_t)j0 * p->ldk, p->ldk, jb, D, w->kt, bc, 1.0f);
+        const void *kt = ktbh  ? (const void *)(ktbh + j0)
+                         : ktb ? (const void *)(ktb + j0)
+                               : (const void *)w->kt;
         for (int r = 0; r < R; r++) {
             const int a = ATTN_MAX(w->lo[r], j0) - j0, e = ATTN_MIN(w->hi[r], j0 + jb) - j0;
             if (a >= e || !(w->l[r] > 0.0f)) continue;
@@ -977,7 +1030,8 @@ static void fwd_few(const attn_attention_params *p, const tiling *t, const geom 
             float *pr = probs + (((size_t)b * p->H + h) * p->Tq + i) * p->Tk + j0;
             const av_f lse2 = av_set1((float)((double)w->m[r] + log2((double)w->l[r])));
             float *sr = w->s + (size_t)r * BLK_MAX;
-            few_scores_rows(w->q, D, &r, 1, kt, ldt, a / AV_LEN, (e + AV_LEN - 1) / AV_LEN, w->s);
+            few_scores_rows(w->q, D, &r, 1, kt, ktbh != NULL, ldt, a / AV_LEN,
+                            (e + AV_LEN - 1) / AV_LEN, w->s);
             few_row_mask(sr, a, e, -__builtin_inff());
             for (int jj = a / AV_LEN * AV_LEN; jj < e; jj += AV_LEN)
                 av_store(sr + jj, exp2_neg(av_sub(av_load(sr + jj), lse2)));

@@ -424,7 +424,7 @@ static attn_status check_attention(const char *what, const attn_attention_params
     REQUIRE(p->window >= 0, "%s: window=%d must be >= 0 (0: no sliding window)", what, p->window);
     REQUIRE(p->window == 0 || p->causal, "%s: a sliding window (window=%d) needs causal", what,
             p->window);
-    if (p->kt) {
+    if (p->kt || p->kt16) {
         REQUIRE(p->ldkt >= (ptrdiff_t)p->Tk + 16, "%s: ldkt=%td must be >= Tk + 16 = %d", what,
                 p->ldkt, p->Tk + 16);
         REQUIRE(p->sbkt == 0 || p->sbkt >= (ptrdiff_t)kvd * p->ldkt || p->B == 1,

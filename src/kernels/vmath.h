@@ -46,6 +46,10 @@ typedef __mmask16 av_cond;
 static inline av_f av_set1(float a) { return _mm512_set1_ps(a); }
 static inline av_f av_zero(void) { return _mm512_setzero_ps(); }
 static inline av_f av_load(const float *p) { return _mm512_loadu_ps(p); }
+/* AV_LEN binary16 values as floats (exact). */
+static inline av_f av_load_h(const uint16_t *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
+}
 static inline av_f av_load_aligned(const float *p) { return _mm512_load_ps(p); }
 static inline void av_store(float *p, av_f v) { _mm512_storeu_ps(p, v); }
 /* First n lanes, 0 <= n <= AV_LEN. */
@@ -106,6 +110,9 @@ typedef __m256 av_cond;
 static inline av_f av_set1(float a) { return _mm256_set1_ps(a); }
 static inline av_f av_zero(void) { return _mm256_setzero_ps(); }
 static inline av_f av_load(const float *p) { return _mm256_loadu_ps(p); }
+static inline av_f av_load_h(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
 static inline av_f av_load_aligned(const float *p) { return _mm256_load_ps(p); }
 static inline void av_store(float *p, av_f v) { _mm256_storeu_ps(p, v); }
 static inline av_mask av_tail(int n) {

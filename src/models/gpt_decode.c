@@ -37,8 +37,12 @@ struct attn_gpt_kv {
     int seq_chunk; /* positions per attn_gpt_decode_seq pass: min(max_T, CHUNK, rows) */
     int KD;       /* H_kv·D: a cached key's (or value's) floats */
     float *k, *v; /* (L, B, max_T, KD) */
-    float *kt;    /* (L, B, KD, ldkt) the keys transposed for decoding steps (attn_nn_kv.kt) */
+    float *kt;    /* (L, B, KD, ldkt) the keys transposed for decoding steps (attn_nn_kv.kt), or
+                     NULL with f16 */
     int ldkt;
+    bool f16;     /* keys and values rounded to binary16 (attn_gpt_kv_params.f16) */
+    uint16_t *kt16; /* (L, B, KD, ldkt) with f16: the transposed keys as binary16 */
+    uint16_t *v16;  /* (L, B, max_T, KD) with f16: the values as binary16 */
     float *x;     /* (rows, C) the residual stream */
     float *a;     /* (rows, C) norm output */
     float *qkv;   /* (rows, (H + 2·H_kv)·D) */
@@ -58,6 +62,8 @@ void attn_gpt_kv_free(attn_gpt_kv *kv) {
     if (!kv) return;
     attn_free(kv->k);
     attn_free(kv->kt);
+    attn_free(kv->kt16);
+    attn_free(kv->v16);
     attn_free(kv->v);
     attn_free(kv->x);
     attn_free(kv->a);
@@ -75,7 +81,7 @@ void attn_gpt_kv_free(attn_gpt_kv *kv) {
 
 /* A cache of B sequences of max_T positions with scratch for `slots` ? max(B, min(max_T, CHUNK))
  * : B·min(max_T, CHUNK) rows. */
-static attn_status kv_make(const attn_gpt_model *m, int B, int max_T, bool slots,
+static attn_status kv_make(const attn_gpt_model *m, int B, int max_T, bool slots, bool f16,
                            attn_gpt_kv **out) {
     if (!m || !out) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt kv: NULL argument");
     *out = NULL;
@@ -123,15 +129,32 @@ static attn_status kv_make(const attn_gpt_model *m, int B, int max_T, bool slots
     const size_t nkt = (size_t)L * B * KD * ldkt;
     kv->k = attn_alloc(ncache * sizeof(float));
     kv->v = attn_alloc(ncache * sizeof(float));
-    if (slots && kv->v) { /* a server's cache: the values on huge pages too, touched now */
-        attn_advise_huge_pages(kv->v, ncache * sizeof(float));
-        memset(kv->v, 0, ncache * sizeof(float));
-    }
     kv->ldkt = ldkt;
-    kv->kt = attn_alloc(nkt * sizeof(float));
-    if (kv->kt) {
-        attn_advise_huge_pages(kv->kt, nkt * sizeof(float));
-        memset(kv->kt, 0, nkt * sizeof(float));
+    kv->f16 = f16;
+    bool cache_ok;
+    if (!f16) {
+        if (slots && kv->v) { /* a server's cache: the values on huge pages too, touched now */
+            attn_advise_huge_pages(kv->v, ncache * sizeof(float));
+            memset(kv->v, 0, ncache * sizeof(float));
+        }
+        kv->kt = attn_alloc(nkt * sizeof(float));
+        if (kv->kt) {
+            attn_advise_huge_pages(kv->kt, nkt * sizeof(float));
+            memset(kv->kt, 0, nkt * sizeof(float));
+        }
+        cache_ok = kv->kt != NULL;
+    } else { /* what decoding steps read: the binary16 copies, the same way */
+        kv->kt16 = attn_alloc(nkt * sizeof(uint16_t));
+        kv->v16 = attn_alloc(ncache * sizeof(uint16_t));
+        if (kv->kt16) {
+            attn_advise_huge_pages(kv->kt16, nkt * sizeof(uint16_t));
+            memset(kv->kt16, 0, nkt * sizeof(uint16_t));
+        }
+        if (slots && kv->v16) {
+            attn_advise_huge_pages(kv->v16, ncache * sizeof(uint16_t));
+            memset(kv->v16, 0, ncache * sizeof(uint16_t));
+        }
+        cache_ok = kv->kt16 && kv->v16;
     }
     kv->x = attn_alloc(nr * C * sizeof(float));
     kv->a = attn_alloc(nr * C * sizeof(float));
@@ -143,7 +166,7 @@ static attn_status kv_make(const attn_gpt_model *m, int B, int max_T, bool slots
     kv->step_pos = attn_alloc(nr * sizeof(int32_t));
     kv->step_p0 = attn_alloc((size_t)B * sizeof(int32_t));
     kv->step_off = attn_alloc((size_t)(B + 1) * sizeof(int32_t));
-    if (!kv->k || !kv->v || !kv->kt || !kv->x || !kv->a || !kv->qkv || !kv->att || !kv->h || !kv->last ||
+    if (!kv->k || !kv->v || !cache_ok || !kv->x || !kv->a || !kv->qkv || !kv->att || !kv->h || !kv->last ||
         !kv->lens || !kv->step_pos || !kv->step_p0 || !kv->step_off) {
         attn_gpt_kv_free(kv);
         return attn_fail(ATTN_STATUS_OUT_OF_MEMORY, "gpt kv: out of memory for B=%d max_T=%d", B,
@@ -154,13 +177,27 @@ static attn_status kv_make(const attn_gpt_model *m, int B, int max_T, bool slots
 }
 
 attn_status attn_gpt_kv_init(const attn_gpt_model *m, int B, int max_T, attn_gpt_kv **out) {
-    return kv_make(m, B, max_T, false, out);
+    return kv_make(m, B, max_T, false, false, out);
 }
 
 attn_status attn_gpt_kv_init_slots(const attn_gpt_model *m, int n_slots, int max_T,
                                    attn_gpt_kv **out) {
-    return kv_make(m, n_slots, max_T, true, out);
+    return kv_make(m, n_slots, max_T, true, false, out);
 }
+
+attn_gpt_kv_params attn_gpt_kv_default_params(void) {
+    attn_gpt_kv_params p = {false, false};
+    return p;
+}
+
+attn_status attn_gpt_kv_init_params(const attn_gpt_model *m, int B, int max_T,
+                                    const attn_gpt_kv_params *p, attn_gpt_kv **out) {
+    const attn_gpt_kv_params d = attn_gpt_kv_default_params();
+    if (!p) p = &d;
+    return kv_make(m, B, max_T, p->slots, p->f16, out);
+}
+
+bool attn_gpt_kv_f16(const attn_gpt_kv *kv) { return kv && kv->f16; }
 
 void attn_gpt_kv_reset(attn_gpt_kv *kv) {
     if (kv) memset(kv->lens, 0, (size_t)kv->B * sizeof(int32_t));
@@ -335,9 +372,17 @@ static attn_status run_layers(const attn_gpt_model *m, attn_gpt_kv *kv, const at
         gpt_use_packed(m, l, M, S);
         if (kv->cap.hidden) capture_hidden(kv, l, n_new, t0, tq, kv->x);
         const size_t layer = ((size_t)l * kv->B + b0) * kv->max_T * kv->KD;
-        const attn_nn_kv cache = {kv->k + layer,  kv->v + layer, cacheB, kv->max_T, 0,
-                                  kv->kt + ((size_t)l * kv->B + b0) * kv->KD * kv->ldkt,
-                                  kv->ldkt};
+        const size_t tlayer = ((size_t)l * kv->B + b0) * kv->KD * kv->ldkt;
+        const attn_nn_kv cache = {kv->k + layer,
+                                  kv->v + layer,
+                                  cacheB,
+                                  kv->max_T,
+                                  0,
+                                  kv->kt ? kv->kt + tlayer : NULL,
+                                  kv->ldkt,
+                                  kv->f16,
+                                  kv->kt16 ? kv->kt16 + tlayer : NULL,
+                                  kv->v16 ? kv->v16 + layer : NULL};
         attn_nn_sub_acts A;
         memset(&A, 0, sizeof A);
         A.ln = kv->a, A.res = kv->x;

@@ -19,6 +19,7 @@
  * Variable-length rows (BERT's packed sequences) run the kernel once per sequence, the sequences
  * spread over threads. */
 #include "nn-impl.h"
+#include "attn_quant.h"
 
 #include <math.h>
 #include <string.h>
@@ -105,10 +106,36 @@ static void kt_put(const attn_nn_kv *c, const geom *g, int b, int t, const float
     for (int i = 0; i < g->KD; i++) dst[(size_t)i * c->ldkt] = krow[i];
 }
 
-/* The kernel reads the cache's transposed keys, when kept (sequence b0 first). */
+/* Key row krow and value row vrow (KD floats each) of sequence b at position t, into the cache
+ * (and its transposed keys); rounded to binary16 with their halves kept when the cache is f16. */
+static void kv_put(const attn_nn_kv *c, const geom *g, int b, int t, const float *krow,
+                   const float *vrow) {
+    const size_t at = ((size_t)b * c->max_T + t) * kv_ld(c, g);
+    float *kd = c->k + at, *vd = c->v + at;
+    if (!c->f16) {
+        memcpy(kd, krow, (size_t)g->KD * sizeof(float));
+        memcpy(vd, vrow, (size_t)g->KD * sizeof(float));
+        kt_put(c, g, b, t, krow);
+        return;
+    }
+    uint16_t *kth = c->kt16 ? c->kt16 + (size_t)b * g->KD * c->ldkt + t : NULL;
+    for (int i = 0; i < g->KD; i++) {
+        const uint16_t hk = attn_quant_f32_to_f16(krow[i]), hv = attn_quant_f32_to_f16(vrow[i]);
+        kd[i] = attn_quant_f16_to_f32(hk);
+        vd[i] = attn_quant_f16_to_f32(hv);
+        if (kth) kth[(size_t)i * c->ldkt] = hk;
+        if (c->v16) c->v16[at + i] = hv;
+    }
+    kt_put(c, g, b, t, kd);
+}
+
+/* The kernel reads the cache's transposed keys, when kept, and its binary16 copies (sequence b0
+ * first). */
 static void kt_params(attn_attention_params *p, const attn_nn_kv *c, const geom *g, int b0) {
-    if (!c->kt) return;
-    p->kt = c->kt + (size_t)b0 * g->KD * c->ldkt;
+    if (c->f16 && c->v16) p->v16 = c->v16 + (size_t)b0 * c->max_T * kv_ld(c, g);
+    if (!c->kt && !(c->f16 && c->kt16)) return;
+    if (c->kt) p->kt = c->kt + (size_t)b0 * g->KD * c->ldkt;
+    if (c->f16 && c->kt16) p->kt16 = c->kt16 + (size_t)b0 * g->KD * c->ldkt;
     p->ldkt = c->ldkt;
     p->sbkt = (ptrdiff_t)g->KD * c->ldkt;
 }
@@ -433,7 +460,6 @@ static int ragged_one(const attn_nn_attn_cfg *c, const geom *g, const attn_nn_se
     const int sl = s->slot ? s->slot[b] : b;
     const int p0 = s->pos0s ? s->pos0s[b] : s->pos0;
     const int ld = kv_ld(cache, g);
-    const size_t rowb = (size_t)g->KD * sizeof(float);
     float *kc = cache->k + (size_t)sl * cache->max_T * ld;
     float *vc = cache->v + (size_t)sl * cache->max_T * ld;
     /* the sequence's rows: off[b] .. off[b + 1] (variable-length), else b·Tq .. */
@@ -443,9 +469,7 @@ static int ragged_one(const attn_nn_attn_cfg *c, const geom *g, const attn_nn_se
     const float *q = P + o * g->W;
     for (int t = 0; t < nq; t++) {
         const float *row = q + (size_t)t * g->W;
-        memcpy(kc + (size_t)(p0 + t) * ld, row + g->HD, rowb);
-        memcpy(vc + (size_t)(p0 + t) * ld, row + g->HD + g->KD, rowb);
-        kt_put(cache, g, sl, p0 + t, row + g->HD);
+        kv_put(cache, g, sl, p0 + t, row + g->HD, row + g->HD + g->KD);
     }
     attn_attention_params p = base_params(c, g, 1, nq, p0 + nq);
     kt_params(&p, cache, g, sl);
@@ -497,6 +521,9 @@ static attn_status ragged_run(const attn_nn_attn_cfg *c, const geom *g, const at
 
 static attn_status check_seqs(const attn_nn_attn_cfg *c, const attn_nn_seqs *s,
                               const attn_nn_kv *cache) {
+    if (cache && cache->f16 && c->cross)
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "attention: a binary16 (f16) cache is for self-attention");
     if (!s || s->B <= 0 || s->Tq <= 0 || s->Tk <= 0)
         return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attention: bad sequence sizes (B=%d Tq=%d "
                          "Tk=%d)", s ? s->B : 0, s ? s->Tq : 0, s ? s->Tk : 0);
@@ -615,15 +642,11 @@ attn_status attn_nn_attention_forward(const attn_nn_run *run, const attn_nn_attn
             const float *k = P + g.HD, *v = P + g.HD + g.KD;
             if (cache) {
                 /* Append the new keys and values, then attend over the cache. */
-                const size_t rowb = (size_t)g.KD * sizeof(float);
                 const int ld = kv_ld(cache, &g);
                 for (int b = 0; b < s->B; b++)
                     for (int t = 0; t < s->Tq; t++) {
                         const float *row = P + ((size_t)b * s->Tq + t) * g.W;
-                        const size_t at = ((size_t)b * cache->max_T + s->pos0 + t) * ld;
-                        memcpy(cache->k + at, row + g.HD, rowb);
-                        memcpy(cache->v + at, row + g.HD + g.KD, rowb);
-                        kt_put(cache, &g, b, s->pos0 + t, row + g.HD);
+                        kv_put(cache, &g, b, s->pos0 + t, row + g.HD, row + g.HD + g.KD);
                     }
                 p.Tk = s->pos0 + s->Tq;
                 kt_params(&p, cache, &g, 0);
@@ -673,6 +696,9 @@ attn_status attn_nn_attention_cross_kv(const attn_nn_run *run, const attn_nn_att
                          "attention cross kv: needs cross-attention, a source and a cache of "
                          ">= %d positions for %d sequences",
                          Tk, B);
+    if (cache->f16)
+        return attn_fail(ATTN_STATUS_UNSUPPORTED,
+                         "attention cross kv: a binary16 (f16) cache is for self-attention");
     const geom g = geometry(cfg);
     const int ld = kv_ld(cache, &g);
     const bool shared = cache->v == cache->k + g.KD && ld == 2 * g.KD;

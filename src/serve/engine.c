@@ -243,7 +243,10 @@ static attn_status gen_state_new(serve_model *m) {
      * machine cannot hold stops the server at its start with the reason, and the first request
      * does not wait for it (16 slots x 1024 positions of SmolLM2: 383 MB of transposed keys
      * written at once, ~1.5 s on a VM that backs fresh memory slowly). */
-    SERVE_TRY(attn_gpt_kv_init_slots(m->gpt, n, m->ctx, &g->kv));
+    attn_gpt_kv_params kp = attn_gpt_kv_default_params();
+    kp.slots = true;
+    kp.f16 = m->eng->cfg.kv_f16;
+    SERVE_TRY(attn_gpt_kv_init_params(m->gpt, n, m->ctx, &kp, &g->kv));
     attn_gpt_kv_set_quant_act(g->kv, m->eng->cfg.quant_act);
     return ATTN_STATUS_OK;
 }

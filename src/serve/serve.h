@@ -56,6 +56,7 @@ typedef struct {
     int slots;              /* concurrent generations per decoder model */
     int ctx;                /* KV-cache positions per slot (0: the model's, at most 4096) */
     attn_quant_act quant_act; /* products on quantized weights (attn_gpt_kv_set_quant_act) */
+    bool kv_f16;              /* the slots' keys and values as binary16 (attn_gpt_kv_params.f16) */
     bool prompt_cache;      /* a new request reuses a free slot's cached prefix (default on) */
     int max_queue;          /* waiting requests per model (429 above) */
     double timeout;         /* seconds: a request's body upload and draining at shutdown */
