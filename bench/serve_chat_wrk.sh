@@ -11,8 +11,9 @@
 #   [--quant-act Q], each question asked once first (as serve_load.py's single-stream references
 #   do: the prompt cache then holds them).
 # Tokens/s: the server's attn_tokens_out_total (from /metrics) over each wrk run, divided by its
-#   duration; requests cut off at the end still count the tokens they got. Each level runs
-#   REPEAT times; the best is used for the ratio, every run is printed.
+#   duration; requests cut off at the end still count the tokens they got. The levels alternate
+#   (1, 16, 1, 16, ...) REPEAT times; printed: every run, each pair's ratio and their median,
+#   and the ratio of the best runs.
 # Environment: CHAT_MODEL (models/SmolLM2-135M-Instruct.Q4_1.gguf), CHAT_SECS (8),
 #   CHAT_TOKENS (64: max_tokens), CHAT_QUANT_ACT (f32 | q8, default f32), CHAT_KV_TYPE (f32 |
 #   f16: the server's --kv-type, default f32), CHAT_REPEAT (3),
@@ -81,22 +82,32 @@ tokens_out() {
 }
 echo "== $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "chat: $MODEL, --quant-act $QA --kv-type $KVT, greedy, max_tokens $TOKENS, streamed; wrk ${SECS} s a run"
-for c in 1 16; do
-  best=0
-  for r in $(seq "$REPEAT"); do
-    t0=$(tokens_out)
-    wrk -t 1 -c "$c" -d "${SECS}s" --timeout 60s -s "$out/chat.lua" \
-      "http://127.0.0.1:$port/v1/chat/completions" > "$out/wrk.log" 2>&1
-    t1=$(tokens_out)
-    line=$(grep '^WRK ' "$out/wrk.log")
-    [ -n "$line" ] || { echo "error: wrk gave no summary"; cat "$out/wrk.log"; exit 1; }
-    set -- $line
-    [ "$4" = 0 ] || { echo "error: $4 failed requests"; cat "$out/wrk.log"; exit 1; }
-    tps=$(awk -v a="$t0" -v b="$t1" -v d="$3" 'BEGIN { printf "%.1f", (b - a) / (d / 1e6) }')
-    echo "  $c streams: $2 requests, $((t1 - t0)) tokens in $(awk -v d="$3" 'BEGIN { printf "%.2f", d / 1e6 }') s = $tps tokens/s; latency p50 $5 s p99 $6 s"
-    best=$(awk -v a="$best" -v b="$tps" 'BEGIN { print (b > a ? b : a) }')
+# One wrk run at $1 connections; its tokens/s into $tps.
+run_level() {
+  t0=$(tokens_out)
+  wrk -t 1 -c "$1" -d "${SECS}s" --timeout 60s -s "$out/chat.lua" \
+    "http://127.0.0.1:$port/v1/chat/completions" > "$out/wrk.log" 2>&1
+  t1=$(tokens_out)
+  line=$(grep '^WRK ' "$out/wrk.log")
+  [ -n "$line" ] || { echo "error: wrk gave no summary"; cat "$out/wrk.log"; exit 1; }
+  set -- $line
+  [ "$4" = 0 ] || { echo "error: $4 failed requests"; cat "$out/wrk.log"; exit 1; }
+  tps=$(awk -v a="$t0" -v b="$t1" -v d="$3" 'BEGIN { printf "%.1f", (b - a) / (d / 1e6) }')
+  echo "  $c streams: $2 requests, $((t1 - t0)) tokens in $(awk -v d="$3" 'BEGIN { printf "%.2f", d / 1e6 }') s = $tps tokens/s; latency p50 $5 s p99 $6 s"
+}
+# The levels alternate (1, 16, 1, 16, ...): this machine's speed drifts by tens of percent over
+# minutes, and a 1-stream run next to a 16-stream run sees the same phase. Each pair gives a
+# ratio; the summary gives the ratio of the best runs and the median of the pairs' ratios.
+best_1=0 best_16=0 ratios=
+for r in $(seq "$REPEAT"); do
+  for c in 1 16; do
+    run_level "$c"
+    eval "tps_$c=$tps"
+    eval "best_$c=\$(awk -v a=\"\$best_$c\" -v b=\"$tps\" 'BEGIN { print (b > a ? b : a) }')"
   done
-  eval "best_$c=$best"
+  ratios="$ratios $(awk -v a="$tps_1" -v b="$tps_16" 'BEGIN { printf "%.2f", b / a }')"
 done
+med=$(echo "$ratios" | tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }')
+echo "pairs' 16 / 1 ratios:$ratios (median $med)"
 awk -v a="$best_1" -v b="$best_16" \
   'BEGIN { printf "16 / 1 streams: %.1f / %.1f tokens/s = %.2fx (best runs)\n", b, a, b / a }'
