@@ -82,8 +82,19 @@ tokens_out() {
 }
 echo "== $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "chat: $MODEL, --quant-act $QA --kv-type $KVT, greedy, max_tokens $TOKENS, streamed; wrk ${SECS} s a run"
+# Wait until the server has finished what the last run left (the requests wrk cut off at its end
+# still generate until the server sees them gone): tokens_out steady for 0.3 s.
+quiet() {
+  q0=$(tokens_out)
+  while sleep 0.3; do
+    q1=$(tokens_out)
+    [ "$q0" = "$q1" ] && break
+    q0=$q1
+  done
+}
 # One wrk run at $1 connections; its tokens/s into $tps.
 run_level() {
+  quiet
   t0=$(tokens_out)
   wrk -t 1 -c "$1" -d "${SECS}s" --timeout 60s -s "$out/chat.lua" \
     "http://127.0.0.1:$port/v1/chat/completions" > "$out/wrk.log" 2>&1
