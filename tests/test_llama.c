@@ -27,6 +27,9 @@
 #define TOL_LOSS 1e-5
 #define TOL_GRAD 1e-4
 #define TOL_DECODE 1e-5
+#define TOL_DECODE_KV16 1e-4 /* f16 cache vs the f16-rounded reference: a key or value whose float32
+                              * and float64 values round to neighbouring halves (double rounding) */
+#define KV16_APART 4.0 /* see run_model's f16-cache check */
 #define TOL_INV_FREQ 2.4e-7 /* an ulp of 1 */
 
 #define OK(x) assert_int_equal((x), ATTN_STATUS_OK)
@@ -106,10 +109,13 @@ static void check_hf_loads(const char *dir, const attn_gpt_model *m) {
 /* dec (B, T, V): the logits of ids (B, T) decoded with a KV cache, 5 positions in the first call
  * and then one per call; step (B·T·V) and tok (B·T) are scratch. */
 static void decode_all(const attn_gpt_model *m, int B, int T, const int32_t *ids, float *dec,
-                       float *step, int32_t *tok) {
+                       float *step, int32_t *tok, bool f16) {
     const int V = m->cfg.vocab_size;
     attn_gpt_kv *kv;
-    OK(attn_gpt_kv_init(m, B, T, &kv));
+    attn_gpt_kv_params kp = attn_gpt_kv_default_params();
+    kp.f16 = f16;
+    OK(attn_gpt_kv_init_params(m, B, T, &kp, &kv));
+    assert_true(attn_gpt_kv_f16(kv) == f16);
     for (int t0 = 0; t0 < T;) {
         const int n = t0 ? 1 : 5;
         for (int b = 0; b < B; b++)
@@ -198,16 +204,39 @@ static void run_model(const char *name, bool save) {
     float *dec = attn_alloc((size_t)M * V * sizeof(float));
     float *step = attn_alloc((size_t)M * V * sizeof(float));
     int32_t *tok = attn_alloc((size_t)M * sizeof(int32_t));
-    decode_all(m, B, T, ids, dec, step, tok);
+    decode_all(m, B, T, ids, dec, step, tok, false);
     snprintf(what, sizeof what, "%s %s cached decoding vs forward", name, bn);
     tu_close(what, dec, logits, (size_t)M * V, TOL_DECODE, 0);
     /* the same with packed weights (the 2·5-row prompt pass on the panels): bit for bit */
     float *dec_packed = attn_alloc((size_t)M * V * sizeof(float));
     OK(attn_gpt_pack_weights(m));
-    decode_all(m, B, T, ids, dec_packed, step, tok);
+    decode_all(m, B, T, ids, dec_packed, step, tok, false);
     assert_memory_equal(dec_packed, dec, (size_t)M * V * sizeof(float));
     attn_gpt_unpack_weights(m);
     attn_free(dec_packed);
+
+    /* a float16 KV cache (--kv-type f16): transformers' float64 model with its keys (after the
+     * rotary embedding) and values rounded to float16 (tools/ref_llama.py logits_kv16). The
+     * rounding moves the logits by far more than attn's own error, so the check tells the two
+     * caches apart: attn's f16 decoding must be within TOL_DECODE_KV16 of that reference and, in
+     * root mean square, KV16_APART times closer to it than to the reference without the
+     * rounding (measured: 7x to 340x). */
+    float *dec16 = attn_alloc((size_t)M * V * sizeof(float));
+    float *r16 = ref_f32(name, "logits_kv16", NULL);
+    decode_all(m, B, T, ids, dec16, step, tok, true);
+    snprintf(what, sizeof what, "%s %s f16-cache decoding vs its reference", name, bn);
+    tu_close(what, dec16, r16, (size_t)M * V, TOL_DECODE_KV16, 0);
+    double to16 = 0, to32 = 0; /* root mean square distances of attn's f16 logits */
+    for (size_t i = 0; i < (size_t)M * V; i++) {
+        to16 += ((double)dec16[i] - r16[i]) * ((double)dec16[i] - r16[i]);
+        to32 += ((double)dec16[i] - rl[i]) * ((double)dec16[i] - rl[i]);
+    }
+    to16 = sqrt(to16 / ((double)M * V)), to32 = sqrt(to32 / ((double)M * V));
+    if (!getenv("ATTN_TEST_QUIET"))
+        printf("  %s %s f16 cache: rms distance to the f16 reference %.3e, to the float32 one %.3e\n",
+               name, bn, to16, to32);
+    assert_true(to32 > KV16_APART * to16);
+    attn_free(dec16), attn_free(r16);
 
     /* greedy decoding, token for token as transformers' */
     size_t np, ng;

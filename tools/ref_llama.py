@@ -23,9 +23,13 @@ as attn does), so the C test measures attn's own float32 error. Stored per model
   M.prompt (P) int32 and M.greedy (N) int32: greedy decoding of the float32 model with its KV
   cache (transformers' past_key_values), N = 64 new tokens; M.greedy_gap (N) the top-1 minus
   top-2 logit at each step (how far each choice is from a tie);
-  M.inv_freq the rotary module's inv_freq (float32).
+  M.inv_freq the rotary module's inv_freq (float32);
+  M.logits_kv16 (B, T, V) the float64 model's logits with every key (after the rotary embedding)
+  and value rounded to float16 before attention reads it: what attn's float16 KV cache
+  (attn_gpt_kv_params.f16, --kv-type f16) stores.
 Metadata "models": the names, comma-separated; "B", "T"."""
 import copy
+import importlib
 import os
 import sys
 
@@ -98,6 +102,35 @@ def greedy(model, prompt):
     return np.array(out, dtype=np.int32), np.array(gaps, dtype=np.float32)
 
 
+def kv16_logits(model, ids):
+    """model's logits on ids with each key (after the rotary embedding) and each value rounded to
+    float16 and back before attention reads it, as a float16 KV cache holds them (llama.cpp's
+    default cache type; attn's --kv-type f16). The family's own apply_rotary_pos_emb (in its
+    modeling module) is wrapped for the keys, and a hook on v_proj rounds the values (after
+    their bias)."""
+    mod = importlib.import_module(type(model).__module__)  # the family's modeling_*.py
+    saved = [(mod, mod.apply_rotary_pos_emb)]
+
+    def rounding(rope):
+        def wrapped(q, k, *args, **kwargs):
+            q, k = rope(q, k, *args, **kwargs)
+            return q, k.half().to(k.dtype)
+        return wrapped
+
+    hooks = [layer.self_attn.v_proj.register_forward_hook(
+        lambda _m, _i, out: out.half().to(out.dtype)) for layer in model.model.layers]
+    try:
+        for mod, rope in saved:
+            mod.apply_rotary_pos_emb = rounding(rope)
+        with torch.no_grad():
+            return model(input_ids=ids).logits.float().numpy()
+    finally:
+        for mod, rope in saved:
+            mod.apply_rotary_pos_emb = rope
+        for h in hooks:
+            h.remove()
+
+
 def run(models, outdir, name):
     """Writes OUTDIR/NAME/<model>/ and OUTDIR/NAME.safetensors for models (MODELS' layout)."""
     os.makedirs(os.path.join(outdir, name), exist_ok=True)
@@ -148,6 +181,7 @@ def run(models, outdir, name):
         tensors[p + "greedy"] = toks
         tensors[p + "greedy_gap"] = gaps
         tensors[p + "inv_freq"] = m64.model.rotary_emb.inv_freq.float().numpy()
+        tensors[p + "logits_kv16"] = kv16_logits(m64, ids)
         for pname, prm in m64.named_parameters():
             tensors[p + "grad." + pname] = prm.grad.float().numpy()
         print(f"ref {name}: {mname}: {cls.__name__}, min greedy gap {gaps.min():.3g}")
