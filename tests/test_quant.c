@@ -1063,7 +1063,7 @@ static void i8_reference(int M, int N, int K, const float *x, const float *w, fl
 static void i8_products(attn_backend be) {
     use_backend(be);
     tu_rng rng = {0x5eed1e8c0ffee123ull};
-    static const int Ns[] = {16, 37, 136, 8}, Ks[] = {4, 36, 256}, Ms[] = {1, 5, 8, 9, 33};
+    static const int Ns[] = {16, 37, 136, 8}, Ks[] = {4, 36, 256}, Ms[] = {1, 5, 6, 7, 8, 9, 33};
     float bias[136];
     tu_fill(&rng, bias, 136, -0.5f, 0.5f);
     for (size_t ki = 0; ki < 3; ki++)
