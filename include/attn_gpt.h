@@ -611,6 +611,12 @@ int attn_gpt_kv_seq_len(const attn_gpt_kv *kv, int b);
 /* Keep only the first len positions of sequence b (0 <= len <= its length; 0 frees the slot for
  * a new sequence); INVALID_ARGUMENT otherwise. The other sequences are untouched. */
 attn_status attn_gpt_kv_seq_truncate(attn_gpt_kv *kv, int b, int len);
+/* Sequence dst, holding p positions, extended to n by copying positions p .. n − 1 of sequence
+ * src (p <= n <= src's length, dst != src): a prefix computed once serves another sequence with
+ * the same tokens (a server's requests sharing a prompt). The copies are src's keys and values
+ * bit for bit, which are what dst would compute: a position's keys and values do not depend on
+ * the pass that computed them (tests/test_ragged.c). INVALID_ARGUMENT otherwise. */
+attn_status attn_gpt_kv_seq_copy(attn_gpt_kv *kv, int dst, int src, int n);
 /* Capacity: batch size and positions. */
 int attn_gpt_kv_batch(const attn_gpt_kv *kv);
 int attn_gpt_kv_max_len(const attn_gpt_kv *kv);

@@ -388,6 +388,63 @@ static void test_mistral_window_ragged(void **state) {
     attn_gpt_model_free(m);
 }
 
+/* attn_gpt_kv_seq_copy (the server sharing a prompt's prefix between slots): sequence 1 takes
+ * positions of sequence 0's cache (all 17 of its prompt, or those after a 12-token prefix it
+ * computed by the same pass) and then decodes the same steps; its logits are sequence 0's bit for
+ * bit, with float32 and binary16 caches (the transposed keys, values and binary16 copies all
+ * copied). Bad arguments are refused. */
+static attn_gpt_kv *slots_kv(const attn_gpt_model *m, int n, int max_T, bool f16);
+static void test_kv_seq_copy(void **state) {
+    (void)state;
+    attn_gpt_model *m = model_from(
+        "{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 64, "
+        "\"intermediate_size\": 96, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+        "\"num_hidden_layers\": 2, \"max_position_embeddings\": 64}");
+    const int V = m->cfg.vocab_size;
+    enum { P = 17, NSTEP = 6, N = P + NSTEP };
+    int32_t ids[N];
+    for (int t = 0; t < N; t++) ids[t] = (int32_t)((t * 37 + 5) % V);
+    float *a = malloc(sizeof(float) * NSTEP * V), *b = malloc(sizeof(float) * V);
+    for (int f16 = 0; f16 <= 1; f16++)
+        for (int own = 0; own <= 12; own += 12) {
+            attn_gpt_kv *kv = slots_kv(m, 3, 40, f16);
+            /* sequence 0: the prompt in passes of 12 and 5, then single steps */
+            assert_int_equal(attn_gpt_decode_seq(m, kv, 0, 12, ids, NULL, false), ATTN_STATUS_OK);
+            assert_int_equal(attn_gpt_decode_seq(m, kv, 0, 5, ids + 12, NULL, false), ATTN_STATUS_OK);
+            for (int t = 0; t < NSTEP; t++)
+                assert_int_equal(attn_gpt_decode_seq(m, kv, 0, 1, ids + P + t, a + (size_t)t * V, false),
+                                 ATTN_STATUS_OK);
+            /* sequence 2 holds something else at the same positions (the copy must not read it) */
+            int32_t other[P];
+            for (int t = 0; t < P; t++) other[t] = (int32_t)((t * 11 + 3) % V);
+            assert_int_equal(attn_gpt_decode_seq(m, kv, 2, P, other, NULL, false), ATTN_STATUS_OK);
+            /* sequence 1: its own prefix (the same first pass), the rest of the prompt copied */
+            if (own) assert_int_equal(attn_gpt_decode_seq(m, kv, 1, 12, ids, NULL, false), ATTN_STATUS_OK);
+            assert_int_equal(attn_gpt_kv_seq_copy(kv, 1, 0, P), ATTN_STATUS_OK);
+            assert_int_equal(attn_gpt_kv_seq_len(kv, 1), P);
+            assert_int_equal(attn_gpt_kv_seq_len(kv, 0), N);
+            for (int t = 0; t < NSTEP; t++) {
+                assert_int_equal(attn_gpt_decode_seq(m, kv, 1, 1, ids + P + t, b, false), ATTN_STATUS_OK);
+                if (memcmp(a + (size_t)t * V, b, sizeof(float) * V))
+                    fail_msg("kv copy (%s cache, own prefix %d): step %d differs from the source's",
+                             f16 ? "f16" : "f32", own, t);
+            }
+            printf("  kv copy (%s cache, own prefix %d): %d steps bit for bit as the source's\n",
+                   f16 ? "f16" : "f32", own, NSTEP);
+            /* refused: the same sequence, out of range, past the source, behind the target */
+            assert_int_equal(attn_gpt_kv_seq_copy(kv, 1, 1, P), ATTN_STATUS_INVALID_ARGUMENT);
+            assert_int_equal(attn_gpt_kv_seq_copy(kv, 3, 0, P), ATTN_STATUS_INVALID_ARGUMENT);
+            assert_int_equal(attn_gpt_kv_seq_copy(kv, -1, 0, P), ATTN_STATUS_INVALID_ARGUMENT);
+            assert_int_equal(attn_gpt_kv_seq_copy(kv, 2, 0, N + 1), ATTN_STATUS_INVALID_ARGUMENT);
+            assert_int_equal(attn_gpt_kv_seq_copy(kv, 2, 0, P - 1), ATTN_STATUS_INVALID_ARGUMENT);
+            assert_int_equal(attn_gpt_kv_seq_copy(NULL, 1, 0, P), ATTN_STATUS_INVALID_ARGUMENT);
+            assert_int_equal(attn_gpt_kv_seq_len(kv, 2), P);
+            attn_gpt_kv_free(kv);
+        }
+    free(a), free(b);
+    attn_gpt_model_free(m);
+}
+
 /* The real SmolLM2-135M-Instruct Q4_1 file (tools/get_smollm2.sh puts it in models/), loaded;
  * the test skipped without it or under valgrind. */
 static attn_gpt_model *smollm2_q4_1(void) {
@@ -608,6 +665,7 @@ int main(void) {
         cmocka_unit_test(test_llama_ragged),
         cmocka_unit_test(test_qwen3_ragged),
         cmocka_unit_test(test_mistral_window_ragged),
+        cmocka_unit_test(test_kv_seq_copy),
         cmocka_unit_test(test_smollm2_q4_1_ragged),
         cmocka_unit_test(test_smollm2_q8_prompts),
         cmocka_unit_test(test_smollm2_fused_qkv),

@@ -748,6 +748,61 @@ static void test_prompt_cache(void **state) {
         }
 }
 
+/* The prompt cache across slots: while one slot streams a long completion of prompt P, a greedy
+ * request with the same P goes to another (free) slot, which copies P's keys and values from the
+ * busy one (attn_gpt_kv_seq_copy) instead of computing them: /metrics attn_prompt_tokens_shared_total
+ * grows, all of P but its last token comes from caches, and the text is still `attn generate
+ * --greedy`'s. */
+static void test_prompt_shared(void **state) {
+    (void)state;
+    server_up();
+    static const char P[] = "A lighthouse keeper on a stormy island counted the ships that passed";
+    const long long c0 = metric("\nattn_prompt_tokens_cached_total ");
+    const long long s0 = metric("\nattn_prompt_tokens_shared_total ");
+    int fd = dial();
+    char body[512], req[1024];
+    snprintf(body, sizeof body,
+             "{\"model\": \"smol\", \"prompt\": \"%s\", \"max_tokens\": 2000, \"stream\": true, "
+             "\"stop\": [\"@@@@\"], \"repetition_penalty\": 1.0}",
+             P);
+    const int n = snprintf(req, sizeof req,
+                           "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " KEY
+                           "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                           strlen(body), body);
+    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    char buf[4096];
+    size_t got = 0;
+    while (got < 600) { /* a few events: its prompt is in its slot's cache */
+        const ssize_t k = recv(fd, buf, sizeof buf, 0);
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    assert_true(got >= 600);
+    const long long c1 = metric("\nattn_prompt_tokens_cached_total ");
+    const long long s1 = metric("\nattn_prompt_tokens_shared_total ");
+    char greq[512], *reply = NULL;
+    greedy_body(P, greq, sizeof greq);
+    assert_int_equal(post("/v1/completions", greq, &reply), 200);
+    const long long cached = metric("\nattn_prompt_tokens_cached_total ") - c1;
+    const long long shared = metric("\nattn_prompt_tokens_shared_total ") - s1;
+    close(fd); /* the stream's client leaves: its generation is cancelled */
+    json_t *a = parse(reply);
+    free(reply);
+    const long long np = json_integer_value(json_object_get(json_object_get(a, "usage"), "prompt_tokens"));
+    char *ref = cli_greedy(P, false, false);
+    printf("  shared prompt: %lld tokens, %lld from caches, %lld copied from the busy slot (the "
+           "stream's own prompt: %lld cached, %lld shared); \"%s\"\n",
+           np, cached, shared, c1 - c0, s1 - s0, first_text(a));
+    assert_string_equal(first_text(a), ref);
+    assert_int_equal(cached, np - 1);
+    assert_true(shared >= np - 3 && shared <= cached); /* a free slot may hold a token or two */
+    free(ref);
+    json_decref(a);
+    for (int i = 0; i < 100 && metric("attn_slots_active{model=\"smol\"} ") != 0; i++)
+        usleep(100 * 1000);
+    assert_int_equal(metric("attn_slots_active{model=\"smol\"} "), 0);
+}
+
 /* The /translate reply in file: its translatedText array, a line each, is what `attn translate
  * --model DIR LANGS QUOTED` prints (texts: the request, for the messages). */
 static void hf_expect_cli(const char *file, const char *dir, const char *langs, const char *texts,
@@ -921,6 +976,7 @@ int main(void) {
         cmocka_unit_test(test_slow_and_vanishing_clients),
         cmocka_unit_test(test_sigterm_drains),
         cmocka_unit_test(test_prompt_cache),
+        cmocka_unit_test(test_prompt_shared),
         cmocka_unit_test(test_quant_act_q8),
         cmocka_unit_test(test_quant_act_q8_kv_f16),
         cmocka_unit_test(test_hf_translators),

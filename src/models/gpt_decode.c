@@ -246,6 +246,38 @@ attn_status attn_gpt_kv_seq_truncate(attn_gpt_kv *kv, int b, int len) {
     kv->lens[b] = len;
     return ATTN_STATUS_OK;
 }
+attn_status attn_gpt_kv_seq_copy(attn_gpt_kv *kv, int dst, int src, int n) {
+    if (!kv) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "gpt kv: NULL cache");
+    if (dst < 0 || dst >= kv->B || src < 0 || src >= kv->B || dst == src)
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt kv: cannot copy sequence %d into %d (two sequences of [0, %d))", src,
+                         dst, kv->B);
+    const int p = kv->lens[dst];
+    if (n < p || n > kv->lens[src])
+        return attn_fail(ATTN_STATUS_INVALID_ARGUMENT,
+                         "gpt kv: cannot copy positions [%d, %d) of sequence %d (it holds %d)", p,
+                         n, src, (int)kv->lens[src]);
+    const size_t L = (size_t)kv->model->cfg.n_layer, B = (size_t)kv->B, T = (size_t)kv->max_T;
+    const size_t KD = (size_t)kv->KD, c = (size_t)(n - p), ld = (size_t)kv->ldkt;
+    for (size_t l = 0; l < L && c; l++) {
+        /* k, v (and v16): (L, B, max_T, KD), positions contiguous */
+        const size_t d0 = ((l * B + (size_t)dst) * T + (size_t)p) * KD;
+        const size_t s0 = ((l * B + (size_t)src) * T + (size_t)p) * KD;
+        memcpy(kv->k + d0, kv->k + s0, c * KD * sizeof *kv->k);
+        memcpy(kv->v + d0, kv->v + s0, c * KD * sizeof *kv->v);
+        if (kv->v16) memcpy(kv->v16 + d0, kv->v16 + s0, c * KD * sizeof *kv->v16);
+        /* kt (or kt16): (L, B, KD, ldkt), a row per key dimension */
+        for (size_t d = 0; d < KD; d++) {
+            const size_t dt = ((l * B + (size_t)dst) * KD + d) * ld + (size_t)p;
+            const size_t st = ((l * B + (size_t)src) * KD + d) * ld + (size_t)p;
+            if (kv->kt) memcpy(kv->kt + dt, kv->kt + st, c * sizeof *kv->kt);
+            if (kv->kt16) memcpy(kv->kt16 + dt, kv->kt16 + st, c * sizeof *kv->kt16);
+        }
+    }
+    kv->lens[dst] = n;
+    return ATTN_STATUS_OK;
+}
+
 int attn_gpt_kv_batch(const attn_gpt_kv *kv) { return kv ? kv->B : 0; }
 int attn_gpt_kv_max_len(const attn_gpt_kv *kv) { return kv ? kv->max_T : 0; }
 

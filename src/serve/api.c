@@ -964,12 +964,15 @@ static void h_metrics(serve_engine *e, serve_response *r) {
               "# TYPE attn_cancelled_total counter\nattn_cancelled_total %lld\n"
               "# HELP attn_prompt_tokens_cached_total Prompt tokens a slot's cache gave (not computed).\n"
               "# TYPE attn_prompt_tokens_cached_total counter\nattn_prompt_tokens_cached_total %lld\n"
+              "# HELP attn_prompt_tokens_shared_total Of those, tokens copied from another slot's cache.\n"
+              "# TYPE attn_prompt_tokens_shared_total counter\nattn_prompt_tokens_shared_total %lld\n"
               "# TYPE attn_requests_in_flight gauge\nattn_requests_in_flight %d\n"
               "# TYPE attn_uptime_seconds gauge\nattn_uptime_seconds %.3f\n",
               (long long)atomic_load(&m->tokens_in), (long long)atomic_load(&m->tokens_out),
               (long long)atomic_load(&m->batches), (long long)atomic_load(&m->batch_items),
               (long long)atomic_load(&m->gen_steps), (long long)atomic_load(&m->gen_step_slots),
               (long long)atomic_load(&m->cancelled), (long long)atomic_load(&m->prompt_cached),
+              (long long)atomic_load(&m->prompt_shared),
               atomic_load(&m->in_flight),
               serve_now() - e->t_start);
     r->status = s.b ? 200 : 500;

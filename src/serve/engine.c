@@ -335,11 +335,23 @@ static attn_status slot_begin(serve_model *m, gen_state *g, int k) {
     serve_job *j = sl->job;
     const int V = m->gpt->cfg.vocab_size;
     /* the cached prefix stays (its keys and values are those this prompt would compute) */
-    const int p = attn_gpt_kv_seq_len(g->kv, k) == sl->n_hist ? cached_prefix(m, sl, j) : 0;
+    const int own = attn_gpt_kv_seq_len(g->kv, k) == sl->n_hist ? cached_prefix(m, sl, j) : 0;
+    /* another slot, busy or free, holding more of the prompt (concurrent requests sharing a
+     * prompt, or a conversation whose slot is taken): the rest of that prefix is copied from it
+     * (attn_gpt_kv_seq_copy: its keys and values, those this prompt would compute) */
+    int p = own, src = -1;
+    for (int c = 0; c < m->eng->cfg.slots; c++) {
+        if (c == k || attn_gpt_kv_seq_len(g->kv, c) != g->sl[c].n_hist) continue;
+        const int l = cached_prefix(m, &g->sl[c], j);
+        if (l > p) p = l, src = c;
+    }
     sl->hist_ok = false;
-    SERVE_TRY(attn_gpt_kv_seq_truncate(g->kv, k, p));
-    sl->n_hist = p, sl->hist_ok = true;
+    SERVE_TRY(attn_gpt_kv_seq_truncate(g->kv, k, own));
+    if (src >= 0) SERVE_TRY(attn_gpt_kv_seq_copy(g->kv, k, src, p));
+    sl->n_hist = own, sl->hist_ok = true;
+    hist_push(sl, j->ids + own, p - own); /* out of memory: hist_ok false, nothing reused later */
     atomic_fetch_add(&m->eng->met.prompt_cached, p);
+    atomic_fetch_add(&m->eng->met.prompt_shared, p - own);
     sl->i = 0, sl->fed = p, sl->prefilled = false;
     /* The positions fed: the prompt and every generated token but the last (attn_gen_gpt). */
     const long long need = (long long)j->n_ids + j->max_new - 1;

@@ -182,6 +182,7 @@ typedef struct {
     atomic_llong gen_steps, gen_step_slots;  /* scheduler iterations and slots stepped */
     atomic_llong cancelled;
     atomic_llong prompt_cached;              /* prompt tokens taken from a slot's cache */
+    atomic_llong prompt_shared;              /* of those, copied from another slot's cache */
     atomic_int in_flight;                    /* requests being handled now */
 } serve_metrics;
 
