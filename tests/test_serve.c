@@ -506,6 +506,31 @@ static long long metric(const char *name) {
     return v;
 }
 
+/* A streamed completion of prompt p (plain text, no quotes) that runs on (max_tokens 2000, a stop
+ * string that never comes), on a raw connection: its first events read (at least 600 bytes,
+ * *got says how many), the connection returned open. */
+static int stream_open(const char *p, size_t *got) {
+    const int fd = dial();
+    char body[512], req[1024];
+    snprintf(body, sizeof body,
+             "{\"model\": \"smol\", \"prompt\": \"%s\", \"max_tokens\": 2000, \"stream\": true, "
+             "\"stop\": [\"@@@@\"], \"repetition_penalty\": 1.0}",
+             p);
+    const int n = snprintf(req, sizeof req,
+                           "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " KEY
+                           "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                           strlen(body), body);
+    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    char buf[4096];
+    *got = 0;
+    while (*got < 600) {
+        const ssize_t k = recv(fd, buf, sizeof buf, 0);
+        if (k <= 0) break;
+        *got += (size_t)k;
+    }
+    return fd;
+}
+
 static void test_slow_and_vanishing_clients(void **state) {
     (void)state;
     server_up();
@@ -530,22 +555,8 @@ static void test_slow_and_vanishing_clients(void **state) {
 
     /* A stream whose client vanishes after the first events: its generation is cancelled. */
     const long long before = metric("\nattn_cancelled_total ");
-    fd = dial();
-    const char body[] = "{\"model\": \"smol\", \"prompt\": \"Once upon a time\", \"max_tokens\": 2000, "
-                        "\"stream\": true, \"stop\": [\"@@@@\"], \"repetition_penalty\": 1.0}";
-    char req[1024];
-    const int n = snprintf(req, sizeof req,
-                           "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " KEY
-                           "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-                           strlen(body), body);
-    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
-    char buf[4096];
-    size_t got = 0;
-    while (got < 600) { /* a few events */
-        const ssize_t k = recv(fd, buf, sizeof buf, 0);
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
+    size_t got;
+    fd = stream_open("Once upon a time", &got);
     printf("  vanishing client: read %zu bytes of the stream, then closed\n", got);
     assert_true(got >= 600);
     close(fd);
@@ -759,24 +770,8 @@ static void test_prompt_shared(void **state) {
     static const char P[] = "A lighthouse keeper on a stormy island counted the ships that passed";
     const long long c0 = metric("\nattn_prompt_tokens_cached_total ");
     const long long s0 = metric("\nattn_prompt_tokens_shared_total ");
-    int fd = dial();
-    char body[512], req[1024];
-    snprintf(body, sizeof body,
-             "{\"model\": \"smol\", \"prompt\": \"%s\", \"max_tokens\": 2000, \"stream\": true, "
-             "\"stop\": [\"@@@@\"], \"repetition_penalty\": 1.0}",
-             P);
-    const int n = snprintf(req, sizeof req,
-                           "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " KEY
-                           "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-                           strlen(body), body);
-    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
-    char buf[4096];
-    size_t got = 0;
-    while (got < 600) { /* a few events: its prompt is in its slot's cache */
-        const ssize_t k = recv(fd, buf, sizeof buf, 0);
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
+    size_t got;
+    const int fd = stream_open(P, &got); /* its prompt is in its slot's cache */
     assert_true(got >= 600);
     const long long c1 = metric("\nattn_prompt_tokens_cached_total ");
     const long long s1 = metric("\nattn_prompt_tokens_shared_total ");
