@@ -12,8 +12,9 @@
 #   do: the prompt cache then holds them).
 # Tokens/s: the server's attn_tokens_out_total (from /metrics) over each wrk run, divided by its
 #   duration; requests cut off at the end still count the tokens they got. The levels alternate
-#   (1, 16, 1, 16, ...) REPEAT times; printed: every run, each pair's ratio and their median,
-#   and the ratio of the best runs.
+#   (1, 16, 1, 16, ...) REPEAT times; printed: every run (with its prompt tokens computed, taken
+#   from the slots' caches, and of those copied from another slot), each pair's ratio and their
+#   median, and the ratio of the best runs.
 # Environment: CHAT_MODEL (models/SmolLM2-135M-Instruct.Q4_1.gguf), CHAT_SECS (8),
 #   CHAT_TOKENS (64: max_tokens), CHAT_QUANT_ACT (f32 | q8, default f32), CHAT_KV_TYPE (f32 |
 #   f16: the server's --kv-type, default f32), CHAT_REPEAT (3),
@@ -80,6 +81,12 @@ done
 tokens_out() {
   curl -s "http://127.0.0.1:$port/metrics" | awk '$1 == "attn_tokens_out_total" { print $2 }'
 }
+# prompt tokens computed, taken from caches, and of those copied from another slot: "in cached shared"
+prompt_counts() {
+  curl -s "http://127.0.0.1:$port/metrics" | awk '$1 == "attn_tokens_in_total" { i = $2 }
+    $1 == "attn_prompt_tokens_cached_total" { c = $2 } $1 == "attn_prompt_tokens_shared_total" { s = $2 }
+    END { print i + 0, c + 0, s + 0 }'
+}
 echo "== $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "chat: $MODEL, --quant-act $QA --kv-type $KVT, greedy, max_tokens $TOKENS, streamed; wrk ${SECS} s a run"
 # Wait until the server has finished what the last run left (the requests wrk cut off at its end
@@ -96,15 +103,18 @@ quiet() {
 run_level() {
   quiet
   t0=$(tokens_out)
+  p0=$(prompt_counts)
   wrk -t 1 -c "$1" -d "${SECS}s" --timeout 60s -s "$out/chat.lua" \
     "http://127.0.0.1:$port/v1/chat/completions" > "$out/wrk.log" 2>&1
   t1=$(tokens_out)
+  p1=$(prompt_counts)
   line=$(grep '^WRK ' "$out/wrk.log")
   [ -n "$line" ] || { echo "error: wrk gave no summary"; cat "$out/wrk.log"; exit 1; }
   set -- $line
   [ "$4" = 0 ] || { echo "error: $4 failed requests"; cat "$out/wrk.log"; exit 1; }
   tps=$(awk -v a="$t0" -v b="$t1" -v d="$3" 'BEGIN { printf "%.1f", (b - a) / (d / 1e6) }')
-  echo "  $c streams: $2 requests, $((t1 - t0)) tokens in $(awk -v d="$3" 'BEGIN { printf "%.2f", d / 1e6 }') s = $tps tokens/s; latency p50 $5 s p99 $6 s"
+  prompts=$(echo "$p0 $p1" | awk '{ printf "prompt tokens %d computed, %d from caches (%d copied from other slots)", $4 - $1, $5 - $2, $6 - $3 }')
+  echo "  $c streams: $2 requests, $((t1 - t0)) tokens in $(awk -v d="$3" 'BEGIN { printf "%.2f", d / 1e6 }') s = $tps tokens/s; latency p50 $5 s p99 $6 s; $prompts"
 }
 # The levels alternate (1, 16, 1, 16, ...): this machine's speed drifts by tens of percent over
 # minutes, and a 1-stream run next to a 16-stream run sees the same phase. Each pair gives a

@@ -757,6 +757,45 @@ static void test_prompt_cache(void **state) {
                 assert_int_equal(got_cached, 0);
             json_decref(a);
         }
+    /* Two prompts after one shared start, in turn (x, y, x, y): y copies the shared start from
+     * x's slot into a slot of its own, so each keeps its slot, and asked again each takes all
+     * but its last token from its own slot (nothing copied). Before, y took x's slot (the free
+     * slot with the most of its prompt) and the two evicted each other at every turn. */
+    static const char *const xy[2] = {
+        "Every morning the baker opens the shop at six and sells fresh bread to",
+        "Every morning the baker opens the shop at six and closes it at noon for"};
+    char *first[2] = {NULL, NULL};
+    for (int turn = 0; turn < 4; turn++) {
+        const int w = turn % 2;
+        char req[512], *body = NULL;
+        greedy_body(xy[w], req, sizeof req);
+        const long long c0 = metric("\nattn_prompt_tokens_cached_total ");
+        const long long s0 = metric("\nattn_prompt_tokens_shared_total ");
+        assert_int_equal(post("/v1/completions", req, &body), 200);
+        const long long cached = metric("\nattn_prompt_tokens_cached_total ") - c0;
+        const long long shared = metric("\nattn_prompt_tokens_shared_total ") - s0;
+        json_t *a = parse(body);
+        free(body);
+        const long long n = json_integer_value(
+            json_object_get(json_object_get(a, "usage"), "prompt_tokens"));
+        printf("  prompt cache: %s %s (%lld tokens): %lld from caches, %lld copied; \"%s\"\n",
+               w ? "y" : "x", turn < 2 ? "first" : "again", n, cached, shared, first_text(a));
+        if (turn == 1) { /* the shared start, copied from x's slot; the CLI's text */
+            assert_true(shared >= 8 && shared == cached && cached < n - 1);
+            char *ref = cli_greedy(xy[1], false, false);
+            assert_string_equal(first_text(a), ref);
+            free(ref);
+        }
+        if (turn >= 2) { /* its own slot, kept: all but the last token, nothing copied */
+            assert_int_equal(cached, n - 1);
+            assert_int_equal(shared, 0);
+            assert_string_equal(first_text(a), first[w]);
+        } else {
+            first[w] = strdup(first_text(a));
+        }
+        json_decref(a);
+    }
+    free(first[0]), free(first[1]);
 }
 
 /* The prompt cache across slots: while one slot streams a long completion of prompt P, a greedy

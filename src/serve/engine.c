@@ -299,6 +299,12 @@ static int cached_prefix(const serve_model *m, const slot *sl, const serve_job *
     return l < keep ? l : keep > 0 ? keep : 0;
 }
 
+/* What slot c's cache can give job j: cached_prefix, when its cache holds its history (its
+ * keys and values are those of hist's tokens). */
+static int slot_prefix(const serve_model *m, const gen_state *g, int c, const serve_job *j) {
+    return attn_gpt_kv_seq_len(g->kv, c) == g->sl[c].n_hist ? cached_prefix(m, &g->sl[c], j) : 0;
+}
+
 static void slot_end(serve_model *m, slot *sl, attn_status s, const char *finish) {
     serve_job *j = sl->job;
     gen_state *g = m->slots;
@@ -335,14 +341,13 @@ static attn_status slot_begin(serve_model *m, gen_state *g, int k) {
     serve_job *j = sl->job;
     const int V = m->gpt->cfg.vocab_size;
     /* the cached prefix stays (its keys and values are those this prompt would compute) */
-    const int own = attn_gpt_kv_seq_len(g->kv, k) == sl->n_hist ? cached_prefix(m, sl, j) : 0;
+    const int own = slot_prefix(m, g, k, j);
     /* another slot, busy or free, holding more of the prompt (concurrent requests sharing a
      * prompt, or a conversation whose slot is taken): the rest of that prefix is copied from it
      * (attn_gpt_kv_seq_copy: its keys and values, those this prompt would compute) */
     int p = own, src = -1;
     for (int c = 0; c < m->eng->cfg.slots; c++) {
-        if (c == k || attn_gpt_kv_seq_len(g->kv, c) != g->sl[c].n_hist) continue;
-        const int l = cached_prefix(m, &g->sl[c], j);
+        const int l = c == k ? 0 : slot_prefix(m, g, c, j);
         if (l > p) p = l, src = c;
     }
     sl->hist_ok = false;
@@ -407,16 +412,35 @@ static void slot_take(serve_model *m, gen_state *g, int k, const float *logits) 
 /* Admit waiting jobs into free slots. Under m->mu; the slots' setup runs unlocked by the caller
  * (slot_begin), so this only moves jobs. Returns the slots to set up in `fresh`. */
 static int admit(serve_model *m, int *fresh) {
-    slot *sl = ((gen_state *)m->slots)->sl;
+    const gen_state *g = m->slots;
+    slot *sl = g->sl;
+    const int n_slots = m->eng->cfg.slots;
     int k = 0;
     while (m->n_queue > 0) {
-        /* the free slot whose cache gives the most of the prompt, else the least recently used */
-        int i = -1, best = -1;
-        for (int c = 0; c < m->eng->cfg.slots; c++) {
-            if (sl[c].job) continue;
-            const int got = cached_prefix(m, &sl[c], m->queue[0]);
-            if (i < 0 || got > best || (got == best && sl[c].used < sl[i].used)) i = c, best = got;
+        const serve_job *j = m->queue[0];
+        /* the longest prefix of the prompt any slot's cache holds, busy slots included */
+        int best = 0;
+        for (int c = 0; c < n_slots; c++) {
+            const int l = slot_prefix(m, g, c, j);
+            if (l > best) best = l;
         }
+        /* a free slot holding it, when taking it loses nothing the prompt does not have: its
+         * whole history is a prefix of the prompt (a conversation's next turn, an empty slot)
+         * or it holds all the prompt but its last token (the same prompt again); else the least
+         * recently used free slot, which slot_begin fills from the slot holding that prefix (a
+         * copy): taking the free slot with the most of the prompt instead (before) let two
+         * questions after one system prompt evict each other's slot at every turn */
+        int i = -1;
+        for (int c = 0; c < n_slots; c++) {
+            if (sl[c].job) continue;
+            const int l = slot_prefix(m, g, c, j);
+            if (l == best && (l >= sl[c].n_hist || l == j->n_ids - 1) &&
+                (i < 0 || sl[c].used < sl[i].used))
+                i = c;
+        }
+        if (i < 0) /* none: the least recently used free slot */
+            for (int c = 0; c < n_slots; c++)
+                if (!sl[c].job && (i < 0 || sl[c].used < sl[i].used)) i = c;
         if (i < 0) break;
         sl[i].job = m->queue[0];
         memmove(m->queue, m->queue + 1, (size_t)(m->n_queue - 1) * sizeof *m->queue);
