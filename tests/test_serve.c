@@ -507,14 +507,15 @@ static long long metric(const char *name) {
 }
 
 /* A streamed completion of prompt p (plain text, no quotes) that runs on (max_tokens 2000, a stop
- * string that never comes), on a raw connection: its first events read (at least 600 bytes,
- * *got says how many), the connection returned open. */
+ * string that never comes; greedy, so that it cannot end early by sampling the end token: the
+ * greedy continuations of the prompts used here run past 300 tokens), on a raw connection: its
+ * first events read (at least 600 bytes, *got says how many), the connection returned open. */
 static int stream_open(const char *p, size_t *got) {
     const int fd = dial();
     char body[512], req[1024];
     snprintf(body, sizeof body,
              "{\"model\": \"smol\", \"prompt\": \"%s\", \"max_tokens\": 2000, \"stream\": true, "
-             "\"stop\": [\"@@@@\"], \"repetition_penalty\": 1.0}",
+             "\"stop\": [\"@@@@\"], \"repetition_penalty\": 1.0, \"temperature\": 0}",
              p);
     const int n = snprintf(req, sizeof req,
                            "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " KEY
