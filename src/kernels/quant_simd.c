@@ -1043,88 +1043,81 @@ static ALWAYS_INLINE void x8_panel_f32(attn_qtype T, int Mc, const x8_job *j, in
 }
 
 #if ATTN_ISA != 512
-/* ---- AVX2, Q8 mode, 2 to 8 rows of x: the rows four at a time, their sums in registers --------
+/* ---- AVX2, Q8 mode, 2 to 8 rows of x ------------------------------------------------------------
  * x8_panel unrolls every loop over the rows and holds each row's sums and accumulator in
- * registers: past 1 row that is more than AVX2's 16 and gcc spilled them (176 stack accesses in
- * x8_q4_1_8). Here the rows go in passes of at most X8R_ROWS: a pass walks the panel's groups
- * with its rows' accumulators and integer sums in registers, unpacking each chunk of codes once
- * for the pass's rows (the nibbles, or Q8_0's |codes|). An earlier version unpacked a group once
- * for all the rows and kept each row's accumulator in out, a load, two FMAs and a store per row
- * and group through memory: on a Zen 3 (2.5-3.1 GHz), one 1536 x 576 Q4_1 product of 16 rows ran
- * at ~57 GMAC/s a core, where the two multiply pipes (VPMADDUBSW, VPMADDWD, VPSIGNB) allow
- * ~170. The integer sums are exact and the float steps are x8_panel's, in its order, so the
- * results are x8_panel's bits (tests/test_quant.c rows_alone). */
-#define X8R_ROWS 4
-static ALWAYS_INLINE void x8_rows_pass(attn_qtype T, int R, const x8_job *j, int r0,
-                                       const uint8_t *pg0, float *out, int ldo) {
+ * registers: past 4 rows that is more than AVX2's 16 and gcc spilled them (176 stack accesses in
+ * x8_q4_1_8). Measured on a Zen 3 (16-row products, 2 threads, interleaved runs), two ways:
+ *   - Q4_0 / Q4_1 (x8_rows_q4): a group's nibbles unpacked once for all the rows, then a loop
+ *     over the rows keeping only its own sums in registers and its accumulator in out: 1536 x
+ *     576 Q4_1 ~134 GMAC/s, against ~124 for x8_panel on blocks of four rows;
+ *   - Q8_0: x8_panel on blocks of at most X8R_ROWS rows (acts_rows: the block's activations),
+ *     each block reading the codes again: 49152 x 576 ~101 GMAC/s, against ~89 for the row loop
+ *     (its |codes| took 8 registers and each row reloaded the codes for their signs).
+ * Either way a row gets the same integer sums (exact) and the same float steps as x8_panel, so
+ * the same bits (tests/test_quant.c rows_alone). (The row loop in F32 mode, a group's codes as
+ * floats in a stack buffer, was slower than x8_panel_f32: 26-29 against 36-42 at 8-32 rows.) */
+static ALWAYS_INLINE void x8_rows_q4(attn_qtype T, int Mc, const x8_job *j, int p, float *out,
+                                     int ldo) {
     const int K = j->K, G = K / 32;
     const size_t S = qx8_group_bytes(T), co = qx8_codes_off(T);
+    const uint8_t *pg = (const uint8_t *)j->P->data + (size_t)p * (size_t)G * S;
     const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
-    const int8_t *restrict xq = j->a.xq + (size_t)r0 * K;
-    const float *restrict xd = j->a.xd + (size_t)r0 * G;
-    const float *restrict s32 = j->a.s32 ? j->a.s32 + (size_t)r0 * G : NULL;
-    const uint8_t *pg = pg0;
-    __m256 acc[X8R_ROWS];
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int m = 0; m < Mc; m++) _mm256_storeu_ps(out + (size_t)m * ldo, _mm256_setzero_ps());
     for (int g = 0; g < G; g++, pg += S) {
         for (size_t b = 0; b < S; b += 64)
             _mm_prefetch((const char *)pg + X8_PREFETCH + b, _MM_HINT_T0);
-        const uint8_t *codes = pg + co;
-        const int8_t *xg = xq + 32 * (size_t)g;
-        __m256i isum[X8R_ROWS];
-        if (T == ATTN_QTYPE_Q8_0) {
-            for (int r = 0; r < R; r++) isum[r] = _mm256_setzero_si256();
-            for (int c = 0; c < 8; c++) {
-                const __m256i v = load256(codes + 32 * c), av = _mm256_sign_epi8(v, v);
-                for (int r = 0; r < R; r++) {
-                    const __m256i xv = _mm256_sign_epi8(bcast4(xg + (size_t)r * K + 4 * c), v);
-                    isum[r] = _mm256_add_epi32(
-                        isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(av, xv), ones));
-                }
-            }
-        } else {
-            /* Σ of 8 pairs of nibble (<= 15) x code (|.| <= 127): |.| <= 30480, no saturation */
-            __m256i s16[X8R_ROWS];
-            for (int r = 0; r < R; r++) s16[r] = _mm256_setzero_si256();
-            for (int c = 0; c < 4; c++) {
-                const __m256i v = load256(codes + 32 * c);
-                const __m256i lo = _mm256_and_si256(v, m4);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                for (int r = 0; r < R; r++) {
-                    const int8_t *xm = xg + (size_t)r * K;
-                    s16[r] = _mm256_add_epi16(
-                        s16[r], _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(xm + 4 * c)),
-                                                 _mm256_maddubs_epi16(hi, bcast4(xm + 16 + 4 * c))));
-                }
-            }
-            for (int r = 0; r < R; r++) isum[r] = _mm256_madd_epi16(s16[r], ones);
-        }
         const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)pg));
-        for (int r = 0; r < R; r++) {
-            const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[r]),
-                                             _mm256_set1_ps(xd[(size_t)r * G + g]));
-            acc[r] = _mm256_fmadd_ps(dot, dv, acc[r]);
+        const uint8_t *codes = pg + co;
+        const int8_t *xq = j->a.xq + 32 * (size_t)g;
+        __m256i lo[4], hi[4];
+        for (int c = 0; c < 4; c++) {
+            const __m256i v = load256(codes + 32 * c);
+            lo[c] = _mm256_and_si256(v, m4);
+            hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        }
+        const __m256 mv = T == ATTN_QTYPE_Q4_1
+                              ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(pg + 16)))
+                              : _mm256_setzero_ps();
+#pragma GCC unroll 1
+        for (int m = 0; m < Mc; m++) {
+            const int8_t *xm = xq + (size_t)m * K;
+            /* Σ of 8 pairs of nibble (<= 15) x code (|.| <= 127): |.| <= 30480, no saturation */
+            __m256i s16 = _mm256_setzero_si256();
+            for (int c = 0; c < 4; c++)
+                s16 = _mm256_add_epi16(
+                    s16, _mm256_add_epi16(_mm256_maddubs_epi16(lo[c], bcast4(xm + 4 * c)),
+                                          _mm256_maddubs_epi16(hi[c], bcast4(xm + 16 + 4 * c))));
+            const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones)),
+                                             _mm256_set1_ps(j->a.xd[(size_t)m * G + g]));
+            const float s32 = j->a.s32[(size_t)m * G + g];
+            float *o = out + (size_t)m * ldo;
+            __m256 acc = _mm256_fmadd_ps(dot, dv, _mm256_loadu_ps(o));
             if (T == ATTN_QTYPE_Q4_1)
-                acc[r] = _mm256_fmadd_ps(
-                    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(pg + 16))),
-                    _mm256_set1_ps(s32[(size_t)r * G + g]), acc[r]);
-            else if (T == ATTN_QTYPE_Q4_0)
-                acc[r] = _mm256_fmadd_ps(dv, _mm256_set1_ps(-8.0f * s32[(size_t)r * G + g]), acc[r]);
+                acc = _mm256_fmadd_ps(mv, _mm256_set1_ps(s32), acc);
+            else
+                acc = _mm256_fmadd_ps(dv, _mm256_set1_ps(-8.0f * s32), acc);
+            _mm256_storeu_ps(o, acc);
         }
     }
-    for (int r = 0; r < R; r++) _mm256_storeu_ps(out + (size_t)(r0 + r) * ldo, acc[r]);
 }
 
+#define X8R_ROWS 4
 static ALWAYS_INLINE void x8_rows_q8(attn_qtype T, int Mc, const x8_job *j, int p, float *out,
                                      int ldo) {
-    const uint8_t *pg = (const uint8_t *)j->P->data + (size_t)p * (size_t)(j->K / 32) * qx8_group_bytes(T);
-    int r0 = 0;
-    for (; r0 + X8R_ROWS <= Mc; r0 += X8R_ROWS) x8_rows_pass(T, X8R_ROWS, j, r0, pg, out, ldo);
-    switch (Mc - r0) {
-    case 3: x8_rows_pass(T, 3, j, r0, pg, out, ldo); break;
-    case 2: x8_rows_pass(T, 2, j, r0, pg, out, ldo); break;
-    case 1: x8_rows_pass(T, 1, j, r0, pg, out, ldo); break;
-    default: break;
+    if (T != ATTN_QTYPE_Q8_0) {
+        x8_rows_q4(T, Mc, j, p, out, ldo);
+        return;
+    }
+    for (int r0 = 0; r0 < Mc; r0 += X8R_ROWS) {
+        x8_job c = *j;
+        if (r0) c.a = acts_rows(&j->a, j->K, r0);
+        float *o = out + (size_t)r0 * ldo;
+        switch (ATTN_MIN(X8R_ROWS, Mc - r0)) {
+        case 4: x8_panel(T, 4, &c, p, o, ldo); break;
+        case 3: x8_panel(T, 3, &c, p, o, ldo); break;
+        case 2: x8_panel(T, 2, &c, p, o, ldo); break;
+        default: x8_panel(T, 1, &c, p, o, ldo); break;
+        }
     }
 }
 
