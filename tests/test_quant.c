@@ -1085,7 +1085,7 @@ static void i8_products(attn_backend be) {
                 }
                 attn_free(q), attn_free(row);
             }
-            for (size_t mi = 0; mi < 5; mi++) {
+            for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
                 const int M = Ms[mi];
                 const size_t n = (size_t)M * N;
                 float *x = xalloc((size_t)M * K * sizeof(float));
