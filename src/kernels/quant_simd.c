@@ -1078,6 +1078,9 @@ static ALWAYS_INLINE void x8_rows_q4(attn_qtype T, int Mc, const x8_job *j, int 
         const __m256 mv = T == ATTN_QTYPE_Q4_1
                               ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(pg + 16)))
                               : _mm256_setzero_ps();
+        /* the rows' integer sums first, then their float steps: two short chains per row
+         * instead of one long one (measured: 1536 x 576, 16 rows, one thread ~70 -> ~76 GMAC/s) */
+        __m256i isum[SMALL_M];
 #pragma GCC unroll 1
         for (int m = 0; m < Mc; m++) {
             const int8_t *xm = xq + (size_t)m * K;
@@ -1087,7 +1090,11 @@ static ALWAYS_INLINE void x8_rows_q4(attn_qtype T, int Mc, const x8_job *j, int 
                 s16 = _mm256_add_epi16(
                     s16, _mm256_add_epi16(_mm256_maddubs_epi16(lo[c], bcast4(xm + 4 * c)),
                                           _mm256_maddubs_epi16(hi[c], bcast4(xm + 16 + 4 * c))));
-            const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones)),
+            isum[m] = _mm256_madd_epi16(s16, ones);
+        }
+#pragma GCC unroll 1
+        for (int m = 0; m < Mc; m++) {
+            const __m256 dot = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[m]),
                                              _mm256_set1_ps(j->a.xd[(size_t)m * G + g]));
             const float s32 = j->a.s32[(size_t)m * G + g];
             float *o = out + (size_t)m * ldo;
