@@ -190,6 +190,13 @@ attn_status attn_quant_quantize(attn_qtype t, int64_t n, const float *src, void 
  * even, overflows to ±inf and keeps NaN a NaN (NumPy's float16 cast). */
 float attn_quant_f16_to_f32(uint16_t h);
 uint16_t attn_quant_f32_to_f16(float f);
+/* A row at a time: dst (n) = attn_quant_f32_to_f16 of each of src (n), back (n) = those halves as
+ * floats (attn_quant_f16_to_f32: the values rounded to binary16); either output may be NULL, and
+ * back may be src (in place). The vector backends convert eight at a time with F16C (VCVTPS2PH
+ * rounds to nearest even; VCVTPH2PS is exact) and a group holding a NaN one at a time (F16C would
+ * quiet a signaling NaN's payload): the same bits on every backend, with or without flushed
+ * denormals (tests/test_quant.c). */
+void attn_quant_f32_to_f16_n(size_t n, const float *src, uint16_t *dst, float *back);
 
 /* y (M, N; row stride ldy) = act(x (M, K; row stride ldx) · Wᵀ + bias + beta · y), W (N, K) of
  * type t at w (N rows of attn_quant_row_bytes(t, K) bytes). bias (N) or NULL; beta == 0: y is not

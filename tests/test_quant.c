@@ -1060,6 +1060,83 @@ static void i8_reference(int M, int N, int K, const float *x, const float *w, fl
  * definition's (act NONE / RELU; GELU within 1e-5 of it), 1 and 2 threads and the batch entry the
  * same bits, within 2.5% of max|y| of the float32 product (6% with outliers); rows dequantized as d · q; N with a
  * partial last panel and an odd number of panels; a zero row (scale 0) and outlier rows. */
+/* attn_quant_f32_to_f16_n against attn_quant_f32_to_f16 / _f16_to_f32 one value at a time: every
+ * binary16 value as a float, its neighbours, the ties halfway between neighbouring halves and
+ * theirs (round to nearest even), overflow to inf, float32 denormals, quiet and signaling NaNs
+ * (F16C would quiet the latter: the vector paths convert a group holding a NaN one at a time),
+ * in order and shuffled (NaNs among finite values), with and without flushed denormals, every
+ * output combination, in place, and lengths that leave a tail. */
+static void f16_rows(attn_backend be) {
+    use_backend(be);
+    const size_t cap = 6u * 65536u + 64u;
+    float *x = xalloc(cap * sizeof(float));
+    size_t n = 0;
+    for (uint32_t h = 0; h < 65536u; h++) {
+        const float v = attn_quant_f16_to_f32((uint16_t)h);
+        x[n++] = v;
+        if (isfinite(v)) {
+            x[n++] = nextafterf(v, INFINITY), x[n++] = nextafterf(v, -INFINITY);
+            const uint16_t up = (uint16_t)(h + 1);
+            if ((h & 0x7fffu) < 0x7c00u && (up & 0x8000u) == (h & 0x8000u)) {
+                const float w = attn_quant_f16_to_f32(up), mid = v + (w - v) * 0.5f; /* exact */
+                x[n++] = mid, x[n++] = nextafterf(mid, INFINITY), x[n++] = nextafterf(mid, -INFINITY);
+            }
+        }
+    }
+    static const uint32_t bits[] = {0x00000001u, 0x807fffffu, 0x00400000u, 0x477fefffu, 0x477ff000u,
+                                    0xc77ff000u, 0x7f7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+                                    0xffc00001u, 0x7f800001u, 0x7fa00000u, 0xff801fffu, 0x7f802000u,
+                                    0x33000000u, 0x33000001u, 0xb3000000u, 0x32ffffffu};
+    for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++) memcpy(&x[n++], &bits[i], sizeof(float));
+    assert_true(n <= cap);
+    uint16_t *want_h = xalloc(n * sizeof(uint16_t)), *got_h = xalloc(n * sizeof(uint16_t));
+    float *want_f = xalloc(n * sizeof(float)), *got_f = xalloc(n * sizeof(float));
+    float *inplace = xalloc(n * sizeof(float));
+    tu_rng rng = {0xf16f16f16ull};
+    for (int pass = 0; pass < 4; pass++) {
+        if (pass == 2) /* shuffled: NaNs in groups of finite values */
+            for (size_t i = n - 1; i > 0; i--) {
+                const size_t k = (size_t)(tu_uniform(&rng, 0.0f, 1.0f) * (float)(i + 1)) % (i + 1);
+                const float t = x[i];
+                x[i] = x[k], x[k] = t;
+            }
+        const bool flush = pass % 2;
+        (void)attn_set_flush_denormals(flush);
+        for (size_t i = 0; i < n; i++) {
+            want_h[i] = attn_quant_f32_to_f16(x[i]);
+            want_f[i] = attn_quant_f16_to_f32(want_h[i]);
+        }
+        static const size_t lens[] = {0, 1, 7, 8, 9, 15, 17};
+        for (size_t li = 0; li <= sizeof lens / sizeof lens[0]; li++) {
+            const size_t m = li < sizeof lens / sizeof lens[0] ? lens[li] : n, off = n - m;
+            memset(got_h, 0xaa, n * sizeof(uint16_t)), memset(got_f, 0xaa, n * sizeof(float));
+            attn_quant_f32_to_f16_n(m, x + off, got_h + off, got_f + off);
+            memcpy(inplace, x, n * sizeof(float));
+            attn_quant_f32_to_f16_n(m, inplace + off, NULL, inplace + off);
+            bool ok = !memcmp(got_h + off, want_h + off, m * sizeof(uint16_t)) &&
+                      !memcmp(got_f + off, want_f + off, m * sizeof(float)) &&
+                      !memcmp(inplace + off, want_f + off, m * sizeof(float));
+            memset(got_h, 0xaa, n * sizeof(uint16_t));
+            attn_quant_f32_to_f16_n(m, x + off, got_h + off, NULL);
+            ok = ok && !memcmp(got_h + off, want_h + off, m * sizeof(uint16_t));
+            for (size_t i = 0; !ok && i < n; i++)
+                if (i >= off && (got_h[i] != want_h[i] || memcmp(&got_f[i], &want_f[i], 4))) {
+                    uint32_t u;
+                    memcpy(&u, &x[i], sizeof u);
+                    printf("  f16 rows %s (flush %d, n %zu): x 0x%08x -> 0x%04x, want 0x%04x FAIL\n",
+                           attn_backend_name(be), (int)flush, m, (unsigned)u, got_h[i], want_h[i]);
+                    break;
+                }
+            if (!ok) tu_failures++;
+        }
+    }
+    (void)attn_set_flush_denormals(false);
+    attn_free(x), attn_free(want_h), attn_free(got_h), attn_free(want_f), attn_free(got_f);
+    attn_free(inplace);
+    attn_set_backend(ATTN_BACKEND_AUTO);
+}
+PER_BACKEND(f16_rows)
+
 static void i8_products(attn_backend be) {
     use_backend(be);
     tu_rng rng = {0x5eed1e8c0ffee123ull};
@@ -1430,6 +1507,9 @@ int main(void) {
         cmocka_unit_test(test_i8_products_avx2),
         cmocka_unit_test(test_i8_products_avx512),
         cmocka_unit_test(test_i8_bad),
+        cmocka_unit_test(test_f16_rows_ref),
+        cmocka_unit_test(test_f16_rows_avx2),
+        cmocka_unit_test(test_f16_rows_avx512),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_nn_linear),

@@ -211,5 +211,8 @@ void attn_quant_i8_row_avx512(int n, const float *x, float *d, uint8_t *q);
 void attn_quant_i8_row_avx2(int n, const float *x, float *d, uint8_t *q); /* n % 4 == 0 */
 /* The AVX2 kernel's planes of n codes + 128 (xu): the codes (xs) and their absolute values (xa). */
 void attn_quant_i8_planes_avx2(size_t n, const uint8_t *xu, int8_t *xs, uint8_t *xa);
+/* attn_quant_f32_to_f16_n's loop on F16C (quant_simd.c). */
+void attn_quant_f16_round_avx2(size_t n, const float *src, uint16_t *dst, float *back);
+void attn_quant_f16_round_avx512(size_t n, const float *src, uint16_t *dst, float *back);
 
 #endif

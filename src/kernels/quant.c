@@ -119,6 +119,21 @@ uint16_t attn_quant_f32_to_f16(float f) {
     return sign | (uint16_t)h;
 }
 
+void attn_quant_f32_to_f16_n(size_t n, const float *src, uint16_t *dst, float *back) {
+    const attn_backend be = attn_get_backend();
+    if (be == ATTN_BACKEND_AVX512) {
+        attn_quant_f16_round_avx512(n, src, dst, back);
+    } else if (be == ATTN_BACKEND_AVX2) {
+        attn_quant_f16_round_avx2(n, src, dst, back);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            const uint16_t h = attn_quant_f32_to_f16(src[i]);
+            if (dst) dst[i] = h;
+            if (back) back[i] = q_f16(h);
+        }
+    }
+}
+
 /* float32 -> bfloat16 as gguf.quants.BF16 (and ggml): NaN forced quiet, else round to nearest
  * even on the dropped 16 bits (subnormals kept, unlike VCVTNEPS2BF16). */
 static uint16_t f32_to_bf16(float f) {

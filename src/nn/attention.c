@@ -119,13 +119,14 @@ static void kv_put(const attn_nn_kv *c, const geom *g, int b, int t, const float
         return;
     }
     uint16_t *kth = c->kt16 ? c->kt16 + (size_t)b * g->KD * c->ldkt + t : NULL;
-    for (int i = 0; i < g->KD; i++) {
-        const uint16_t hk = attn_quant_f32_to_f16(krow[i]), hv = attn_quant_f32_to_f16(vrow[i]);
-        kd[i] = attn_quant_f16_to_f32(hk);
-        vd[i] = attn_quant_f16_to_f32(hv);
-        if (kth) kth[(size_t)i * c->ldkt] = hk;
-        if (c->v16) c->v16[at + i] = hv;
+    enum { CHUNK = 256 };
+    uint16_t hk[CHUNK]; /* a chunk of the key's halves, for the transposed copy */
+    for (int i0 = 0; i0 < g->KD; i0 += CHUNK) {
+        const int nb = ATTN_MIN(CHUNK, g->KD - i0);
+        attn_quant_f32_to_f16_n((size_t)nb, krow + i0, kth ? hk : NULL, kd + i0);
+        for (int i = 0; kth && i < nb; i++) kth[(size_t)(i0 + i) * c->ldkt] = hk[i];
     }
+    attn_quant_f32_to_f16_n((size_t)g->KD, vrow, c->v16 ? c->v16 + at : NULL, vd);
     kt_put(c, g, b, t, kd);
 }
 
