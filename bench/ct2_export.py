@@ -129,6 +129,21 @@ def ct2_run(a, gen, tok, batch, splits, batches, types):
     return res
 
 
+def print_ct2_backends(ct2_dir, types):
+    """CTranslate2's own account of its kernels (CT2_VERBOSE=1, in a child process so that the
+    timed translators stay quiet): the ISA and the GEMM backends, e.g. on an AVX2 CPU its int8 is
+    oneDNN's u8s8 GEMM (VPMADDUBSW on unsigned activations: int16 pairs that can saturate without
+    VNNI), which is why its outputs there differ from attn's exact int8 more often."""
+    code = ("import sys, ctranslate2; ctranslate2.Translator(sys.argv[1], device='cpu', "
+            "compute_type=sys.argv[2], inter_threads=1, intra_threads=1)")
+    for t in types[:1]:
+        p = subprocess.run([sys.executable, "-c", code, ct2_dir, t], capture_output=True, text=True,
+                           env=dict(os.environ, CT2_VERBOSE="1"))
+        for line in p.stderr.splitlines():
+            if "ISA" in line or "backend" in line:
+                print("  ctranslate2 says: " + line.rsplit("]", 1)[-1].strip().lstrip("- "), flush=True)
+
+
 def attn_cmd(a, bsize, act, early):
     """act: None (the precision as it is) or an --int8-activations value for --precision q8_0"""
     cmd = [a.attn, "--threads", str(a.threads), "translate", "--model", a.hf_dir, "--ids",
@@ -236,6 +251,7 @@ def main():
           f"beam {a.beam}, {a.threads} threads, precision {a.precision}", flush=True)
     for m in missing:
         print(f"  ctranslate2 has no compute_type {m} on this CPU: not measured", flush=True)
+    print_ct2_backends(a.ct2_dir, types)
     acts = [None] + (parse_list(a.attn_q8) if a.precision == "int8" else [])
     earlies = parse_list(a.attn_early)
 
