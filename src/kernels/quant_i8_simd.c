@@ -124,19 +124,6 @@ void attn_quant_i8_panels_avx512(const i8_job *j, int p0, int p1) {
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #define I8_ROWS_AVX2 3 /* rows of x per pass over a panel */
 
-/* AVX2 (and AVX-512 CPUs without VNNI): without VPDPBUSD, VPMADDUBSW takes unsigned × signed
- * bytes into saturating int16 pairs, so the sign moves onto the weights: |x| (unsigned, <= 127)
- * times w · sign(x), a pair at most 2 · 127 · 127 = 32258, no saturation; VPMADDWD then sums the
- * pairs into int32. Exact, so the same sums as the reference loops. |x| and x come as two planes
- * made once per product (attn_quant_i8_planes_avx2), so per row of x and 4 k a tile spends two
- * broadcast loads and, per 8 rows of W, VPSIGNB, VPMADDUBSW, VPMADDWD and VPADDD: on a Zen 3,
- * two of the four on the two multiply pipes: their bound, 32 products a cycle. Measured on one
- * Zen 3 thread (M = 128, N = 8000, K = 256): 55-59 GMAC/s, against 31 with XOR and ABS per panel
- * and 4-row tiles that spilled; the float32 GEMM: 34-37.
- * A tile: a panel of 16 rows of W (two vectors of 8 rows x 4 codes per 4 k) times up to 3 rows
- * of x, 6 int32 accumulators in registers (4 rows' 8 left gcc one register short: it spilled),
- * the epilogue (scale, beta, bias, activation) applied from the registers as the VNNI tile does
- * (before, a tile went through a stack buffer and av_store_row: 6-9% of an int8 translation). */
 /* Eight outputs (the first w of them) of a row: act(v + beta · y + bias) stored into y, as
  * av_store_row(y, w, v, 1, beta, bias, act) does it (the same bits: v · 1 = v). */
 static ALWAYS_INLINE void i8_store_avx2(const i8_job *j, float *y, const float *bias, int w, __m256 v) {
@@ -152,6 +139,23 @@ static ALWAYS_INLINE void i8_store_avx2(const i8_job *j, float *y, const float *
         av_store_mask(y, mk, v);
 }
 
+/* AVX2 (and AVX-512 CPUs without VNNI): without VPDPBUSD, VPMADDUBSW takes unsigned × signed
+ * bytes into saturating int16 pairs, so the sign moves onto the weights: |x| (unsigned, <= 127)
+ * times w · sign(x), a pair at most 2 · 127 · 127 = 32258, no saturation; VPMADDWD then sums the
+ * pairs into int32. Exact, so the same sums as the reference loops. |x| and x come as two planes
+ * made once per product (attn_quant_i8_planes_avx2), so per row of x and 4 k a tile spends two
+ * broadcast loads and, per 8 rows of W, VPSIGNB, VPMADDUBSW, VPMADDWD and VPADDD: on a Zen 3 the
+ * first three share two pipes (measured: each alone and any mix of them 6.4 G/s in all, VPADDD
+ * 12.7), so ~21 products a cycle. Measured on one Zen 3 thread (M = 128, N = 8000, K = 256):
+ * 55-59 GMAC/s (72-75 in a later in-L1 run), against 31 with XOR and ABS per panel and 4-row
+ * tiles that spilled; the float32 GEMM: 34-37. Exact alternatives measured (int16 codes on
+ * VPMADDWD, the activations split into nibbles, 4 weight vectors per broadcast: docs/
+ * bench-results.md, tenth session) issue as many vector operations per product and ran no
+ * faster; CTranslate2's oneDNN u8s8 path is faster here by letting VPMADDUBSW saturate.
+ * A tile: a panel of 16 rows of W (two vectors of 8 rows x 4 codes per 4 k) times up to 3 rows
+ * of x, 6 int32 accumulators in registers (4 rows' 8 left gcc one register short: it spilled),
+ * the epilogue (scale, beta, bias, activation) applied from the registers as the VNNI tile does
+ * (before, a tile went through a stack buffer and av_store_row: 6-9% of an int8 translation). */
 static ALWAYS_INLINE void i8_tile_avx2(int Mc, const i8_job *j, int p, int m0) {
     const int K = j->K;
     const int8_t *wp = j->w + (size_t)p * 16 * (size_t)K;

@@ -71,6 +71,9 @@ static ALWAYS_INLINE __m256i bits32(uint32_t h) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit),
                             _mm256_set1_epi8(16));
 }
+
+/* attn_quant_f32_to_f16_n on F16C (attn_quant.h): eight at a time, a group holding a NaN one at a
+ * time (VCVTPS2PH would quiet a signaling NaN's payload; attn_quant_f32_to_f16 keeps it). */
 void ATTN_FN(attn_quant_f16_round)(size_t n, const float *src, uint16_t *dst, float *back) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
