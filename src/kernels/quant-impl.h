@@ -72,6 +72,14 @@ static inline float q_f16(uint16_t h) {
 }
 static inline float q_f16_at(const uint8_t *p) { return q_f16(q_rd16(p)); }
 
+/* Element i of attn_quant_f32_to_f16_n: src[i] rounded to binary16 into dst[i] and back to float
+ * into back[i] (either may be NULL). */
+static inline void q_f16_round_at(const float *src, uint16_t *dst, float *back, size_t i) {
+    const uint16_t h = attn_quant_f32_to_f16(src[i]);
+    if (dst) dst[i] = h;
+    if (back) back[i] = q_f16(h);
+}
+
 /* The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block's scales[12]. */
 static inline void q_k4_scale_min(int j, const uint8_t *s, int *sc, int *m) {
     if (j < 4) {

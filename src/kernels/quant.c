@@ -126,11 +126,7 @@ void attn_quant_f32_to_f16_n(size_t n, const float *src, uint16_t *dst, float *b
     } else if (be == ATTN_BACKEND_AVX2) {
         attn_quant_f16_round_avx2(n, src, dst, back);
     } else {
-        for (size_t i = 0; i < n; i++) {
-            const uint16_t h = attn_quant_f32_to_f16(src[i]);
-            if (dst) dst[i] = h;
-            if (back) back[i] = q_f16(h);
-        }
+        for (size_t i = 0; i < n; i++) q_f16_round_at(src, dst, back, i);
     }
 }
 

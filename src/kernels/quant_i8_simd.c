@@ -124,21 +124,6 @@ void attn_quant_i8_panels_avx512(const i8_job *j, int p0, int p1) {
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #define I8_ROWS_AVX2 3 /* rows of x per pass over a panel */
 
-/* Eight outputs (the first w of them) of a row: act(v + beta · y + bias) stored into y, as
- * av_store_row(y, w, v, 1, beta, bias, act) does it (the same bits: v · 1 = v). */
-static ALWAYS_INLINE void i8_store_avx2(const i8_job *j, float *y, const float *bias, int w, __m256 v) {
-    if (w <= 0) return;
-    const av_mask mk = av_tail(w < AV_LEN ? w : AV_LEN);
-    if (j->beta != 0.0f)
-        v = av_fmadd(w >= AV_LEN ? av_load(y) : av_load_mask(y, mk), av_set1(j->beta), v);
-    if (bias) v = av_add(v, w >= AV_LEN ? av_load(bias) : av_load_mask(bias, mk));
-    v = av_act(v, j->act);
-    if (w >= AV_LEN)
-        av_store(y, v);
-    else
-        av_store_mask(y, mk, v);
-}
-
 /* AVX2 (and AVX-512 CPUs without VNNI): without VPDPBUSD, VPMADDUBSW takes unsigned × signed
  * bytes into saturating int16 pairs, so the sign moves onto the weights: |x| (unsigned, <= 127)
  * times w · sign(x), a pair at most 2 · 127 · 127 = 32258, no saturation; VPMADDWD then sums the
@@ -187,9 +172,12 @@ static ALWAYS_INLINE void i8_tile_avx2(int Mc, const i8_job *j, int p, int m0) {
     for (int m = 0; m < Mc; m++) {
         const __m256 e = _mm256_set1_ps(j->xe[m0 + m]);
         float *y = j->y + (size_t)(m0 + m) * j->ldy + n0;
-        i8_store_avx2(j, y, bias, nc, _mm256_mul_ps(_mm256_cvtepi32_ps(lo[m]), _mm256_mul_ps(e, dl)));
-        i8_store_avx2(j, y + 8, bias ? bias + 8 : NULL, nc - 8,
-                      _mm256_mul_ps(_mm256_cvtepi32_ps(hi[m]), _mm256_mul_ps(e, dh)));
+        /* (av_store_row's steps on the scaled sums: the same bits, v · 1 = v) */
+        av_store_epilogue(y, ATTN_MIN(nc, 8), _mm256_mul_ps(_mm256_cvtepi32_ps(lo[m]), _mm256_mul_ps(e, dl)),
+                          j->beta, bias, j->act);
+        if (nc > 8)
+            av_store_epilogue(y + 8, nc - 8, _mm256_mul_ps(_mm256_cvtepi32_ps(hi[m]), _mm256_mul_ps(e, dh)),
+                              j->beta, bias ? bias + 8 : NULL, j->act);
     }
 }
 

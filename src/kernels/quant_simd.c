@@ -79,22 +79,14 @@ void ATTN_FN(attn_quant_f16_round)(size_t n, const float *src, uint16_t *dst, fl
     for (; i + 8 <= n; i += 8) {
         const __m256 x = _mm256_loadu_ps(src + i);
         if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q))) { /* a NaN: one at a time */
-            for (size_t e = i; e < i + 8; e++) {
-                const uint16_t h = attn_quant_f32_to_f16(src[e]);
-                if (dst) dst[e] = h;
-                if (back) back[e] = q_f16(h);
-            }
+            for (size_t e = i; e < i + 8; e++) q_f16_round_at(src, dst, back, e);
             continue;
         }
         const __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         if (dst) _mm_storeu_si128((__m128i *)(void *)(dst + i), h);
         if (back) _mm256_storeu_ps(back + i, _mm256_cvtph_ps(h));
     }
-    for (; i < n; i++) {
-        const uint16_t h = attn_quant_f32_to_f16(src[i]);
-        if (dst) dst[i] = h;
-        if (back) back[i] = q_f16(h);
-    }
+    for (; i < n; i++) q_f16_round_at(src, dst, back, i);
 }
 
 static ALWAYS_INLINE __m256i load256(const uint8_t *p) {

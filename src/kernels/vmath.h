@@ -353,22 +353,31 @@ static inline av_f av_act(av_f v, attn_act act) {
     return v;
 }
 
+/* c (w, 1 <= w <= AV_LEN) = act(v + beta·c + bias (w)) for the first w lanes of v; bias may be
+ * NULL, beta == 0 never reads c: the epilogue of one vector of outputs (a kernel that holds its
+ * sums in registers stores them through this). */
+static inline void av_store_epilogue(float *c, int w, av_f v, float beta, const float *bias,
+                                     attn_act act) {
+    const av_mask mk = av_tail(w);
+    if (beta != 0.0f)
+        v = av_fmadd(w == AV_LEN ? av_load(c) : av_load_mask(c, mk), av_set1(beta), v);
+    if (bias) v = av_add(v, w == AV_LEN ? av_load(bias) : av_load_mask(bias, mk));
+    v = av_act(v, act);
+    if (w == AV_LEN)
+        av_store(c, v);
+    else
+        av_store_mask(c, mk, v);
+}
+
 /* c (n) = act(alpha·acc (n) + beta·c + bias (n)); bias may be NULL, beta == 0 never reads c
  * (attn_gemm_store_row's body, inlined where a kernel stores its tiles). */
 static inline void av_store_row(float *c, int n, const float *acc, float alpha, float beta,
                                 const float *bias, attn_act act) {
-    const av_f va = av_set1(alpha), vb = av_set1(beta);
+    const av_f va = av_set1(alpha);
     for (int j = 0; j < n; j += AV_LEN) {
         const int w = n - j < AV_LEN ? n - j : AV_LEN;
-        const av_mask mk = av_tail(w);
-        av_f v = av_mul(w == AV_LEN ? av_load(acc + j) : av_load_mask(acc + j, mk), va);
-        if (beta != 0.0f) v = av_fmadd(w == AV_LEN ? av_load(c + j) : av_load_mask(c + j, mk), vb, v);
-        if (bias) v = av_add(v, w == AV_LEN ? av_load(bias + j) : av_load_mask(bias + j, mk));
-        v = av_act(v, act);
-        if (w == AV_LEN)
-            av_store(c + j, v);
-        else
-            av_store_mask(c + j, mk, v);
+        const av_f v = av_mul(w == AV_LEN ? av_load(acc + j) : av_load_mask(acc + j, av_tail(w)), va);
+        av_store_epilogue(c + j, w, v, beta, bias ? bias + j : NULL, act);
     }
 }
 
