@@ -184,7 +184,7 @@ def attn_run(a, ids_path, batches, acts, early):
             t = best - load
             label = (f"{'q8_0 act ' + act if act else a.precision} --batch {bsize} "
                      f"--early-stopping {early}")
-            res.append((label, n / t, t, outs))
+            res.append((label, n / t, t, outs, attn_cmd(a, bsize, act, early)))
             print(f"  attn        {label:34s} {n / t:9.1f} tok/s ({len(outs) / t:7.1f} sent/s, "
                   f"{t:.3f} s = {best:.3f} s - {load:.3f} s load; others {others:.2f} cores)",
                   flush=True)
@@ -302,8 +302,38 @@ def main():
                   f"{len(lines)} outputs identical to CTranslate2's")
             summary["attn_early_" + e] = {"setting": bo[0], "tokens_per_s": bo[1],
                                           "identical_to_ct2": same_o}
+        if a.precision == "f32":
+            summary["bound"] = arithmetic_bound(a, ids_path, ba, bc)
     with open(os.path.join(a.out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
+
+
+def arithmetic_bound(a, ids_path, ba, bc):
+    """How far 1.3x is from the arithmetic: the best attn setting once more with --stats (the
+    multiply-adds of its matrix products) against this CPU's measured FMA peak (bench_gemm
+    --peak, next to the attn binary), and CTranslate2's best time."""
+    p = subprocess.run(ba[4] + ["--stats"], stdin=open(ids_path, "rb"), stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True)
+    stats = [ln for ln in p.stderr.splitlines() if ln.startswith("attn: stats: ")]
+    bench = os.path.join(os.path.dirname(os.path.abspath(a.attn)), "bench", "bench_gemm")
+    q = subprocess.run([bench, "--peak"], capture_output=True, text=True,
+                       env=dict(os.environ, ATTN_BENCH_THREADS=str(a.threads)))
+    peak = [ln for ln in q.stdout.splitlines() if "measured FMA loop" in ln]
+    if p.returncode or not stats or q.returncode or not peak:
+        print("arithmetic bound: not measured (attn --stats or bench_gemm --peak failed)")
+        return None
+    macs = float(stats[0].split()[2]) * 1e9
+    gflops = float(peak[0].rsplit(":", 1)[1].split()[0])
+    floor = macs / (gflops * 0.5e9)
+    need = bc[2] / 1.3
+    print(f"arithmetic bound: attn's matrix products are {macs * 1e-9:.1f} G multiply-adds "
+          f"(attn translate --stats); at this CPU's measured FMA peak on {a.threads} threads "
+          f"({gflops:.1f} GFLOP/s, bench_gemm --peak) they alone take >= {floor:.3f} s. "
+          f"CTranslate2's best took {bc[2]:.3f} s, so 1.3x needs <= {need:.3f} s for all of "
+          f"attn's work: {need - floor:.3f} s beside the products at the FMA peak "
+          f"(attn's run: {ba[2]:.3f} s)")
+    return {"multiply_adds": macs, "fma_peak_gflops": gflops, "products_floor_s": floor,
+            "ct2_s": bc[2], "needed_for_1_3x_s": need, "attn_s": ba[2]}
 
 
 if __name__ == "__main__":

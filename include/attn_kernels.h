@@ -47,6 +47,13 @@ attn_status attn_backend_parse(const char *name, attn_backend *out);
 
 /* ---- GEMM -------------------------------------------------------------------------------- */
 
+/* The multiply-adds done by this process's matrix products so far: M·N·K for each call of
+ * attn_gemm, attn_gemm_precision, attn_gemm_packed and attn_quant_gemm* that gets past its
+ * argument checks (attention's score and value products, which are not made through these
+ * functions, are not counted). A statistic for benchmarks (`attn translate --stats`): it tells
+ * how far a run is from the matrix products' arithmetic bound. Thread-safe. */
+uint64_t attn_kernels_multiply_adds(void);
+
 typedef enum {
     ATTN_ACT_NONE = 0,
     ATTN_ACT_RELU,

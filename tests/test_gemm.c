@@ -15,6 +15,7 @@
 
 #include "attn_io.h"
 #include "attn_kernels.h"
+#include "attn_quant.h"
 
 #include <jansson.h>
 
@@ -530,8 +531,49 @@ static void test_bad_arguments(void **state) {
     assert_true(C[0] == 0.0f && C[3] == 0.0f);
 }
 
+/* attn_kernels_multiply_adds: M·N·K per product that runs (f32, packed, quantized); rejected
+ * calls and empty products add nothing. */
+static void test_multiply_adds(void **state) {
+    (void)state;
+    enum { M = 3, N = 5, K = 64 };
+    float A[M * K], B[N * K], C[M * N];
+    for (int i = 0; i < M * K; i++) A[i] = 0.01f * (float)(i % 7);
+    for (int i = 0; i < N * K; i++) B[i] = 0.02f * (float)(i % 5);
+    uint64_t m0 = attn_kernels_multiply_adds();
+    assert_int_equal(attn_gemm(false, true, M, N, K, 1, A, K, B, K, 0, C, N, NULL, ATTN_ACT_NONE),
+                     ATTN_STATUS_OK);
+    assert_true(attn_kernels_multiply_adds() - m0 == (uint64_t)M * N * K);
+    m0 = attn_kernels_multiply_adds();
+    assert_int_equal(attn_gemm(false, true, -1, N, K, 1, A, K, B, K, 0, C, N, NULL, ATTN_ACT_NONE),
+                     ATTN_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(attn_gemm(false, true, 0, N, K, 1, A, K, B, K, 0, C, N, NULL, ATTN_ACT_NONE),
+                     ATTN_STATUS_OK);
+    assert_true(attn_kernels_multiply_adds() == m0);
+    attn_gemm_packed_b P;
+    assert_int_equal(attn_gemm_pack_b(true, K, N, B, K, &P), ATTN_STATUS_OK);
+    assert_true(attn_kernels_multiply_adds() == m0); /* packing is not a product */
+    assert_int_equal(attn_gemm_packed(false, 2, N, K, 1, A, K, &P, 0, C, N, NULL, ATTN_ACT_NONE),
+                     ATTN_STATUS_OK);
+    assert_true(attn_kernels_multiply_adds() - m0 == (uint64_t)2 * N * K);
+    attn_gemm_packed_b_free(&P);
+    size_t rb = 0;
+    assert_int_equal(attn_quant_row_bytes(ATTN_QTYPE_Q8_0, K, &rb), ATTN_STATUS_OK);
+    unsigned char *W = malloc((size_t)N * rb);
+    assert_non_null(W);
+    for (int n = 0; n < N; n++)
+        assert_int_equal(attn_quant_quantize(ATTN_QTYPE_Q8_0, K, B + (size_t)n * K, W + n * rb),
+                         ATTN_STATUS_OK);
+    m0 = attn_kernels_multiply_adds();
+    assert_int_equal(attn_quant_gemm(M, N, K, A, K, ATTN_QTYPE_Q8_0, W, 0, C, N, NULL,
+                                     ATTN_ACT_NONE, ATTN_QUANT_ACT_F32),
+                     ATTN_STATUS_OK);
+    assert_true(attn_kernels_multiply_adds() - m0 == (uint64_t)M * N * K);
+    free(W);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_multiply_adds),
         cmocka_unit_test(test_simd_vs_ref_small_avx2),
         cmocka_unit_test(test_simd_vs_ref_small_avx512),
         cmocka_unit_test(test_simd_vs_ref_variants_avx2),

@@ -10,8 +10,10 @@
 #include "cmd_translate_hf.h"
 
 #include "cli.h"
+#include "train_common.h"
 
 #include "attn_infer.h"
+#include "attn_kernels.h"
 #include "attn_models.h"
 #include "attn_tok.h"
 
@@ -23,7 +25,7 @@
 static const char translate_usage[] =
     "usage: attn translate --model DIR [--beam K] [--length-penalty A] [--max-len N]\n"
     "                      [--max-len-ratio R] [--batch N] [--heuristic-stop] [--scores]\n"
-    "                      [--early-stopping true|false|never]\n"
+    "                      [--stats] [--early-stopping true|false|never]\n"
     "                      [--precision f32|bf16|int8|q8_0] [--int8-activations A] [TEXT...]\n"
     "\n"
     "Translates each TEXT, or each line of standard input, writing one line per input line\n"
@@ -42,6 +44,9 @@ static const char translate_usage[] =
     "                      beats them at its current length (faster with A > 0; the default\n"
     "                      stops only when no live beam can win at any length)\n"
     "  --scores            prefix each line with its score and a tab\n"
+    "  --stats             at the end, print to standard error the multiply-adds of the matrix\n"
+    "                      products and the seconds the translation took (the load excluded):\n"
+    "                      how far a run is from the products' arithmetic bound\n"
     "  --max-tokens N      the same as --max-len N\n"
     "  --precision P       f32 (default: transformers' numbers), bf16 (the matrix products in\n"
     "                      bfloat16; needs a CPU with AVX512-BF16), int8 (CTranslate2's int8:\n"
@@ -134,6 +139,13 @@ static attn_status run_window(ctx *c, item *w, int n) {
     return ATTN_STATUS_OK;
 }
 
+/* --stats: the products' multiply-adds and the seconds since (t0, macs0). */
+static void print_stats(double t0, uint64_t macs0) {
+    const double dt = train_now_s() - t0, g = 1e-9 * (double)(attn_kernels_multiply_adds() - macs0);
+    fprintf(stderr, "attn: stats: %.3f G multiply-adds in matrix products, %.3f s (%.1f G/s)\n", g,
+            dt, dt > 0 ? g / dt : 0.0);
+}
+
 static void clear_window(item *w, int n) {
     for (int i = 0; i < n; i++) {
         free(w[i].text);
@@ -195,7 +207,7 @@ int cmd_translate(int argc, char **argv) {
     hf.early_stopping = -1;
     attn_encdec_precision prec = ATTN_ENCDEC_PRECISION_F32;
     attn_quant_act qact = ATTN_QUANT_ACT_Q8_ALL;
-    bool qact_set = false;
+    bool qact_set = false, stats = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -254,6 +266,8 @@ int cmd_translate(int argc, char **argv) {
             c.o.stop = ATTN_TRANSLATE_STOP_HEURISTIC;
         } else if (!strcmp(a, "--scores")) {
             c.scores = true;
+        } else if (!strcmp(a, "--stats")) {
+            stats = true;
         } else if (!strcmp(a, "--")) {
             first_text = i + 1;
             break;
@@ -270,12 +284,15 @@ int cmd_translate(int argc, char **argv) {
                                "the activations to int8, one scale per row)");
     attn_status s = attn_encdec_load_dir(dir, &c.m);
     if (!s && prec != ATTN_ENCDEC_PRECISION_F32) s = attn_encdec_set_precision(c.m, prec, qact);
+    const double t0 = train_now_s();
+    const uint64_t macs0 = attn_kernels_multiply_adds();
     if (!s && c.m->cfg.arch != ATTN_ENCDEC_ARCH_ATTN) {
         hf.dir = dir, hf.beam = beam_set ? c.o.beam_size : 0, hf.max_tokens = c.o.max_len;
         hf.batch = c.batch, hf.scores = c.scores;
         hf.length_penalty = lp_set ? c.o.length_penalty : NAN;
         s = translate_hf(&hf, c.m, first_text < argc ? argv + first_text : NULL,
                          first_text < argc ? argc - first_text : 0);
+        if (!s && stats) print_stats(t0, macs0);
         attn_encdec_model_free(c.m);
         return s ? cli_fail(s) : CLI_EXIT_OK;
     }
@@ -315,6 +332,7 @@ int cmd_translate(int argc, char **argv) {
             s = attn_set_error(ATTN_STATUS_IO, "<stdin>: read error after line %zu", lineno);
     }
     if (!s && n) s = run_window(&c, w, n);
+    if (!s && stats) print_stats(t0, macs0);
     if (w) clear_window(w, n);
     free(w);
     teardown(&c);

@@ -2,6 +2,7 @@
 #include "kernels-impl.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +97,17 @@ attn_status attn_set_backend(attn_backend b) {
     return ATTN_STATUS_OK;
 }
 
+static _Atomic uint64_t g_multiply_adds;
+
+void attn_kernels_count(int M, int N, int K) {
+    atomic_fetch_add_explicit(&g_multiply_adds, (uint64_t)M * (uint64_t)N * (uint64_t)K,
+                              memory_order_relaxed);
+}
+
+uint64_t attn_kernels_multiply_adds(void) {
+    return atomic_load_explicit(&g_multiply_adds, memory_order_relaxed);
+}
+
 const attn_kernel_table *attn_kernels_current(void) {
     if (!g_table) {
         /* An unknown or unsupported ATTN_BACKEND falls back to auto; the CLI reports it. */
@@ -140,6 +152,7 @@ attn_status attn_gemm_precision(bool trans_a, bool trans_b, int M, int N, int K,
     REQUIRE(ldc >= ATTN_MAX(1, N), "gemm: ldc=%d < N=%d", ldc, N);
     if (M == 0 || N == 0) return ATTN_STATUS_OK;
     REQUIRE(C && (K == 0 || (A && B)), "gemm: NULL matrix");
+    attn_kernels_count(M, N, K);
     if (precision == ATTN_PRECISION_F32)
         attn_kernels_current()->gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
                                      ldc, bias, act);
@@ -602,6 +615,7 @@ attn_status attn_gemm_packed(bool trans_a, int M, int N, int K, float alpha, con
     REQUIRE(ldc >= ATTN_MAX(1, N), "gemm packed: ldc=%d < N=%d", ldc, N);
     if (M == 0 || N == 0) return ATTN_STATUS_OK;
     REQUIRE(C && (K == 0 || A), "gemm packed: NULL matrix");
+    attn_kernels_count(M, N, K);
     if (B->precision == ATTN_PRECISION_BF16) {
         const uint16_t *P = (const uint16_t *)(const void *)B->data;
         if (be == ATTN_BACKEND_AVX512)

@@ -97,6 +97,9 @@ typedef struct {
 /* The table of the current backend (resolves ATTN_BACKEND on first use). */
 const attn_kernel_table *attn_kernels_current(void);
 
+/* Adds M·N·K to attn_kernels_multiply_adds()'s count (dispatch.c). */
+void attn_kernels_count(int M, int N, int K);
+
 /* Every kernel in three flavours. */
 #define ATTN_DECLARE_KERNELS(sfx)                                                                 \
     void attn_gemm_##sfx(bool, bool, int, int, int, float, const float *, int, const float *,    \

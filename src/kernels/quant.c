@@ -666,6 +666,7 @@ static attn_status quant_gemm(int M, int N, int K, const float *x, int ldx, attn
         return attn_fail(ATTN_STATUS_TOO_LARGE, "quant gemm: W (%d, %d) is too large", N, K);
     if (M == 0 || N == 0) return ATTN_STATUS_OK;
     REQUIRE(y && (K == 0 || (x && w)), "quant gemm: NULL matrix");
+    attn_kernels_count(M, N, K);
     const attn_backend be = attn_get_backend();
     if (be == ATTN_BACKEND_AVX512)
         attn_quant_gemm_avx512(M, N, K, x, ldx, t, w, rb, beta, y, ldy, bias, act, qact,
@@ -860,6 +861,7 @@ static attn_status quant_gemm_packed(int M, const float *x, int ldx, const attn_
     REQUIRE(ldy >= ATTN_MAX(1, N), "quant gemm: ldy=%d < N=%d", ldy, N);
     if (M == 0 || N == 0) return ATTN_STATUS_OK;
     REQUIRE(y && (K == 0 || x), "quant gemm: NULL matrix");
+    attn_kernels_count(M, N, K);
     const attn_backend be = attn_get_backend();
     bool ok = true;
     if (i8) /* one path for every M and every backend (chunked or not: rows are independent) */
