@@ -103,45 +103,31 @@ static double cpu_mhz(void) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-/* FMA throughput of one thread: 24 independent accumulator chains (enough to cover the FMA
- * latency on two pipes), in GFLOP/s. */
-__attribute__((target("avx512f,fma"))) static double fma_peak_512(void) {
-    __m512 acc[24];
-    for (int i = 0; i < 24; i++) acc[i] = _mm512_set1_ps((float)i);
-    const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-    const long n = 20000000;
-    double t = now();
-    for (long it = 0; it < n; it++) {
-#pragma GCC unroll 24
-        for (int i = 0; i < 24; i++) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+/* FMA throughput of one thread: CHAINS independent accumulator chains (enough to cover the FMA
+ * latency on two pipes) of LANES-lane FMAs, in GFLOP/s. */
+#define FMA_PEAK(name, tgt, V, set1, fmadd, storeu, LANES, CHAINS, N)                             \
+    __attribute__((target(tgt))) static double name(void) {                                      \
+        V acc[CHAINS];                                                                           \
+        for (int i = 0; i < CHAINS; i++) acc[i] = set1((float)i);                                \
+        const V x = set1(0.999999f), y = set1(1e-7f);                                            \
+        double t = now();                                                                        \
+        for (long it = 0; it < (N); it++) {                                                      \
+            _Pragma("GCC unroll 24") for (int i = 0; i < CHAINS; i++) acc[i] =                   \
+                fmadd(acc[i], x, y);                                                             \
+        }                                                                                        \
+        t = now() - t;                                                                           \
+        float lanes[LANES], s = 0;                                                               \
+        for (int i = 0; i < CHAINS; i++) {                                                       \
+            storeu(lanes, acc[i]);                                                               \
+            for (int j = 0; j < LANES; j++) s += lanes[j];                                       \
+        }                                                                                        \
+        if (s == 12345.0f) printf("#\n"); /* keeps the loop alive */                             \
+        return (double)(N) * CHAINS * 2 * LANES / t * 1e-9;                                      \
     }
-    t = now() - t;
-    float s = 0;
-    for (int i = 0; i < 24; i++) s += _mm512_reduce_add_ps(acc[i]);
-    if (s == 12345.0f) printf("#\n"); /* keeps the loop alive */
-    return (double)n * 24 * 32 / t * 1e-9;
-}
-
-/* The same with 8-lane FMAs (AVX2 CPUs): 12 chains. */
-__attribute__((target("avx2,fma"))) static double fma_peak_256(void) {
-    __m256 acc[12];
-    for (int i = 0; i < 12; i++) acc[i] = _mm256_set1_ps((float)i);
-    const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-    const long n = 40000000;
-    double t = now();
-    for (long it = 0; it < n; it++) {
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; i++) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
-    }
-    t = now() - t;
-    float lanes[8], s = 0;
-    for (int i = 0; i < 12; i++) {
-        _mm256_storeu_ps(lanes, acc[i]);
-        for (int j = 0; j < 8; j++) s += lanes[j];
-    }
-    if (s == 12345.0f) printf("#\n"); /* keeps the loop alive */
-    return (double)n * 12 * 16 / t * 1e-9;
-}
+FMA_PEAK(fma_peak_512, "avx512f,fma", __m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_storeu_ps,
+         16, 24, 20000000L)
+FMA_PEAK(fma_peak_256, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_storeu_ps, 8,
+         12, 40000000L)
 #endif
 
 int main(int argc, char **argv) {
@@ -154,24 +140,18 @@ int main(int argc, char **argv) {
     double mhz = cpu_mhz();
     printf("attn backend %s, %d thread(s)\n", attn_backend_name(attn_get_backend()), threads);
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx512f")) {
+    const bool z = __builtin_cpu_supports("avx512f");
+    if (z || (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
         double per_thread = 0;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads) reduction(+ : per_thread)
 #endif
-        per_thread += fma_peak_512();
-        printf("peak: nominal %.0f MHz x 64 flop/cycle (2 x 16-lane FMA) x %d = %.1f GFLOP/s; "
+        per_thread += z ? fma_peak_512() : fma_peak_256();
+        const int lanes = z ? 16 : 8;
+        printf("peak: nominal %.0f MHz x %d flop/cycle (2 x %d-lane FMA) x %d = %.1f GFLOP/s; "
                "measured FMA loop on %d thread(s): %.1f GFLOP/s\n",
-               mhz, threads, mhz * 1e-3 * 64 * threads, threads, per_thread);
-    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        double per_thread = 0;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(threads) reduction(+ : per_thread)
-#endif
-        per_thread += fma_peak_256();
-        printf("peak: nominal %.0f MHz x 32 flop/cycle (2 x 8-lane FMA) x %d = %.1f GFLOP/s; "
-               "measured FMA loop on %d thread(s): %.1f GFLOP/s\n",
-               mhz, threads, mhz * 1e-3 * 32 * threads, threads, per_thread);
+               mhz, 4 * lanes, lanes, threads, mhz * 1e-3 * 4 * lanes * threads, threads,
+               per_thread);
     }
 #endif
     if (peak_only) return 0;
