@@ -8,9 +8,12 @@
  * --steps steps feed one token to every slot: once as one ragged call for all n, once as n
  * attn_gpt_decode_seq calls of one token. Prints ms per step and tokens/s of each and their
  * ratio: what continuous batching gains per step in `attn serve` (no HTTP, no sampling).
- * --single off skips the single steps (to profile the batched step alone). */
+ * --single off skips the single steps (to profile the batched step alone). Each batched step's
+ * matrix products are counted too (attn_kernels_multiply_adds): G multiply-adds a step and their
+ * rate over the whole step, the arithmetic a step cannot do without. */
 #include "attn_core.h"
 #include "attn_gpt.h"
+#include "attn_kernels.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -73,9 +76,11 @@ int main(int argc, char **argv) {
         for (int b = 0; b < n; b++) CHECK(attn_gpt_decode_seq(m, kv, b, prompt + 7 * b, ids, NULL, false));
         for (int b = 0; b < n; b++) tok[b] = (b * 13 + 5) % V;
         CHECK(attn_gpt_decode_ragged(m, kv, n, NULL, tok, logits)); /* warm-up */
+        const uint64_t macs0 = attn_kernels_multiply_adds();
         double t0 = now();
         for (int s = 0; s < steps; s++) CHECK(attn_gpt_decode_ragged(m, kv, n, NULL, tok, logits));
         const double batched = (now() - t0) / steps;
+        const double gmac = 1e-9 * (double)(attn_kernels_multiply_adds() - macs0) / steps;
         t0 = now();
         for (int s = 0; single && s < steps; s++)
             for (int b = 0; b < n; b++)
@@ -83,9 +88,10 @@ int main(int argc, char **argv) {
         const double alone = single ? (now() - t0) / steps : 0.0;
         if (n == 1 || base == 0) base = 1.0 / batched;
         printf("  n=%3d: batched step %7.2f ms = %7.1f tokens/s (x%.2f of n=1); n single steps "
-               "%7.2f ms = %7.1f tokens/s; batched/single x%.2f\n",
+               "%7.2f ms = %7.1f tokens/s; batched/single x%.2f; products %.3f G multiply-adds "
+               "a batched step (%.1f G/s over the step)\n",
                n, 1e3 * batched, n / batched, (n / batched) / base, 1e3 * alone, n / alone,
-               alone / batched);
+               alone / batched, gmac, gmac / batched);
         fflush(stdout);
         attn_gpt_kv_free(kv);
         free(logits), free(ids), free(tok);
