@@ -645,7 +645,13 @@ int main(int argc, char **argv) {
         fflush(stdout);
         attn_optim_destroy(opt);
         free(ranges);
-        if (run_decode(&su, m, dir, rounds)) return 1;
+        /* Without the demo model, decoding takes the initial weights again (the timed steps
+         * changed m): the weights the PyTorch side decodes with ("model": "init"). */
+        attn_encdec_model *fresh = NULL;
+        if (attn_encdec_model_init(&su.cfg, SEED, &fresh)) return fail("model");
+        const int rc = run_decode(&su, fresh, dir, rounds);
+        attn_encdec_model_free(fresh);
+        if (rc) return 1;
     }
     attn_encdec_state_free(st);
     attn_encdec_trainer_free(tr);
