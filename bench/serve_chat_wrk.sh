@@ -32,7 +32,7 @@ KVT=${CHAT_KV_TYPE:-f32}
 REPEAT=${CHAT_REPEAT:-3}
 command -v wrk > /dev/null || { echo "error: no wrk (apt-get install wrk)"; exit 1; }
 command -v curl > /dev/null || { echo "error: no curl"; exit 1; }
-[ -f "$MODEL" ] || { echo "error: no $MODEL (sh tools/install_deps.sh)"; exit 1; }
+[ -e "$MODEL" ] || { echo "error: no $MODEL (sh tools/install_deps.sh)"; exit 1; }
 [ -x "$BUILD/attn" ] || { echo "error: no $BUILD/attn (make)"; exit 1; }
 out=$(mktemp -d)
 pid=
