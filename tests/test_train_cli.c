@@ -140,6 +140,22 @@ static void test_resume_is_exact(void **state) {
     long n_out = strtol(buf, NULL, 10), n_in = strtol(strchr(buf, '\n') + 1, NULL, 10);
     printf("  translate: %ld lines in, %ld lines out\n", n_in, n_out);
     assert_true(n_in > 0 && n_in == n_out);
+    /* --stats: one line on standard error with the products' multiply-adds */
+    char out[4400], err[4400];
+    snprintf(out, sizeof out, "%s/stats.out", g_dir);
+    snprintf(err, sizeof err, "%s/stats.err", g_dir);
+    snprintf(args, sizeof args, "translate --model '%s' --beam 2 --stats 'Hello there.'", a_dir);
+    assert_int_equal(tu_run_cli_files(args, NULL, out, err), 0);
+    size_t n = 0;
+    char *e = tu_read_all(err, &n);
+    assert_non_null(e);
+    double g = 0, secs = -1;
+    printf("  translate --stats: %s", e);
+    assert_int_equal(sscanf(e, "attn: stats: %lf G multiply-adds in matrix products, %lf s", &g,
+                            &secs),
+                     2);
+    assert_true(g > 0 && secs >= 0);
+    free(e);
 }
 
 static void test_sigint_saves(void **state) {
