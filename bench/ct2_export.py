@@ -312,8 +312,9 @@ def arithmetic_bound(a, ids_path, ba, bc):
     """How far 1.3x is from the arithmetic: the best attn setting once more with --stats (the
     multiply-adds of its matrix products) against this CPU's measured FMA peak (bench_gemm
     --peak, next to the attn binary), and CTranslate2's best time."""
-    p = subprocess.run(ba[4] + ["--stats"], stdin=open(ids_path, "rb"), stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, text=True)
+    with open(ids_path, "rb") as f:
+        p = subprocess.run(ba[4] + ["--stats"], stdin=f, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
     stats = [ln for ln in p.stderr.splitlines() if ln.startswith("attn: stats: ")]
     bench = os.path.join(os.path.dirname(os.path.abspath(a.attn)), "bench", "bench_gemm")
     q = subprocess.run([bench, "--peak"], capture_output=True, text=True,

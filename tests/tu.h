@@ -459,6 +459,21 @@ static inline void tu_expect_error_file(const char *err_path, const char *sub) {
     free(e);
 }
 
+/* The file err_path (a `attn translate --stats` run's stderr) is exactly one line "attn: stats:
+ * G G multiply-adds in matrix products, S s (...)" with G > 0 and S >= 0. */
+static inline void tu_expect_stats_file(const char *err_path) {
+    size_t n;
+    char *e = tu_read_all(err_path, &n);
+    assert_non_null(e);
+    printf("  --stats: %s", e ? e : "(none)");
+    double g = 0, secs = -1;
+    assert_int_equal(sscanf(e, "attn: stats: %lf G multiply-adds in matrix products, %lf s", &g,
+                            &secs),
+                     2);
+    assert_true(g > 0 && secs >= 0 && n > 0 && strchr(e, '\n') == e + n - 1);
+    free(e);
+}
+
 /* Start the shell command line cmd (`exec` it for the signal to reach the program) with stdout
  * and stderr into a pipe; read that into out[0..cap) until the nth line that begins with
  * `prefix`, send it SIGINT, read the rest and wait. Returns the wait status. */
