@@ -993,9 +993,21 @@ static void test_hf_translators(void **state) {
     printf("  nllb /v1/attention: %zu source tokens, %zu target tokens, maps %d / %d / %d\n",
            json_array_size(src), json_array_size(tgt), kinds[0], kinds[1], kinds[2]);
     assert_true(kinds[0] == 1 && kinds[1] == 2 && kinds[2] == 2); /* 1 encoder, 2 decoder layers */
-    json_decref(o), free(b);
+    json_decref(o);
+    char *first = b;
     const int got = post("/v1/attention", "{\"model\": \"nllb\", \"input\": \"x\", \"tgt_lang\": \"zz\"}", &b);
     expect_error(got, 400, b, "attention: unknown tgt_lang");
+    free(b);
+    /* the route keeps its translator between requests: the same request gives the same bytes
+     * after the refused one, and the next request's languages are its own (none given: none,
+     * not the last request's zho_Hans, so a target text has no language to be encoded in) */
+    assert_int_equal(post("/v1/attention", "{\"model\": \"nllb\", \"input\": \"Knowledge is power.\", "
+                                           "\"src_lang\": \"eng_Latn\", \"tgt_lang\": \"zho_Hans\"}", &b), 200);
+    assert_string_equal(b, first);
+    free(b), free(first);
+    const int none = post("/v1/attention", "{\"model\": \"nllb\", \"input\": \"Knowledge is power.\", "
+                                           "\"target\": \"x\"}", &b);
+    expect_error(none, 400, b, "attention: target, no tgt_lang after one");
     free(b);
 
     sigterm_expect_clean_exit();

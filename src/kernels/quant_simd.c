@@ -1073,7 +1073,14 @@ static ALWAYS_INLINE void x8_panel_f32(attn_qtype T, int Mc, const x8_job *j, in
  *     (its |codes| took 8 registers and each row reloaded the codes for their signs).
  * Either way a row gets the same integer sums (exact) and the same float steps as x8_panel, so
  * the same bits (tests/test_quant.c rows_alone). (The row loop in F32 mode, a group's codes as
- * floats in a stack buffer, was slower than x8_panel_f32: 26-29 against 36-42 at 8-32 rows.) */
+ * floats in a stack buffer, was slower than x8_panel_f32: 26-29 against 36-42 at 8-32 rows.)
+ * x8_rows_q4 runs near 4 instructions a cycle on Zen 3 (`perf annotate`), ~74 GMAC/s a core;
+ * its integer part alone ran ~128 in a microbenchmark, the per-group float steps (VCVTDQ2PS,
+ * a multiply, two FMAs on the pipes VPMADDUBSW uses) take the rest. Tried and dropped (2 threads,
+ * 1536 x 576 at 16 rows, the same bits): two panels per row with the unpacked codes of 8 groups
+ * in a stack buffer, each broadcast serving two VPMADDUBSW and the accumulators in registers,
+ * ~124 against ~148 GMAC/s, both with the codes as the register operand and with the roles
+ * turned (codes the signed memory operand, x + 128 unsigned, 128 · Σ code taken off). */
 static ALWAYS_INLINE void x8_rows_q4(attn_qtype T, int Mc, const x8_job *j, int p, float *out,
                                      int ldo) {
     const int K = j->K, G = K / 32;

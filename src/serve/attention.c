@@ -68,10 +68,27 @@ static attn_status encode(const attn_tok *tok, const char *text, size_t len, siz
     return s; /* ids[1 .. k]: room for a start token at 0 */
 }
 
+/* A translator for m's directory, as `attn attention --model DIR` makes it (one sentence a call),
+ * the directory's path taken off the front of an error message (the client did not give it). */
+static attn_status hf_viz_translator(const serve_model *m, attn_hf_translator **t) {
+    attn_hf_translator_params p = attn_hf_translator_default_params();
+    p.max_sentences = 1;
+    attn_status s = attn_hf_translator_init(m->encdec, m->path, &p, t);
+    const size_t pl = strlen(m->path);
+    if (s && !strncmp(attn_last_error(), m->path, pl) && !strncmp(attn_last_error() + pl, ": ", 2)) {
+        char msg[600]; /* the message without the server's path */
+        snprintf(msg, sizeof msg, "%s", attn_last_error() + pl + 2);
+        s = attn_set_error(s, "%s", msg);
+    }
+    return s;
+}
+
 /* A Hugging Face translator (Marian, M2M100 / NLLB) on text and its translation (or target), as
- * `attn attention --model DIR` captures it: a translator of its own for the request (the compute
- * thread's is busy), with the request's "src_lang" / "tgt_lang" (NLLB codes; Marian's target
- * >>lang<<). */
+ * `attn attention --model DIR` captures it, with the request's "src_lang" / "tgt_lang" (NLLB
+ * codes; Marian's target >>lang<<). The compute thread's translator is busy, so the route has
+ * its own, made by the first request and kept (its tokenizers are loaded once: an NLLB
+ * directory's tokenizer.json alone is ~17 MB of JSON); a request that finds it in use by another
+ * makes one for itself, so concurrent requests do not wait for each other. */
 static attn_status hf_capture(serve_model *m, json_t *root, const char *text, const char *target,
                               attn_viz **v) {
     const char *lang[2] = {NULL, NULL};
@@ -83,18 +100,19 @@ static attn_status hf_capture(serve_model *m, json_t *root, const char *text, co
                                   key[i]);
         lang[i] = json_string_value(l);
     }
-    attn_hf_translator_params p = attn_hf_translator_default_params();
-    p.src_lang = lang[0], p.tgt_lang = lang[1], p.max_sentences = 1;
-    attn_hf_translator *t = NULL;
+    attn_hf_translator *own = NULL, *t = NULL;
+    const bool kept = pthread_mutex_trylock(&m->viz_mu) == 0;
+    attn_status s = ATTN_STATUS_OK;
+    if (kept) {
+        if (!m->viz_hf) s = hf_viz_translator(m, &m->viz_hf);
+        t = m->viz_hf;
+    } else {
+        s = hf_viz_translator(m, &own);
+        t = own;
+    }
     int32_t *src = NULL, *tgt = NULL;
     size_t Ts = 0, n_tgt = 0;
-    attn_status s = attn_hf_translator_init(m->encdec, m->path, &p, &t);
-    const size_t pl = strlen(m->path);
-    if (s && !strncmp(attn_last_error(), m->path, pl) && !strncmp(attn_last_error() + pl, ": ", 2)) {
-        char msg[600]; /* the message without the server's path */
-        snprintf(msg, sizeof msg, "%s", attn_last_error() + pl + 2);
-        s = attn_set_error(s, "%s", msg);
-    }
+    if (!s) s = attn_hf_translator_set_langs(t, lang[0], lang[1]);
     if (!s)
         s = attn_hf_translator_capture_input(t, text, NULL, 0, target, NULL, 0, &src, &Ts, &tgt,
                                              &n_tgt, NULL);
@@ -109,8 +127,9 @@ static attn_status hf_capture(serve_model *m, json_t *root, const char *text, co
     else if (!s)
         s = attn_viz_capture_encdec(m->encdec, attn_hf_translator_tok(t), src, (int)Ts, tgt,
                                     (int)n_tgt, v);
+    if (kept) pthread_mutex_unlock(&m->viz_mu);
     attn_free(src), attn_free(tgt);
-    attn_hf_translator_free(t);
+    attn_hf_translator_free(own);
     return s;
 }
 

@@ -673,6 +673,8 @@ static void model_free(serve_model *m) {
     attn_translate_session_free(m->ts);
     attn_tok_free(m->mt_tok);
     attn_hf_translator_free(m->hf);
+    attn_hf_translator_free(m->viz_hf);
+    pthread_mutex_destroy(&m->viz_mu);
     attn_encdec_model_free(m->encdec);
     free(m->name);
     free(m->path);
@@ -709,6 +711,7 @@ static attn_status model_new(serve_engine *e, const char *name, const char *path
     m->path = strdup(path);
     m->queue = malloc((size_t)e->cfg.max_queue * sizeof *m->queue);
     pthread_mutex_init(&m->mu, NULL);
+    pthread_mutex_init(&m->viz_mu, NULL);
     if (!m->name || !m->path || !m->queue) {
         model_free(m);
         return attn_set_error(ATTN_STATUS_OUT_OF_MEMORY, "serve: out of memory");

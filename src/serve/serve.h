@@ -156,6 +156,9 @@ struct serve_model {
     attn_hf_translator *hf;       /* Marian, M2M100 / NLLB: the compute thread's translator */
     const attn_mt_tok *hf_mt;     /* its Marian / NLLB tokenizer (read-only: any thread), or
                                      NULL (a plain tokenizer.json: tok) */
+    attn_hf_translator *viz_hf;   /* /v1/attention's translator (its own: the compute thread's
+                                     is busy), made by the first request, under viz_mu */
+    pthread_mutex_t viz_mu;
     bool hf_nllb;                 /* languages are NLLB codes: source and target both count */
     bool hf_multi;                /* Marian with >>lang<< tokens: the target picks one */
     /* the queue (the engine's compute thread takes its work: serve_engine_run) */
