@@ -142,6 +142,15 @@ attn_status attn_viz_save(const attn_viz *v, const char *path);
 attn_status attn_viz_load(const char *path, attn_viz **out);
 /* The JSON file's path for a safetensors path (into buf). */
 attn_status attn_viz_json_path(const char *path, char *buf, size_t cap);
+/* The capture as one JSON text (`attn serve`'s POST /v1/attention answer) into *out (*len
+ * bytes, NUL-terminated; attn_free): {"model": model (left out when NULL), "tokens": [...],
+ * "maps": [{"kind", "layer", "heads", "queries", "keys", "p": [head][query][key]}, ...],
+ * "target": [...] (when the capture has one)}, the maps of one layer when layer >= 0, each
+ * probability as jansson writes a real at JSON_REAL_PRECISION(6) (the whole text is
+ * json_dumps(..., JSON_COMPACT | JSON_REAL_PRECISION(6)) of that object). More than max_values
+ * probabilities is INVALID_ARGUMENT (nothing made). */
+attn_status attn_viz_to_json(const attn_viz *v, const char *model, int layer, long max_values,
+                             char **out, size_t *len);
 
 /* ---- capture ---------------------------------------------------------------------------- */
 

@@ -139,6 +139,21 @@ static void expect_error(int got, int want, const char *body, const char *what) 
     json_decref(o);
 }
 
+/* /v1/attention writes its JSON as text: it must be the bytes jansson gives the same values
+ * (json_dumps, compact, reals at precision 6), so parse it and dump it again. */
+static void expect_jansson_bytes(const char *body, const char *what) {
+    json_t *o = parse(body);
+    char *again = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    if (!again || strcmp(again, body)) {
+        size_t i = 0;
+        while (again && again[i] && again[i] == body[i]) i++;
+        fail_msg("%s: not jansson's bytes from byte %zu: %.40s / %.40s", what, i, body + i,
+                 again ? again + i : "(none)");
+    }
+    free(again);
+    json_decref(o);
+}
+
 /* stdout of the CLI line args (already quoted), stdin from in (NULL: nothing), malloc'd. */
 static char *cli(const char *args, const char *in) {
     const char *o = tu_tmp("cli.out"), *e = tu_tmp("cli.err");
@@ -358,6 +373,7 @@ static void test_translate_tokenize_attention(void **state) {
                            "{\"model\": \"enzh\", \"input\": \"Be kind.\", \"layer\": 0}"};
     for (int k = 0; k < 3; k++) {
         assert_int_equal(post("/v1/attention", reqs[k], &b), 200);
+        expect_jansson_bytes(b, reqs[k]);
         o = parse(b);
         json_t *maps = json_object_get(o, "maps");
         assert_true(json_array_size(maps) >= 1);
@@ -381,6 +397,15 @@ static void test_translate_tokenize_attention(void **state) {
         json_decref(o);
         free(b);
     }
+    /* every layer's maps at once, and a decoder's generated tokens */
+    assert_int_equal(post("/v1/attention", "{\"model\": \"smol\", \"input\": \"Hi\", \"generate\": 3}", &b), 200);
+    expect_jansson_bytes(b, "smol, all layers, generate 3");
+    o = parse(b);
+    printf("  /v1/attention smol, generate 3: %zu maps of %lld tokens\n",
+           json_array_size(json_object_get(o, "maps")),
+           json_integer_value(json_object_get(json_array_get(json_object_get(o, "maps"), 0), "keys")));
+    assert_true(json_array_size(json_object_get(o, "maps")) > 1);
+    json_decref(o), free(b);
     assert_int_equal(post("/v1/attention", "{\"model\": \"smol\", \"input\": \"Hi\", \"format\": \"html\"}", &b), 200);
     assert_non_null(strstr(b, "<html"));
     assert_non_null(strstr(b, "</html>"));
@@ -1004,6 +1029,7 @@ static void test_hf_translators(void **state) {
     assert_int_equal(post("/v1/attention", "{\"model\": \"nllb\", \"input\": \"Knowledge is power.\", "
                                            "\"src_lang\": \"eng_Latn\", \"tgt_lang\": \"zho_Hans\"}", &b), 200);
     assert_string_equal(b, first);
+    expect_jansson_bytes(b, "nllb attention"); /* random weights: tiny probabilities, exponents */
     free(b), free(first);
     const int none = post("/v1/attention", "{\"model\": \"nllb\", \"input\": \"Knowledge is power.\", "
                                            "\"target\": \"x\"}", &b);

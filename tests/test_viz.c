@@ -20,7 +20,9 @@
 #include "attn_models.h"
 #include "attn_tok.h"
 #include "attn_viz.h"
+#include "../src/viz/viz-impl.h" /* viz_real6: the probabilities' text, against jansson's */
 
+#include <float.h>
 #include <jansson.h>
 #include <png.h>
 #include <sys/wait.h>
@@ -223,6 +225,131 @@ static void test_container(void **state) {
     assert_string_equal(buf, "#1073741824");
     attn_free(ids);
     attn_tok_free(t);
+}
+
+/* ---- the maps as JSON text (attn_viz_to_json, `attn serve`'s /v1/attention) ---------------- */
+
+/* jansson's text of x at precision 6 ("null" where jansson has no real: NaN, infinities) */
+static void jansson_real6(double x, char *buf, size_t cap) {
+    json_t *r = json_real(x);
+    char *t = r ? json_dumps(r, JSON_ENCODE_ANY | JSON_REAL_PRECISION(6)) : NULL;
+    snprintf(buf, cap, "%s", t ? t : "null");
+    free(t);
+    json_decref(r);
+}
+
+static int real6_against_jansson(double x, int *shown) {
+    char mine[VIZ_REAL6_MAX + 1], want[64];
+    const size_t n = viz_real6(mine, x);
+    jansson_real6(x, want, sizeof want);
+    if (n == strlen(mine) && !strcmp(mine, want)) return 0;
+    if ((*shown)++ < 10) printf("  viz_real6(%.17g) = \"%s\", jansson \"%s\" FAIL\n", x, mine, want);
+    return 1;
+}
+
+/* viz_real6 gives jansson's bytes: edge cases (zeros, ties, the ends of the printf-free range,
+ * values that round up to the next power of ten, denormals, non-finite), every 4099th float
+ * bit pattern of both signs (~2.1 M: every exponent), and 10^6 probabilities of a softmax's
+ * range. */
+static void test_real6(void **state) {
+    (void)state;
+    static const double edge[] = {0.0, -0.0, 1.0, -1.0, 0.5, 0.25, 0.001953125, 0.0009765625,
+                                  1e-30, 9.9999999e-31, 1e30, 9.999999e29, 1e-5, 1e-4, 9.999995e-5,
+                                  9.9999949e-5, 0.999999, 0.9999995, 0.99999949, 999999.5,
+                                  999999.4, 123456.5, 100000, 1e6, 1e7, 12345678, FLT_MIN,
+                                  FLT_MAX, FLT_TRUE_MIN, DBL_MIN, 1.0 / 3, 2.0 / 3, 1e-45,
+                                  0.1, 0.2, 0.3, 1e21, 1e22, 1e23, NAN, INFINITY, -INFINITY};
+    int bad = 0, shown = 0;
+    long checked = 0;
+    for (size_t i = 0; i < sizeof edge / sizeof *edge; i++, checked++)
+        bad += real6_against_jansson(edge[i], &shown);
+    for (uint64_t b = 0; b < (1ull << 32); b += 4099, checked++) {
+        uint32_t u = (uint32_t)b;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        bad += real6_against_jansson((double)f, &shown);
+    }
+    tu_rng rng = {0x6a6a5b5b4c4c3d3dull};
+    for (int i = 0; i < 1000000; i++, checked++) {
+        const float p = expf(-30.0f * tu_uniform(&rng, 0, 1)); /* e^-30 .. 1 */
+        bad += real6_against_jansson((double)p, &shown);
+    }
+    printf("  viz_real6: %ld values, %d differ from jansson's text\n", checked, bad);
+    assert_int_equal(bad, 0);
+}
+
+/* attn_viz_to_json is json_dumps of the same object built as a jansson tree; one layer; the
+ * model name left out; the bound on probabilities. */
+static void test_to_json(void **state) {
+    (void)state;
+    attn_viz *v;
+    assert_int_equal(attn_viz_init(&v), ATTN_STATUS_OK);
+    const char *src[] = {"Knowledge", "is", "power", "</s>"}, *tgt[] = {"<s>", "知识", "\"就是\"", "</s>"};
+    assert_int_equal(attn_viz_set_tokens(v, ATTN_VIZ_SIDE_TOKENS, 4, src), ATTN_STATUS_OK);
+    assert_int_equal(attn_viz_set_tokens(v, ATTN_VIZ_SIDE_TARGET, 4, tgt), ATTN_STATUS_OK);
+    tu_rng rng = {0x1234abcd5678ef01ull};
+    const attn_viz_kind kinds[3] = {ATTN_VIZ_ENC_SELF, ATTN_VIZ_DEC_SELF, ATTN_VIZ_CROSS};
+    for (int layer = 0; layer < 2; layer++)
+        for (int k = 0; k < 3; k++) {
+            float *d;
+            assert_int_equal(attn_viz_add_map(v, kinds[k], layer, 2, 4, 4, NULL, &d), ATTN_STATUS_OK);
+            for (int i = 0; i < 32; i++) /* tiny, round, tie-like and ordinary values */
+                d[i] = i % 7 == 0 ? 0.0f : i % 7 == 1 ? 1e-9f * tu_uniform(&rng, 0, 1)
+                     : i % 7 == 2 ? 0.5f : i % 7 == 3 ? 0.001953125f : tu_uniform(&rng, 0, 1);
+        }
+    for (int layer = -1; layer < 2; layer++)
+        for (int named = 0; named < 2; named++) {
+            char *text = NULL;
+            size_t len = 0;
+            assert_int_equal(attn_viz_to_json(v, named ? "enzh" : NULL, layer, 1000, &text, &len),
+                             ATTN_STATUS_OK);
+            assert_int_equal(len, strlen(text));
+            json_t *o = json_object(), *maps = json_array();
+            if (named) json_object_set_new(o, "model", json_string("enzh"));
+            json_t *ts = json_array(), *tt = json_array();
+            for (int i = 0; i < 4; i++)
+                json_array_append_new(ts, json_string(src[i])), json_array_append_new(tt, json_string(tgt[i]));
+            json_object_set_new(o, "tokens", ts);
+            for (int i = 0; i < v->n_maps; i++) {
+                const attn_viz_map *m = &v->maps[i];
+                if (layer >= 0 && m->layer != layer) continue;
+                json_t *heads = json_array();
+                for (int h = 0; h < m->H; h++) {
+                    json_t *rows = json_array();
+                    for (int q = 0; q < m->Tq; q++) {
+                        json_t *row = json_array();
+                        for (int c = 0; c < m->Tk; c++)
+                            json_array_append_new(row, json_real(m->p[((size_t)h * m->Tq + q) * m->Tk + c]));
+                        json_array_append_new(rows, row);
+                    }
+                    json_array_append_new(heads, rows);
+                }
+                json_array_append_new(maps, json_pack("{s:s, s:i, s:i, s:i, s:i, s:o}", "kind",
+                                                      attn_viz_kind_name(m->kind), "layer", m->layer,
+                                                      "heads", m->H, "queries", m->Tq, "keys", m->Tk,
+                                                      "p", heads));
+            }
+            json_object_set_new(o, "maps", maps);
+            json_object_set_new(o, "target", tt);
+            char *want = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
+            if (strcmp(text, want)) {
+                size_t i = 0;
+                while (text[i] && text[i] == want[i]) i++;
+                fail_msg("layer %d: differs from jansson at byte %zu: %.40s / %.40s", layer, i,
+                         text + i, want + i);
+            }
+            if (layer == -1 && named) printf("  attn_viz_to_json: %zu bytes, jansson's\n", len);
+            free(want), json_decref(o), attn_free(text);
+        }
+    char *text = NULL;
+    size_t len = 7;
+    tu_expect_fail(attn_viz_to_json(v, "m", -1, 191, &text, &len), ATTN_STATUS_INVALID_ARGUMENT,
+                   "192 probabilities", "at most 191");
+    assert_null(text);
+    assert_int_equal(len, 0);
+    assert_int_equal(attn_viz_to_json(v, "m", 0, 96, &text, &len), ATTN_STATUS_OK); /* one layer: 96 */
+    attn_free(text);
+    attn_viz_free(v);
 }
 
 /* ---- save / load -------------------------------------------------------------------------- */
@@ -751,6 +878,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_capture_encdec),
         cmocka_unit_test(test_container),
+        cmocka_unit_test(test_real6),
+        cmocka_unit_test(test_to_json),
         cmocka_unit_test(test_save_load),
         cmocka_unit_test(test_png_one_hot),
         cmocka_unit_test(test_png_causal),

@@ -14,12 +14,10 @@
 #include <unistd.h>
 
 #define ATTENTION_MAX_TOKENS 256 /* per sequence: maps grow as T^2 x layers x heads */
-
-static json_t *tokens_json(int n, char *const *t) {
-    json_t *a = json_array();
-    for (int i = 0; i < n; i++) json_array_append_new(a, json_string(t[i] ? t[i] : ""));
-    return a;
-}
+/* Most probabilities in one JSON answer (attn_viz_to_json, at most 14 bytes each: ~470 MB):
+ * SmolLM2's 30 layers x 9 heads at 256 tokens are 17.7 M; a bigger model asks for one layer at a
+ * time ("layer"). Before, the answer was a jansson tree, ~60 bytes a probability. */
+#define ATTENTION_MAX_VALUES (1L << 25)
 
 static attn_status html_of(const attn_viz *v, char **out, size_t *len) {
     const char *dir = getenv("TMPDIR");
@@ -262,34 +260,18 @@ void serve_attention(serve_engine *e, json_t *root, serve_response *r) {
         return;
     }
     const int want = ly && json_is_integer(ly) ? (int)json_integer_value(ly) : -1;
-    json_t *maps = json_array();
-    for (int i = 0; i < v->n_maps; i++) {
-        const attn_viz_map *mp = &v->maps[i];
-        if (want >= 0 && mp->layer != want) continue;
-        json_t *heads = json_array();
-        for (int h = 0; h < mp->H; h++) {
-            json_t *rows = json_array();
-            for (int q = 0; q < mp->Tq; q++) {
-                json_t *row = json_array();
-                const float *p = mp->p + ((size_t)h * mp->Tq + q) * mp->Tk;
-                for (int k = 0; k < mp->Tk; k++) json_array_append_new(row, json_real(p[k]));
-                json_array_append_new(rows, row);
-            }
-            json_array_append_new(heads, rows);
-        }
-        json_array_append_new(maps, json_pack("{s:s, s:i, s:i, s:i, s:i, s:o}", "kind",
-                                              attn_viz_kind_name(mp->kind), "layer", mp->layer,
-                                              "heads", mp->H, "queries", mp->Tq, "keys", mp->Tk,
-                                              "p", heads));
-    }
-    json_t *o = json_pack("{s:s, s:o, s:o}", "model", m->name, "tokens",
-                          tokens_json(v->n_tokens, v->tokens), "maps", maps);
-    if (v->n_target) json_object_set_new(o, "target", tokens_json(v->n_target, v->target));
+    char *body = NULL;
+    size_t len = 0;
+    s = attn_viz_to_json(v, m->name, want, ATTENTION_MAX_VALUES, &body, &len);
     attn_viz_free(v);
+    if (s) {
+        serve_error(r, s == ATTN_STATUS_OUT_OF_MEMORY ? 500 : 400,
+                    s == ATTN_STATUS_OUT_OF_MEMORY ? "server_error" : "invalid_request_error",
+                    "%s%s", attn_last_error(), s == ATTN_STATUS_OUT_OF_MEMORY ? "" : " ('layer')");
+        return;
+    }
     r->status = 200;
     r->type = "application/json";
-    r->body = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
-    r->len = r->body ? strlen(r->body) : 0;
-    json_decref(o);
-    if (!r->body) serve_error(r, 500, "server_error", "out of memory");
+    r->body = body;
+    r->len = len;
 }

@@ -55,10 +55,14 @@ static bool client_gone(void *ctx) {
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
-static enum MHD_Result send_response(struct MHD_Connection *c, const serve_response *r) {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(
-        r->len, r->body ? r->body : (void *)"", MHD_RESPMEM_MUST_COPY);
+/* r's body goes to libmicrohttpd, which frees it once sent (r->body is NULL after): a copy of a
+ * 100 MB /v1/attention answer would double the server's memory for it. */
+static enum MHD_Result send_response(struct MHD_Connection *c, serve_response *r) {
+    struct MHD_Response *resp =
+        r->body ? MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_FREE)
+                : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!resp) return MHD_NO;
+    r->body = NULL;
     MHD_add_response_header(resp, "Content-Type", r->type ? r->type : "application/json");
     const enum MHD_Result ok = MHD_queue_response(c, (unsigned)r->status, resp);
     MHD_destroy_response(resp);

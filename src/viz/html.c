@@ -39,7 +39,7 @@ void viz_sb_put(viz_sbuf *b, const char *s, size_t n) {
 
 void viz_sb_str(viz_sbuf *b, const char *s) { viz_sb_put(b, s, strlen(s)); }
 
-void viz_sb_json(viz_sbuf *b, json_t *j) {
+static void sb_json(viz_sbuf *b, json_t *j, bool escape_lt) {
     char *t = j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     json_decref(j);
     if (!t) {
@@ -47,13 +47,16 @@ void viz_sb_json(viz_sbuf *b, json_t *j) {
         return;
     }
     const char *s = t;
-    for (const char *lt; (lt = strchr(s, '<')); s = lt + 1) {
+    for (const char *lt; escape_lt && (lt = strchr(s, '<')); s = lt + 1) {
         viz_sb_put(b, s, (size_t)(lt - s));
         viz_sb_str(b, "\\u003c");
     }
     viz_sb_str(b, s);
     free(t);
 }
+
+void viz_sb_json(viz_sbuf *b, json_t *j) { sb_json(b, j, true); }
+void viz_sb_json_raw(viz_sbuf *b, json_t *j) { sb_json(b, j, false); }
 
 attn_status viz_sb_commit(viz_sbuf *b, const char *path) {
     if (b->oom) {

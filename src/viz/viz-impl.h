@@ -57,6 +57,16 @@ void viz_sb_str(viz_sbuf *b, const char *s);
  * the reference to j. */
 struct json_t;
 void viz_sb_json(viz_sbuf *b, struct json_t *j);
+/* The same without the \u003c (as json_dumps writes it: JSON_COMPACT | JSON_ENCODE_ANY). */
+void viz_sb_json_raw(viz_sbuf *b, struct json_t *j);
+
+/* ---- JSON text (json.c) ---- */
+#define VIZ_REAL6_MAX 16 /* bytes of viz_real6's text at most (13 in fact: "-1.23457e-308") */
+/* x as jansson writes a real at JSON_REAL_PRECISION(6) ("%.6g", ".0" added when it has neither
+ * '.' nor 'e', the exponent without '+' and leading zeros; non-finite: null), into out (at least
+ * VIZ_REAL6_MAX + 1 bytes, NUL-terminated); returns its length. Without printf for
+ * |x| in [1e-30, 1e30) away from rounding ties. */
+size_t viz_real6(char *out, double x);
 /* Write the text to path atomically and free it. */
 attn_status viz_sb_commit(viz_sbuf *b, const char *path);
 
