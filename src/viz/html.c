@@ -76,7 +76,7 @@ attn_status viz_sb_commit(viz_sbuf *b, const char *path) {
     return s;
 }
 
-static json_t *strings(char **s, int n) {
+json_t *viz_json_strings(char *const *s, int n) {
     json_t *a = json_array();
     for (int i = 0; a && i < n; i++) json_array_append_new(a, json_string(s[i]));
     return a;
@@ -113,14 +113,14 @@ attn_status attn_viz_write_html(const attn_viz *v, const char *path) {
     viz_sb_str(&b, "{\"format\":\"attn-attention\",\"title\":");
     viz_sb_json(&b, v->title ? json_string(v->title) : json_null());
     viz_sb_str(&b, ",\"tokens\":");
-    viz_sb_json(&b, strings(v->tokens, v->n_tokens));
+    viz_sb_json(&b, viz_json_strings(v->tokens, v->n_tokens));
     if (v->n_target) {
         viz_sb_str(&b, ",\"target\":");
-        viz_sb_json(&b, strings(v->target, v->n_target));
+        viz_sb_json(&b, viz_json_strings(v->target, v->n_target));
     }
     if (v->target_out) {
         viz_sb_str(&b, ",\"target_out\":");
-        viz_sb_json(&b, strings(v->target_out, v->n_target));
+        viz_sb_json(&b, viz_json_strings(v->target_out, v->n_target));
     }
     viz_sb_str(&b, ",\"maps\":[");
     for (int i = 0; i < v->n_maps; i++) {

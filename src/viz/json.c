@@ -98,14 +98,6 @@ size_t viz_real6(char *out, double x) {
     return n;
 }
 
-/* a string array as jansson writes it, NULL entries as "" */
-static void sb_strings(viz_sbuf *b, char *const *s, int n) {
-    json_t *a = json_array();
-    for (int i = 0; a && i < n; i++)
-        if (json_array_append_new(a, json_string(s[i] ? s[i] : ""))) json_decref(a), a = NULL;
-    viz_sb_json_raw(b, a);
-}
-
 attn_status attn_viz_to_json(const attn_viz *v, const char *model, int layer, long max_values,
                              char **out, size_t *len) {
     if (!v || !out || !len) return attn_fail(ATTN_STATUS_INVALID_ARGUMENT, "attn_viz_to_json: NULL");
@@ -130,7 +122,7 @@ attn_status attn_viz_to_json(const attn_viz *v, const char *model, int layer, lo
         viz_sb_str(&b, ",");
     }
     viz_sb_str(&b, "\"tokens\":");
-    sb_strings(&b, v->tokens, v->n_tokens);
+    viz_sb_json_raw(&b, viz_json_strings(v->tokens, v->n_tokens));
     viz_sb_str(&b, ",\"maps\":[");
     bool first = true;
     for (int i = 0; i < v->n_maps && !b.oom; i++) {
@@ -164,7 +156,7 @@ attn_status attn_viz_to_json(const attn_viz *v, const char *model, int layer, lo
     viz_sb_str(&b, "]");
     if (v->n_target) {
         viz_sb_str(&b, ",\"target\":");
-        sb_strings(&b, v->target, v->n_target);
+        viz_sb_json_raw(&b, viz_json_strings(v->target, v->n_target));
     }
     viz_sb_str(&b, "}");
     if (b.oom) {

@@ -59,6 +59,8 @@ struct json_t;
 void viz_sb_json(viz_sbuf *b, struct json_t *j);
 /* The same without the \u003c (as json_dumps writes it: JSON_COMPACT | JSON_ENCODE_ANY). */
 void viz_sb_json_raw(viz_sbuf *b, struct json_t *j);
+/* A capture's tokens (valid UTF-8, none NULL: attn_viz_set_tokens checks) as a JSON array. */
+struct json_t *viz_json_strings(char *const *s, int n);
 
 /* ---- JSON text (json.c) ---- */
 #define VIZ_REAL6_MAX 16 /* bytes of viz_real6's text at most (13 in fact: "-1.23457e-308") */
